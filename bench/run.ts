@@ -1,0 +1,111 @@
+/**
+ * corral's benchmark, over the real unix socket: request throughput and latency, event fan-out,
+ * cold start and idle memory for the `edge` and `full` sets. Prints a table, writes JSON.
+ */
+import autocannon from 'autocannon';
+import http from 'node:http';
+import { mkdirSync, writeFileSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { projectRoot, startDaemon, unixWebsocket, type Daemon } from '../test/helpers/daemon.js';
+
+interface Row { scenario: string; value: string; target?: string }
+const rows: Row[] = [];
+const results: Record<string, unknown> = { date: new Date().toISOString(), node: process.version };
+
+const DURATION = Number(process.env.BENCH_SECONDS ?? 8);
+const EVENTS = Number(process.env.BENCH_EVENTS ?? 10000);
+
+const rssMiB = (pid: number) => {
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
+  return kb / 1024;
+};
+
+const percentile = (sorted: number[], p: number) => sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : NaN;
+
+async function startup(set: string): Promise<void> {
+  const starts: number[] = [];
+  const rss: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const t0 = performance.now();
+    const d = await startDaemon({ plugins: set });
+    starts.push(performance.now() - t0);
+    await new Promise((r) => setTimeout(r, 1500));
+    rss.push(rssMiB(d.child.pid!));
+    await d.stop();
+  }
+  const start = Math.min(...starts);
+  const mem = Math.max(...rss);
+  results[`startup_${set}_ms`] = start;
+  results[`rss_idle_${set}_mib`] = mem;
+  rows.push({ scenario: `cold start to serving socket (${set})`, value: `${start.toFixed(0)} ms`, target: '< 1500 ms' });
+  rows.push({ scenario: `RSS idle, freshly started (${set})`, value: `${mem.toFixed(1)} MiB`, target: set === 'edge' ? '< 60 MiB' : '< 90 MiB' });
+}
+
+async function throughput(d: Daemon, url: string, connections: number): Promise<void> {
+  await autocannon({ url: `http://localhost${url}`, socketPath: d.socket, connections, duration: 1 });
+  const r = await autocannon({ url: `http://localhost${url}`, socketPath: d.socket, connections, duration: DURATION });
+  const key = `${url}_c${connections}`;
+  results[key] = { rps: r.requests.average, p50_ms: r.latency.p50, p99_ms: r.latency.p99, errors: r.errors, non2xx: r.non2xx };
+  const target = url === '/1.0' && connections === 32 ? '>= 7000 req/s, p99 < 10 ms' : undefined;
+  rows.push({ scenario: `GET ${url} c=${connections}`, value: `${r.requests.average.toFixed(0)} req/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms${r.non2xx || r.errors ? `, ${r.non2xx + r.errors} failures` : ''}`, target });
+}
+
+/** Sequential PATCH /1.0 requests, each causing one lifecycle event; latency from the response to each listener's receipt. */
+async function fanout(d: Daemon, listeners: number): Promise<void> {
+  const received: number[][] = [];
+  const sockets = await Promise.all(Array.from({ length: listeners }, () => unixWebsocket(d.socket, '/1.0/events?type=lifecycle')));
+  sockets.forEach((ws, i) => {
+    received[i] = [];
+    ws.on('message', () => received[i]!.push(performance.now()));
+  });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const responded: number[] = [];
+  for (let i = 0; i < EVENTS; i++) {
+    await new Promise<void>((resolve, reject) => {
+      const body = `{"config":{"user.bench":"${i}"}}`;
+      const req = http.request({ socketPath: d.socket, agent, method: 'PATCH', path: '/1.0', headers: { 'content-type': 'application/json', 'content-length': body.length } }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          responded.push(performance.now());
+          resolve();
+        });
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+  await new Promise((r) => setTimeout(r, 500));
+  const latencies: number[] = [];
+  let lost = 0;
+  for (const times of received) {
+    lost += Math.max(0, EVENTS - times.length);
+    times.forEach((t, i) => latencies.push(Math.max(0, t - responded[i]!)));
+  }
+  latencies.sort((a, b) => a - b);
+  for (const ws of sockets) ws.close();
+  agent.destroy();
+  const p50 = percentile(latencies, 50);
+  const p99 = percentile(latencies, 99);
+  results[`events_${listeners}`] = { p50_ms: p50, p99_ms: p99, lost, events: EVENTS, listeners };
+  rows.push({ scenario: `event delivery, ${listeners} listener(s), ${EVENTS} events`, value: `p50 ${p50.toFixed(3)} ms, p99 ${p99.toFixed(3)} ms, lost ${lost}`, target: listeners === 50 ? 'p99 < 1.5 ms, 0 lost' : undefined });
+}
+
+await startup('edge');
+await startup('full');
+const d = await startDaemon({ plugins: 'full' });
+for (const url of ['/1.0', '/1.0/operations']) for (const c of [1, 32]) await throughput(d, url, c);
+await fanout(d, 1);
+await fanout(d, 50);
+results.rss_after_load_full_mib = rssMiB(d.child.pid!);
+rows.push({ scenario: 'RSS after the load above (full)', value: `${(results.rss_after_load_full_mib as number).toFixed(1)} MiB` });
+await d.stop();
+
+const width = Math.max(...rows.map((r) => r.scenario.length));
+const valueWidth = Math.max(...rows.map((r) => r.value.length));
+console.log(`${'scenario'.padEnd(width)}  ${'result'.padEnd(valueWidth)}  target`);
+for (const r of rows) console.log(`${r.scenario.padEnd(width)}  ${r.value.padEnd(valueWidth)}  ${r.target ?? ''}`);
+const out = path.join(projectRoot, 'bench', 'results');
+mkdirSync(out, { recursive: true });
+writeFileSync(path.join(out, 'latest.json'), JSON.stringify(results, null, 2));
+console.log(`\nwritten: bench/results/latest.json`);

@@ -1,0 +1,43 @@
+/** Command line of the daemon: `--dir <path>`, `--plugins <set or ids>`, `--registry <file>`. */
+
+export interface DaemonArgs {
+  dir: string;
+  plugins: string;
+  registry?: string;
+  logLevel?: 'debug' | 'info' | 'warn' | 'error';
+  help: boolean;
+}
+
+export const USAGE = `Usage: corrald [--dir <path>] [--plugins <set|id,id,...>] [--registry <file>] [--log-level <level>]
+  --dir        data directory with the unix socket (default: $CORRAL_DIR or /var/lib/corral)
+  --plugins    plugin set from plugin-registry.json (edge, full) or a list of plugin ids (default: full)
+  --registry   plugin registry file (default: plugin-registry.json of this installation)`;
+
+export class UsageError extends Error {}
+
+export function parseArgs(argv: string[], env: NodeJS.ProcessEnv): DaemonArgs {
+  const args: DaemonArgs = { dir: env.CORRAL_DIR || '/var/lib/corral', plugins: 'full', help: false };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    const [flag, inline] = arg.startsWith('--') && arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];
+    const value = () => {
+      const v = inline ?? argv[++i];
+      if (v === undefined || v === '') throw new UsageError(`${flag} needs a value`);
+      return v;
+    };
+    switch (flag) {
+      case '--dir': args.dir = value(); break;
+      case '--plugins': args.plugins = value(); break;
+      case '--registry': args.registry = value(); break;
+      case '--log-level': {
+        const level = value();
+        if (!['debug', 'info', 'warn', 'error'].includes(level)) throw new UsageError(`unknown log level "${level}"`);
+        args.logLevel = level as DaemonArgs['logLevel'];
+        break;
+      }
+      case '-h': case '--help': args.help = true; break;
+      default: throw new UsageError(`unknown argument "${arg}"`);
+    }
+  }
+  return args;
+}

@@ -1,0 +1,68 @@
+/**
+ * The server configuration: validated through the key registry, applied live key by key (a failed
+ * apply rolls back the keys already applied), then stored.
+ */
+import { badRequest, type ServerConfig, type Store } from '../../sdk/index.js';
+import type { KeyRegistry } from './key-registry.js';
+
+interface ConfigDoc {
+  config: Record<string, string>;
+}
+
+export class ServerConfigStore implements ServerConfig {
+  private values: Readonly<Record<string, string>> = Object.freeze({});
+  private readonly listeners: ((changed: Record<string, string>) => void)[] = [];
+
+  constructor(private readonly store: Store, private readonly keys: KeyRegistry) {}
+
+  async load(): Promise<void> {
+    const stored = await this.store.collection<ConfigDoc>('server').get('', 'config');
+    this.values = Object.freeze({ ...(stored?.doc.config ?? {}) });
+  }
+
+  get(key: string): string {
+    return this.values[key] ?? this.keys.lookup('server', key)?.default ?? '';
+  }
+
+  all(): Readonly<Record<string, string>> {
+    return this.values;
+  }
+
+  onChange(listener: (changed: Record<string, string>) => void): void {
+    this.listeners.push(listener);
+  }
+
+  /** Put every stored key with an `apply` into effect (at boot). */
+  async applyAll(): Promise<void> {
+    for (const [key, value] of Object.entries(this.values)) await this.keys.lookup('server', key)?.apply?.(value, '');
+  }
+
+  /** Replace the whole configuration; keys left out are unset. Returns the keys that changed. */
+  async replace(next: Record<string, string>): Promise<Record<string, string>> {
+    const cleaned = Object.fromEntries(Object.entries(next).filter(([, v]) => v !== ''));
+    this.keys.validate('server', cleaned);
+    const previous = this.values;
+    const changed: Record<string, string> = {};
+    for (const key of new Set([...Object.keys(previous), ...Object.keys(cleaned)])) {
+      if ((previous[key] ?? '') !== (cleaned[key] ?? '')) changed[key] = cleaned[key] ?? '';
+    }
+    if (Object.keys(changed).length === 0) return changed;
+
+    const applied: string[] = [];
+    try {
+      for (const [key, value] of Object.entries(changed)) {
+        await this.keys.lookup('server', key)?.apply?.(value, previous[key] ?? '');
+        applied.push(key);
+      }
+      await this.store.collection<ConfigDoc>('server').put('', 'config', { config: cleaned });
+    } catch (err) {
+      for (const key of applied.reverse()) {
+        await Promise.resolve(this.keys.lookup('server', key)?.apply?.(previous[key] ?? '', changed[key]!)).catch(() => undefined);
+      }
+      throw badRequest(`Failed to apply the new configuration: ${(err as Error).message}`);
+    }
+    this.values = Object.freeze(cleaned);
+    for (const listener of this.listeners) listener(changed);
+    return changed;
+  }
+}

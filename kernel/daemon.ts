@@ -1,0 +1,61 @@
+/** Runs the kernel as a daemon: data dir, single-instance lock, unix socket, signals, clean exit. */
+import { mkdirSync, rmSync, existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Kernel } from './kernel.js';
+import { lockDataDir } from './lock.js';
+import type { DaemonArgs } from './args.js';
+
+/** dist/kernel/daemon.js -> dist/ (compiled tree) and the project root (registry file). */
+const compiledRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const projectRoot = path.resolve(compiledRoot, '..');
+
+export async function runDaemon(args: DaemonArgs): Promise<Kernel> {
+  const dir = path.resolve(args.dir);
+  mkdirSync(dir, { recursive: true, mode: 0o711 });
+  const unlock = lockDataDir(dir);
+  const socketPath = path.join(dir, 'unix.socket');
+  // The lock proves no daemon owns this dir, so a socket file left here is stale.
+  if (existsSync(socketPath)) rmSync(socketPath);
+
+  let kernel: Kernel;
+  try {
+    kernel = await Kernel.start({
+      dataDir: dir,
+      storeFile: path.join(dir, 'corral.db'),
+      registryFile: args.registry ? path.resolve(args.registry) : path.join(projectRoot, 'plugin-registry.json'),
+      plugins: args.plugins,
+      compiledRoot,
+      socketPath,
+      logToStdout: true,
+      logToFile: true,
+      logLevel: args.logLevel,
+    });
+  } catch (err) {
+    unlock();
+    throw err;
+  }
+
+  let exiting = false;
+  const shutdown = (signal: string) => {
+    if (exiting) return;
+    exiting = true;
+    kernel.log.info({ signal }, 'shutting down');
+    kernel.stop().then(
+      () => {
+        rmSync(socketPath, { force: true });
+        unlock();
+        process.exit(0);
+      },
+      (err: Error) => {
+        kernel.log.error({ err }, 'unclean shutdown');
+        rmSync(socketPath, { force: true });
+        unlock();
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  return kernel;
+}

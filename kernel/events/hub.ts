@@ -1,0 +1,70 @@
+/**
+ * The one events hub. An event is serialised once and written to every websocket listener whose
+ * type and project filters admit it; in-process listeners get the object itself.
+ */
+import type { EventEnvelope, EventsService, EventType, Requestor } from '../../sdk/index.js';
+
+export interface EventListener {
+  types: ReadonlySet<EventType>;
+  /** Undefined: every project. */
+  project?: string;
+  send(frame: string): void;
+}
+
+export const EVENT_TYPES: readonly EventType[] = ['operation', 'logging', 'lifecycle'];
+
+export class EventHub implements EventsService {
+  private readonly sockets = new Set<EventListener>();
+  /** How many socket listeners want each type, so unwatched types cost nothing. */
+  private readonly watchers: Record<EventType, number> = { operation: 0, logging: 0, lifecycle: 0 };
+  private readonly internal = new Set<{ types?: ReadonlySet<EventType>; fn: (event: EventEnvelope) => void }>();
+
+  constructor(private readonly location: string) {}
+
+  /** `project` undefined: a server-wide event (logging), delivered to every listener and sent without a project. */
+  emit(type: EventType, metadata: unknown, project?: string): void {
+    if (this.watchers[type] === 0 && this.internal.size === 0) return;
+    const event: EventEnvelope = { type, timestamp: new Date().toISOString(), metadata, location: this.location };
+    if (project !== undefined) event.project = project;
+    for (const listener of this.internal) {
+      if (!listener.types || listener.types.has(type)) listener.fn(event);
+    }
+    if (this.watchers[type] === 0) return;
+    const frame = JSON.stringify(event);
+    for (const socket of this.sockets) {
+      if (socket.types.has(type) && (socket.project === undefined || project === undefined || socket.project === project)) socket.send(frame);
+    }
+  }
+
+  lifecycle(action: string, source: string, opts: { project?: string; requestor?: Requestor; context?: Record<string, unknown> } = {}): void {
+    const metadata: Record<string, unknown> = { action, source };
+    if (opts.context) metadata.context = opts.context;
+    if (opts.requestor) metadata.requestor = opts.requestor;
+    this.emit('lifecycle', metadata, opts.project ?? 'default');
+  }
+
+  subscribe(fn: (event: EventEnvelope) => void, types?: EventType[]): () => void {
+    const entry = { types: types && new Set(types), fn };
+    this.internal.add(entry);
+    return () => this.internal.delete(entry);
+  }
+
+  /** A websocket listener; returns the function that removes it. */
+  attach(listener: EventListener): () => void {
+    this.sockets.add(listener);
+    for (const type of listener.types) this.watchers[type]++;
+    return () => {
+      if (!this.sockets.delete(listener)) return;
+      for (const type of listener.types) this.watchers[type]--;
+    };
+  }
+
+  /** Whether anybody listens to a type (the logging feed checks this before building events). */
+  watched(type: EventType): boolean {
+    return this.watchers[type] > 0 || this.internal.size > 0;
+  }
+
+  get listenerCount(): number {
+    return this.sockets.size;
+  }
+}

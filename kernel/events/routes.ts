@@ -1,0 +1,41 @@
+/** GET /1.0/events: the websocket notification stream, filtered by type and project. */
+import { badRequest, type EventType, type RouteDescriptor } from '../../sdk/index.js';
+import { EVENT_TYPES, type EventHub } from './hub.js';
+
+/** Above this many queued bytes a listener is too slow to keep; it is dropped rather than buffered without bound. */
+const MAX_BUFFERED = 64 * 1024 * 1024;
+
+function parseTypes(value: string | undefined): Set<EventType> {
+  if (!value) return new Set(EVENT_TYPES);
+  const types = new Set<EventType>();
+  for (const name of value.split(',').map((t) => t.trim()).filter(Boolean)) {
+    if (!(EVENT_TYPES as string[]).includes(name)) throw badRequest(`Unknown event type "${name}" (known: ${EVENT_TYPES.join(', ')})`);
+    types.add(name as EventType);
+  }
+  return types;
+}
+
+export function eventRoutes(hub: EventHub): RouteDescriptor[] {
+  return [
+    {
+      path: '/1.0/events',
+      websocket: {
+        accept: (req) => void parseTypes(req.query.type),
+        handler: (req, socket) => {
+          const detach = hub.attach({
+            types: parseTypes(req.query.type),
+            project: req.allProjects ? undefined : req.project,
+            send: (frame) => {
+              if (socket.bufferedAmount > MAX_BUFFERED) socket.terminate();
+              else socket.send(frame);
+            },
+          });
+          socket.on('close', detach);
+          socket.on('error', detach);
+          // Listeners only listen; anything they send is ignored.
+          socket.on('message', () => undefined);
+        },
+      },
+    },
+  ];
+}

@@ -1,0 +1,31 @@
+/** The kernel's tapable hooks: created once, frozen, and handed to plugins as tap-only facades. */
+import { AsyncSeriesBailHook, AsyncSeriesHook, SyncWaterfallHook } from 'tapable';
+import type { ApiRequest, AuthDecision, KernelHooks, TlsClient } from '../sdk/index.js';
+
+export class KernelHookSet {
+  readonly environment = new SyncWaterfallHook<[Record<string, unknown>]>(['environment']);
+  readonly authenticate = new AsyncSeriesBailHook<[TlsClient], AuthDecision | undefined>(['client']);
+  readonly checkProject = new AsyncSeriesHook<[ApiRequest]>(['request']);
+  readonly ready = new AsyncSeriesHook<[]>([]);
+  readonly shutdown = new AsyncSeriesHook<[]>([]);
+
+  constructor() {
+    Object.freeze(this);
+  }
+
+  /** What a plugin sees: tap only, with its id stamped on every tap. */
+  facade(pluginId: string): KernelHooks {
+    const tapOptions = (stage?: number) => ({ name: pluginId, stage: stage ?? 0 });
+    return Object.freeze({
+      environment: { tap: (fn, o) => this.environment.tap(tapOptions(o?.stage), fn) },
+      authenticate: { tap: (fn, o) => this.authenticate.tapPromise(tapOptions(o?.stage), fn) },
+      checkProject: { tap: (fn, o) => this.checkProject.tapPromise(tapOptions(o?.stage), fn) },
+      ready: { tap: (fn, o) => this.ready.tapPromise(tapOptions(o?.stage), fn) },
+      shutdown: { tap: (fn, o) => this.shutdown.tapPromise(tapOptions(o?.stage), fn) },
+    } satisfies KernelHooks);
+  }
+
+  get hasProjectCheck(): boolean {
+    return this.checkProject.taps.length > 0;
+  }
+}

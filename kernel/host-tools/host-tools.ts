@@ -1,0 +1,45 @@
+/** The one place child processes are started (execa underneath). */
+import { execa } from 'execa';
+import { access, constants } from 'node:fs/promises';
+import path from 'node:path';
+import type Logger from 'bunyan';
+import { HostToolError, type HostTools, type RunOptions, type RunResult } from '../../sdk/index.js';
+
+const DEFAULT_TIMEOUT_MS = 60_000;
+
+export function createHostTools(log: Logger): HostTools {
+  return {
+    async run(command: string, args: string[], opts: RunOptions = {}): Promise<RunResult> {
+      const started = Date.now();
+      const result = await execa(command, args, {
+        timeout: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+        input: opts.input,
+        cwd: opts.cwd,
+        env: opts.env,
+        reject: false,
+        stripFinalNewline: true,
+      });
+      const exitCode = result.exitCode ?? -1;
+      log.debug({ command, args, exitCode, ms: Date.now() - started }, 'host tool');
+      if (result.timedOut) throw new HostToolError(command, `${command} timed out after ${opts.timeoutMs ?? DEFAULT_TIMEOUT_MS} ms`);
+      if (result.failed && (result.exitCode === undefined || !opts.allowFailure)) {
+        const detail = String(result.stderr || result.stdout || result.shortMessage).trim().split('\n').slice(-3).join(' ');
+        throw new HostToolError(command, `${command} failed${result.exitCode !== undefined ? ` (exit ${result.exitCode})` : ''}: ${detail}`, result.exitCode);
+      }
+      return { stdout: String(result.stdout), stderr: String(result.stderr), exitCode };
+    },
+    which: findOnPath,
+  };
+}
+
+export async function findOnPath(command: string): Promise<string | undefined> {
+  const dirs = (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':');
+  for (const dir of [...dirs, '/usr/sbin', '/sbin']) {
+    const candidate = path.join(dir, command);
+    try {
+      await access(candidate, constants.X_OK);
+      return candidate;
+    } catch { /* not here */ }
+  }
+  return undefined;
+}

@@ -1,0 +1,57 @@
+/** The request object handlers see: parsed query conventions, trust and requestor; no hapi toolkit. */
+import type Logger from 'bunyan';
+import type { ApiRequest, Requestor } from '../../sdk/index.js';
+
+export interface Caller {
+  trusted: boolean;
+  requestor: Requestor;
+  /** Restricted clients: the projects they may use. */
+  projects?: string[];
+  /** Metrics-only certificates reach routes with the `metrics` policy. */
+  metrics?: boolean;
+}
+
+export class KernelRequest implements ApiRequest {
+  private logger: Logger | undefined;
+  body: any;
+
+  constructor(
+    readonly id: string,
+    readonly method: string,
+    readonly path: string,
+    readonly params: Record<string, string>,
+    readonly query: Record<string, string>,
+    readonly headers: Record<string, string | string[] | undefined>,
+    body: unknown,
+    readonly project: string,
+    readonly allProjects: boolean,
+    readonly target: string | undefined,
+    readonly recursion: 0 | 1 | 2,
+    readonly caller: Caller,
+    private readonly parentLog: Logger,
+    readonly rawBody?: NodeJS.ReadableStream,
+  ) {
+    this.body = body;
+  }
+
+  get trusted(): boolean {
+    return this.caller.trusted;
+  }
+
+  get requestor(): Requestor {
+    return this.caller.requestor;
+  }
+
+  /** Child loggers are made on first use: most requests never log. */
+  get log(): Logger {
+    this.logger ??= this.parentLog.child({ req_id: this.id, method: this.method, path: this.path });
+    return this.logger;
+  }
+}
+
+/** hapi gives arrays for repeated parameters; the API uses the first. */
+export function flattenQuery(query: Record<string, unknown>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(query)) out[key] = Array.isArray(value) ? String(value[0] ?? '') : String(value ?? '');
+  return out;
+}

@@ -1,0 +1,264 @@
+/**
+ * The microkernel: validates the plugin set, opens the store, wires the kernel services, runs the
+ * plugins' register and boot phases in dependency order, and serves the API on its listeners.
+ * It knows no family: everything else arrives through plugins.
+ */
+import path from 'node:path';
+import { chmod } from 'node:fs/promises';
+import { pathToFileURL } from 'node:url';
+import type Hapi from '@hapi/hapi';
+import type Logger from 'bunyan';
+import {
+  isListenAddress, type CorralPlugin, type PluginContext, type PluginManifest,
+} from '../sdk/index.js';
+import { createLogger, levelName, type LogRecord } from './logging/logger.js';
+import { createHostTools, findOnPath } from './host-tools/host-tools.js';
+import { DocumentStore } from './store/document-store.js';
+import { KeyRegistry } from './config/key-registry.js';
+import { ServerConfigStore } from './config/server-config.js';
+import { ExtensionRegistry } from './extensions/registry.js';
+import { EventHub } from './events/hub.js';
+import { eventRoutes } from './events/routes.js';
+import { OperationManager } from './operations/manager.js';
+import { operationRoutes } from './operations/routes.js';
+import { RoutePipeline } from './http/pipeline.js';
+import { createHapiServer, tlsCaller, UNIX_CALLER } from './http/listeners.js';
+import { attachWebsockets, closeAllWebsockets } from './http/websocket.js';
+import { TlsListener } from './http/tls-listener.js';
+import { KernelHookSet } from './hooks.js';
+import { ServiceTable, createPluginContext, warningsFacade } from './plugin-context.js';
+import { PluginSetError, entryPath, readRegistry, resolvePluginSet } from './loader/plugin-set.js';
+import { probeHostFacts } from './server/host-facts.js';
+import { ServerInfo } from './server/server-info.js';
+import { serverRoutes } from './server/routes.js';
+import { ensureServerCertificate, type ServerCertificate } from './tls/server-certificate.js';
+
+export interface KernelOptions {
+  dataDir: string;
+  /** sqlite file, or ':memory:'. */
+  storeFile: string;
+  registryFile: string;
+  /** A set name or a comma-separated list of plugin ids. */
+  plugins: string;
+  /** Root of the compiled tree (where `.ts` entries are found as `.js`). */
+  compiledRoot: string;
+  /** Listen on this unix socket; without it the kernel only serves `inject`. */
+  socketPath?: string;
+  logToStdout?: boolean;
+  logToFile?: boolean;
+  logLevel?: Logger.LogLevel;
+  /** Generate/load the TLS server certificate (default true; test kernels skip it). */
+  serverCertificate?: boolean;
+  /** Seconds to let running operations finish at shutdown. */
+  shutdownTimeout?: number;
+}
+
+interface LoadedPlugin {
+  manifest: PluginManifest;
+  plugin: CorralPlugin;
+  ctx: PluginContext;
+}
+
+/** Event `location` of a server that is not clustered, as the reference reports it. */
+const STANDALONE_LOCATION = 'none';
+
+export class Kernel {
+  readonly events = new EventHub(STANDALONE_LOCATION);
+  readonly location = STANDALONE_LOCATION;
+  readonly hooks = new KernelHookSet();
+  readonly keys = new KeyRegistry();
+  readonly extensions = new ExtensionRegistry();
+  readonly services = new ServiceTable();
+  readonly operations: OperationManager;
+  readonly log: Logger;
+  readonly hostTools;
+  readonly pipeline: RoutePipeline;
+  readonly dataDir: string;
+  store!: DocumentStore;
+  serverConfig!: ServerConfigStore;
+  info!: ServerInfo;
+  private certificate: ServerCertificate | undefined;
+  private plugins: LoadedPlugin[] = [];
+  private unix: Hapi.Server | undefined;
+  private injector: Hapi.Server | undefined;
+  private readonly tls: TlsListener;
+  private stopping: Promise<void> | undefined;
+
+  private constructor(private readonly opts: KernelOptions) {
+    this.dataDir = opts.dataDir;
+    this.log = createLogger({
+      dataDir: opts.logToFile ? opts.dataDir : undefined,
+      stdout: opts.logToStdout,
+      level: opts.logLevel,
+      sink: (record) => this.forwardLog(record),
+    });
+    this.hostTools = createHostTools(this.log.child({ component: 'host-tools' }));
+    this.operations = new OperationManager(this.events, this.location);
+    this.pipeline = new RoutePipeline({
+      log: this.log,
+      checkProject: (req) => (this.hooks.hasProjectCheck ? this.hooks.checkProject.promise(req) : Promise.resolve()),
+      clustered: () => false,
+      serverName: STANDALONE_LOCATION,
+    });
+    this.tls = new TlsListener((host, port) => this.startTls(host, port));
+  }
+
+  static async start(opts: KernelOptions): Promise<Kernel> {
+    // Validate the whole set before running any plugin code or touching the data dir.
+    const registry = readRegistry(opts.registryFile);
+    const set = resolvePluginSet(registry, opts.plugins, path.dirname(opts.registryFile));
+    await checkHostTools(set.plugins);
+
+    const kernel = new Kernel(opts);
+    try {
+      await kernel.boot(set.plugins, set.kernelExtensions);
+    } catch (err) {
+      await kernel.stop().catch(() => undefined);
+      throw err;
+    }
+    return kernel;
+  }
+
+  private async boot(manifests: PluginManifest[], kernelExtensions: string[]): Promise<void> {
+    const started = Date.now();
+    this.store = await DocumentStore.open(this.opts.storeFile);
+    const kernelStore = this.store.namespace('kernel');
+    this.serverConfig = new ServerConfigStore(kernelStore, this.keys);
+    const facts = await probeHostFacts();
+    this.info = new ServerInfo({
+      facts,
+      config: this.serverConfig,
+      extensions: () => this.extensions.list(),
+      environmentHook: this.hooks.environment,
+      certificate: () => this.certificate,
+      httpsAddresses: () => (this.tls.current ? [this.tls.current] : []),
+    });
+
+    this.extensions.claim('the kernel', kernelExtensions);
+    this.registerKernelKeys();
+    for (const route of [...serverRoutes(this.info, this.serverConfig, this.events), ...operationRoutes(this.operations), ...eventRoutes(this.events)]) {
+      this.pipeline.add('kernel', route);
+    }
+
+    // Import only the enabled plugins, then register (sync) and boot (async), dependencies first.
+    for (const manifest of manifests) {
+      const file = entryPath(path.dirname(this.opts.registryFile), manifest.entry, this.opts.compiledRoot);
+      const mod = (await import(pathToFileURL(file).href)) as { default?: CorralPlugin };
+      if (!mod.default || typeof mod.default.register !== 'function') {
+        throw new PluginSetError([`${manifest.id}: ${manifest.entry} does not export a plugin (default export with register())`]);
+      }
+      this.extensions.claim(manifest.id, manifest.provides?.extensions ?? []);
+      this.plugins.push({ manifest, plugin: mod.default, ctx: createPluginContext(this, manifest) });
+    }
+    for (const { manifest, plugin, ctx } of this.plugins) {
+      try {
+        plugin.register(ctx);
+      } catch (err) {
+        throw new Error(`plugin ${manifest.id} failed to register: ${(err as Error).message}`);
+      }
+    }
+    await this.serverConfig.load();
+    for (const { manifest, plugin, ctx } of this.plugins) {
+      try {
+        await plugin.boot?.(ctx);
+      } catch (err) {
+        throw new Error(`plugin ${manifest.id} failed to boot: ${(err as Error).message}`);
+      }
+    }
+
+    if (this.opts.serverCertificate !== false) {
+      this.certificate = await ensureServerCertificate(this.dataDir, this.hostTools).catch(async (err: Error) => {
+        await warningsFacade(this.services, this.log).raise({
+          type: 'Server certificate unavailable',
+          message: `The HTTPS listener cannot start: ${err.message}`,
+          severity: 'high',
+        });
+        return undefined;
+      });
+    }
+    await this.serverConfig.applyAll();
+    this.serverConfig.onChange(() => this.info.invalidate());
+    await this.hooks.ready.promise();
+
+    if (this.opts.socketPath) await this.listenUnix(this.opts.socketPath);
+    this.log.info({ plugins: this.plugins.map((p) => p.manifest.id), ms: Date.now() - started }, 'corral is ready');
+  }
+
+  private registerKernelKeys(): void {
+    this.keys.register({
+      key: 'core.https_address',
+      scope: 'server',
+      type: 'address',
+      live: true,
+      validate: isListenAddress,
+      doc: 'Address to bind for the remote API (HTTPS); unset disables it',
+      apply: (value) => this.tls.apply(value),
+    });
+  }
+
+  private async listenUnix(socketPath: string): Promise<void> {
+    const server = createHapiServer({ log: this.log, socketPath });
+    this.pipeline.install(server, async () => UNIX_CALLER);
+    attachWebsockets(server.listener, this.pipeline, async () => UNIX_CALLER, this.log);
+    await server.start();
+    await chmod(socketPath, 0o660);
+    this.unix = server;
+  }
+
+  private async startTls(host: string, port: number): Promise<Hapi.Server> {
+    if (!this.certificate) throw new Error('the server certificate is missing (openssl failed at start)');
+    const server = createHapiServer({ log: this.log, tls: { host, port, key: this.certificate.key, cert: this.certificate.cert } });
+    const authenticate = (raw: import('node:http').IncomingMessage, access: string) =>
+      tlsCaller(raw, access, (client) => this.hooks.authenticate.promise(client));
+    this.pipeline.install(server, (request, access) => authenticate(request.raw.req, access));
+    attachWebsockets(server.listener, this.pipeline, authenticate, this.log);
+    await server.start();
+    this.info.invalidate();
+    return server;
+  }
+
+  /** Dispatch a request without a socket (tests, tools), as a trusted local client. */
+  async inject(options: Hapi.ServerInjectOptions | string): Promise<Hapi.ServerInjectResponse> {
+    if (!this.injector) {
+      const server = createHapiServer({ log: this.log });
+      this.pipeline.install(server, async () => UNIX_CALLER);
+      await server.initialize();
+      this.injector = server;
+    }
+    return this.injector.inject(options);
+  }
+
+  /** Clean shutdown: shutdown hooks, operations finish or are cancelled, plugins stop in reverse order. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      await this.hooks.shutdown.promise().catch((err: Error) => this.log.error({ err }, 'shutdown hook failed'));
+      await this.operations.shutdown((this.opts.shutdownTimeout ?? 30) * 1000);
+      for (const { manifest, plugin, ctx } of [...this.plugins].reverse()) {
+        await plugin.shutdown?.(ctx).catch((err: Error) => this.log.error({ err, plugin: manifest.id }, 'plugin shutdown failed'));
+      }
+      closeAllWebsockets();
+      await this.unix?.stop({ timeout: 2000 });
+      await this.tls.stop();
+      await this.injector?.stop();
+      await this.store?.close();
+    })();
+    return this.stopping;
+  }
+
+  /** bunyan records become `logging` events when somebody listens. */
+  private forwardLog(record: LogRecord): void {
+    if (!this.events.watched('logging')) return;
+    const { msg, level, name: _n, hostname: _h, pid: _p, time: _t, v: _v, ...context } = record;
+    const flat: Record<string, string> = {};
+    for (const [key, value] of Object.entries(context)) flat[key] = typeof value === 'string' ? value : JSON.stringify(value);
+    this.events.emit('logging', { message: msg, level: levelName(level), context: flat });
+  }
+}
+
+async function checkHostTools(plugins: PluginManifest[]): Promise<void> {
+  const missing: string[] = [];
+  for (const m of plugins) {
+    for (const tool of m.hostTools ?? []) if (!(await findOnPath(tool))) missing.push(`${m.id} needs "${tool}", which is not installed`);
+  }
+  if (missing.length) throw new PluginSetError(missing);
+}

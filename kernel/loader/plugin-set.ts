@@ -1,0 +1,144 @@
+/**
+ * Reads plugin-registry.json and validates a whole plugin set before any plugin code runs:
+ * unknown ids, missing or out-of-range dependencies, cycles, bad sdk ranges, and two plugins
+ * claiming one extension name, driver, type, config key prefix or db namespace.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { SDK_VERSION, type PluginManifest } from '../../sdk/index.js';
+import { checkClaims } from '../extensions/registry.js';
+import { isValidRange, parseVersion, satisfies } from './semver.js';
+
+export interface RegistryFile {
+  kernel?: { provides?: { extensions?: string[] } };
+  plugins: PluginManifest[];
+  sets?: Record<string, string[]>;
+}
+
+export interface PluginSet {
+  /** Directory of the registry file: entries resolve against it. */
+  baseDir: string;
+  /** Enabled manifests in dependency order. */
+  plugins: PluginManifest[];
+  kernelExtensions: string[];
+}
+
+export class PluginSetError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid plugin set:\n  - ${problems.join('\n  - ')}`);
+    this.name = 'PluginSetError';
+  }
+}
+
+export function readRegistry(file: string): RegistryFile {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new PluginSetError([`cannot read plugin registry ${file}: ${(err as Error).message}`]);
+  }
+  const registry = parsed as RegistryFile;
+  if (!registry || !Array.isArray(registry.plugins)) throw new PluginSetError([`${file}: "plugins" must be a list of manifests`]);
+  return registry;
+}
+
+/** `selection` is a set name from the registry or a comma-separated list of plugin ids. */
+export function resolvePluginSet(registry: RegistryFile, selection: string, baseDir: string): PluginSet {
+  const problems: string[] = [];
+  const byId = new Map<string, PluginManifest>();
+  for (const [i, m] of registry.plugins.entries()) {
+    const label = typeof m?.id === 'string' ? m.id : `plugin #${i + 1}`;
+    for (const field of ['id', 'entry', 'version', 'sdk'] as const) {
+      if (typeof m?.[field] !== 'string' || !m[field]) problems.push(`${label}: manifest field "${field}" is missing`);
+    }
+    if (typeof m?.id !== 'string') continue;
+    if (byId.has(m.id)) problems.push(`plugin id "${m.id}" appears twice in the registry`);
+    byId.set(m.id, m);
+  }
+
+  const ids = registry.sets?.[selection] ?? selection.split(',').map((s) => s.trim()).filter(Boolean);
+  if (!registry.sets?.[selection] && ids.length === 1 && !byId.has(ids[0]!)) {
+    problems.push(`"${selection}" is neither a plugin set (${Object.keys(registry.sets ?? {}).join(', ') || 'none defined'}) nor a plugin id`);
+  }
+  const enabled = new Map<string, PluginManifest>();
+  for (const id of ids) {
+    const m = byId.get(id);
+    if (!m) {
+      if (ids.length > 1 || registry.sets?.[selection]) problems.push(`unknown plugin "${id}" in "${selection}"`);
+    } else enabled.set(id, m);
+  }
+
+  for (const m of enabled.values()) {
+    if (typeof m.version === 'string' && !parseVersion(m.version)) problems.push(`${m.id}: version "${m.version}" is not a semantic version`);
+    if (typeof m.sdk === 'string' && (!isValidRange(m.sdk) || !satisfies(SDK_VERSION, m.sdk))) {
+      problems.push(`${m.id}: needs sdk ${m.sdk}, this kernel provides sdk ${SDK_VERSION}`);
+    }
+    for (const [dep, range] of Object.entries(m.requires ?? {})) {
+      const target = byId.get(dep);
+      if (!target) problems.push(`${m.id} requires "${dep}", which is not in the registry`);
+      else if (!enabled.has(dep)) problems.push(`${m.id} requires "${dep}", which is not enabled in "${selection}"`);
+      else if (!satisfies(target.version, range)) problems.push(`${m.id} requires ${dep} ${range}, but the registry has ${dep} ${target.version}`);
+    }
+  }
+
+  problems.push(...claimProblems(registry.kernel?.provides?.extensions ?? [], [...enabled.values()]));
+  const { order, cycle } = dependencyOrder([...enabled.values()]);
+  if (cycle.length) problems.push(`dependency cycle: ${cycle.join(' -> ')}`);
+  if (problems.length) throw new PluginSetError(problems);
+  return { baseDir, plugins: order, kernelExtensions: registry.kernel?.provides?.extensions ?? [] };
+}
+
+/** Nothing may be provided twice: extension names, drivers, types, key prefixes, db namespaces. */
+function claimProblems(kernelExtensions: string[], plugins: PluginManifest[]): string[] {
+  const problems = checkClaims(new Map(), 'the kernel', kernelExtensions);
+  const claimedExtensions = new Map(kernelExtensions.map((n) => [n, 'the kernel']));
+  const owners = new Map<string, string>();
+  for (const m of plugins) {
+    problems.push(...checkClaims(claimedExtensions, m.id, m.provides?.extensions ?? []));
+    const things: [string, string[]][] = [
+      ['driver', m.provides?.drivers ?? []],
+      ['type', m.provides?.types ?? []],
+      ['config key prefix', m.provides?.configKeys ?? []],
+      ['db namespace', [m.provides?.dbNamespace ?? m.id]],
+    ];
+    for (const [kind, names] of things) {
+      for (const name of names) {
+        const key = `${kind}:${name}`;
+        const other = owners.get(key);
+        if (other !== undefined) problems.push(`${kind} "${name}" is provided by both ${other} and ${m.id}`);
+        owners.set(key, m.id);
+      }
+    }
+  }
+  return problems;
+}
+
+/** Dependencies first, registry order otherwise; reports one cycle if there is one. */
+function dependencyOrder(plugins: PluginManifest[]): { order: PluginManifest[]; cycle: string[] } {
+  const byId = new Map(plugins.map((m) => [m.id, m]));
+  const order: PluginManifest[] = [];
+  const state = new Map<string, 'visiting' | 'done'>();
+  let cycle: string[] = [];
+  const visit = (m: PluginManifest, trail: string[]): void => {
+    if (state.get(m.id) === 'done' || cycle.length) return;
+    if (state.get(m.id) === 'visiting') {
+      cycle = [...trail.slice(trail.indexOf(m.id)), m.id];
+      return;
+    }
+    state.set(m.id, 'visiting');
+    for (const dep of Object.keys(m.requires ?? {})) {
+      const target = byId.get(dep);
+      if (target) visit(target, [...trail, m.id]);
+    }
+    state.set(m.id, 'done');
+    order.push(m);
+  };
+  for (const m of plugins) visit(m, []);
+  return { order, cycle };
+}
+
+/** Where a manifest's entry module is: `.ts` sources map to the compiled tree next to the kernel. */
+export function entryPath(baseDir: string, entry: string, compiledRoot: string): string {
+  if (entry.endsWith('.ts')) return path.join(compiledRoot, entry.replace(/\.ts$/, '.js'));
+  return path.resolve(baseDir, entry);
+}

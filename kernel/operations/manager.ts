@@ -1,0 +1,51 @@
+/** Keeps the operations of this daemon; finished ones stay visible for a while, then go. */
+import type { EventHub } from '../events/hub.js';
+import type { Operation, OperationsService, OperationSpec, OperationView } from '../../sdk/index.js';
+import { OperationRecord } from './operation.js';
+
+/** How long a finished operation stays listed (the reference keeps them a few seconds). */
+const KEEP_FINISHED_MS = 5_000;
+
+export class OperationManager implements OperationsService {
+  private readonly operations = new Map<string, OperationRecord>();
+  private closed = false;
+
+  constructor(private readonly events: EventHub, private readonly location: string) {}
+
+  create(spec: OperationSpec): Operation {
+    if (this.closed) throw new Error('the daemon is shutting down');
+    if (spec.class === 'websocket' && !spec.connect) throw new Error('websocket operations need a connect handler');
+    const op = new OperationRecord(spec, this.location, (changed) => this.changed(changed));
+    this.operations.set(op.id, op);
+    op.start();
+    return op;
+  }
+
+  get(id: string): OperationRecord | undefined {
+    return this.operations.get(id);
+  }
+
+  list(project?: string): OperationRecord[] {
+    const ops = [...this.operations.values()];
+    return project === undefined ? ops : ops.filter((op) => op.project === project);
+  }
+
+  /** Cancel what may be cancelled, then wait for every operation to end (up to `timeoutMs`). */
+  async shutdown(timeoutMs: number): Promise<void> {
+    this.closed = true;
+    const pending = [...this.operations.values()].filter((op) => !op.isFinal);
+    for (const op of pending) if (op.spec.mayCancel || !op.spec.run) op.abortForShutdown();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all(pending.map((op) => op.done())),
+      new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs))),
+    ]);
+    clearTimeout(timer);
+  }
+
+  private changed(op: OperationRecord): void {
+    const view: OperationView = op.view();
+    this.events.emit('operation', view, op.project);
+    if (op.isFinal) setTimeout(() => this.operations.delete(op.id), KEEP_FINISHED_MS).unref();
+  }
+}

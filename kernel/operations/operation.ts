@@ -1,0 +1,143 @@
+/** One background operation: its state machine (part 3) and its wire view. */
+import { randomUUID, randomBytes } from 'node:crypto';
+import type { WebSocket } from 'ws';
+import {
+  ApiError, OperationStatus,
+  type Operation, type OperationControl, type OperationSpec, type OperationStatusName, type OperationView,
+} from '../../sdk/index.js';
+
+const FINAL: ReadonlySet<OperationStatusName> = new Set(['Success', 'Failure', 'Cancelled']);
+
+export class OperationRecord implements Operation {
+  readonly id = randomUUID();
+  readonly url = `/1.0/operations/${this.id}`;
+  readonly project: string;
+  readonly createdAt = new Date().toISOString();
+  private updatedAt = this.createdAt;
+  private status: OperationStatusName = 'Pending';
+  private metadata: Record<string, unknown> | null;
+  private err = '';
+  private readonly abort = new AbortController();
+  private readonly finished: Promise<OperationView>;
+  private resolveFinished!: (view: OperationView) => void;
+  /** secret -> name of the socket it opens (websocket class). */
+  private readonly secrets = new Map<string, string>();
+  readonly control: OperationControl;
+
+  constructor(readonly spec: OperationSpec, private readonly location: string, private readonly changed: (op: OperationRecord) => void) {
+    this.project = spec.project ?? 'default';
+    this.metadata = spec.metadata ? { ...spec.metadata } : null;
+    if (spec.class === 'websocket') {
+      const fds: Record<string, string> = {};
+      for (const name of spec.secrets ?? []) {
+        const secret = randomBytes(32).toString('hex');
+        this.secrets.set(secret, name);
+        fds[name] = secret;
+      }
+      this.metadata = { ...(this.metadata ?? {}), fds };
+    }
+    this.finished = new Promise((resolve) => (this.resolveFinished = resolve));
+    this.control = {
+      id: this.id,
+      signal: this.abort.signal,
+      updateMetadata: (patch) => {
+        this.metadata = { ...(this.metadata ?? {}), ...patch };
+        this.touch();
+      },
+    };
+  }
+
+  get isFinal(): boolean {
+    return FINAL.has(this.status);
+  }
+
+  get finishedAt(): number {
+    return Date.parse(this.updatedAt);
+  }
+
+  view(): OperationView {
+    const status = OperationStatus[this.status];
+    return {
+      id: this.id,
+      class: this.spec.class,
+      description: this.spec.description,
+      created_at: this.createdAt,
+      updated_at: this.updatedAt,
+      status: status.text,
+      status_code: status.code,
+      resources: this.spec.resources ?? null,
+      metadata: this.metadata,
+      may_cancel: Boolean(this.spec.mayCancel) && !this.isFinal,
+      err: this.err,
+      location: this.location,
+    };
+  }
+
+  done(): Promise<OperationView> {
+    return this.finished;
+  }
+
+  /** Move to Running and run the body; token operations just stay Running until cancelled. */
+  start(): void {
+    this.setStatus('Running');
+    const run = this.spec.run;
+    if (!run) return;
+    setImmediate(() => {
+      run(this.control).then(
+        (result) => {
+          if (result) this.metadata = { ...(this.metadata ?? {}), ...result };
+          this.finish(this.abort.signal.aborted ? 'Cancelled' : 'Success');
+        },
+        (error: unknown) => {
+          if (this.abort.signal.aborted) this.finish('Cancelled', 'Operation cancelled');
+          else this.finish('Failure', error instanceof Error ? error.message : String(error));
+        },
+      );
+    });
+  }
+
+  async cancel(): Promise<void> {
+    if (this.isFinal) throw new ApiError(400, 'The operation has already finished');
+    if (!this.spec.mayCancel) throw new ApiError(400, "This operation can't be cancelled");
+    this.setStatus('Cancelling');
+    this.abort.abort();
+    await this.spec.onCancel?.();
+    if (!this.spec.run) this.finish('Cancelled', 'Operation cancelled');
+  }
+
+  /** Abort on daemon shutdown whatever the class. */
+  abortForShutdown(): void {
+    if (this.isFinal) return;
+    this.abort.abort();
+    if (!this.spec.run) this.finish('Cancelled', 'Daemon shutting down');
+  }
+
+  hasSecret(secret: string): boolean {
+    return this.secrets.has(secret);
+  }
+
+  /** Websocket class: route a connecting client to the plugin; false when the secret is wrong. */
+  connect(secret: string, socket: WebSocket): boolean {
+    const name = this.secrets.get(secret);
+    if (name === undefined || !this.spec.connect) return false;
+    this.spec.connect(name, socket, this.control);
+    return true;
+  }
+
+  private finish(status: OperationStatusName, err = ''): void {
+    if (this.isFinal) return;
+    this.err = err;
+    this.setStatus(status);
+    this.resolveFinished(this.view());
+  }
+
+  private setStatus(status: OperationStatusName): void {
+    this.status = status;
+    this.touch();
+  }
+
+  private touch(): void {
+    this.updatedAt = new Date().toISOString();
+    this.changed(this);
+  }
+}

@@ -1,0 +1,72 @@
+/** /1.0/operations: list (grouped by status), one, wait, cancel and the websocket of websocket-class operations. */
+import Joi from 'joi';
+import { badRequest, empty, forbidden, notFound, sync, type RouteDescriptor } from '../../sdk/index.js';
+import type { OperationManager } from './manager.js';
+import type { OperationRecord } from './operation.js';
+
+export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
+  const find = (id: string): OperationRecord => {
+    const op = ops.get(id);
+    if (!op) throw notFound('Operation not found');
+    return op;
+  };
+
+  return [
+    {
+      path: '/1.0/operations',
+      get: {
+        handler: (req) => {
+          const grouped: Record<string, unknown[]> = {};
+          for (const op of ops.list(req.allProjects ? undefined : req.project)) {
+            const view = op.view();
+            (grouped[view.status.toLowerCase()] ??= []).push(req.recursion === 0 ? op.url : view);
+          }
+          return sync(grouped);
+        },
+      },
+    },
+    {
+      path: '/1.0/operations/{id}',
+      get: { handler: (req) => sync(find(req.params.id!).view()) },
+      delete: {
+        handler: async (req) => {
+          await find(req.params.id!).cancel();
+          return empty();
+        },
+      },
+    },
+    {
+      path: '/1.0/operations/{id}/wait',
+      get: {
+        query: Joi.object({ timeout: Joi.number().integer().min(-1) }).unknown(true),
+        handler: async (req) => {
+          const op = find(req.params.id!);
+          const timeout = req.query.timeout === undefined ? -1 : Number(req.query.timeout);
+          if (timeout !== 0) {
+            let timer: NodeJS.Timeout | undefined;
+            await Promise.race([op.done(), ...(timeout > 0 ? [new Promise((r) => (timer = setTimeout(r, timeout * 1000)))] : [])]);
+            clearTimeout(timer);
+          }
+          return sync(op.view());
+        },
+      },
+    },
+    {
+      path: '/1.0/operations/{id}/websocket',
+      // The secret is the credential here, as for the reference.
+      websocket: {
+        access: 'untrusted',
+        accept: (req) => {
+          const op = find(req.params.id!);
+          if (op.spec.class !== 'websocket') throw badRequest('This operation has no websockets');
+          if (!req.query.secret) throw forbidden('Missing websocket secret');
+          if (op.isFinal) throw badRequest('The operation has already finished');
+          if (!op.hasSecret(req.query.secret)) throw forbidden('Wrong websocket secret');
+        },
+        handler: (req, socket) => {
+          if (!find(req.params.id!).connect(req.query.secret!, socket)) socket.close(1008, 'Wrong websocket secret');
+        },
+      },
+    },
+  ];
+}

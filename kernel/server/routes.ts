@@ -1,0 +1,46 @@
+/** GET /, and GET/PUT/PATCH /1.0 (PATCH is derived by the pipeline from PUT and `current`). */
+import Joi from 'joi';
+import { badRequest, empty, sync, type EventsService, type RouteDescriptor } from '../../sdk/index.js';
+import type { ServerInfo } from './server-info.js';
+import type { ServerConfigStore } from '../config/server-config.js';
+
+const ROOT = Object.freeze(['/1.0']);
+
+/** Config values are strings; null unsets a key, as the reference allows. */
+export const configMap = Joi.object().pattern(Joi.string(), Joi.string().allow('', null)).allow(null);
+
+export function stringifyConfig(config: Record<string, unknown> | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(config ?? {})) out[key] = value === null || value === undefined ? '' : String(value);
+  return out;
+}
+
+export function serverRoutes(info: ServerInfo, config: ServerConfigStore, events: EventsService): RouteDescriptor[] {
+  return [
+    {
+      path: '/',
+      get: { access: 'untrusted', handler: () => sync(ROOT) },
+    },
+    {
+      path: '/1.0',
+      current: () => info.editable(),
+      get: {
+        access: 'untrusted',
+        handler: (req) => (req.trusted ? sync(info.trusted(req.project), { etag: info.editable() }) : sync(info.untrusted())),
+      },
+      put: {
+        body: Joi.object({ config: configMap.default({}) }).unknown(true),
+        handler: async (req) => {
+          if (req.body === null || typeof req.body !== 'object' || Array.isArray(req.body)) throw badRequest('Request body must be a JSON object');
+          const changed = await config.replace(stringifyConfig(req.body.config ?? {}));
+          if (Object.keys(changed).length) {
+            req.log.info({ keys: Object.keys(changed) }, 'server configuration updated');
+            info.invalidate();
+          }
+          events.lifecycle('config-updated', '/1.0', { requestor: req.requestor });
+          return empty();
+        },
+      },
+    },
+  ];
+}

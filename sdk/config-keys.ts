@@ -1,0 +1,45 @@
+/** Self-describing configuration keys: one registry, used by every plugin. */
+
+export type KeyScope =
+  | 'server' | 'project' | 'profile' | 'instance' | 'pool' | 'volume' | 'network' | `device:${string}`;
+
+export type KeyType = 'string' | 'bool' | 'integer' | 'duration' | 'address' | 'list';
+
+export interface ConfigKeyDescriptor {
+  /** Exactly one of key, prefix or pattern. */
+  key?: string;
+  prefix?: string;
+  pattern?: RegExp;
+  scope: KeyScope;
+  type: KeyType;
+  /** Default value as the API shows it ("" when none). */
+  default?: string;
+  /** Applied without a restart. */
+  live?: boolean;
+  /** Throws an Error whose message says what is wrong with the value ("" is always allowed: it unsets). */
+  validate?: (value: string) => void;
+  /** The api_extensions name that introduced the key. */
+  extension?: string;
+  doc: string;
+  /** Never returned in full (passwords); stored as given by the owner's choice. */
+  secret?: boolean;
+  /** Server scope: put a new value into effect. Throwing refuses the change and restores the old value. */
+  apply?: (value: string, previous: string) => void | Promise<void>;
+}
+
+export interface ConfigKeyRegistry {
+  register(descriptor: ConfigKeyDescriptor): void;
+  /** Exact key first, then the longest prefix, then patterns. `user.*` is known everywhere. */
+  lookup(scope: KeyScope, key: string): ConfigKeyDescriptor | undefined;
+  /** Throws a 400 ApiError naming the first unknown key or invalid value. */
+  validate(scope: KeyScope, config: Record<string, string>): void;
+  list(scope?: KeyScope): ConfigKeyDescriptor[];
+}
+
+/** The server's own configuration (the `config` of `GET /1.0`). */
+export interface ServerConfig {
+  get(key: string): string;
+  all(): Readonly<Record<string, string>>;
+  /** Called after a change has been applied and stored. */
+  onChange(listener: (changed: Record<string, string>) => void): void;
+}

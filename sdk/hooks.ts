@@ -1,0 +1,54 @@
+/**
+ * Kernel hooks (tapable underneath). The kernel creates them once and freezes them; plugins get
+ * tap-only facades that stamp their id on each tap. Order is set by named stages, never by
+ * registration order.
+ */
+import type { ApiRequest } from './routes.js';
+
+export const Stage = Object.freeze({
+  FIRST: -1000,
+  EARLY: -100,
+  NORMAL: 0,
+  LATE: 100,
+  LAST: 1000,
+});
+
+export interface TapOptions {
+  stage?: number;
+}
+
+export interface Tappable<Args extends unknown[], R> {
+  tap(fn: (...args: Args) => R, opts?: TapOptions): void;
+}
+
+/** What the TLS listener knows about a client before the certificates family decides. */
+export interface TlsClient {
+  /** SHA-256 fingerprint (lowercase hex) of the client certificate, if one was presented. */
+  fingerprint?: string;
+  /** PEM of the client certificate. */
+  certificate?: string;
+  address: string;
+  /** The route's access policy. */
+  access: string;
+  path: string;
+}
+
+export interface AuthDecision {
+  trusted: boolean;
+  username?: string;
+  /** For restricted clients: the projects they may see. */
+  projects?: string[];
+}
+
+export interface KernelHooks {
+  /** Add fields to the `environment` section of GET /1.0 (drivers, storage...). Re-run when `refreshServerInfo()` is called. */
+  environment: Tappable<[Record<string, unknown>], Record<string, unknown>>;
+  /** Decide trust for a TLS client; the first tap returning a decision wins. */
+  authenticate: Tappable<[TlsClient], Promise<AuthDecision | undefined>>;
+  /** Check the `project` of a request; throw an ApiError (404) for an unknown project. */
+  checkProject: Tappable<[ApiRequest], Promise<void>>;
+  /** Runs once every plugin has booted, before the API gate opens. */
+  ready: Tappable<[], Promise<void>>;
+  /** Runs on clean shutdown, before listeners close; later stages run later. */
+  shutdown: Tappable<[], Promise<void>>;
+}

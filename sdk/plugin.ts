@@ -1,0 +1,76 @@
+/** What a plugin is, what it declares and what the kernel hands it. */
+import type Logger from 'bunyan';
+import type { RouteDescriptor } from './routes.js';
+import type { ConfigKeyRegistry, ServerConfig } from './config-keys.js';
+import type { Store } from './store.js';
+import type { OperationsService } from './operations.js';
+import type { EventsService } from './events.js';
+import type { HostTools } from './host-tools.js';
+import type { KernelHooks } from './hooks.js';
+import type { ServiceRegistry } from './services.js';
+import type { WarningsService } from './warnings.js';
+
+/** One entry of plugin-registry.json. The kernel reads it without running any plugin code. */
+export interface PluginManifest {
+  id: string;
+  /** Module path relative to the registry file (`.ts` sources map to the compiled tree). */
+  entry: string;
+  version: string;
+  /** semver range of the sdk this plugin was written against. */
+  sdk: string;
+  family?: string;
+  kind?: 'host' | 'driver' | 'feature';
+  description?: string;
+  /** Plugin ids with semver ranges. */
+  requires?: Record<string, string>;
+  provides?: {
+    /** api_extensions names this plugin makes true. */
+    extensions?: string[];
+    /** Config key prefixes or exact keys it owns. */
+    configKeys?: string[];
+    drivers?: string[];
+    types?: string[];
+    /** Namespace of its collections in the state store (default: the plugin id). */
+    dbNamespace?: string;
+  };
+  /** Binaries the plugin needs on the host. */
+  hostTools?: string[];
+}
+
+export interface PluginContext {
+  readonly id: string;
+  readonly version: string;
+  readonly log: Logger;
+  /** The daemon's data directory. */
+  readonly dataDir: string;
+  /** Name of this server (event `location`). */
+  readonly serverName: string;
+  readonly routes: { add(route: RouteDescriptor): void };
+  readonly keys: ConfigKeyRegistry;
+  readonly serverConfig: ServerConfig;
+  /** This plugin's namespace of the state store. */
+  readonly store: Store;
+  readonly operations: OperationsService;
+  readonly events: EventsService;
+  readonly warnings: WarningsService;
+  readonly hostTools: HostTools;
+  readonly hooks: KernelHooks;
+  readonly services: ServiceRegistry;
+  /** Whether an api_extensions name is advertised by this build. */
+  hasExtension(name: string): boolean;
+  /** Recompute the cached GET /1.0 answer (after an `environment` contribution changed). */
+  refreshServerInfo(): void;
+}
+
+export interface CorralPlugin {
+  /** Synchronous: add routes, keys, taps, services. Runs in dependency order. */
+  register(ctx: PluginContext): void;
+  /** Asynchronous start-up (migrations, probing the host), in dependency order after every register. */
+  boot?(ctx: PluginContext): Promise<void>;
+  /** Clean shutdown, in reverse dependency order. */
+  shutdown?(ctx: PluginContext): Promise<void>;
+}
+
+export function definePlugin(plugin: CorralPlugin): CorralPlugin {
+  return plugin;
+}

@@ -1,0 +1,82 @@
+/** Routes as data: a descriptor per path; the kernel turns descriptors into the HTTP pipeline. */
+import type { ObjectSchema, Schema } from 'joi';
+import type { WebSocket } from 'ws';
+import type Logger from 'bunyan';
+import type { ApiResponse } from './responses.js';
+import type { Requestor } from './events.js';
+
+/**
+ * Who may call: `trusted` (default) needs a trusted client; `untrusted` lets anyone in
+ * (handlers see `req.trusted`); `metrics` also admits metrics-only certificates.
+ */
+export type AccessPolicy = 'trusted' | 'untrusted' | 'metrics';
+
+export interface ApiRequest {
+  readonly id: string;
+  readonly method: string;
+  readonly path: string;
+  readonly params: Record<string, string>;
+  readonly query: Record<string, string>;
+  readonly headers: Record<string, string | string[] | undefined>;
+  body: any;
+  /** Project named by `?project=` (default `default`). */
+  readonly project: string;
+  /** `?all-projects=true`. */
+  readonly allProjects: boolean;
+  /** Cluster member named by `?target=`. */
+  readonly target: string | undefined;
+  /** `?recursion=` (0, 1 or 2). */
+  readonly recursion: 0 | 1 | 2;
+  readonly trusted: boolean;
+  readonly requestor: Requestor;
+  readonly log: Logger;
+  /** The request body as a stream, only for verbs declared with `rawBody`. */
+  readonly rawBody?: NodeJS.ReadableStream;
+}
+
+export type Handler = (req: ApiRequest) => ApiResponse | Promise<ApiResponse>;
+
+export interface VerbSpec {
+  handler: Handler;
+  access?: AccessPolicy;
+  /** joi shape of the query string (unknown parameters are allowed unless the schema says otherwise). */
+  query?: ObjectSchema;
+  /** joi shape of the JSON body. Unknown top-level fields are stripped unless the schema forbids them. */
+  body?: Schema;
+  /** Stream the body instead of parsing JSON (uploads). */
+  rawBody?: boolean;
+  /** Largest accepted body in bytes (default 16 MiB for JSON). */
+  maxBytes?: number;
+  /** Lifecycle-free description used in logs and the docs. */
+  description?: string;
+}
+
+export interface WebsocketSpec {
+  access?: AccessPolicy;
+  query?: ObjectSchema;
+  /** Runs before the upgrade: throw an ApiError to refuse with the error envelope. */
+  accept?: (req: ApiRequest) => void | Promise<void>;
+  handler: (req: ApiRequest, socket: WebSocket) => void;
+}
+
+export interface RouteDescriptor {
+  /** hapi path syntax: `/1.0/warnings/{uuid}`. */
+  path: string;
+  /** Other paths served identically (e.g. `/1.0/containers/...`). */
+  aliases?: string[];
+  /** Extension name this route belongs to (for docs and bookkeeping). */
+  extension?: string;
+  get?: VerbSpec;
+  put?: VerbSpec;
+  patch?: VerbSpec;
+  post?: VerbSpec;
+  delete?: VerbSpec;
+  /** GET with `Upgrade: websocket`. */
+  websocket?: WebsocketSpec;
+  /**
+   * The current user-modifiable content of the resource. With it, the kernel checks `If-Match`
+   * on PUT and PATCH (412 on mismatch), and serves PATCH when only PUT is given, by merging
+   * the body into this content (see `mergePatch`) and calling PUT with the result.
+   */
+  current?: (req: ApiRequest) => Promise<unknown> | unknown;
+}

@@ -1,0 +1,44 @@
+/** Runs the real clients (lxc from lxd-client, pylxd under /usr/bin/python3) against a daemon's socket. */
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+export interface ClientRun {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+const lxcConf = mkdtempSync(path.join(tmpdir(), 'corral-lxc-conf-'));
+
+export const lxcEnv = (socket: string) => ({ ...process.env, LXD_SOCKET: socket, LXD_CONF: lxcConf, HOME: lxcConf });
+
+/** Asynchronous, so the daemon in this same process keeps serving while lxc runs. */
+export function lxc(socket: string, ...args: string[]): Promise<ClientRun> {
+  return new Promise((resolve) => {
+    const child = spawn('lxc', args, { env: lxcEnv(socket) });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => (stderr += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60000);
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
+
+export function python(script: string, args: string[]): Promise<ClientRun> {
+  return new Promise((resolve) => {
+    const child = spawn('/usr/bin/python3', [script, ...args], { env: { ...process.env, PYLXD_WARNINGS: 'none' } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => (stderr += c));
+    child.on('close', (status) => resolve({ status, stdout, stderr }));
+  });
+}
+
+export const hasLxc = () => spawnSync('lxc', ['--version']).status === 0;

@@ -1,0 +1,112 @@
+/** Starts a real corrald in a temporary data dir and talks to it over its unix socket. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import http from 'node:http';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import WebSocket from 'ws';
+
+export const distRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const projectRoot = path.resolve(distRoot, '..');
+export const corrald = path.join(distRoot, 'bin', 'corrald.js');
+
+export interface Daemon {
+  dir: string;
+  socket: string;
+  child: ChildProcess;
+  output: () => string;
+  request(method: string, url: string, body?: unknown, headers?: Record<string, string>): Promise<HttpResult>;
+  websocket(url: string): Promise<WebSocket>;
+  stop(): Promise<number | null>;
+}
+
+export interface HttpResult {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  json: any;
+}
+
+export function unixRequest(socketPath: string, method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<HttpResult> {
+  return new Promise((resolve, reject) => {
+    const payload = body === undefined ? undefined : typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
+    const req = http.request({ socketPath, method, path: url, headers: { ...(payload !== undefined ? { 'content-type': 'application/json' } : {}), ...headers } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        let json: unknown;
+        try { json = JSON.parse(text); } catch { /* not JSON */ }
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text, json });
+      });
+    });
+    req.on('error', reject);
+    if (payload !== undefined) req.write(payload);
+    req.end();
+  });
+}
+
+export function unixWebsocket(socketPath: string, url: string): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws+unix://${socketPath}:${url}`);
+    ws.once('open', () => resolve(ws));
+    ws.once('error', reject);
+    ws.once('unexpected-response', (_req, res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c));
+      res.on('end', () => reject(Object.assign(new Error(`upgrade refused: ${res.statusCode} ${text}`), { status: res.statusCode, body: text })));
+    });
+  });
+}
+
+export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 15000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+export async function startDaemon(opts: { plugins?: string; dir?: string; args?: string[] } = {}): Promise<Daemon> {
+  const dir = opts.dir ?? mkdtempSync(path.join(tmpdir(), 'corral-'));
+  const socket = path.join(dir, 'unix.socket');
+  const child = spawn(process.execPath, [corrald, '--dir', dir, '--plugins', opts.plugins ?? 'full', ...(opts.args ?? [])], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (c: Buffer) => (output += c));
+  child.stderr!.on('data', (c: Buffer) => (output += c));
+  let exited = false;
+  child.on('exit', () => (exited = true));
+  await waitFor(async () => {
+    if (exited) throw new Error(`corrald exited early: ${output}`);
+    if (!existsSync(socket)) return false;
+    return unixRequest(socket, 'GET', '/1.0').then((r) => r.status === 200, () => false);
+  }, 20000, 'the daemon socket');
+  return {
+    dir,
+    socket,
+    child,
+    output: () => output,
+    request: (method, url, body, headers) => unixRequest(socket, method, url, body, headers),
+    websocket: (url) => unixWebsocket(socket, url),
+    async stop() {
+      if (!exited) {
+        const done = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+        child.kill('SIGTERM');
+        const code = await done;
+        if (!opts.dir) rmSync(dir, { recursive: true, force: true });
+        return code;
+      }
+      if (!opts.dir) rmSync(dir, { recursive: true, force: true });
+      return child.exitCode;
+    },
+  };
+}
+
+/** Collect websocket messages as parsed JSON. */
+export function collect(ws: WebSocket): any[] {
+  const messages: any[] = [];
+  ws.on('message', (data) => messages.push(JSON.parse(String(data))));
+  return messages;
+}

@@ -1,0 +1,99 @@
+import test from 'ava';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync, rmSync, existsSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { resolvePluginSet, PluginSetError, readRegistry, type RegistryFile } from '../../kernel/loader/plugin-set.js';
+import { satisfies } from '../../kernel/loader/semver.js';
+import { corrald, projectRoot } from '../helpers/daemon.js';
+
+const manifest = (id: string, extra: Record<string, unknown> = {}) => ({ id, entry: `plugins/${id}/index.ts`, version: '1.0.0', sdk: '^1.0.0', ...extra });
+
+const problems = (registry: RegistryFile, selection: string): string[] => {
+  try {
+    resolvePluginSet(registry, selection, '/');
+  } catch (err) {
+    if (err instanceof PluginSetError) return err.problems;
+    throw err;
+  }
+  return [];
+};
+
+test('dependencies come first; registry order otherwise', (t) => {
+  const set = resolvePluginSet({
+    plugins: [manifest('c', { requires: { b: '^1.0.0' } }), manifest('a'), manifest('b', { requires: { a: '>=1.0.0' } })],
+    sets: { all: ['c', 'a', 'b'] },
+  }, 'all', '/');
+  t.deepEqual(set.plugins.map((p) => p.id), ['a', 'b', 'c']);
+});
+
+test('a missing, disabled or out-of-range dependency is refused naming the culprits', (t) => {
+  const registry: RegistryFile = {
+    plugins: [manifest('a', { requires: { ghost: '^1.0.0' } }), manifest('b', { requires: { c: '^2.0.0' } }), manifest('c'), manifest('d', { requires: { c: '^1.0.0' } })],
+  };
+  const found = problems(registry, 'a,b,c');
+  t.true(found.some((p) => p.includes('a requires "ghost"') && p.includes('not in the registry')), found.join('\n'));
+  t.true(found.some((p) => p.includes('b requires c ^2.0.0') && p.includes('1.0.0')));
+  t.true(problems(registry, 'd').some((p) => p.includes('d requires "c", which is not enabled')));
+});
+
+test('cycles are refused with the cycle spelled out', (t) => {
+  const found = problems({ plugins: [manifest('a', { requires: { b: '*' } }), manifest('b', { requires: { c: '*' } }), manifest('c', { requires: { a: '*' } })] }, 'a,b,c');
+  t.true(found.some((p) => /dependency cycle: a -> b -> c -> a/.test(p)), found.join('\n'));
+});
+
+test('two plugins claiming one extension, driver or namespace, and unknown extension names, are refused', (t) => {
+  const found = problems({
+    kernel: { provides: { extensions: ['etag'] } },
+    plugins: [
+      manifest('a', { provides: { extensions: ['warnings', 'etag'], drivers: ['dir'] } }),
+      manifest('b', { provides: { extensions: ['warnings', 'no_such_extension'], drivers: ['dir'], dbNamespace: 'a' } }),
+    ],
+  }, 'a,b');
+  t.true(found.some((p) => p.includes('"warnings" is claimed by both a and b')), found.join('\n'));
+  t.true(found.some((p) => p.includes('"etag" is claimed by both the kernel and a')));
+  t.true(found.some((p) => p.includes('b claims unknown api extension "no_such_extension"')));
+  t.true(found.some((p) => p.includes('driver "dir" is provided by both a and b')));
+  t.true(found.some((p) => p.includes('db namespace "a" is provided by both a and b')));
+});
+
+test('unknown sets and ids, bad manifests and sdk ranges are refused', (t) => {
+  const registry: RegistryFile = { plugins: [manifest('a', { sdk: '^2.0.0' }), { id: 'b' } as never], sets: { edge: ['a'] } };
+  t.true(problems(registry, 'nosuch').some((p) => p.includes('"nosuch" is neither a plugin set')));
+  t.true(problems(registry, 'a,zz').some((p) => p.includes('unknown plugin "zz"')));
+  t.true(problems(registry, 'edge').some((p) => p.includes('a: needs sdk ^2.0.0')));
+  t.true(problems(registry, 'edge').some((p) => p.includes('b: manifest field "entry" is missing')));
+});
+
+test('semver ranges', (t) => {
+  t.true(satisfies('1.2.3', '^1.0.0'));
+  t.false(satisfies('2.0.0', '^1.0.0'));
+  t.true(satisfies('0.1.5', '^0.1.0'));
+  t.false(satisfies('0.2.0', '^0.1.0'));
+  t.true(satisfies('1.2.9', '~1.2.0'));
+  t.true(satisfies('3.0.0', '>=1.0.0 <4.0.0'));
+  t.true(satisfies('5.0.0', '^1.0.0 || ^5.0.0'));
+  t.true(satisfies('9.9.9', '*'));
+});
+
+test('the shipped registry is valid for every set', (t) => {
+  const registry = readRegistry(path.join(projectRoot, 'plugin-registry.json'));
+  for (const set of Object.keys(registry.sets ?? {})) t.notThrows(() => resolvePluginSet(registry, set, projectRoot), set);
+  t.truthy(registry.sets?.edge && registry.sets?.full);
+});
+
+test('the daemon refuses a bad set before starting anything, with a clear message and a non-zero exit', (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'corral-loader-'));
+  const registry = path.join(dir, 'registry.json');
+  writeFileSync(registry, JSON.stringify({ plugins: [manifest('a', { requires: { b: '*' } }), manifest('b', { requires: { a: '*' } })] }));
+  const run = spawnSync(process.execPath, [corrald, '--dir', path.join(dir, 'data'), '--registry', registry, '--plugins', 'a,b'], { encoding: 'utf8' });
+  t.not(run.status, 0);
+  t.regex(run.stderr, /dependency cycle: a -> b -> a/);
+  t.false(existsSync(path.join(dir, 'data', 'unix.socket')));
+  t.false(existsSync(path.join(dir, 'data', 'corral.pid')), 'the lock is released');
+  const bad = spawnSync(process.execPath, [corrald, '--bogus'], { encoding: 'utf8' });
+  t.not(bad.status, 0);
+  t.regex(bad.stderr, /unknown argument "--bogus"/);
+  t.truthy(readFileSync(registry, 'utf8'));
+  rmSync(dir, { recursive: true, force: true });
+});

@@ -1,0 +1,173 @@
+import test from 'ava';
+import path from 'node:path';
+import { startTestKernel, type TestKernel } from '../../sdk/testing/index.js';
+import { projectRoot } from '../helpers/daemon.js';
+
+const registry = path.join(projectRoot, 'test', 'fixtures', 'registry.json');
+const start = () => startTestKernel({ plugins: 'test', registry });
+
+const seed = async (k: TestKernel) => {
+  for (const [name, config, nictype] of [['alpha', { 'user.os': 'debian' }, 'bridged'], ['beta', { 'user.os': 'alpine linux' }, 'macvlan'], ['gamma', { 'user.os': 'debian' }, 'macvlan']] as const) {
+    const r = await k.inject({ method: 'POST', url: '/1.0/probes', payload: { name, config, devices: { eth0: { nictype } } } });
+    if (r.statusCode !== 200) throw new Error(r.body);
+  }
+};
+
+test('collections answer recursion 0, 1 and 2', async (t) => {
+  const k = await start();
+  await seed(k);
+  const urls = await k.inject({ url: '/1.0/probes' });
+  t.deepEqual(urls.json.metadata, ['/1.0/probes/alpha', '/1.0/probes/beta', '/1.0/probes/gamma']);
+  const full = await k.inject({ url: '/1.0/probes?recursion=1' });
+  t.is(full.json.metadata[1].config['user.os'], 'alpine linux');
+  t.is(full.json.metadata[1].state, undefined);
+  const deep = await k.inject({ url: '/1.0/probes?recursion=2' });
+  t.is(deep.json.metadata[0].state.status, 'Running');
+  t.is((await k.inject({ url: '/1.0/probes?recursion=abc' })).statusCode, 400);
+  await k.stop();
+});
+
+test('filter applies the grammar to config, devices and plain fields, at any recursion', async (t) => {
+  const k = await start();
+  await seed(k);
+  const names = async (filter: string, recursion = 0) => {
+    const r = await k.inject({ url: `/1.0/probes?recursion=${recursion}&filter=${encodeURIComponent(filter)}` });
+    t.is(r.statusCode, 200, r.body);
+    return recursion === 0 ? r.json.metadata : r.json.metadata.map((p: { name: string }) => p.name);
+  };
+  t.deepEqual(await names('config.user.os eq debian'), ['/1.0/probes/alpha', '/1.0/probes/gamma']);
+  t.deepEqual(await names('config.user.os eq "alpine linux"', 1), ['beta']);
+  t.deepEqual(await names('devices.eth0.nictype eq macvlan and not name eq beta', 1), ['gamma']);
+  t.deepEqual(await names('name eq alpha or name eq beta and config.user.os eq debian', 1), ['alpha'], 'left associative');
+  const bad = await k.inject({ url: `/1.0/probes?filter=${encodeURIComponent('name eq')}` });
+  t.is(bad.statusCode, 400);
+  t.is(bad.json.type, 'error');
+  t.regex(bad.json.error, /filter/i);
+  await k.stop();
+});
+
+test('ETag on GET, If-Match on PUT and PATCH, PATCH merges maps', async (t) => {
+  const k = await start();
+  await seed(k);
+  const got = await k.inject({ url: '/1.0/probes/alpha' });
+  const etag = got.headers.etag as string;
+  t.regex(etag, /^"[0-9a-f]{64}"$/);
+  const stale = await k.inject({ method: 'PUT', url: '/1.0/probes/alpha', headers: { 'if-match': '"0000"' }, payload: { description: 'x' } });
+  t.is(stale.statusCode, 412);
+  t.is(stale.json.error_code, 412);
+  const patched = await k.inject({ method: 'PATCH', url: '/1.0/probes/alpha', headers: { 'if-match': etag }, payload: { config: { 'user.extra': 'yes' } } });
+  t.is(patched.statusCode, 200, patched.body);
+  const after = await k.inject({ url: '/1.0/probes/alpha' });
+  t.deepEqual(after.json.metadata.config, { 'user.os': 'debian', 'user.extra': 'yes' });
+  t.deepEqual(after.json.metadata.devices, { eth0: { nictype: 'bridged' } }, 'fields not sent are kept');
+  t.not(after.headers.etag, etag);
+  // The old ETag no longer matches.
+  t.is((await k.inject({ method: 'PATCH', url: '/1.0/probes/alpha', headers: { 'if-match': etag }, payload: { description: 'y' } })).statusCode, 412);
+  // PUT replaces: config not sent is gone; unknown top-level fields (echoed by clients) are ignored.
+  const put = await k.inject({ method: 'PUT', url: '/1.0/probes/alpha', payload: { description: 'new', name: 'alpha', status: 'whatever' } });
+  t.is(put.statusCode, 200, put.body);
+  t.deepEqual((await k.inject({ url: '/1.0/probe-alias/alpha' })).json.metadata.config, {}, 'aliases serve the same resource');
+  // Setting a key to "" through PATCH unsets it.
+  await k.inject({ method: 'PATCH', url: '/1.0/probes/alpha', payload: { config: { 'user.a': '1', 'user.b': '2' } } });
+  await k.inject({ method: 'PATCH', url: '/1.0/probes/alpha', payload: { config: { 'user.a': '' } } });
+  t.deepEqual((await k.inject({ url: '/1.0/probes/alpha' })).json.metadata.config, { 'user.b': '2' });
+  await k.stop();
+});
+
+test('every error leaves as the envelope with an allowed status', async (t) => {
+  const k = await start();
+  await seed(k);
+  const cases: [string, string, unknown, number][] = [
+    ['GET', '/1.0/nope', undefined, 404],
+    ['GET', '/2.0', undefined, 404],
+    ['DELETE', '/1.0', undefined, 400],
+    ['POST', '/1.0/operations', {}, 400],
+    ['GET', '/1.0/probes/missing', undefined, 404],
+    ['POST', '/1.0/probes', '{"name": ', 400],
+    ['POST', '/1.0/probes', { name: 'alpha' }, 409],
+    ['POST', '/1.0/probes', { name: 7 }, 400],
+    ['POST', '/1.0/probes', { config: {} }, 400],
+    ['PUT', '/1.0/probes/alpha', { config: { 'core.nonsense': 'x' } }, 400],
+    ['PUT', '/1.0/probes/alpha', '[1,2', 400],
+    ['GET', '/1.0/probes?project=bad/name', undefined, 400],
+    ['GET', '/1.0/probes?target=elsewhere', undefined, 400],
+    ['GET', '/1.0/events', undefined, 400],
+  ];
+  for (const [method, url, payload, status] of cases) {
+    const r = await k.inject({ method, url, payload });
+    t.is(r.statusCode, status, `${method} ${url}: ${r.body}`);
+    t.is(r.json?.type, 'error', `${method} ${url}`);
+    t.is(r.json?.error_code, status);
+    t.true(typeof r.json?.error === 'string' && r.json.error.length > 0);
+  }
+  const huge = await k.inject({ method: 'POST', url: '/1.0/probes', payload: JSON.stringify({ name: 'x', description: 'a'.repeat(17 * 1024 * 1024) }) });
+  t.is(huge.statusCode, 400);
+  t.regex(huge.json.error, /too large/i);
+  await k.stop();
+});
+
+test('task operations: 202 with Location, progress, success, failure, cancel, wait with timeout', async (t) => {
+  const k = await start();
+  await seed(k);
+  const created = await k.inject({ method: 'POST', url: '/1.0/probes/alpha/jobs', payload: { ms: 50 } });
+  t.is(created.statusCode, 202);
+  t.is(created.json.type, 'async');
+  t.is(created.json.status_code, 100);
+  const url = created.headers.location as string;
+  t.is(url, created.json.operation);
+  t.is(created.json.metadata.class, 'task');
+  t.deepEqual(created.json.metadata.resources, { probes: ['/1.0/probes/alpha'] });
+  const waited = await k.inject({ url: `${url}/wait?timeout=10` });
+  t.is(waited.json.metadata.status, 'Success');
+  t.is(waited.json.metadata.status_code, 200);
+  t.is(waited.json.metadata.metadata.result, 'done');
+  t.is(waited.json.metadata.metadata.progress, 'started');
+
+  const failing = await k.inject({ method: 'POST', url: '/1.0/probes/alpha/jobs', payload: { ms: 0, fail: true } });
+  const failed = await k.inject({ url: `${failing.headers.location}/wait` });
+  t.is(failed.json.metadata.status_code, 400);
+  t.is(failed.json.metadata.err, 'probe job failed on purpose');
+
+  const slow = await k.inject({ method: 'POST', url: '/1.0/probes/alpha/jobs', payload: { ms: 30000 } });
+  const slowUrl = slow.headers.location as string;
+  const before = Date.now();
+  const timedOut = await k.inject({ url: `${slowUrl}/wait?timeout=1` });
+  t.true(Date.now() - before >= 900);
+  t.is(timedOut.json.metadata.status, 'Running');
+  const list = await k.inject({ url: '/1.0/operations' });
+  t.true(list.json.metadata.running.includes(slowUrl));
+  t.true(list.json.metadata.success.includes(url));
+  const listed = await k.inject({ url: '/1.0/operations?recursion=1' });
+  t.is(listed.json.metadata.running.find((o: { id: string }) => slowUrl.endsWith(o.id)).may_cancel, true);
+  t.is((await k.inject({ method: 'DELETE', url: slowUrl })).statusCode, 200);
+  const cancelled = await k.inject({ url: `${slowUrl}/wait` });
+  t.is(cancelled.json.metadata.status, 'Cancelled');
+  t.is(cancelled.json.metadata.status_code, 401);
+  t.is((await k.inject({ method: 'DELETE', url: slowUrl })).statusCode, 400, 'a finished operation cannot be cancelled');
+  t.is((await k.inject({ url: '/1.0/operations/00000000-0000-0000-0000-000000000000' })).statusCode, 404);
+  await k.stop();
+});
+
+test('operations are listed per project unless all-projects', async (t) => {
+  const k = await start();
+  await k.inject({ method: 'POST', url: '/1.0/probes?project=p2', payload: { name: 'x' } });
+  const op = await k.inject({ method: 'POST', url: '/1.0/probes/x/jobs?project=p2', payload: { ms: 5000 } });
+  t.is(op.statusCode, 202, op.body);
+  t.deepEqual((await k.inject({ url: '/1.0/operations' })).json.metadata, {});
+  t.deepEqual((await k.inject({ url: '/1.0/operations?project=p2' })).json.metadata.running, [op.headers.location]);
+  t.deepEqual((await k.inject({ url: '/1.0/operations?all-projects=true' })).json.metadata.running, [op.headers.location]);
+  await k.inject({ method: 'DELETE', url: op.headers.location as string });
+  await k.stop();
+});
+
+test('warnings raised through the sdk service are counted and listed', async (t) => {
+  const k = await start();
+  await seed(k);
+  await k.inject({ method: 'POST', url: '/1.0/probes/alpha/warn' });
+  await k.inject({ method: 'POST', url: '/1.0/probes/alpha/warn' });
+  const list = await k.inject({ url: '/1.0/warnings?recursion=1' });
+  t.is(list.json.metadata.length, 1);
+  t.is(list.json.metadata[0].count, 2);
+  t.is(list.json.metadata[0].entity_url, '/1.0/probes/alpha');
+  await k.stop();
+});

@@ -1,0 +1,112 @@
+import test from 'ava';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { DocumentStore } from '../../kernel/store/document-store.js';
+import { ApiError, type StoreChange } from '../../sdk/index.js';
+
+const withFileStore = async (fn: (store: DocumentStore, file: string) => Promise<void>) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'corral-store-'));
+  const file = path.join(dir, 'state.db');
+  const store = await DocumentStore.open(file);
+  try {
+    await fn(store, file);
+  } finally {
+    await store.close().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  }
+};
+
+test('documents are stored, listed by project and prefix, and revisioned', async (t) => {
+  const store = await DocumentStore.open(':memory:');
+  const things = store.namespace('a').collection<{ n: number }>('things');
+  const first = await things.put('default', 'one', { n: 1 }, 0);
+  t.is(first.rev, 1);
+  t.is((await things.put('default', 'one', { n: 2 }, 1)).rev, 2);
+  await things.put('default', 'two', { n: 3 });
+  await things.put('other', 'one', { n: 4 });
+  t.deepEqual((await things.list('default')).map((d) => [d.name, d.doc.n, d.rev]), [['one', 2, 2], ['two', 3, 1]]);
+  t.is((await things.list()).length, 3);
+  t.deepEqual((await things.list('default', 'tw')).map((d) => d.name), ['two']);
+  t.deepEqual((await things.get('other', 'one'))?.doc, { n: 4 });
+  t.is(await things.get('default', 'three'), undefined);
+  // Namespaces do not see each other.
+  t.is((await store.namespace('b').collection('things').list()).length, 0);
+  await store.close();
+});
+
+test('compare-and-swap refuses stale revisions and duplicate creations', async (t) => {
+  const store = await DocumentStore.open(':memory:');
+  const things = store.namespace('a').collection<{ n: number }>('things');
+  await things.put('p', 'x', { n: 1 }, 0);
+  const dup = await t.throwsAsync(things.put('p', 'x', { n: 1 }, 0));
+  t.is((dup as ApiError).status, 409);
+  const stale = await t.throwsAsync(things.put('p', 'x', { n: 2 }, 7));
+  t.is((stale as ApiError).status, 412);
+  t.is((await things.get('p', 'x'))?.doc.n, 1);
+  const staleDelete = await t.throwsAsync(things.delete('p', 'x', 3));
+  t.is((staleDelete as ApiError).status, 412);
+  t.true(await things.delete('p', 'x', 1));
+  t.false(await things.delete('p', 'x'));
+  await store.close();
+});
+
+test('a failed transaction leaves nothing behind and publishes no change', async (t) => {
+  const store = await DocumentStore.open(':memory:');
+  const ns = store.namespace('a');
+  const changes: StoreChange[] = [];
+  ns.onChange((c) => changes.push(c));
+  await t.throwsAsync(ns.transaction(async (tx) => {
+    await tx.collection('things').put('p', 'x', { n: 1 });
+    await tx.collection('things').put('p', 'y', { n: 2 });
+    throw new Error('later step failed');
+  }), { message: 'later step failed' });
+  t.is((await ns.collection('things').list()).length, 0);
+  t.is(changes.length, 0);
+  await ns.transaction(async (tx) => {
+    await tx.collection('things').put('p', 'x', { n: 1 });
+    await tx.collection('things').rename('p', 'x', 'q', 'z');
+  });
+  t.deepEqual((await ns.collection('things').list()).map((d) => [d.project, d.name]), [['q', 'z']]);
+  t.deepEqual(changes.map((c) => `${c.kind}:${c.project}/${c.name}`), ['put:p/x', 'delete:p/x', 'put:q/z']);
+  await store.close();
+});
+
+test('migrations run once per namespace, in version order', async (t) => {
+  await withFileStore(async (store, file) => {
+    const ran: string[] = [];
+    const steps = [
+      { version: 2, description: 'second', up: async () => { ran.push('2'); } },
+      { version: 1, description: 'first', up: async (s: import('../../sdk/index.js').Store) => { ran.push('1'); await s.collection('c').put('', 'seed', { v: 1 }); } },
+    ];
+    await store.namespace('m').migrate(steps);
+    await store.namespace('m').migrate(steps);
+    await store.namespace('other').migrate([{ version: 1, description: 'x', up: async () => { ran.push('other'); } }]);
+    t.deepEqual(ran, ['1', '2', 'other']);
+    await store.close();
+    // The versions and data survive a reopen of the file.
+    const again = await DocumentStore.open(file);
+    await again.namespace('m').migrate([...steps, { version: 3, description: 'third', up: async () => { ran.push('3'); } }]);
+    t.deepEqual(ran, ['1', '2', 'other', '3']);
+    t.deepEqual((await again.namespace('m').collection('c').get('', 'seed'))?.doc, { v: 1 });
+    await again.close();
+  });
+});
+
+test('reads see committed writes while another transaction is open (WAL)', async (t) => {
+  await withFileStore(async (store) => {
+    const c = store.namespace('a').collection<{ n: number }>('c');
+    await c.put('', 'x', { n: 1 });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const tx = store.namespace('a').transaction(async (txs) => {
+      await txs.collection('c').put('', 'x', { n: 2 });
+      await gate;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    t.is((await c.get('', 'x'))?.doc.n, 1, 'the uncommitted write is invisible');
+    release();
+    await tx;
+    t.is((await c.get('', 'x'))?.doc.n, 2);
+  });
+});
