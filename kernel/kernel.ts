@@ -124,6 +124,10 @@ export class Kernel {
     this.store = await DocumentStore.open(this.opts.storeFile);
     const kernelStore = this.store.namespace('kernel');
     this.serverConfig = new ServerConfigStore(kernelStore, this.keys);
+    this.serverConfig.onRollbackFailure = (key, err) => {
+      this.log.error({ err, key }, 'could not restore the previous value of a server key');
+      void warningsFacade(this.services, this.log).raise({ type: 'Server configuration not applied', message: `${key}: ${err.message}`, severity: 'high' });
+    };
     const facts = await probeHostFacts();
     this.info = new ServerInfo({
       facts,
@@ -143,7 +147,9 @@ export class Kernel {
     // Import only the enabled plugins, then register (sync) and boot (async), dependencies first.
     for (const manifest of manifests) {
       const file = entryPath(path.dirname(this.opts.registryFile), manifest.entry, this.opts.compiledRoot);
-      const mod = (await import(pathToFileURL(file).href)) as { default?: CorralPlugin };
+      const mod = (await import(pathToFileURL(file).href).catch((err: Error) => {
+        throw new PluginSetError([`${manifest.id}: cannot load ${manifest.entry}: ${err.message}`]);
+      })) as { default?: CorralPlugin };
       if (!mod.default || typeof mod.default.register !== 'function') {
         throw new PluginSetError([`${manifest.id}: ${manifest.entry} does not export a plugin (default export with register())`]);
       }

@@ -13,6 +13,9 @@ export class ServerConfigStore implements ServerConfig {
   private values: Readonly<Record<string, string>> = Object.freeze({});
   private readonly listeners: ((changed: Record<string, string>) => void)[] = [];
 
+  /** Told when restoring a key's previous value failed too (the kernel raises a warning). */
+  onRollbackFailure?: (key: string, err: Error) => void;
+
   constructor(private readonly store: Store, private readonly keys: KeyRegistry) {}
 
   async load(): Promise<void> {
@@ -51,13 +54,15 @@ export class ServerConfigStore implements ServerConfig {
     const applied: string[] = [];
     try {
       for (const [key, value] of Object.entries(changed)) {
-        await this.keys.lookup('server', key)?.apply?.(value, previous[key] ?? '');
+        // Counted before applying: a key that fails half-way must be restored too.
         applied.push(key);
+        await this.keys.lookup('server', key)?.apply?.(value, previous[key] ?? '');
       }
       await this.store.collection<ConfigDoc>('server').put('', 'config', { config: cleaned });
     } catch (err) {
       for (const key of applied.reverse()) {
-        await Promise.resolve(this.keys.lookup('server', key)?.apply?.(previous[key] ?? '', changed[key]!)).catch(() => undefined);
+        await Promise.resolve(this.keys.lookup('server', key)?.apply?.(previous[key] ?? '', changed[key]!)).catch((rollbackErr: Error) =>
+          this.onRollbackFailure?.(key, rollbackErr));
       }
       throw badRequest(`Failed to apply the new configuration: ${(err as Error).message}`);
     }

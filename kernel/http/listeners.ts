@@ -31,6 +31,13 @@ export function createHapiServer(opts: ServerOptions): Hapi.Server {
     load: { sampleInterval: 0 },
     debug: false,
   });
+  // Requests node cannot parse never reach hapi: answer them with the envelope too.
+  server.listener.on('clientError', (err: NodeJS.ErrnoException, socket: import('node:stream').Duplex) => {
+    opts.log.debug({ err: err.message, code: err.code }, 'malformed HTTP request');
+    if (!socket.writable || err.code === 'ECONNRESET') return void socket.destroy();
+    const body = errorBody(400, `Malformed HTTP request: ${err.code ?? err.message}`);
+    socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  });
   server.ext('onPreResponse', (request, h) => {
     const response = request.response as Boom | Hapi.ResponseObject | null;
     if (!response || !('isBoom' in response) || !response.isBoom) return h.continue;

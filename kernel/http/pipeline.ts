@@ -75,12 +75,11 @@ export class RoutePipeline {
             method: verb.toUpperCase() as Uppercase<Verb>,
             path,
             options: {
+              // Bodies are JSON whatever Content-Type a client sends (curl -d says form data), so the kernel parses them itself.
               payload: verb === 'get' ? undefined : {
                 maxBytes: spec.maxBytes ?? DEFAULT_MAX_BYTES,
-                parse: !rawBody,
+                parse: false,
                 output: rawBody ? 'stream' : 'data',
-                defaultContentType: 'application/json',
-                allow: rawBody ? undefined : ['application/json', 'application/octet-stream', 'text/plain', 'application/x-www-form-urlencoded'],
                 failAction: 'error',
               },
             },
@@ -118,7 +117,7 @@ export class RoutePipeline {
     const access = spec.access ?? 'trusted';
     const caller = await authenticate(request, access);
     const req = this.buildRequest(request.method, request.path, request.params as Record<string, string>, request.query as Record<string, unknown>,
-      request.headers as Record<string, string | undefined>, caller, spec.rawBody ? undefined : request.payload, spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined);
+      request.headers as Record<string, string | undefined>, caller, spec.rawBody ? undefined : parseJsonBody(request.payload), spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined);
     checkAccess(caller, access, req.project);
     if (req.project !== 'default') await this.opts.checkProject(req);
 
@@ -227,6 +226,15 @@ export function checkAccess(caller: Caller, access: string, project: string): vo
   if (access === 'untrusted') return;
   if (!caller.trusted && !(access === 'metrics' && caller.metrics)) throw forbidden();
   if (caller.projects && !caller.projects.includes(project)) throw forbidden(`Not authorized for project "${project}"`);
+}
+
+function parseJsonBody(payload: unknown): unknown {
+  if (!Buffer.isBuffer(payload) || payload.length === 0) return undefined;
+  try {
+    return JSON.parse(payload.toString('utf8'));
+  } catch (err) {
+    throw badRequest(`Invalid JSON in the request body: ${(err as Error).message}`);
+  }
 }
 
 function parseRecursion(value: string | undefined): 0 | 1 | 2 {

@@ -17,6 +17,7 @@ export class OperationManager implements OperationsService {
     if (spec.class === 'websocket' && !spec.connect) throw new Error('websocket operations need a connect handler');
     const op = new OperationRecord(spec, this.location, (changed) => this.changed(changed));
     this.operations.set(op.id, op);
+    this.changed(op); // announced as Pending, then Running
     op.start();
     return op;
   }

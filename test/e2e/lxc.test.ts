@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { projectRoot, startDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
 import { lxc, lxcEnv } from '../helpers/clients.js';
 
-const fixtureArgs = { plugins: 'test', args: ['--registry', path.join(projectRoot, 'test', 'fixtures', 'registry.json')] };
+const fixtureArgs = { plugins: 'clients', args: ['--registry', path.join(projectRoot, 'test', 'fixtures', 'registry.json')] };
 
 let d: Daemon;
 test.before(async () => {

@@ -1,7 +1,9 @@
 /** pylxd (Debian python3-pylxd under /usr/bin/python3) against corral's unix socket. */
 import test from 'ava';
 import path from 'node:path';
-import { projectRoot, startDaemon } from '../helpers/daemon.js';
+import { projectRoot, startDaemon, stopDaemons } from '../helpers/daemon.js';
+
+test.after.always(stopDaemons);
 import { python } from '../helpers/clients.js';
 
 test('pylxd connects, reads host_info and waits for an operation', async (t) => {

@@ -69,6 +69,13 @@ export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs
   throw new Error(`timed out waiting for ${what}`);
 }
 
+const running = new Set<Daemon>();
+
+/** Stops whatever a failed test left running (use in `test.after.always`). */
+export async function stopDaemons(): Promise<void> {
+  await Promise.all([...running].map((d) => d.stop()));
+}
+
 export async function startDaemon(opts: { plugins?: string; dir?: string; args?: string[] } = {}): Promise<Daemon> {
   const dir = opts.dir ?? mkdtempSync(path.join(tmpdir(), 'corral-'));
   const socket = path.join(dir, 'unix.socket');
@@ -83,14 +90,21 @@ export async function startDaemon(opts: { plugins?: string; dir?: string; args?:
     if (!existsSync(socket)) return false;
     return unixRequest(socket, 'GET', '/1.0').then((r) => r.status === 200, () => false);
   }, 20000, 'the daemon socket');
-  return {
+  const sockets: WebSocket[] = [];
+  const daemon: Daemon = {
     dir,
     socket,
     child,
     output: () => output,
     request: (method, url, body, headers) => unixRequest(socket, method, url, body, headers),
-    websocket: (url) => unixWebsocket(socket, url),
+    websocket: async (url) => {
+      const ws = await unixWebsocket(socket, url);
+      sockets.push(ws);
+      return ws;
+    },
     async stop() {
+      running.delete(daemon);
+      for (const ws of sockets) ws.terminate();
       if (!exited) {
         const done = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
         child.kill('SIGTERM');
@@ -102,6 +116,8 @@ export async function startDaemon(opts: { plugins?: string; dir?: string; args?:
       return child.exitCode;
     },
   };
+  running.add(daemon);
+  return daemon;
 }
 
 /** Collect websocket messages as parsed JSON. */

@@ -5,7 +5,9 @@ import { tmpdir } from 'node:os';
 import https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
-import { collect, corrald, projectRoot, startDaemon, unixWebsocket, waitFor } from '../helpers/daemon.js';
+import { collect, corrald, projectRoot, startDaemon, stopDaemons, unixWebsocket, waitFor } from '../helpers/daemon.js';
+
+test.after.always(stopDaemons);
 
 const fixtureArgs = { plugins: 'test', args: ['--registry', path.join(projectRoot, 'test', 'fixtures', 'registry.json')] };
 
@@ -50,7 +52,9 @@ test('configuration persists across restarts', async (t) => {
 
 test('events: lifecycle with requestor and location, type and project filters, logging feed', async (t) => {
   const d = await startDaemon(fixtureArgs);
-  const lifecycle = await d.websocket('/1.0/events?type=lifecycle');
+  const lifecycle = await d.websocket('/1.0/events?type=lifecycle&all-projects=true');
+  const defaultOnly = await d.websocket('/1.0/events?type=lifecycle');
+  const seenDefaultOnly = collect(defaultOnly);
   const operations = await d.websocket('/1.0/events?type=operation&project=p2');
   const logging = await d.websocket('/1.0/events?type=logging');
   const seenLifecycle = collect(lifecycle);
@@ -62,7 +66,10 @@ test('events: lifecycle with requestor and location, type and project filters, l
   await d.request('POST', '/1.0/probes?project=p2', { name: 'b' });
   const job2 = await d.request('POST', '/1.0/probes/b/jobs?project=p2', { ms: 0 });
   await d.request('GET', `${job2.headers.location}/wait`);
-  await waitFor(() => seenLifecycle.length >= 3 && seenOperations.some((e) => e.metadata.status === 'Success') && seenLogging.length > 0, 5000, 'events');
+  await waitFor(() => seenLifecycle.length >= 3 && seenOperations.some((e) => e.metadata.status === 'Success') && seenLogging.length > 0, 5000, 'events')
+    .catch((err: Error) => {
+      throw new Error(`${err.message}: lifecycle ${seenLifecycle.length}, operation ${seenOperations.length}, logging ${seenLogging.length}`);
+    });
   const config = seenLifecycle.find((e) => e.metadata.action === 'config-updated');
   t.is(config.type, 'lifecycle');
   t.is(config.location, 'none');
@@ -70,14 +77,15 @@ test('events: lifecycle with requestor and location, type and project filters, l
   t.is(config.metadata.requestor.protocol, 'unix');
   t.true('address' in config.metadata.requestor);
   t.true(seenLifecycle.some((e) => e.metadata.action === 'probe-created' && e.project === 'p2'));
+  t.true(seenDefaultOnly.length >= 2 && seenDefaultOnly.every((e) => e.project === 'default'), 'without ?project= only the default project');
   t.true(seenOperations.every((e) => e.type === 'operation' && e.project === 'p2'), 'project filter');
   t.false(seenOperations.some((e) => job.headers.location!.endsWith(e.metadata.id)));
-  t.deepEqual([...new Set(seenOperations.map((e) => e.metadata.status))].sort(), ['Running', 'Success']);
+  t.deepEqual([...new Set(seenOperations.map((e) => e.metadata.status))].sort(), ['Pending', 'Running', 'Success']);
   t.true(seenLogging.every((e) => e.type === 'logging' && typeof e.metadata.message === 'string' && typeof e.metadata.level === 'string'));
   const refused = await t.throwsAsync(d.websocket('/1.0/events?type=bogus')) as Error & { status: number; body: string };
   t.is(refused.status, 400);
   t.is(JSON.parse(refused.body).error_code, 400);
-  for (const ws of [lifecycle, operations, logging]) ws.close();
+  for (const ws of [lifecycle, defaultOnly, operations, logging]) ws.close();
   await d.stop();
 });
 

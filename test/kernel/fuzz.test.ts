@@ -1,7 +1,9 @@
 /** Thousands of random and mutated requests: never a 500 for a client mistake, never a crash. */
 import test from 'ava';
 import path from 'node:path';
-import { projectRoot, startDaemon } from '../helpers/daemon.js';
+import { projectRoot, startDaemon, stopDaemons } from '../helpers/daemon.js';
+
+test.after.always(stopDaemons);
 
 // A small deterministic generator so a failure can be replayed.
 function prng(seed: number) {
@@ -81,7 +83,11 @@ test('random and mutated requests never get a 500 and never kill the daemon', as
         const headers: Record<string, string> = {};
         if (rand() < 0.1) headers['if-match'] = rand() < 0.5 ? '"nope"' : '*';
         if (rand() < 0.1) headers['content-type'] = ['text/html', 'application/xml', 'multipart/form-data', 'application/json; charset=latin1'][Math.floor(rand() * 4)]!;
-        const res = await d.request(method, url, payload, headers);
+        const res = await d.request(method, url, payload, headers).catch((err: Error) => {
+          t.fail(`${method} ${url} ${JSON.stringify(headers)} ${payload?.slice(0, 200)}: ${err.message}`);
+          return undefined;
+        });
+        if (!res) return;
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
         if (res.status >= 500) t.fail(`${method} ${url} ${payload?.slice(0, 200)} -> ${res.status} ${res.body.slice(0, 300)}`);
         if (res.status >= 400 && method !== 'HEAD') {

@@ -1,0 +1,103 @@
+/**
+ * The `filter` query language (spec part 4.1): `field eq value`, `ne`, unary `not`, `and`/`or`
+ * combined strictly left to right, parentheses, quoted values.
+ */
+
+export type FilterExpr =
+  | { kind: 'clause'; field: string; op: 'eq' | 'ne'; value: string }
+  | { kind: 'not'; expr: FilterExpr }
+  | { kind: 'and' | 'or'; left: FilterExpr; right: FilterExpr };
+
+export class FilterSyntaxError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'FilterSyntaxError';
+  }
+}
+
+interface Token {
+  text: string;
+  quoted: boolean;
+  pos: number;
+}
+
+function tokenize(input: string): Token[] {
+  const tokens: Token[] = [];
+  let i = 0;
+  while (i < input.length) {
+    const c = input[i]!;
+    if (/\s/.test(c)) { i++; continue; }
+    if (c === '(' || c === ')') { tokens.push({ text: c, quoted: false, pos: i }); i++; continue; }
+    if (c === '"' || c === "'") {
+      const start = i++;
+      let text = '';
+      while (i < input.length && input[i] !== c) {
+        if (input[i] === '\\' && i + 1 < input.length) i++;
+        text += input[i++];
+      }
+      if (i >= input.length) throw new FilterSyntaxError(`Unterminated quote starting at position ${start}`);
+      i++;
+      tokens.push({ text, quoted: true, pos: start });
+      continue;
+    }
+    const start = i;
+    while (i < input.length && !/[\s()"']/.test(input[i]!)) i++;
+    tokens.push({ text: input.slice(start, i), quoted: false, pos: start });
+  }
+  return tokens;
+}
+
+const keyword = (t: Token | undefined, ...words: string[]) => t !== undefined && !t.quoted && words.includes(t.text.toLowerCase());
+
+export function parseFilter(input: string): FilterExpr {
+  if (input.trim() === '') throw new FilterSyntaxError('Empty filter');
+  const tokens = tokenize(input);
+  let i = 0;
+  const where = () => (tokens[i] ? `at position ${tokens[i]!.pos}` : 'at the end');
+
+  // sequence := term (('and' | 'or') term)*   -- left associative, no precedence
+  const sequence = (): FilterExpr => {
+    let left = term();
+    while (keyword(tokens[i], 'and', 'or')) {
+      const op = tokens[i++]!.text.toLowerCase() as 'and' | 'or';
+      if (tokens[i] === undefined || keyword(tokens[i], ')')) throw new FilterSyntaxError(`Missing expression after "${op}" ${where()}`);
+      left = { kind: op, left, right: term() };
+    }
+    return left;
+  };
+
+  // term := 'not' term | '(' sequence ')' | field ('eq' | 'ne') value
+  const term = (): FilterExpr => {
+    const t = tokens[i];
+    if (t === undefined) throw new FilterSyntaxError('Missing expression at the end');
+    if (keyword(t, 'not')) {
+      i++;
+      return { kind: 'not', expr: term() };
+    }
+    if (!t.quoted && t.text === '(') {
+      i++;
+      if (!t.quoted && tokens[i]?.text === ')' && !tokens[i]!.quoted) throw new FilterSyntaxError(`Empty group at position ${t.pos}`);
+      const inner = sequence();
+      if (tokens[i]?.text !== ')' || tokens[i]!.quoted) throw new FilterSyntaxError(`Missing ")" for "(" at position ${t.pos}`);
+      i++;
+      return inner;
+    }
+    if (!t.quoted && t.text === ')') throw new FilterSyntaxError(`Unexpected ")" at position ${t.pos}`);
+    if (keyword(t, 'and', 'or', 'eq', 'ne')) throw new FilterSyntaxError(`Expected a field name but found "${t.text}" at position ${t.pos}`);
+    i++;
+    const op = tokens[i];
+    if (op === undefined) throw new FilterSyntaxError(`Missing operator after "${t.text}" at the end`);
+    if (!keyword(op, 'eq', 'ne')) throw new FilterSyntaxError(`Unknown operator "${op.text}" at position ${op.pos} (expected eq or ne)`);
+    i++;
+    const value = tokens[i];
+    if (value === undefined || (!value.quoted && (value.text === '(' || value.text === ')'))) {
+      throw new FilterSyntaxError(`Missing value after "${op.text}" ${value ? `at position ${value.pos}` : 'at the end'}`);
+    }
+    i++;
+    return { kind: 'clause', field: t.text, op: op.text.toLowerCase() as 'eq' | 'ne', value: value.text };
+  };
+
+  const expr = sequence();
+  if (i < tokens.length) throw new FilterSyntaxError(`Unexpected "${tokens[i]!.text}" at position ${tokens[i]!.pos}`);
+  return expr;
+}
