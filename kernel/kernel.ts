@@ -173,7 +173,7 @@ export class Kernel {
     }
 
     if (this.opts.serverCertificate !== false) {
-      this.certificate = await ensureServerCertificate(this.dataDir, this.hostTools).catch(async (err: Error) => {
+      this.certificate = await ensureServerCertificate(this.dataDir).catch(async (err: Error) => {
         await warningsFacade(this.services, this.log).raise({
           type: 'Server certificate unavailable',
           message: `The HTTPS listener cannot start: ${err.message}`,
@@ -212,7 +212,7 @@ export class Kernel {
   }
 
   private async startTls(host: string, port: number): Promise<Hapi.Server> {
-    if (!this.certificate) throw new Error('the server certificate is missing (openssl failed at start)');
+    if (!this.certificate) throw new Error('the server certificate is missing (it could not be created at start)');
     const server = createHapiServer({ log: this.log, tls: { host, port, key: this.certificate.key, cert: this.certificate.cert } });
     const authenticate = (raw: import('node:http').IncomingMessage, access: string) =>
       tlsCaller(raw, access, (client) => this.hooks.authenticate.promise(client));

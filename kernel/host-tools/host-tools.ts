@@ -1,5 +1,4 @@
 /** The one place child processes are started (execa underneath). */
-import { execa } from 'execa';
 import { access, constants } from 'node:fs/promises';
 import path from 'node:path';
 import type Logger from 'bunyan';
@@ -11,6 +10,8 @@ export function createHostTools(log: Logger): HostTools {
   return {
     async run(command: string, args: string[], opts: RunOptions = {}): Promise<RunResult> {
       const started = Date.now();
+      // Loaded on first use: most runs of an edge build never start a child process.
+      const { execa } = await import('execa');
       const result = await execa(command, args, {
         timeout: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
         input: opts.input,

@@ -1,9 +1,9 @@
 /** The server's TLS certificate, generated in the data dir at first start (ECDSA P-384, like the reference). */
-import { readFile, access, chmod } from 'node:fs/promises';
-import { X509Certificate } from 'node:crypto';
+import { readFile, writeFile, access } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import path from 'node:path';
-import type { HostTools } from '../../sdk/index.js';
+import { createSelfSignedCertificate } from './self-signed.js';
 
 export interface ServerCertificate {
   cert: string;
@@ -12,22 +12,22 @@ export interface ServerCertificate {
   fingerprint: string;
 }
 
-export async function ensureServerCertificate(dataDir: string, tools: HostTools): Promise<ServerCertificate> {
+export async function ensureServerCertificate(dataDir: string): Promise<ServerCertificate> {
   const certFile = path.join(dataDir, 'server.crt');
   const keyFile = path.join(dataDir, 'server.key');
   const exists = await access(certFile).then(() => access(keyFile)).then(() => true, () => false);
   if (!exists) {
-    await tools.run('openssl', [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:secp384r1', '-nodes', '-days', '3650',
-      '-subj', `/O=corral/CN=root@${hostname()}`, '-addext', `subjectAltName=DNS:${hostname()},IP:127.0.0.1,IP:::1`,
-      '-keyout', keyFile, '-out', certFile,
-    ], { timeoutMs: 30_000 });
-    await chmod(keyFile, 0o600);
+    const host = hostname();
+    const fresh = createSelfSignedCertificate({ organization: 'corral', commonName: `root@${host}`, dnsNames: [host], ips: ['127.0.0.1', '::1'], days: 3650 });
+    await writeFile(keyFile, fresh.key, { mode: 0o600 });
+    await writeFile(certFile, fresh.cert, { mode: 0o644 });
   }
   const [cert, key] = await Promise.all([readFile(certFile, 'utf8'), readFile(keyFile, 'utf8')]);
   return { cert, key, fingerprint: fingerprintOf(cert) };
 }
 
+/** SHA-256 of the certificate's DER bytes (the base64 body of the PEM). */
 export function fingerprintOf(pem: string): string {
-  return new X509Certificate(pem).fingerprint256.replace(/:/g, '').toLowerCase();
+  const body = pem.replace(/-----(BEGIN|END) CERTIFICATE-----/g, '').replace(/\s+/g, '');
+  return createHash('sha256').update(Buffer.from(body, 'base64')).digest('hex');
 }

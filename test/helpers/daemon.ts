@@ -1,6 +1,6 @@
 /** Starts a real corrald in a temporary data dir and talks to it over its unix socket. */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, rmSync, existsSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import http from 'node:http';
 import path from 'node:path';
@@ -10,6 +10,8 @@ import WebSocket from 'ws';
 export const distRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const projectRoot = path.resolve(distRoot, '..');
 export const corrald = path.join(distRoot, 'bin', 'corrald.js');
+/** The V8 flags `npm start` runs the daemon with (package.json config.nodeFlags), so tests and the bench measure the same process. */
+export const nodeFlags: string[] = (JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')).config?.nodeFlags ?? '').split(/\s+/).filter(Boolean);
 
 export interface Daemon {
   dir: string;
@@ -79,7 +81,7 @@ export async function stopDaemons(): Promise<void> {
 export async function startDaemon(opts: { plugins?: string; dir?: string; args?: string[] } = {}): Promise<Daemon> {
   const dir = opts.dir ?? mkdtempSync(path.join(tmpdir(), 'corral-'));
   const socket = path.join(dir, 'unix.socket');
-  const child = spawn(process.execPath, [corrald, '--dir', dir, '--plugins', opts.plugins ?? 'full', ...(opts.args ?? [])], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeFlags, corrald, '--dir', dir, '--plugins', opts.plugins ?? 'full', ...(opts.args ?? [])], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (c: Buffer) => (output += c));
   child.stderr!.on('data', (c: Buffer) => (output += c));
