@@ -202,24 +202,23 @@ export class RoutePipeline {
   }
 
   private serialise(metadata: unknown): string {
-    if (typeof metadata !== 'object' || metadata === null) return syncBody(metadata);
-    let body = this.bodyCache.get(metadata);
-    if (body === undefined) {
-      body = syncBody(metadata);
-      this.bodyCache.set(metadata, body);
-    }
-    return body;
+    return memoByIdentity(this.bodyCache, metadata, syncBody);
   }
 
   private etag(content: unknown): string {
-    if (typeof content !== 'object' || content === null) return etagOf(content);
-    let tag = this.etagCache.get(content);
-    if (tag === undefined) {
-      tag = etagOf(content);
-      this.etagCache.set(content, tag);
-    }
-    return tag;
+    return memoByIdentity(this.etagCache, content, etagOf);
   }
+}
+
+/** Objects handed back unchanged (cached answers) are computed once; anything else every time. */
+function memoByIdentity(cache: WeakMap<object, string>, value: unknown, compute: (value: unknown) => string): string {
+  if (typeof value !== 'object' || value === null) return compute(value);
+  let result = cache.get(value);
+  if (result === undefined) {
+    result = compute(value);
+    cache.set(value, result);
+  }
+  return result;
 }
 
 export function checkAccess(caller: Caller, access: string, project: string): void {

@@ -25,7 +25,9 @@ export class WarningStore implements WarningsService {
       return;
     }
     const uuid = randomUUID();
+    // Field order as the reference lists it.
     await this.records.put(project, uuid, {
+      status: 'new',
       uuid,
       location: this.location,
       project,
@@ -35,7 +37,6 @@ export class WarningStore implements WarningsService {
       last_seen_at: now,
       last_message: input.message,
       severity: input.severity ?? 'low',
-      status: 'new',
       entity_url: entity,
     }, 0);
   }

@@ -2,6 +2,7 @@
 export type WarningStatus = 'new' | 'acknowledged' | 'resolved';
 
 export interface Warning {
+  status: WarningStatus;
   uuid: string;
   location: string;
   project: string;
@@ -11,7 +12,6 @@ export interface Warning {
   last_seen_at: string;
   last_message: string;
   severity: 'low' | 'moderate' | 'high';
-  status: WarningStatus;
   entity_url: string;
 }
 
