@@ -5,6 +5,9 @@
  */
 import type { ApiRequest } from './routes.js';
 
+/** Hook classes for families that publish their own hook sets (see `createHookSetRef`). */
+export { SyncHook, SyncBailHook, SyncWaterfallHook, AsyncSeriesHook, AsyncSeriesBailHook, AsyncSeriesWaterfallHook, AsyncParallelHook, HookMap } from 'tapable';
+
 export const Stage = Object.freeze({
   FIRST: -1000,
   EARLY: -100,

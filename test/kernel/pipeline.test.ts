@@ -74,6 +74,13 @@ test('ETag on GET, If-Match on PUT and PATCH, PATCH merges maps', async (t) => {
   await k.stop();
 });
 
+test('a family publishes its own hook set; another plugin taps it, ordered by stage', async (t) => {
+  const k = await start();
+  await seed(k);
+  t.deepEqual((await k.inject({ url: '/1.0/probes/alpha' })).json.metadata.decorated_by, ['probe', 'probe-addon']);
+  await k.stop();
+});
+
 test('every error leaves as the envelope with an allowed status', async (t) => {
   const k = await start();
   await seed(k);
