@@ -61,7 +61,9 @@ async function fanout(d: Daemon, listeners: number): Promise<void> {
   });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const responded: number[] = [];
+  const sent: number[] = [];
   for (let i = 0; i < EVENTS; i++) {
+    sent.push(performance.now());
     await new Promise<void>((resolve, reject) => {
       const body = `{"config":{"user.bench":"${i}"}}`;
       const req = http.request({ socketPath: d.socket, agent, method: 'PATCH', path: '/1.0', headers: { 'content-type': 'application/json', 'content-length': body.length } }, (res) => {
@@ -76,19 +78,28 @@ async function fanout(d: Daemon, listeners: number): Promise<void> {
     });
   }
   await new Promise((r) => setTimeout(r, 500));
+  // After the response (the issue's measure; an event that beats the response counts 0), and from the request's start.
   const latencies: number[] = [];
+  const fromSend: number[] = [];
   let lost = 0;
   for (const times of received) {
     lost += Math.max(0, EVENTS - times.length);
-    times.forEach((t, i) => latencies.push(Math.max(0, t - responded[i]!)));
+    times.forEach((t, i) => {
+      latencies.push(Math.max(0, t - responded[i]!));
+      fromSend.push(t - sent[i]!);
+    });
   }
   latencies.sort((a, b) => a - b);
+  fromSend.sort((a, b) => a - b);
   for (const ws of sockets) ws.close();
   agent.destroy();
   const p50 = percentile(latencies, 50);
   const p99 = percentile(latencies, 99);
-  results[`events_${listeners}`] = { p50_ms: p50, p99_ms: p99, lost, events: EVENTS, listeners };
-  rows.push({ scenario: `event delivery, ${listeners} listener(s), ${EVENTS} events`, value: `p50 ${p50.toFixed(3)} ms, p99 ${p99.toFixed(3)} ms, lost ${lost}`, target: listeners === 50 ? 'p99 < 1.5 ms, 0 lost' : undefined });
+  const sendP50 = percentile(fromSend, 50);
+  const sendP99 = percentile(fromSend, 99);
+  results[`events_${listeners}`] = { p50_ms: p50, p99_ms: p99, from_request_p50_ms: sendP50, from_request_p99_ms: sendP99, lost, events: EVENTS, listeners };
+  rows.push({ scenario: `event delivery after response, ${listeners} listener(s), ${EVENTS} events`, value: `p50 ${p50.toFixed(3)} ms, p99 ${p99.toFixed(3)} ms, lost ${lost}`, target: listeners === 50 ? 'p99 < 1.5 ms, 0 lost' : undefined });
+  rows.push({ scenario: `  same, measured from the request's start`, value: `p50 ${sendP50.toFixed(3)} ms, p99 ${sendP99.toFixed(3)} ms` });
 }
 
 await startup('edge');
