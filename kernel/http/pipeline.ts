@@ -7,12 +7,12 @@ import type Hapi from '@hapi/hapi';
 import type { Request, ResponseToolkit } from '@hapi/hapi';
 import type Logger from 'bunyan';
 import {
-  ApiError, badRequest, forbidden, mergePatch, notFound, preconditionFailed,
+  badRequest, forbidden, mergePatch, notFound, preconditionFailed,
   type ApiResponse, type RouteDescriptor, type VerbSpec, type WebsocketSpec,
 } from '../../sdk/index.js';
 import { parseFilter, matchesFilter, FilterSyntaxError, type FilterExpr } from '../filter/index.js';
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
-import { asyncBody, errorBody, etagOf, syncBody } from './envelope.js';
+import { asyncBody, etagOf, syncBody } from './envelope.js';
 
 const VERBS = ['get', 'put', 'patch', 'post', 'delete'] as const;
 type Verb = (typeof VERBS)[number];
@@ -279,4 +279,3 @@ export function matchWebsocket(routes: WebsocketRoute[], pathname: string): { ro
   return undefined;
 }
 
-export { errorBody, ApiError };

@@ -4,6 +4,7 @@ import { statSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import https from 'node:https';
 import net from 'node:net';
+import WebSocket from 'ws';
 import path from 'node:path';
 import { collect, corrald, projectRoot, startDaemon, stopDaemons, unixWebsocket, waitFor } from '../helpers/daemon.js';
 
@@ -125,6 +126,14 @@ test('TLS listener follows core.https_address live; untrusted clients get the un
   const denied = await httpsGet(port, '/1.0/operations');
   t.is(denied.status, 403);
   t.is(denied.json.type, 'error');
+  // Websockets go through the same access check.
+  const refusedEvents = await new Promise<number>((resolve, reject) => {
+    const ws = new WebSocket(`wss://127.0.0.1:${port}/1.0/events`, { rejectUnauthorized: false });
+    ws.once('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+    ws.once('open', () => reject(new Error('an untrusted client opened the events stream')));
+    ws.once('error', reject);
+  });
+  t.is(refusedEvents, 403);
   // A port already taken is refused and the old value stays.
   const blocker = net.createServer().listen(0, '127.0.0.1');
   await new Promise((r) => blocker.once('listening', r));
