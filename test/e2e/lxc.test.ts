@@ -2,10 +2,11 @@
 import test from 'ava';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
+import os from 'node:os';
 import { projectRoot, startDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
 import { lxc, lxcEnv } from '../helpers/clients.js';
 
-const fixtureArgs = { plugins: 'clients', args: ['--registry', path.join(projectRoot, 'test', 'fixtures', 'registry.json')] };
+const fixtureArgs = { plugins: 'test', args: ['--registry', path.join(projectRoot, 'test', 'fixtures', 'registry.json')] };
 
 let d: Daemon;
 test.before(async () => {
@@ -15,7 +16,7 @@ test.after.always(async () => {
   await d?.stop();
 });
 
-test.serial('lxc info shows the server, and --resources the hardware', async (t) => {
+test.serial('lxc info shows the server, and --resources the hardware of the full build', async (t) => {
   const info = await lxc(d.socket, 'info');
   t.is(info.status, 0, info.stderr);
   t.regex(info.stdout, /auth: trusted/);
@@ -23,10 +24,17 @@ test.serial('lxc info shows the server, and --resources the hardware', async (t)
   t.regex(info.stdout, /- etag/);
   t.regex(info.stdout, /server_name: \S+/);
   t.regex(info.stdout, /kernel_version: \S+/);
-  const resources = await lxc(d.socket, 'info', '--resources');
-  t.is(resources.status, 0, resources.stderr);
-  t.regex(resources.stdout, /CPU/);
-  t.regex(resources.stdout, /Memory/);
+  const full = await startDaemon({ plugins: 'full' });
+  try {
+    const resources = await lxc(full.socket, 'info', '--resources');
+    t.is(resources.status, 0, resources.stderr);
+    t.true(resources.stdout.includes(`CPU (${os.machine()}):`), resources.stdout);
+    t.is((resources.stdout.match(/\(id: \d+, online: true/g) ?? []).length, os.cpus().length, 'one thread line per cpu');
+    t.regex(resources.stdout, /Memory:/);
+    t.regex(resources.stdout, /Disks?:/);
+  } finally {
+    await full.stop();
+  }
 });
 
 test.serial('lxc query and lxc config set/get/unset go through GET, PUT with ETag', async (t) => {
