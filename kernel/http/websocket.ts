@@ -4,7 +4,7 @@
  */
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { WebSocketServer } from 'ws';
+import type { WebSocketServer } from 'ws';
 import type Logger from 'bunyan';
 import { badRequest, isApiError, notFound } from '../../sdk/index.js';
 import { allowedStatus, errorBody } from './envelope.js';
@@ -13,7 +13,16 @@ import type { Caller } from './api-request.js';
 
 export type AuthenticateUpgrade = (raw: IncomingMessage, access: string) => Promise<Caller>;
 
-const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 16 * 1024 * 1024 });
+/** Made on the first upgrade: a daemon nobody watches never loads ws. */
+let wss: WebSocketServer | undefined;
+
+async function websocketServer(): Promise<WebSocketServer> {
+  if (!wss) {
+    const { WebSocketServer } = await import('ws');
+    wss ??= new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 16 * 1024 * 1024 });
+  }
+  return wss;
+}
 
 export function attachWebsockets(listener: Server, pipeline: RoutePipeline, authenticate: AuthenticateUpgrade, log: Logger): void {
   listener.on('upgrade', (raw: IncomingMessage, socket: Duplex, head: Buffer) => {
@@ -39,7 +48,8 @@ async function upgrade(raw: IncomingMessage, socket: Duplex, head: Buffer, pipel
     if (result.error) throw badRequest(`Invalid query: ${result.error.message}`);
   }
   await spec.accept?.(req);
-  wss.handleUpgrade(raw, socket, head, (ws) => spec.handler(req, ws));
+  const server = await websocketServer();
+  server.handleUpgrade(raw, socket, head, (ws) => spec.handler(req, ws));
 }
 
 /** Answer a refused upgrade with the error envelope over plain HTTP. */
@@ -55,5 +65,5 @@ function refuse(socket: Duplex, err: unknown): void {
 
 /** Close every open websocket (events listeners, operation sockets) at shutdown. */
 export function closeAllWebsockets(): void {
-  for (const ws of wss.clients) ws.close(1001, 'daemon shutting down');
+  for (const ws of wss?.clients ?? []) ws.close(1001, 'daemon shutting down');
 }
