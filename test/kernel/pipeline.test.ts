@@ -155,6 +155,20 @@ test('task operations: 202 with Location, progress, success, failure, cancel, wa
   await k.stop();
 });
 
+test('token operations stay running until cancelled', async (t) => {
+  const k = await start();
+  await seed(k);
+  const created = await k.inject({ method: 'POST', url: '/1.0/probes/alpha/token' });
+  t.is(created.statusCode, 202);
+  t.is(created.json.metadata.class, 'token');
+  t.deepEqual(created.json.metadata.metadata, { probe: 'alpha' });
+  const url = created.headers.location as string;
+  t.is((await k.inject({ url: `${url}/wait?timeout=1` })).json.metadata.status, 'Running');
+  t.is((await k.inject({ method: 'DELETE', url })).statusCode, 200);
+  t.is((await k.inject({ url })).json.metadata.status_code, 401);
+  await k.stop();
+});
+
 test('operations are listed per project unless all-projects', async (t) => {
   const k = await start();
   await k.inject({ method: 'POST', url: '/1.0/probes?project=p2', payload: { name: 'x' } });
