@@ -4,6 +4,8 @@ import { EVENT_TYPES, type EventHub } from './hub.js';
 
 /** Above this many queued bytes a listener is too slow to keep; it is dropped rather than buffered without bound. */
 const MAX_BUFFERED = 64 * 1024 * 1024;
+/** Listeners are pinged this often; one that did not answer the previous ping is gone and is dropped. */
+const KEEPALIVE_MS = 10_000;
 
 function parseTypes(value: string | undefined): Set<EventType> {
   if (!value) return new Set(EVENT_TYPES);
@@ -30,8 +32,19 @@ export function eventRoutes(hub: EventHub): RouteDescriptor[] {
               else socket.send(frame);
             },
           });
-          socket.on('close', detach);
-          socket.on('error', detach);
+          let alive = true;
+          socket.on('pong', () => (alive = true));
+          const keepalive = setInterval(() => {
+            if (!alive) return socket.terminate();
+            alive = false;
+            socket.ping('keepalive');
+          }, KEEPALIVE_MS).unref();
+          const close = () => {
+            clearInterval(keepalive);
+            detach();
+          };
+          socket.on('close', close);
+          socket.on('error', close);
           // Listeners only listen; anything they send is ignored.
           socket.on('message', () => undefined);
         },
