@@ -105,9 +105,14 @@ export class RoutePipeline {
     const current = route.current;
     return {
       ...put,
+      // The PUT shape applies to the merged result, not to the partial body.
+      body: undefined,
       handler: async (req) => {
-        const base = (await current(req)) as Record<string, unknown>;
-        req.body = mergePatch(base, req.body);
+        if (req.body !== undefined && (typeof req.body !== 'object' || req.body === null || Array.isArray(req.body))) {
+          throw badRequest('A PATCH body must be a JSON object');
+        }
+        const merged = mergePatch((await current(req)) as Record<string, unknown>, req.body);
+        req.body = put.body ? validateShape(put.body, merged, 'request body') : merged;
         return put.handler(req);
       },
     };

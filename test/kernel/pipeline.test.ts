@@ -67,6 +67,8 @@ test('ETag on GET, If-Match on PUT and PATCH, PATCH merges maps', async (t) => {
   const put = await k.inject({ method: 'PUT', url: '/1.0/probes/alpha', payload: { description: 'new', name: 'alpha', status: 'whatever' } });
   t.is(put.statusCode, 200, put.body);
   t.deepEqual((await k.inject({ url: '/1.0/probe-alias/alpha' })).json.metadata.config, {}, 'aliases serve the same resource');
+  t.is((await k.inject({ method: 'PATCH', url: '/1.0/probes/alpha', payload: [1] })).statusCode, 400);
+  t.is((await k.inject({ method: 'PATCH', url: '/1.0/probes/alpha', payload: { config: { 'user.x': 5 } } })).statusCode, 400, 'the merged result is checked');
   // Setting a key to "" through PATCH unsets it.
   await k.inject({ method: 'PATCH', url: '/1.0/probes/alpha', payload: { config: { 'user.a': '1', 'user.b': '2' } } });
   await k.inject({ method: 'PATCH', url: '/1.0/probes/alpha', payload: { config: { 'user.a': '' } } });
