@@ -63,8 +63,4 @@ export class EventHub implements EventsService {
   watched(type: EventType): boolean {
     return this.watchers[type] > 0 || this.internal.size > 0;
   }
-
-  get listenerCount(): number {
-    return this.sockets.size;
-  }
 }

@@ -7,7 +7,7 @@ export class ExtensionRegistry {
 
   /** Record claims; throws naming every unknown or doubly claimed name. */
   claim(owner: string, names: readonly string[]): void {
-    const problems = checkClaims(new Map([...this.claimed].map(([n, o]) => [n, o])), owner, names);
+    const problems = checkClaims(new Map(this.claimed), owner, names);
     if (problems.length) throw new Error(problems.join('\n'));
     for (const name of names) this.claimed.set(name, owner);
     this.ordered = [...this.claimed.keys()].sort((a, b) => catalogPosition(a) - catalogPosition(b));
@@ -15,10 +15,6 @@ export class ExtensionRegistry {
 
   has(name: string): boolean {
     return this.claimed.has(name);
-  }
-
-  owner(name: string): string | undefined {
-    return this.claimed.get(name);
   }
 
   list(): readonly string[] {

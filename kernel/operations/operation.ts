@@ -51,10 +51,6 @@ export class OperationRecord implements Operation {
     return FINAL.has(this.status);
   }
 
-  get finishedAt(): number {
-    return Date.parse(this.updatedAt);
-  }
-
   view(): OperationView {
     const status = OperationStatus[this.status];
     return {
