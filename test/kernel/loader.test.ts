@@ -97,3 +97,22 @@ test('the daemon refuses a bad set before starting anything, with a clear messag
   t.truthy(readFileSync(registry, 'utf8'));
   rmSync(dir, { recursive: true, force: true });
 });
+
+test('a plugin whose host tool is missing, or whose entry cannot load, stops the start with its name', async (t) => {
+  const { startTestKernel } = await import('../../sdk/testing/index.js');
+  const dir = mkdtempSync(path.join(tmpdir(), 'corral-loader-'));
+  const registry = path.join(dir, 'registry.json');
+  writeFileSync(registry, JSON.stringify({
+    plugins: [
+      { ...manifest('needy'), entry: 'plugins/warnings/index.ts', hostTools: ['sh', 'no-such-tool-anywhere'] },
+      { ...manifest('broken'), entry: 'plugins/does-not-exist/index.ts' },
+    ],
+  }));
+  const needy = await t.throwsAsync(startTestKernel({ plugins: ['needy'], registry }));
+  t.true(needy instanceof PluginSetError);
+  t.regex(needy!.message, /needy needs "no-such-tool-anywhere", which is not installed/);
+  t.notRegex(needy!.message, /"sh"/);
+  const broken = await t.throwsAsync(startTestKernel({ plugins: ['broken'], registry }));
+  t.regex(broken!.message, /broken: cannot load plugins\/does-not-exist\/index\.ts/);
+  rmSync(dir, { recursive: true, force: true });
+});
