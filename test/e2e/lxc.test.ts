@@ -88,10 +88,13 @@ test.serial('lxc monitor prints lifecycle events as they happen', async (t) => {
   let out = '';
   monitor.stdout.on('data', (c) => (out += c));
   monitor.stderr.on('data', (c) => (out += c));
-  // Wait until its websocket is attached, then cause an event.
-  await new Promise((r) => setTimeout(r, 700));
-  await d.request('PATCH', '/1.0', { config: { 'user.watched': 'yes' } });
-  await waitFor(() => out.includes('config-updated'), 10000, 'lxc monitor output');
+  // Cause events until lxc has attached its websocket and prints one (no fixed sleep: slow machines attach late).
+  let round = 0;
+  await waitFor(async () => {
+    await d.request('PATCH', '/1.0', { config: { 'user.watched': String(round++) } });
+    await new Promise((r) => setTimeout(r, 250));
+    return out.includes('config-updated');
+  }, 20000, 'lxc monitor output');
   monitor.kill('SIGINT');
   t.regex(out, /"action": ?"config-updated"/);
   t.regex(out, /"source": ?"\/1\.0"/);
