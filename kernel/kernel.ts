@@ -104,7 +104,7 @@ export class Kernel {
   }
 
   static async start(opts: KernelOptions): Promise<Kernel> {
-    // Validate the whole set before running any plugin code or touching the data dir.
+    // Validate the whole set before any plugin code runs.
     const registry = readRegistry(opts.registryFile);
     const set = resolvePluginSet(registry, opts.plugins, path.dirname(opts.registryFile));
     await checkHostTools(set.plugins);
