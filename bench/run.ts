@@ -8,6 +8,7 @@ import { mkdirSync, writeFileSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { projectRoot, startDaemon, unixWebsocket, type Daemon } from '../test/helpers/daemon.js';
+import { containerScenarios } from './containers.js';
 
 interface Row { scenario: string; value: string; target?: string }
 const rows: Row[] = [];
@@ -111,6 +112,7 @@ await fanout(d, 50);
 results.rss_after_load_full_mib = rssMiB(d.child.pid!);
 rows.push({ scenario: 'RSS after the load above (full)', value: `${(results.rss_after_load_full_mib as number).toFixed(1)} MiB` });
 await d.stop();
+if (process.env.BENCH_CONTAINERS !== '0') await containerScenarios(rows, results);
 
 const width = Math.max(...rows.map((r) => r.scenario.length));
 const valueWidth = Math.max(...rows.map((r) => r.value.length));

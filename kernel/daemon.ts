@@ -41,7 +41,7 @@ export async function runDaemon(args: DaemonArgs): Promise<Kernel> {
     if (exiting) return;
     exiting = true;
     kernel.log.info({ signal }, 'shutting down');
-    kernel.stop().then(
+    kernel.stop({ hostShutdown: signal === 'SIGPWR' }).then(
       () => {
         rmSync(socketPath, { force: true });
         unlock();
@@ -57,5 +57,6 @@ export async function runDaemon(args: DaemonArgs): Promise<Kernel> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGPWR', () => shutdown('SIGPWR'));
   return kernel;
 }

@@ -1,13 +1,13 @@
 /** The kernel's tapable hooks: created once, frozen, and handed to plugins as tap-only facades. */
 import { AsyncSeriesBailHook, AsyncSeriesHook, SyncWaterfallHook } from 'tapable';
-import type { ApiRequest, AuthDecision, KernelHooks, TlsClient } from '../sdk/index.js';
+import type { ApiRequest, AuthDecision, KernelHooks, ShutdownInfo, TlsClient } from '../sdk/index.js';
 
 export class KernelHookSet {
   readonly environment = new SyncWaterfallHook<[Record<string, unknown>]>(['environment']);
   readonly authenticate = new AsyncSeriesBailHook<[TlsClient], AuthDecision | undefined>(['client']);
   readonly checkProject = new AsyncSeriesHook<[ApiRequest]>(['request']);
   readonly ready = new AsyncSeriesHook<[]>([]);
-  readonly shutdown = new AsyncSeriesHook<[]>([]);
+  readonly shutdown = new AsyncSeriesHook<[ShutdownInfo]>(['info']);
 
   constructor() {
     Object.freeze(this);

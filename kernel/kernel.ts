@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import type Hapi from '@hapi/hapi';
 import type Logger from 'bunyan';
 import {
-  isListenAddress, type CorralPlugin, type PluginContext, type PluginManifest,
+  isListenAddress, type CorralPlugin, type PluginContext, type PluginManifest, type ShutdownInfo,
 } from '../sdk/index.js';
 import { createLogger, levelName, type LogRecord } from './logging/logger.js';
 import { createHostTools, findOnPath } from './host-tools/host-tools.js';
@@ -235,9 +235,9 @@ export class Kernel {
   }
 
   /** Clean shutdown: shutdown hooks, operations finish or are cancelled, plugins stop in reverse order. */
-  stop(): Promise<void> {
+  stop(info: ShutdownInfo = { hostShutdown: false }): Promise<void> {
     this.stopping ??= (async () => {
-      await this.hooks.shutdown.promise().catch((err: Error) => this.log.error({ err }, 'shutdown hook failed'));
+      await this.hooks.shutdown.promise(info).catch((err: Error) => this.log.error({ err }, 'shutdown hook failed'));
       await this.operations.shutdown((this.opts.shutdownTimeout ?? 30) * 1000);
       for (const { manifest, plugin, ctx } of [...this.plugins].reverse()) {
         await plugin.shutdown?.(ctx).catch((err: Error) => this.log.error({ err, plugin: manifest.id }, 'plugin shutdown failed'));

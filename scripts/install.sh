@@ -4,9 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Host packages: openssl (server certificate), the real clients used as acceptance tests
-# (lxd-client, python3-pylxd), nftables (firewall driver detection).
-PACKAGES=(openssl nftables lxd-client python3-pylxd python3-websocket ca-certificates)
+# Host packages: liblxc and its tools (containers), uidmap (newuidmap for unprivileged containers),
+# tar with every compressor and squashfs-tools (images), busybox-static (the test image),
+# nftables (firewall driver detection), the real clients used as acceptance tests
+# (lxd-client, python3-pylxd), and make/g++ for the native modules (sqlite3, node-pty).
+PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
+  lxd-client python3-pylxd python3-websocket ca-certificates openssl make g++ python3)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -16,6 +19,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# Unprivileged containers map their ids into root's subordinate range (the reference daemon's default).
+for f in /etc/subuid /etc/subgid; do
+  grep -q '^root:1000000:' "$f" 2>/dev/null || echo 'root:1000000:1000000000' >> "$f"
+done
 
 if ! command -v node >/dev/null || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
   echo "corral needs Node.js 20 or newer" >&2

@@ -43,6 +43,14 @@ export interface AuthDecision {
   projects?: string[];
 }
 
+export interface ShutdownInfo {
+  /**
+   * The host is going down (SIGPWR): stop what the daemon runs. Otherwise (SIGTERM, SIGINT) the
+   * daemon alone exits and workloads keep running, to be adopted by the next daemon.
+   */
+  hostShutdown: boolean;
+}
+
 export interface KernelHooks {
   /** Add fields to the `environment` section of GET /1.0 (drivers, storage...). Re-run when `refreshServerInfo()` is called. */
   environment: Tappable<[Record<string, unknown>], Record<string, unknown>>;
@@ -53,5 +61,5 @@ export interface KernelHooks {
   /** Runs once every plugin has booted, before the API gate opens. */
   ready: Tappable<[], Promise<void>>;
   /** Runs on clean shutdown, before listeners close; later stages run later. */
-  shutdown: Tappable<[], Promise<void>>;
+  shutdown: Tappable<[ShutdownInfo], Promise<void>>;
 }

@@ -1,4 +1,5 @@
 /** Every child process goes through this service: logged, bounded in time, failures mapped to errors. */
+import type { Readable, Writable } from 'node:stream';
 import { ApiError } from './errors.js';
 
 export interface RunOptions {
@@ -17,8 +18,32 @@ export interface RunResult {
   exitCode: number;
 }
 
+export interface SpawnOptions {
+  cwd?: string;
+  /** The whole environment of the child (default: the daemon's). */
+  env?: Record<string, string>;
+  /** Run under a new pseudo-terminal of this size instead of pipes (stdout then carries both streams). */
+  pty?: { cols: number; rows: number };
+}
+
+/** A long-running child with its streams, for exec and console sessions. */
+export interface HostProcess {
+  readonly pid: number;
+  readonly stdin: Writable;
+  readonly stdout: Readable;
+  /** Absent under a pty. */
+  readonly stderr?: Readable;
+  /** Resize the pty (no-op without one). */
+  resize(cols: number, rows: number): void;
+  kill(signal?: NodeJS.Signals | number): void;
+  /** Exit code, or 128 + signal number when killed by a signal. */
+  readonly exited: Promise<number>;
+}
+
 export interface HostTools {
   run(command: string, args: string[], opts?: RunOptions): Promise<RunResult>;
+  /** Start a child whose streams the caller drives; it is not bounded in time. */
+  spawn(command: string, args: string[], opts?: SpawnOptions): HostProcess;
   /** Full path of a binary on PATH, or undefined. */
   which(command: string): Promise<string | undefined>;
 }

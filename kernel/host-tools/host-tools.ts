@@ -3,6 +3,7 @@ import { access, constants } from 'node:fs/promises';
 import path from 'node:path';
 import type Logger from 'bunyan';
 import { HostToolError, type HostTools, type RunOptions, type RunResult } from '../../sdk/index.js';
+import { spawnHostProcess } from './spawn.js';
 
 const DEFAULT_TIMEOUT_MS = 60_000;
 
@@ -28,6 +29,10 @@ export function createHostTools(log: Logger): HostTools {
         throw new HostToolError(command, `${command} failed${result.exitCode !== undefined ? ` (exit ${result.exitCode})` : ''}: ${detail}`, result.exitCode);
       }
       return { stdout: String(result.stdout), stderr: String(result.stderr), exitCode };
+    },
+    spawn(command, args, opts = {}) {
+      log.debug({ command, args, pty: Boolean(opts.pty) }, 'host process');
+      return spawnHostProcess(command, args, opts);
     },
     which: findOnPath,
   };

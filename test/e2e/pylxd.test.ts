@@ -24,3 +24,29 @@ test('pylxd connects, reads host_info and waits for an operation', async (t) => 
     await d.stop();
   }
 });
+
+test('pylxd: upload an image, create, start, execute, put/get files, stop and delete a container', async (t) => {
+  const { buildBusyboxImage } = await import('../helpers/busybox-image.js');
+  const image = buildBusyboxImage('gzip');
+  const d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
+  try {
+    const { waitFor } = await import('../helpers/daemon.js');
+    await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
+    const run = await python(path.join(projectRoot, 'test', 'e2e', 'pylxd_containers.py'), [d.socket, image.unified]);
+    t.is(run.status, 0, run.stderr);
+    const seen = JSON.parse(run.stdout);
+    t.regex(seen.fingerprint, /^[0-9a-f]{64}$/);
+    t.is(seen.status_after_start, 'Running');
+    t.is(seen.exit_code, 4);
+    t.is(seen.stdout.trim(), 'out');
+    t.is(seen.stderr.trim(), 'err');
+    t.is(seen.file, 'written by pylxd');
+    t.is(seen.cat, 'written by pylxd');
+    t.is(seen.status_after_stop, 'Stopped');
+    t.false(seen.exists_after_delete);
+  } finally {
+    await d.stop();
+    const { rmSync } = await import('node:fs');
+    rmSync(image.dir, { recursive: true, force: true });
+  }
+});

@@ -16,8 +16,17 @@ export const lxcEnv = (socket: string) => ({ ...process.env, LXD_SOCKET: socket,
 
 /** Asynchronous, so the daemon in this same process keeps serving while lxc runs. */
 export function lxc(socket: string, ...args: string[]): Promise<ClientRun> {
+  return lxcWithInput(socket, '', ...args);
+}
+
+/**
+ * lxc with `input` on stdin. stdin is always closed: `lxc init`/`launch` read a config document
+ * from a stdin that is not a terminal and would wait forever on an open pipe.
+ */
+export function lxcWithInput(socket: string, input: string, ...args: string[]): Promise<ClientRun> {
   return new Promise((resolve) => {
     const child = spawn('lxc', args, { env: lxcEnv(socket) });
+    child.stdin.end(input);
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c) => (stdout += c));

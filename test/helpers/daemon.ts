@@ -1,6 +1,6 @@
 /** Starts a real corrald in a temporary data dir and talks to it over its unix socket. */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, existsSync, readFileSync } from 'node:fs';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import http from 'node:http';
 import path from 'node:path';
@@ -111,15 +111,32 @@ export async function startDaemon(opts: { plugins?: string; dir?: string; args?:
         const done = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
         child.kill('SIGTERM');
         const code = await done;
-        if (!opts.dir) rmSync(dir, { recursive: true, force: true });
+        if (!opts.dir) removeDataDir(dir);
         return code;
       }
-      if (!opts.dir) rmSync(dir, { recursive: true, force: true });
+      if (!opts.dir) removeDataDir(dir);
       return child.exitCode;
     },
   };
   running.add(daemon);
   return daemon;
+}
+
+/**
+ * Containers outlive a daemon that exits on SIGTERM (the next daemon adopts them), so a test
+ * that throws a data directory away kills what still runs in it first.
+ */
+export function killContainers(dir: string): void {
+  const lxcpath = path.join(dir, 'containers');
+  if (!existsSync(lxcpath)) return;
+  for (const name of readdirSync(lxcpath)) {
+    spawnSync('lxc-stop', ['-n', name, '-P', lxcpath, '-k'], { stdio: 'ignore', timeout: 10000 });
+  }
+}
+
+function removeDataDir(dir: string): void {
+  killContainers(dir);
+  rmSync(dir, { recursive: true, force: true });
 }
 
 /** Collect websocket messages as parsed JSON. */

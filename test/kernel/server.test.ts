@@ -23,14 +23,19 @@ test('GET / lists the API versions and GET /1.0 describes the server', async (t)
   t.is(env.server_name, os.hostname());
   t.is(env.server_clustered, false);
   t.is(env.project, 'default');
-  t.is(env.driver, '', 'no instance driver is operational in this build');
-  t.deepEqual(env.storage_supported_drivers, []);
+  t.is(env.driver, 'lxc', 'the liblxc driver is operational');
+  t.true(env.storage_supported_drivers.some((d: any) => d.Name === 'dir'));
   t.true(['nftables', 'xtables'].includes(env.firewall));
   t.regex(env.os_name, /\w/);
   for (const feature of ['idmapped_mounts', 'netnsid_getifaddrs', 'seccomp_listener', 'shiftfs', 'uevent_injection', 'unpriv_fscaps']) {
     t.true(['true', 'false'].includes(env.kernel_features[feature]), feature);
   }
   await k.stop();
+  const bare = await startTestKernel({ plugins: 'warnings' });
+  const bareEnv = (await bare.inject({ url: '/1.0' })).json.metadata.environment;
+  t.is(bareEnv.driver, '', 'no instance driver in a build without one');
+  t.deepEqual(bareEnv.storage_supported_drivers, []);
+  await bare.stop();
 });
 
 test('api_extensions holds the claims of enabled plugins only, in catalog order', async (t) => {

@@ -1,0 +1,161 @@
+/**
+ * Container scenarios: the life cycle through the API against the bare lxc tools with corral's own
+ * generated config (the liblxc floor), listing at 500 instances, mass creation, concurrent launches,
+ * and daemon memory at scale.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { startDaemon, waitFor, type Daemon } from '../test/helpers/daemon.js';
+import { buildBusyboxImage } from '../test/helpers/busybox-image.js';
+
+export interface Row { scenario: string; value: string; target?: string }
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.floor(s.length / 2)]! : NaN;
+};
+
+const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
+
+/** A request that, when it answers with an operation, waits for it and fails on its failure. */
+async function call(d: Daemon, method: string, url: string, body?: unknown): Promise<any> {
+  const res = await d.request(method, url, body);
+  if (res.status >= 400) throw new Error(`${method} ${url}: ${res.json?.error ?? res.status}`);
+  if (res.json?.type === 'async') {
+    const op = await d.request('GET', `${res.json.operation}/wait?timeout=120`);
+    if (op.json?.metadata?.status !== 'Success') throw new Error(`${method} ${url}: ${op.json?.metadata?.err ?? 'operation did not succeed'}`);
+    return op.json.metadata;
+  }
+  return res.json?.metadata;
+}
+
+async function timed<T>(fn: () => Promise<T>): Promise<number> {
+  const t0 = performance.now();
+  await fn();
+  return performance.now() - t0;
+}
+
+const create = (d: Daemon, name: string) => call(d, 'POST', '/1.0/instances', { name, source: { type: 'image', alias: 'bb' } });
+const state = (d: Daemon, name: string, action: string) => call(d, 'PUT', `/1.0/instances/${name}/state`, { action, force: true });
+
+function lxcTool(tool: string, args: string[]): void {
+  execFileSync(tool, args, { stdio: 'ignore' });
+}
+
+async function lifecycle(d: Daemon, rows: Row[], results: Record<string, unknown>): Promise<void> {
+  const RUNS = Number(process.env.BENCH_CYCLES ?? 15);
+  const steps: Record<string, number[]> = { create: [], start: [], exec: [], stop: [], delete: [], cycle: [] };
+  for (let i = 0; i < RUNS; i++) {
+    const name = `cycle${i}`;
+    const t0 = performance.now();
+    steps.create!.push(await timed(() => create(d, name)));
+    steps.start!.push(await timed(() => state(d, name, 'start')));
+    steps.exec!.push(await timed(() => call(d, 'POST', `/1.0/instances/${name}/exec`, { command: ['true'], 'wait-for-websocket': false, interactive: false })));
+    steps.stop!.push(await timed(() => state(d, name, 'stop')));
+    steps.delete!.push(await timed(() => call(d, 'DELETE', `/1.0/instances/${name}`)));
+    steps.cycle!.push(performance.now() - t0);
+  }
+  // The floor: the same liblxc config corral generated, driven with the bare tools.
+  await create(d, 'floor');
+  await state(d, 'floor', 'start');
+  await state(d, 'floor', 'stop');
+  const lxcpath = path.join(d.dir, 'containers');
+  const lxcName = readdirSync(lxcpath).find((n) => n === 'floor' || n.endsWith('_floor'))!;
+  const floor: Record<string, number[]> = { start: [], exec: [], stop: [] };
+  for (let i = 0; i < RUNS; i++) {
+    floor.start!.push(await timed(async () => lxcTool('lxc-start', ['-n', lxcName, '-P', lxcpath, '-d'])));
+    floor.exec!.push(await timed(async () => lxcTool('lxc-attach', ['-n', lxcName, '-P', lxcpath, '--clear-env', '--', 'true'])));
+    floor.stop!.push(await timed(async () => lxcTool('lxc-stop', ['-n', lxcName, '-P', lxcpath, '-k'])));
+  }
+  await call(d, 'DELETE', '/1.0/instances/floor');
+  const m = Object.fromEntries(Object.entries(steps).map(([k, v]) => [k, median(v)]));
+  const f = Object.fromEntries(Object.entries(floor).map(([k, v]) => [k, median(v)]));
+  results.lifecycle_median_ms = m;
+  results.lifecycle_floor_median_ms = f;
+  for (const step of ['create', 'start', 'exec', 'stop', 'delete']) {
+    const fl = f[step];
+    rows.push({
+      scenario: `lifecycle ${step} (median of ${RUNS})`,
+      value: `${m[step]!.toFixed(1)} ms${fl !== undefined ? ` (bare lxc tools ${fl.toFixed(1)} ms, ${(m[step]! / fl).toFixed(2)}x)` : ''}`,
+      target: fl !== undefined ? '<= 1.5x the bare tools' : undefined,
+    });
+  }
+  rows.push({ scenario: 'lifecycle whole cycle (median)', value: `${m.cycle!.toFixed(0)} ms`, target: '< 300 ms (reference 1.1 s)' });
+}
+
+async function scale(d: Daemon, rows: Row[], results: Record<string, unknown>): Promise<void> {
+  const COUNT = Number(process.env.BENCH_INSTANCES ?? 500);
+  const RUNNING = Number(process.env.BENCH_RUNNING ?? 50);
+  const rssIdle = rssMiB(d.child.pid!);
+  const names = Array.from({ length: COUNT }, (_, i) => `s${i}`);
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: 4 }, async () => {
+    while (next < names.length) await create(d, names[next++]!);
+  }));
+  const rate = COUNT / ((performance.now() - t0) / 1000);
+  results.create_rate_per_s = rate;
+  rows.push({ scenario: `create ${COUNT} instances at concurrency 4`, value: `${rate.toFixed(1)} /s`, target: '>= 40/s (reference 20/s)' });
+  for (const name of names.slice(0, RUNNING)) await state(d, name, 'start');
+
+  const listing = async (recursion: number) => {
+    const times: number[] = [];
+    for (let i = 0; i < 15; i++) times.push(await timed(() => d.request('GET', `/1.0/instances?recursion=${recursion}`)));
+    return median(times);
+  };
+  const r1 = await listing(1);
+  const r2 = await listing(2);
+  results.list_500 = { recursion1_ms: r1, recursion2_ms: r2, running: RUNNING };
+  rows.push({ scenario: `GET /1.0/instances?recursion=1, ${COUNT} instances (${RUNNING} running)`, value: `${r1.toFixed(1)} ms median`, target: '< 25 ms (reference 56 ms)' });
+  rows.push({ scenario: `GET /1.0/instances?recursion=2, same`, value: `${r2.toFixed(1)} ms median`, target: '< 300 ms (reference 1.7 s)' });
+  const rssLoaded = rssMiB(d.child.pid!);
+  rows.push({ scenario: `daemon RSS with ${COUNT} instances`, value: `${rssLoaded.toFixed(1)} MiB (idle before: ${rssIdle.toFixed(1)} MiB)`, target: '< 150 MiB (reference 335 MiB)' });
+
+  for (const name of names.slice(0, RUNNING)) await state(d, name, 'stop');
+  next = 0;
+  await Promise.all(Array.from({ length: 4 }, async () => {
+    while (next < names.length) await call(d, 'DELETE', `/1.0/instances/${names[next++]!}`);
+  }));
+  global.gc?.();
+  await new Promise((r) => setTimeout(r, 2000));
+  const rssAfter = rssMiB(d.child.pid!);
+  results.rss_scale_mib = { idle: rssIdle, loaded: rssLoaded, after_delete: rssAfter };
+  rows.push({ scenario: 'daemon RSS after deleting them', value: `${rssAfter.toFixed(1)} MiB`, target: 'back near idle' });
+}
+
+async function concurrentLaunches(d: Daemon, rows: Row[], results: Record<string, unknown>): Promise<void> {
+  const names = Array.from({ length: 20 }, (_, i) => `par${i}`);
+  const t0 = performance.now();
+  const outcomes = await Promise.allSettled(names.map(async (n) => {
+    await create(d, n);
+    await state(d, n, 'start');
+  }));
+  const ms = performance.now() - t0;
+  const failed = outcomes.filter((o) => o.status === 'rejected').length;
+  results.concurrent_launches = { count: 20, failed, ms };
+  rows.push({ scenario: '20 concurrent launches', value: `${20 - failed}/20 succeeded in ${ms.toFixed(0)} ms`, target: 'all succeed' });
+  for (const n of names) {
+    await state(d, n, 'stop').catch(() => {});
+    await call(d, 'DELETE', `/1.0/instances/${n}`).catch(() => {});
+  }
+}
+
+export async function containerScenarios(rows: Row[], results: Record<string, unknown>): Promise<void> {
+  const image = buildBusyboxImage('gzip');
+  const d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
+  try {
+    await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
+    const upload = await d.request('POST', '/1.0/images', readFileSync(image.unified), { 'content-type': 'application/octet-stream' });
+    const op = await d.request('GET', `${upload.json.operation}/wait?timeout=60`);
+    await call(d, 'POST', '/1.0/images/aliases', { name: 'bb', target: op.json.metadata.metadata.fingerprint });
+    await lifecycle(d, rows, results);
+    await concurrentLaunches(d, rows, results);
+    await scale(d, rows, results);
+  } finally {
+    await d.stop();
+    rmSync(image.dir, { recursive: true, force: true });
+    if (existsSync(d.dir)) rmSync(d.dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,86 @@
+/** Long-running children with their streams: plain pipes, or a pseudo-terminal through node-pty. */
+import { spawn as spawnChild } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { constants as osConstants } from 'node:os';
+import { PassThrough, Writable } from 'node:stream';
+import type { HostProcess, SpawnOptions } from '../../sdk/index.js';
+
+const require = createRequire(import.meta.url);
+
+function signalNumber(signal: string | null): number {
+  return signal ? (osConstants.signals as Record<string, number>)[signal] ?? 0 : 0;
+}
+
+export function spawnHostProcess(command: string, args: string[], opts: SpawnOptions): HostProcess {
+  return opts.pty ? spawnWithPty(command, args, opts) : spawnWithPipes(command, args, opts);
+}
+
+function spawnWithPipes(command: string, args: string[], opts: SpawnOptions): HostProcess {
+  const child = spawnChild(command, args, { cwd: opts.cwd, env: opts.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const exited = new Promise<number>((resolve) => {
+    child.once('error', () => resolve(127));
+    child.once('close', (code, signal) => resolve(code ?? 128 + signalNumber(signal)));
+  });
+  // A client that stops reading must not crash the daemon with EPIPE.
+  child.stdin.on('error', () => {});
+  return {
+    pid: child.pid ?? -1,
+    stdin: child.stdin,
+    stdout: child.stdout,
+    stderr: child.stderr,
+    resize() {},
+    kill(signal) {
+      try { child.kill(signal); } catch { /* already gone */ }
+    },
+    exited,
+  };
+}
+
+interface PtyModule {
+  spawn(file: string, args: string[], opts: { cols: number; rows: number; cwd?: string; env?: Record<string, string>; name?: string }): {
+    pid: number;
+    write(data: string | Buffer): void;
+    onData(cb: (data: string) => void): void;
+    onExit(cb: (e: { exitCode: number; signal?: number }) => void): void;
+    resize(cols: number, rows: number): void;
+    kill(signal?: string): void;
+  };
+}
+
+function spawnWithPty(command: string, args: string[], opts: SpawnOptions): HostProcess {
+  // Loaded on first use: only interactive sessions need it.
+  const pty = require('node-pty') as PtyModule;
+  const term = pty.spawn(command, args, {
+    cols: opts.pty!.cols, rows: opts.pty!.rows, cwd: opts.cwd,
+    env: opts.env ?? (process.env as Record<string, string>), name: 'xterm',
+  });
+  const stdout = new PassThrough();
+  term.onData((data) => stdout.write(data));
+  const exited = new Promise<number>((resolve) => {
+    term.onExit(({ exitCode, signal }) => {
+      stdout.end();
+      resolve(signal ? 128 + signal : exitCode);
+    });
+  });
+  const stdin = new Writable({
+    write(chunk, _enc, done) {
+      try { term.write(chunk); } catch { /* exited */ }
+      done();
+    },
+  });
+  return {
+    pid: term.pid,
+    stdin,
+    stdout,
+    resize(cols, rows) {
+      try { term.resize(cols, rows); } catch { /* exited */ }
+    },
+    kill(signal) {
+      try {
+        if (typeof signal === 'number') process.kill(term.pid, signal);
+        else term.kill(signal);
+      } catch { /* already gone */ }
+    },
+    exited,
+  };
+}

@@ -1,0 +1,188 @@
+/**
+ * POST /1.0/images. An upload is received into a staging area and checked in the request
+ * (a bad tarball is a 400 and leaves nothing behind); the operation then installs the files and
+ * writes the record and aliases in one transaction, undoing the files if that fails.
+ * JSON bodies describe other sources (see json-request.ts).
+ */
+import { rm, stat } from 'node:fs/promises';
+import {
+  async, badRequest, conflict, isApiError, ProfilesServiceRef, truthy,
+  type ApiRequest, type ApiResponse, type Operation, type OperationControl, type PluginContext,
+} from '../../sdk/index.js';
+import { bodyChunks, drain, interrupted } from './body.js';
+import type { ImageCatalog } from './catalog.js';
+import type { ImageFiles } from './files.js';
+import { aliasUrl, imageUrl, type StoredAlias, type StoredImage } from './image.js';
+import { inspectSplit, inspectUnified } from './inspect.js';
+import { pushGrantFrom, readJson, stagedJson } from './json-request.js';
+import type { KeyedLock } from './lock.js';
+import { multipartBoundary } from './multipart.js';
+import { header, queryHeader } from './names.js';
+import type { PushGrant, PushTokens } from './push-tokens.js';
+import { apiTime, NEVER_EXPIRES, NEVER_USED, unixTime } from './times.js';
+import { receiveSplit, receiveUnified, type StagedUpload } from './upload.js';
+
+const exists = (file: string) => stat(file).then(() => true, () => false);
+
+export class ImageCreator {
+  constructor(
+    private readonly ctx: PluginContext,
+    private readonly catalog: ImageCatalog,
+    private readonly files: ImageFiles,
+    private readonly tokens: PushTokens,
+    private readonly lock: KeyedLock,
+  ) {}
+
+  async post(req: ApiRequest): Promise<ApiResponse> {
+    const body = req.rawBody;
+    if (!body) throw badRequest('The request has no body');
+    try {
+      return await this.receive(req, body);
+    } catch (err) {
+      await drain(body);
+      if (!isApiError(err) && interrupted(body)) throw badRequest('The image upload was interrupted');
+      throw err;
+    }
+  }
+
+  private async receive(req: ApiRequest, body: NodeJS.ReadableStream): Promise<ApiResponse> {
+    const contentType = header(req.headers['content-type']);
+    const mediaType = contentType.split(';')[0]!.trim().toLowerCase();
+    const chunks = bodyChunks(body);
+    if (mediaType === 'application/json') return this.fromJson(req, await readJson(chunks));
+
+    const area = await this.files.stagingArea();
+    let handedOver = false;
+    try {
+      let upload: StagedUpload;
+      if (mediaType === 'multipart/form-data') {
+        const boundary = multipartBoundary(contentType);
+        if (!boundary) throw badRequest('Invalid multipart image: the Content-Type has no boundary');
+        upload = await receiveSplit(chunks, boundary, area);
+      } else {
+        upload = await receiveUnified(chunks, area, header(req.headers['x-lxd-filename']));
+        // Clients that send JSON with no or another Content-Type (curl -d) land here.
+        if (mediaType !== 'application/octet-stream') {
+          const json = await stagedJson(upload);
+          if (json !== undefined) return await this.fromJson(req, json);
+        }
+      }
+      const op = await this.fromUpload(req, upload, area);
+      handedOver = true;
+      return async(op);
+    } finally {
+      if (!handedOver) await rm(area, { recursive: true, force: true });
+    }
+  }
+
+  /** Check everything the client sent, then start the operation that stores it. */
+  private async fromUpload(req: ApiRequest, upload: StagedUpload, area: string): Promise<Operation> {
+    const project = req.project;
+    const expected = header(req.headers['x-lxd-fingerprint']);
+    if (expected && expected !== upload.fingerprint) {
+      throw badRequest(`Fingerprints don't match, got ${upload.fingerprint} expected ${expected}`);
+    }
+    let grant: PushGrant | undefined;
+    const secret = header(req.headers['x-lxd-secret']);
+    if (secret) {
+      grant = this.tokens.take(secret, project);
+      if (!grant) throw badRequest('No pending image push matches this secret');
+      if (grant.fingerprint !== upload.fingerprint) {
+        throw badRequest(`Fingerprints don't match, got ${upload.fingerprint} expected ${grant.fingerprint}`);
+      }
+    }
+
+    const tools = this.ctx.hostTools;
+    const inspected = upload.rootfsFile
+      ? await inspectSplit(tools, upload.metadataFile, upload.rootfsFile, upload.rootfsPart ?? 'rootfs')
+      : await inspectUnified(tools, upload.metadataFile);
+
+    const properties = { ...(grant?.properties ?? inspected.metadata.properties) };
+    for (const params of queryHeader(req.headers['x-lxd-properties'])) {
+      for (const [key, value] of params) properties[key] = value;
+    }
+    const profileNames = queryHeader(req.headers['x-lxd-profiles']).flatMap((p) => p.getAll('profile'));
+    const profiles = profileNames.length ? profileNames : ['default'];
+    if (profileNames.length) await this.ctx.services.get(ProfilesServiceRef)?.load(project, profileNames);
+
+    const now = new Date();
+    const image: StoredImage = {
+      fingerprint: upload.fingerprint,
+      filename: upload.filename,
+      size: upload.size,
+      architecture: inspected.metadata.architecture,
+      type: inspected.type,
+      public: grant ? grant.public : truthy(header(req.headers['x-lxd-public'])),
+      auto_update: grant?.auto_update ?? false,
+      properties,
+      profiles,
+      created_at: unixTime(inspected.metadata.creation_date),
+      uploaded_at: apiTime(now),
+      expires_at: grant?.expires_at ?? (inspected.metadata.expiry_date ? unixTime(inspected.metadata.expiry_date) : NEVER_EXPIRES),
+      last_used_at: NEVER_USED,
+      files: inspected.files,
+    };
+    const aliases = grant?.aliases ?? [];
+    await this.checkAliasesFree(project, aliases);
+
+    return this.ctx.operations.create({
+      class: 'task',
+      description: 'Downloading image',
+      project,
+      requestor: req.requestor,
+      run: async (op) => {
+        try {
+          return await this.install(req, op, upload, image, aliases);
+        } finally {
+          await rm(area, { recursive: true, force: true });
+        }
+      },
+    });
+  }
+
+  private async install(req: ApiRequest, op: OperationControl, upload: StagedUpload, image: StoredImage, aliases: PushGrant['aliases']) {
+    const project = req.project;
+    const fp = image.fingerprint;
+    const result = { fingerprint: fp, size: String(image.size) };
+    // As the reference does, the result is shown even when the image turns out to be a duplicate.
+    op.updateMetadata(result);
+    await this.lock.run(fp, async () => {
+      if (await this.catalog.images.get(project, fp)) throw new Error('Image with same fingerprint already exists');
+      // Another project may hold the same image: its files are already in place.
+      const filesExisted = await exists(this.files.metadataFile(fp));
+      try {
+        if (!filesExisted) await this.files.install(fp, upload.metadataFile, upload.rootfsFile);
+        await this.catalog.store.transaction(async (tx) => {
+          await tx.collection<StoredImage>('images').put(project, fp, image, 0);
+          for (const alias of aliases) {
+            await tx.collection<StoredAlias>('aliases').put(project, alias.name, { name: alias.name, description: alias.description, target: fp }, 0);
+          }
+        });
+      } catch (err) {
+        if (!filesExisted && !(await this.catalog.fingerprintInUse(fp))) await this.files.remove(fp);
+        throw err;
+      }
+    });
+    const events = this.ctx.events;
+    events.lifecycle('image-created', imageUrl(project, fp), { project, requestor: req.requestor, context: { type: image.type } });
+    for (const alias of aliases) {
+      events.lifecycle('image-alias-created', aliasUrl(project, alias.name), { project, requestor: req.requestor, context: { target: fp } });
+    }
+    return result;
+  }
+
+  private async checkAliasesFree(project: string, aliases: PushGrant['aliases']): Promise<void> {
+    const seen = new Set<string>();
+    for (const alias of aliases) {
+      if (seen.has(alias.name) || await this.catalog.aliases.get(project, alias.name)) throw conflict(`Alias "${alias.name}" already exists`);
+      seen.add(alias.name);
+    }
+  }
+
+  /** A push-mode description: a token operation whose secret the upload then presents. */
+  private async fromJson(req: ApiRequest, body: unknown): Promise<ApiResponse> {
+    const grant = pushGrantFrom(req.project, body);
+    await this.checkAliasesFree(req.project, grant.aliases);
+    return async(this.tokens.create(req, grant));
+  }
+}

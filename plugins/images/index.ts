@@ -1,0 +1,35 @@
+/**
+ * The images plugin: local images (upload, aliases, export) under /1.0/images, and the
+ * ImagesService the instances family unpacks images through.
+ */
+import { definePlugin, ImagesServiceRef } from '../../sdk/index.js';
+import { ImageCatalog } from './catalog.js';
+import { ImageCreator } from './create.js';
+import { ImageFiles } from './files.js';
+import { IMAGE_KEYS } from './keys.js';
+import { cleanupLeftovers } from './leftovers.js';
+import { KeyedLock } from './lock.js';
+import { PushTokens } from './push-tokens.js';
+import { aliasRoutes } from './routes/aliases.js';
+import { imageRoutes } from './routes/images.js';
+import { createImagesService } from './service.js';
+
+let catalog: ImageCatalog;
+let files: ImageFiles;
+
+export default definePlugin({
+  register(ctx) {
+    catalog = new ImageCatalog(ctx.store);
+    files = new ImageFiles(ctx.dataDir);
+    const lock = new KeyedLock();
+    const creator = new ImageCreator(ctx, catalog, files, new PushTokens(ctx.operations), lock);
+    for (const key of IMAGE_KEYS) ctx.keys.register(key);
+    ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools));
+    for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock }), ...aliasRoutes(ctx, catalog)]) ctx.routes.add(route);
+  },
+
+  async boot(ctx) {
+    await files.init();
+    await cleanupLeftovers(ctx, catalog, files);
+  },
+});

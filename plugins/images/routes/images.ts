@@ -1,0 +1,140 @@
+/** /1.0/images, /1.0/images/{fingerprint} and its /export. */
+import Joi from 'joi';
+import {
+  async, badRequest, collection, empty, ProfilesServiceRef, StorageServiceRef, sync,
+  type ApiRequest, type PluginContext, type RouteDescriptor,
+} from '../../../sdk/index.js';
+import type { ImageCatalog } from '../catalog.js';
+import type { ImageCreator } from '../create.js';
+import { exportResponse } from '../export.js';
+import type { ImageFiles } from '../files.js';
+import { editableOf, imageUrl, imageView, type StoredAlias, type StoredImage } from '../image.js';
+import type { KeyedLock } from '../lock.js';
+import { parseClientTime } from '../times.js';
+
+/** Uploads are streamed to disk; images of several GB are normal. */
+const MAX_UPLOAD_BYTES = 1024 ** 4;
+
+const editShape = Joi.object({
+  auto_update: Joi.boolean(),
+  public: Joi.boolean(),
+  properties: Joi.object().pattern(Joi.string(), Joi.string().allow('')).allow(null),
+  expires_at: Joi.string().allow('', null),
+  profiles: Joi.array().items(Joi.string()).allow(null),
+}).unknown(true);
+
+export interface ImageRouteDeps {
+  ctx: PluginContext;
+  catalog: ImageCatalog;
+  files: ImageFiles;
+  creator: ImageCreator;
+  lock: KeyedLock;
+}
+
+export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDeps): RouteDescriptor[] {
+  const find = (req: ApiRequest) => catalog.find(req.project, req.params.fingerprint!);
+
+  return [
+    {
+      path: '/1.0/images',
+      extension: 'image_types',
+      get: {
+        description: 'List the images of a project',
+        handler: async (req) => {
+          const project = req.project;
+          const [records, aliases] = await Promise.all([catalog.images.list(project), catalog.aliasesByTarget(project)]);
+          return collection(records, (r) => imageUrl(project, r.name), (r) => imageView(r.doc, aliases.get(r.name) ?? []));
+        },
+      },
+      post: {
+        description: 'Import an image (unified or split upload), or get a push token',
+        rawBody: true,
+        maxBytes: MAX_UPLOAD_BYTES,
+        handler: (req) => creator.post(req),
+      },
+    },
+    {
+      path: '/1.0/images/{fingerprint}',
+      extension: 'images_expiry',
+      current: async (req) => editableOf((await find(req)).doc),
+      get: {
+        description: 'Show an image',
+        handler: async (req) => {
+          const { doc } = await find(req);
+          return sync(imageView(doc, await catalog.aliasesOf(req.project, doc.fingerprint)), { etag: editableOf(doc) });
+        },
+      },
+      put: {
+        description: 'Replace the editable fields of an image',
+        body: editShape,
+        handler: async (req) => {
+          const found = await find(req);
+          const body = req.body as Record<string, any>;
+          let expires: string | undefined;
+          try {
+            expires = parseClientTime(body.expires_at);
+          } catch (err) {
+            throw badRequest(`Invalid "expires_at": ${(err as Error).message}`);
+          }
+          // Absent or empty profiles and dates keep their value, as the reference does; the rest is replaced.
+          const profiles: string[] | undefined = body.profiles?.length ? body.profiles : undefined;
+          if (profiles) await ctx.services.get(ProfilesServiceRef)?.load(req.project, profiles);
+          const next: StoredImage = {
+            ...found.doc,
+            auto_update: body.auto_update ?? false,
+            public: body.public ?? false,
+            properties: body.properties ?? {},
+            expires_at: expires ?? found.doc.expires_at,
+            profiles: profiles ?? found.doc.profiles,
+          };
+          await catalog.images.put(found.project, found.name, next, found.rev);
+          ctx.events.lifecycle('image-updated', imageUrl(req.project, found.name), { project: req.project, requestor: req.requestor });
+          return empty();
+        },
+      },
+      delete: {
+        description: 'Delete an image',
+        handler: async (req) => {
+          const project = req.project;
+          const fp = (await find(req)).name;
+          const url = imageUrl(project, fp);
+          const op = ctx.operations.create({
+            class: 'task',
+            description: 'Deleting image',
+            project,
+            requestor: req.requestor,
+            resources: { images: [url] },
+            run: async () => {
+              await lock.run(fp, async () => {
+                await catalog.find(project, fp);
+                const shared = (await catalog.images.list()).some((r) => r.name === fp && r.project !== project);
+                // Unpacked copies on pools go first: they are caches, made again from the files if needed.
+                if (!shared) await ctx.services.get(StorageServiceRef)?.deleteImageVolumes(fp);
+                await catalog.store.transaction(async (tx) => {
+                  const aliases = tx.collection<StoredAlias>('aliases');
+                  for (const a of await aliases.list(project)) if (a.doc.target === fp) await aliases.delete(project, a.name);
+                  await tx.collection<StoredImage>('images').delete(project, fp);
+                });
+                if (!shared) await files.remove(fp);
+              });
+              ctx.events.lifecycle('image-deleted', url, { project, requestor: req.requestor });
+            },
+          });
+          return async(op);
+        },
+      },
+    },
+    {
+      path: '/1.0/images/{fingerprint}/export',
+      get: {
+        description: 'Download the image files',
+        handler: async (req) => {
+          const { doc } = await find(req);
+          const response = exportResponse(doc, files);
+          ctx.events.lifecycle('image-retrieved', imageUrl(req.project, doc.fingerprint), { project: req.project, requestor: req.requestor });
+          return response;
+        },
+      },
+    },
+  ];
+}

@@ -1,0 +1,49 @@
+/** ImagesService: what the instances family asks of images (resolve, unpack, last use). */
+import {
+  createUsedByRegistry, notFound, RevisionMismatch,
+  type HostTools, type ImageRecord, type ImagesService,
+} from '../../sdk/index.js';
+import type { ImageCatalog } from './catalog.js';
+import type { ImageFiles } from './files.js';
+import { imageView } from './image.js';
+import { apiTime } from './times.js';
+import { unpackImage } from './unpack.js';
+
+export function createImagesService(catalog: ImageCatalog, files: ImageFiles, tools: HostTools): ImagesService {
+  return {
+    usedBy: createUsedByRegistry(),
+
+    async resolve(project, source): Promise<ImageRecord> {
+      let fingerprint = source.fingerprint;
+      if (source.alias) {
+        const alias = await catalog.aliases.get(project, source.alias);
+        if (!alias) throw notFound(`Image alias "${source.alias}" not found`);
+        fingerprint = alias.doc.target;
+      }
+      if (!fingerprint) throw notFound('Image not found');
+      const { doc } = await catalog.find(project, fingerprint);
+      return imageView(doc, await catalog.aliasesOf(project, doc.fingerprint));
+    },
+
+    async unpack(fingerprint, dir) {
+      // Files are per fingerprint: any project's record describes them.
+      const record = (await catalog.images.list()).find((r) => r.name === fingerprint);
+      if (!record) throw notFound('Image not found');
+      await unpackImage(tools, files, record.doc, dir);
+    },
+
+    async markUsed(project, fingerprint) {
+      // A concurrent edit wins the race; the use is then recorded on top of it.
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const found = await catalog.images.get(project, fingerprint);
+        if (!found) return;
+        try {
+          await catalog.images.put(project, fingerprint, { ...found.doc, last_used_at: apiTime(new Date()) }, found.rev);
+          return;
+        } catch (err) {
+          if (!(err instanceof RevisionMismatch)) throw err;
+        }
+      }
+    },
+  };
+}

@@ -1,0 +1,185 @@
+/**
+ * Walks a tar stream in-process: member names in order and, on request, the content of small
+ * members (metadata.yaml). Reading every block to the end checks the archive's framing and
+ * header checksums, so a truncated or damaged upload is refused at import instead of failing
+ * at the first launch, without running tar twice over the image.
+ * Handles ustar names with prefixes, GNU long names and pax `path` records.
+ */
+import { badRequest } from '../../sdk/index.js';
+
+export interface TarEntry {
+  name: string;
+  /** The typeflag character ('0' regular file, '5' directory, '2' symlink, ...). */
+  type: string;
+  size: number;
+}
+
+const BLOCK = 512;
+/** Members whose size field counts no data in the archive. */
+const NO_DATA = new Set(['1', '2', '3', '4', '5', '6']);
+/** Largest member content collected in memory (metadata.yaml and the like; also caps long names). */
+const MAX_COLLECT = 4 * 1024 * 1024;
+
+const invalid = (why: string) => badRequest(`Invalid image tarball: ${why}`);
+
+function text(block: Buffer, start: number, length: number): string {
+  const field = block.subarray(start, start + length);
+  const end = field.indexOf(0);
+  return field.subarray(0, end < 0 ? field.length : end).toString('utf8');
+}
+
+/** Numeric header fields: octal text, or base-256 when the high bit of the first byte is set. */
+function numeric(block: Buffer, start: number, length: number): number {
+  const field = block.subarray(start, start + length);
+  if (field[0]! & 0x80) {
+    let value = field[0]! & 0x7f;
+    for (let i = 1; i < field.length; i++) value = value * 256 + field[i]!;
+    return value;
+  }
+  const digits = field.toString('latin1').replace(/\0.*$/s, '').trim();
+  if (digits === '') return 0;
+  if (!/^[0-7]+$/.test(digits)) throw invalid('a header has an unreadable number');
+  return parseInt(digits, 8);
+}
+
+function checksumOk(block: Buffer): boolean {
+  const stored = numeric(block, 148, 8);
+  let sum = 0;
+  for (let i = 0; i < BLOCK; i++) sum += i >= 148 && i < 156 ? 0x20 : block[i]!;
+  return sum === stored;
+}
+
+/** The member name a pax record set gives (GNU sparse files keep the real one in `GNU.sparse.name`). */
+function paxPath(records: Buffer): string | undefined {
+  let path: string | undefined;
+  let sparseName: string | undefined;
+  let offset = 0;
+  while (offset < records.length) {
+    const space = records.indexOf(0x20, offset);
+    if (space < 0) break;
+    const length = parseInt(records.subarray(offset, space).toString('latin1'), 10);
+    if (!Number.isInteger(length) || length <= 0) break;
+    const record = records.subarray(space + 1, offset + length - 1).toString('utf8');
+    const eq = record.indexOf('=');
+    const key = eq > 0 ? record.slice(0, eq) : '';
+    if (key === 'path') path = record.slice(eq + 1);
+    else if (key === 'GNU.sparse.name') sparseName = record.slice(eq + 1);
+    offset += length;
+  }
+  return sparseName ?? path;
+}
+
+export class TarWalker {
+  private readonly header = Buffer.alloc(BLOCK);
+  private headerFill = 0;
+  /** Data bytes (then padding bytes) of the current member still to come. */
+  private remaining = 0;
+  private padding = 0;
+  private collected: Buffer[] | undefined;
+  private collectedFor: 'entry' | 'longname' | 'pax' | undefined;
+  private entry: TarEntry | undefined;
+  private longName: string | undefined;
+  private paxName: string | undefined;
+  private sparseExtensions = false;
+  private zeroBlocks = 0;
+  private ended = false;
+  members = 0;
+
+  /**
+   * `onEntry` returns true to receive the member's content through `onContent` (members larger
+   * than 4 MiB are refused then).
+   */
+  constructor(
+    private readonly onEntry: (entry: TarEntry) => boolean,
+    private readonly onContent: (entry: TarEntry, content: Buffer) => void = () => {},
+  ) {}
+
+  push(chunk: Buffer): void {
+    let offset = 0;
+    while (offset < chunk.length && !this.ended) {
+      if (this.remaining > 0) {
+        const take = Math.min(this.remaining, chunk.length - offset);
+        this.collected?.push(chunk.subarray(offset, offset + take));
+        this.remaining -= take;
+        offset += take;
+        if (this.remaining === 0) this.memberDone();
+      } else if (this.padding > 0) {
+        const take = Math.min(this.padding, chunk.length - offset);
+        this.padding -= take;
+        offset += take;
+      } else {
+        const take = Math.min(BLOCK - this.headerFill, chunk.length - offset);
+        chunk.copy(this.header, this.headerFill, offset, offset + take);
+        this.headerFill += take;
+        offset += take;
+        if (this.headerFill === BLOCK) {
+          this.headerFill = 0;
+          this.onHeader();
+        }
+      }
+    }
+  }
+
+  /** The stream ended: it must end on a member boundary. */
+  finish(): void {
+    if (this.remaining > 0 || this.padding > 0 || this.headerFill > 0) throw invalid('the archive is truncated');
+    if (this.members === 0) throw invalid('the archive has no members');
+  }
+
+  private onHeader(): void {
+    const block = this.header;
+    if (this.sparseExtensions) {
+      // Old GNU sparse maps continue in extension blocks while their last byte flag says so.
+      this.sparseExtensions = block[504] !== 0;
+      return;
+    }
+    if (block.every((b) => b === 0)) {
+      if (++this.zeroBlocks === 2) this.ended = true;
+      return;
+    }
+    this.zeroBlocks = 0;
+    if (!checksumOk(block)) throw invalid('a header checksum does not match (damaged or not a tar archive)');
+    const type = String.fromCharCode(block[156] || 0x30);
+    const size = NO_DATA.has(type) ? 0 : numeric(block, 124, 12);
+    this.remaining = size;
+    this.padding = (BLOCK - (size % BLOCK)) % BLOCK;
+    this.collected = undefined;
+    this.collectedFor = undefined;
+
+    if (type === 'L' || type === 'x') {
+      if (size > MAX_COLLECT) throw invalid('a name record is too large');
+      this.collected = [];
+      this.collectedFor = type === 'L' ? 'longname' : 'pax';
+    } else if (type === 'K' || type === 'g') {
+      // Long link targets and global pax records say nothing this walk needs.
+    } else {
+      const ustar = block.subarray(257, 262).toString('latin1') === 'ustar';
+      const prefix = ustar ? text(block, 345, 155) : '';
+      const base = text(block, 0, 100);
+      const name = this.paxName ?? this.longName ?? (prefix ? `${prefix}/${base}` : base);
+      this.paxName = undefined;
+      this.longName = undefined;
+      this.members++;
+      const entry: TarEntry = { name, type, size };
+      if (type === 'S' && block[482] !== 0) this.sparseExtensions = true;
+      if (this.onEntry(entry)) {
+        if (size > MAX_COLLECT) throw invalid(`${name} is too large`);
+        this.entry = entry;
+        this.collected = [];
+        this.collectedFor = 'entry';
+      }
+    }
+    if (size === 0) this.memberDone();
+  }
+
+  private memberDone(): void {
+    const content = this.collected ? Buffer.concat(this.collected) : undefined;
+    const kind = this.collectedFor;
+    this.collected = undefined;
+    this.collectedFor = undefined;
+    if (!content) return;
+    if (kind === 'longname') this.longName = text(content, 0, content.length);
+    else if (kind === 'pax') this.paxName = paxPath(content) ?? this.paxName;
+    else if (kind === 'entry') this.onContent(this.entry!, content);
+  }
+}

@@ -1,0 +1,428 @@
+/**
+ * The liblxc instance driver: containers run under the daemon's own lxcpath through Debian's lxc
+ * tools, daemonized (`lxc-start -d`) so that they outlive the daemon. Nothing here depends on
+ * memory a restart loses: what runs is read back from the monitor pid files and /proc.
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { chmod, mkdir, open, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { totalmem } from 'node:os';
+import path from 'node:path';
+import {
+  ApiError, badRequest, conflict, internalError,
+  type ConfigKeyDescriptor, type ConsoleSession, type DeviceRunConfig, type DriverInstance, type ExecSession, type ExecSpec,
+  type HostTools, type InstanceDriver, type InstanceStatus, type RuntimeState,
+} from '../../sdk/index.js';
+import { CgroupHost, readText } from './cgroups.js';
+import { renderConfig } from './config-file.js';
+import { startConsole } from './console-session.js';
+import { startExec } from './exec-session.js';
+import {
+  allocateRange, checkDelegated, heldRange, holdsOwnRange, idmapJson, ISOLATED_SIZE, overlaps, parseRawIdmap, planIdmap, readSubidRanges, readSubordinateIds,
+  type IdRange, type IdmapPlan, type SubordinateIds,
+} from './idmap.js';
+import { LXC_KEYS } from './keys.js';
+import { cgroupLimit, formatCpuList, LIMIT_KEYS, parseCpuList, parseMemory, parseOnlineCpus, startLimits, unlimitedValue, type HostCapacity } from './limits.js';
+import { MonitorTable } from './monitor.js';
+import { LxcPaths, lxcName } from './paths.js';
+import { checkRawLxc } from './raw-lxc.js';
+import { runningState, stoppedState } from './runtime-state.js';
+import { runTool } from './tool.js';
+
+/** The logger methods the driver uses (a bunyan logger in the daemon). */
+export interface DriverLog {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export interface LxcDriverOptions {
+  hostTools: HostTools;
+  log: DriverLog;
+  dataDir: string;
+}
+
+const START_TIMEOUT_MS = 60_000;
+const STOP_GRACE_MS = 30_000;
+
+/** Volatile keys a start leaves behind (the map in effect). */
+export type StartResult = Record<string, string>;
+
+export class LxcDriver implements InstanceDriver {
+  readonly type = 'container' as const;
+  readonly name = 'lxc';
+  readonly configKeys: ConfigKeyDescriptor[] = LXC_KEYS;
+  readonly paths: LxcPaths;
+  readonly cgroups: CgroupHost;
+  private readonly monitors: MonitorTable;
+  private subids?: SubordinateIds;
+  private capacity?: HostCapacity;
+  /** Directories already given search permission (see traversable()). */
+  private readonly searchable = new Set<string>();
+
+  constructor(private readonly opts: LxcDriverOptions) {
+    this.paths = new LxcPaths(path.join(opts.dataDir, 'containers'));
+    this.cgroups = CgroupHost.read();
+    this.monitors = new MonitorTable(this.paths, this.cgroups);
+  }
+
+  private ids(): SubordinateIds {
+    return (this.subids ??= readSubordinateIds());
+  }
+
+  /** Read at each start: an admin may add entries (for raw.idmap) while the daemon runs. */
+  private delegated(): { uid: IdRange[]; gid: IdRange[] } {
+    return { uid: readSubidRanges('/etc/subuid'), gid: readSubidRanges('/etc/subgid') };
+  }
+
+  private host(): HostCapacity {
+    return (this.capacity ??= { totalMemory: totalmem(), cpus: parseOnlineCpus(readText('/sys/devices/system/cpu/online') ?? '0') });
+  }
+
+  /** Host ids an isolated map may come from: where root's uid and gid ranges overlap. */
+  private isolatedRange(): IdRange {
+    const { uid, gid } = this.ids();
+    const start = Math.max(uid.start, gid.start);
+    const end = Math.min(uid.start + uid.size, gid.start + gid.size);
+    return { start, size: Math.max(0, end - start) };
+  }
+
+  private nameOf(inst: DriverInstance): string {
+    return lxcName(inst.project, inst.name);
+  }
+
+  validate(config: Record<string, string>): void {
+    const check = (key: string, fn: (v: string) => void) => {
+      const v = config[key];
+      if (!v) return;
+      try {
+        fn(v);
+      } catch (err) {
+        throw badRequest(`Invalid value for "${key}": ${(err as Error).message}`);
+      }
+    };
+    check('raw.lxc', checkRawLxc);
+    check('raw.idmap', (v) => void parseRawIdmap(v));
+    check('limits.memory', (v) => void parseMemory(v, this.host().totalMemory));
+    check('limits.cpu', (v) => void parseCpuList(v));
+    check('limits.processes', (v) => {
+      if (!/^-?\d+$/.test(v)) throw new Error(`Invalid value for an integer "${v}"`);
+    });
+    check('security.idmap.size', (v) => {
+      if (!/^\d+$/.test(v) || Number(v) === 0) throw new Error(`Invalid value for uint32 "${v}"`);
+    });
+  }
+
+  /** The id map plan; `taken` lists host ranges other isolated instances hold. */
+  private plan(config: Record<string, string>, taken: () => IdRange[]): IdmapPlan {
+    try {
+      return planIdmap(config, this.ids(), () => {
+        if (config['security.idmap.base']) return Number(config['security.idmap.base']);
+        const size = Number(config['security.idmap.size'] || ISOLATED_SIZE);
+        const held = taken();
+        const current = Number(config['volatile.idmap.base'] || 0);
+        if (current && !held.some((t) => overlaps(t, { start: current, size }))) return current;
+        return allocateRange(this.isolatedRange(), size, held);
+      });
+    } catch (err) {
+      throw err instanceof ApiError ? err : badRequest((err as Error).message);
+    }
+  }
+
+  private static volatileKeys(plan: IdmapPlan): Record<string, string> {
+    return {
+      'volatile.idmap.base': String(plan.base),
+      'volatile.idmap.next': plan.privileged ? '[]' : idmapJson(plan.map),
+      // The rootfs is mounted idmapped, never shifted on disk.
+      'volatile.last_state.idmap': '[]',
+    };
+  }
+
+  async initialize(inst: DriverInstance, existing: DriverInstance[]): Promise<Record<string, string>> {
+    const plan = this.plan(inst.config, () => existing
+      .filter((e) => !(e.project === inst.project && e.name === inst.name) && holdsOwnRange(e.config))
+      .map((e) => heldRange(e.config))
+      .filter((r): r is IdRange => r !== undefined));
+    return LxcDriver.volatileKeys(plan);
+  }
+
+  /** Isolated ranges of the instances this driver has started (recorded in their directories). */
+  private recordedRanges(except: string): IdRange[] {
+    const out: IdRange[] = [];
+    let names: string[] = [];
+    try {
+      names = readdirSync(this.paths.lxcpath);
+    } catch {
+      return out;
+    }
+    for (const name of names) {
+      if (name === except) continue;
+      try {
+        const rec = JSON.parse(readFileSync(this.paths.idmapFile(name), 'utf8')) as { range?: IdRange };
+        if (rec.range) out.push(rec.range);
+      } catch { /* none recorded */ }
+    }
+    return out;
+  }
+
+  async start(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<void> {
+    await this.launch(inst, devices);
+  }
+
+  /** Start the container; resolves with the volatile id map keys now in effect. */
+  async launch(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<StartResult> {
+    const name = this.nameOf(inst);
+    if (this.monitors.find(name)) throw badRequest('The instance is already running');
+    this.validate(inst.config);
+    const plan = this.plan(inst.config, () => this.recordedRanges(name));
+    const delegated = this.delegated();
+    try {
+      // Without any subid entry for root, liblxc writes the maps itself and anything goes.
+      if (delegated.uid.length || delegated.gid.length) checkDelegated(plan.map, delegated);
+    } catch (err) {
+      throw badRequest((err as Error).message);
+    }
+    const rootfs = devices.find((d) => d.rootfs)?.rootfs?.path ?? path.join(inst.volumePath, 'rootfs');
+    const text = renderConfig({
+      inst,
+      rootfs,
+      mounts: devices.flatMap((d) => d.mounts ?? []),
+      idmap: plan,
+      limits: startLimits(inst.config, this.host(), name),
+      cgroups: this.cgroups,
+    });
+    const dir = this.paths.dir(name);
+    await Promise.all([mkdir(dir, { recursive: true }), mkdir(inst.logDir, { recursive: true })]);
+    if (!plan.privileged) await this.traversable(rootfs);
+    const configFile = this.paths.config(name);
+    await writeFile(`${configFile}.new`, text);
+    await rename(`${configFile}.new`, configFile);
+    const idmapFile = this.paths.idmapFile(name);
+    if (plan.base) {
+      const size = plan.map.filter((e) => e.Hostid >= plan.base).reduce((end, e) => Math.max(end, e.Hostid + e.Maprange), plan.base) - plan.base;
+      await writeFile(idmapFile, JSON.stringify({ range: { start: plan.base, size } }));
+    } else {
+      await rm(idmapFile, { force: true });
+    }
+
+    const logFile = path.join(inst.logDir, 'lxc.log');
+    const logOffset = fileSize(logFile);
+    this.monitors.forget(name);
+    const result = await runTool(this.opts.hostTools, 'lxc-start', ['-n', name, '-P', this.paths.lxcpath, '-d', '-p', this.paths.pidFile(name)], START_TIMEOUT_MS)
+      .catch((err: Error) => ({ exitCode: -1, stderr: err.message }));
+    const running = result.exitCode === 0 ? this.monitors.find(name) : undefined;
+    if (!running) {
+      await this.killLeftover(name);
+      throw await this.startFailure(result.stderr, logFile, logOffset, Boolean(inst.config['raw.lxc']));
+    }
+    const keys = LxcDriver.volatileKeys(plan);
+    keys['volatile.idmap.current'] = keys['volatile.idmap.next']!;
+    return keys;
+  }
+
+  /**
+   * The container's root (a mapped, unprivileged id) must be able to pass through every directory
+   * above its rootfs. Directories of the daemon's data dir get search permission for others (not
+   * read: nothing becomes listable), as the reference's data dir has; others are the admin's.
+   */
+  private async traversable(rootfs: string): Promise<void> {
+    const top = path.resolve(this.opts.dataDir);
+    const inside = (dir: string) => dir === top || dir.startsWith(`${top}${path.sep}`);
+    for (let dir = path.dirname(path.resolve(rootfs)); inside(dir); dir = path.dirname(dir)) {
+      if (this.searchable.has(dir)) break;
+      const st = await stat(dir);
+      if ((st.mode & 0o001) === 0) await chmod(dir, (st.mode & 0o7777) | 0o001);
+      this.searchable.add(dir);
+      if (dir === top) break;
+    }
+  }
+
+  /** After a failed start nothing may keep running: kill whatever the attempt left. */
+  private async killLeftover(name: string): Promise<void> {
+    this.monitors.forget(name);
+    if (this.monitors.find(name)) {
+      await runTool(this.opts.hostTools, 'lxc-stop', ['-n', name, '-P', this.paths.lxcpath, '-k'], STOP_GRACE_MS).catch(() => undefined);
+    }
+    this.monitors.forget(name);
+    await rm(this.paths.pidFile(name), { force: true });
+  }
+
+  /** A 400 when liblxc refused the config (only raw.lxc can make it do so), a 500 otherwise. */
+  private async startFailure(stderr: string, logFile: string, offset: number, hasRawLxc: boolean): Promise<ApiError> {
+    // liblxc prefixes each message with its tool, container, source file and line: keep the message.
+    const fromTool = stderr.split('\n')
+      .map((l) => l.trim().replace(/^lxc-\w+: [^:]+: \S+: \w+: \d+ /, ''))
+      .filter((l) => l && !/To get more details|Additional information can be obtained|The container failed to start/.test(l));
+    const fromLog = (await readFrom(logFile, offset)).split('\n')
+      .filter((l) => / ERROR /.test(l))
+      .map((l) => l.replace(/^.*? ERROR\s+/, '').replace(/^\w+ - \S+ - /, ''));
+    const detail = [...fromTool, ...fromLog].slice(-6).join('; ') || 'the container did not reach the running state';
+    const configRefused = /Failed to (parse|load) config/.test(stderr);
+    const hint = hasRawLxc && !configRefused ? ' (check raw.lxc)' : '';
+    return new ApiError(configRefused ? 400 : 500, `Failed to start the instance${hint}: ${detail}`);
+  }
+
+  async stop(inst: DriverInstance, opts: { force: boolean; timeoutMs: number }): Promise<void> {
+    const name = this.nameOf(inst);
+    const running = this.monitors.find(name);
+    if (!running) return;
+    const kill = opts.force || opts.timeoutMs <= 0;
+    // A frozen init cannot act on the halt signal.
+    if (!kill && running.cgroup?.frozen()) await this.unfreeze(inst);
+    const args = ['-n', name, '-P', this.paths.lxcpath, ...(kill ? ['-k'] : ['-t', String(Math.max(1, Math.ceil(opts.timeoutMs / 1000)))])];
+    const result = await runTool(this.opts.hostTools, 'lxc-stop', args, (kill ? 0 : opts.timeoutMs) + STOP_GRACE_MS)
+      .catch((err: Error) => ({ exitCode: -1, stderr: err.message }));
+    this.monitors.forget(name);
+    if (this.monitors.find(name)) throw internalError(`Failed to stop the instance: ${result.stderr.trim() || `lxc-stop exited with ${result.exitCode}`}`);
+  }
+
+  private async freezer(inst: DriverInstance, tool: 'lxc-freeze' | 'lxc-unfreeze', wantFrozen: boolean): Promise<void> {
+    const name = this.nameOf(inst);
+    const running = this.monitors.find(name);
+    if (!running) throw badRequest('The instance is not running');
+    const result = await runTool(this.opts.hostTools, tool, ['-n', name, '-P', this.paths.lxcpath], STOP_GRACE_MS);
+    if (result.exitCode !== 0 || running.cgroup?.frozen() !== wantFrozen) {
+      throw internalError(`Failed to ${wantFrozen ? 'freeze' : 'unfreeze'} the instance: ${result.stderr.trim() || `${tool} exited with ${result.exitCode}`}`);
+    }
+  }
+
+  freeze(inst: DriverInstance): Promise<void> {
+    return this.freezer(inst, 'lxc-freeze', true);
+  }
+
+  unfreeze(inst: DriverInstance): Promise<void> {
+    return this.freezer(inst, 'lxc-unfreeze', false);
+  }
+
+  async status(inst: DriverInstance): Promise<InstanceStatus> {
+    const running = this.monitors.find(this.nameOf(inst));
+    if (!running) return 'Stopped';
+    return running.cgroup?.frozen() ? 'Frozen' : 'Running';
+  }
+
+  async state(inst: DriverInstance): Promise<RuntimeState> {
+    const name = this.nameOf(inst);
+    const running = this.monitors.find(name);
+    if (!running) return stoppedState();
+    return runningState(running, running.cgroup?.frozen() ? 'Frozen' : 'Running');
+  }
+
+  private runningInit(inst: DriverInstance): number {
+    const running = this.monitors.find(this.nameOf(inst));
+    if (!running) throw badRequest('Instance is not running');
+    if (running.initPid === undefined) throw conflict('The instance is still starting');
+    if (running.cgroup?.frozen()) throw badRequest('Instance is frozen');
+    return running.initPid;
+  }
+
+  async exec(inst: DriverInstance, spec: ExecSpec): Promise<ExecSession> {
+    const initPid = this.runningInit(inst);
+    return startExec(this.opts.hostTools, {
+      lxcpath: this.paths.lxcpath, name: this.nameOf(inst), initPid, rootfs: path.join(inst.volumePath, 'rootfs'),
+    }, spec);
+  }
+
+  async console(inst: DriverInstance, size: { width: number; height: number }): Promise<ConsoleSession> {
+    this.runningInit(inst);
+    return startConsole(this.opts.hostTools, this.paths.lxcpath, this.nameOf(inst), size);
+  }
+
+  consoleLogPath(inst: DriverInstance): string {
+    return path.join(inst.logDir, 'console.log');
+  }
+
+  /**
+   * Limits go straight into the running container's cgroup; a failure puts back the values
+   * already changed. Keys that only take effect at the next start are refused while running.
+   */
+  async update(inst: DriverInstance, changed: Record<string, string | undefined>): Promise<void> {
+    const name = this.nameOf(inst);
+    const running = this.monitors.find(name);
+    if (!running?.cgroup) return;
+    const cgroup = running.cgroup;
+    for (const key of Object.keys(changed)) {
+      if (!(LIMIT_KEYS as readonly string[]).includes(key) && (key.startsWith('security.') || key.startsWith('raw.'))) {
+        throw badRequest(`"${key}" cannot be changed while the instance is running`);
+      }
+    }
+    const undo: (() => void)[] = [];
+    try {
+      for (const key of LIMIT_KEYS) {
+        if (!(key in changed)) continue;
+        let limit;
+        try {
+          limit = cgroupLimit(key, changed[key], this.host(), name)!;
+        } catch (err) {
+          throw badRequest(`Invalid value for "${key}": ${(err as Error).message}`);
+        }
+        const where = cgroup.file(limit.controller, limit.v1, limit.v2);
+        if (!where) throw badRequest(`"${key}" cannot be applied: the ${limit.controller} cgroup controller is not available`);
+        const previous = readText(where.path)?.trim();
+        // A lifted cpuset goes back to what the parent cgroup allows.
+        const allCpus = limit.controller === 'cpuset'
+          ? readText(cgroup.parentFile('cpuset', 'cpuset.cpus', 'cpuset.cpus.effective') ?? '')?.trim() || formatCpuList(this.host().cpus)
+          : '';
+        const value = unlimitedValue(limit, where.version, allCpus);
+        try {
+          cgroup.write(limit.controller, limit.v1, limit.v2, value);
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
+          const why = code === 'EBUSY' ? 'the container uses more than that' : (err as Error).message;
+          throw badRequest(`Failed to set "${key}" to "${changed[key] ?? ''}": ${why}`);
+        }
+        if (previous !== undefined) undo.push(() => cgroup.write(limit.controller, limit.v1, limit.v2, previous));
+      }
+    } catch (err) {
+      for (const step of undo.reverse()) {
+        try { step(); } catch (e) { this.opts.log.warn({ err: e, instance: name }, 'restoring a cgroup limit failed'); }
+      }
+      throw err;
+    }
+  }
+
+  async remove(inst: DriverInstance): Promise<void> {
+    const name = this.nameOf(inst);
+    if (this.monitors.find(name)) throw conflict('The instance is running');
+    this.monitors.forget(name);
+    await rm(this.paths.dir(name), { recursive: true, force: true });
+  }
+
+  /** Directories no record owns (a crash between steps): removed, unless their container runs. */
+  async cleanup(known: { project: string; name: string }[]): Promise<void> {
+    const owned = new Set(known.map((k) => lxcName(k.project, k.name)));
+    const entries = await readdir(this.paths.lxcpath).catch(() => [] as string[]);
+    for (const name of entries) {
+      if (owned.has(name)) continue;
+      if (this.monitors.find(name)) {
+        this.opts.log.warn({ container: name, lxcpath: this.paths.lxcpath }, 'a container without an instance record is running: left alone');
+        continue;
+      }
+      this.opts.log.warn({ container: name }, 'removing a container directory that has no instance record (left by a crash)');
+      await rm(this.paths.dir(name), { recursive: true, force: true });
+    }
+  }
+}
+
+function fileSize(file: string): number {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
+  }
+}
+
+/** The part of a log written since `offset` (at most the last 64 KiB of it). */
+async function readFrom(file: string, offset: number): Promise<string> {
+  const handle = await open(file, 'r').catch(() => undefined);
+  if (!handle) return '';
+  try {
+    const { size } = await handle.stat();
+    const start = Math.max(offset, size - 65536);
+    if (size <= start) return '';
+    const buf = Buffer.alloc(size - start);
+    await handle.read(buf, 0, buf.length, start);
+    return buf.toString('utf8');
+  } finally {
+    await handle.close();
+  }
+}

@@ -1,0 +1,30 @@
+/**
+ * instance-lxc: system containers through liblxc (Debian's lxc tools), registered as the
+ * instances family's driver for `container` instances.
+ */
+import { definePlugin, InstancesServiceRef, type PluginContext } from '../../sdk/index.js';
+import { LxcDriver } from './driver.js';
+import { lxcEnvironment, probeLxc, type LxcProbe } from './probe.js';
+
+/** Per kernel: several test kernels may load this module in one process. */
+const drivers = new WeakMap<PluginContext, { driver: LxcDriver; probe?: LxcProbe }>();
+
+export default definePlugin({
+  register(ctx) {
+    const driver = new LxcDriver({ hostTools: ctx.hostTools, log: ctx.log, dataDir: ctx.dataDir });
+    const state: { driver: LxcDriver; probe?: LxcProbe } = { driver };
+    drivers.set(ctx, state);
+    const instances = ctx.services.get(InstancesServiceRef);
+    if (!instances) throw new Error('the instance-lxc plugin needs the "instances" service');
+    instances.registerDriver(driver);
+    ctx.hooks.environment.tap(lxcEnvironment(() => state.probe));
+  },
+
+  async boot(ctx) {
+    const state = drivers.get(ctx)!;
+    state.probe = await probeLxc(ctx.hostTools, state.driver.cgroups);
+    if (!state.probe.operational) ctx.log.warn({ reason: state.probe.reason }, 'liblxc is not operational: containers cannot start');
+    else ctx.log.info({ version: state.probe.version, lxcpath: state.driver.paths.lxcpath }, 'liblxc driver ready');
+    ctx.refreshServerInfo();
+  },
+});

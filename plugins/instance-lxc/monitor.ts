@@ -1,0 +1,70 @@
+/**
+ * Which containers run, without asking liblxc: `lxc-start -p` leaves the pid of the container's
+ * monitor in a file (liblxc removes it at stop); the monitor names itself `[lxc monitor] <lxcpath>
+ * <name>` and its child is the container's init. All of it lives on disk and in /proc, so a
+ * restarted daemon sees exactly what the previous one started. The table only caches what was
+ * found; each lookup re-checks that the monitor is still there (one small read).
+ */
+import { readFileSync } from 'node:fs';
+import { CgroupHost, ContainerCgroup, readText } from './cgroups.js';
+import type { LxcPaths } from './paths.js';
+
+export interface RunningContainer {
+  monitorPid: number;
+  /** Absent for the instant between the monitor's start and its fork of init. */
+  initPid?: number;
+  cgroup?: ContainerCgroup;
+}
+
+export class MonitorTable {
+  private readonly cache = new Map<string, RunningContainer>();
+
+  constructor(private readonly paths: LxcPaths, private readonly host: CgroupHost) {}
+
+  private isMonitor(pid: number, name: string): boolean {
+    const cmdline = readText(`/proc/${pid}/cmdline`);
+    return cmdline !== undefined && cmdline.replace(/\0+$/, '') === `[lxc monitor] ${this.paths.lxcpath} ${name}`;
+  }
+
+  private readPidFile(name: string): number | undefined {
+    try {
+      const pid = Number(readFileSync(this.paths.pidFile(name), 'utf8').trim());
+      return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The monitor's child whose cgroup is a liblxc payload: the container's init. */
+  private attachInit(entry: RunningContainer): void {
+    const children = readText(`/proc/${entry.monitorPid}/task/${entry.monitorPid}/children`)?.trim();
+    if (!children) return;
+    for (const child of children.split(/\s+/).map(Number)) {
+      const cgroup = ContainerCgroup.ofProcess(this.host, child);
+      if (cgroup?.isPayload) {
+        entry.initPid = child;
+        entry.cgroup = cgroup;
+        return;
+      }
+    }
+  }
+
+  find(name: string): RunningContainer | undefined {
+    const cached = this.cache.get(name);
+    if (cached && this.isMonitor(cached.monitorPid, name)) {
+      if (cached.initPid === undefined) this.attachInit(cached);
+      return cached;
+    }
+    this.cache.delete(name);
+    const pid = this.readPidFile(name);
+    if (pid === undefined || !this.isMonitor(pid, name)) return undefined;
+    const entry: RunningContainer = { monitorPid: pid };
+    this.attachInit(entry);
+    this.cache.set(name, entry);
+    return entry;
+  }
+
+  forget(name: string): void {
+    this.cache.delete(name);
+  }
+}

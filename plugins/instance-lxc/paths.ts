@@ -1,0 +1,33 @@
+/**
+ * Where the driver keeps its per-instance files: one liblxc container directory per instance
+ * under `<dataDir>/containers` (the lxcpath), named like the instance's volume and log directory.
+ */
+import path from 'node:path';
+
+/** The liblxc container name: the instance name in the default project, `<project>_<name>` elsewhere. */
+export function lxcName(project: string, name: string): string {
+  return project === 'default' ? name : `${project}_${name}`;
+}
+
+export class LxcPaths {
+  constructor(readonly lxcpath: string) {}
+
+  dir(name: string): string {
+    return path.join(this.lxcpath, name);
+  }
+
+  /** Generated at every start; liblxc reads it from here (`lxc-start -n name -P lxcpath`). */
+  config(name: string): string {
+    return path.join(this.lxcpath, name, 'config');
+  }
+
+  /** Pid of the container's monitor process, written by `lxc-start -p` and removed by liblxc at stop. */
+  pidFile(name: string): string {
+    return path.join(this.lxcpath, name, 'monitor.pid');
+  }
+
+  /** The id map applied at the last start, read when another isolated map must be placed. */
+  idmapFile(name: string): string {
+    return path.join(this.lxcpath, name, 'idmap.json');
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * What the host's liblxc is and can do, probed once at boot: its version (`lxc-start --version`),
+ * the liblxc API extensions the reference reports as `lxc_features` (looked up in the installed
+ * library's own list of extension names), and whether containers can run here at all.
+ */
+import { access, readFile } from 'node:fs/promises';
+import { arch } from 'node:os';
+import type { HostTools } from '../../sdk/index.js';
+import type { CgroupHost } from './cgroups.js';
+
+/** The liblxc extensions the reference lists under environment.lxc_features. */
+export const LXC_FEATURES = [
+  'cgroup2', 'core_scheduling', 'devpts_fd', 'idmapped_mounts_v2', 'mount_injection_file',
+  'network_gateway_device_route', 'network_ipvlan', 'network_l2proxy', 'network_phys_macvlan_mtu',
+  'network_veth_router', 'pidfd', 'seccomp_allow_deny_syntax', 'seccomp_notify', 'seccomp_proxy_send_notify_fd',
+] as const;
+
+export interface LxcProbe {
+  operational: boolean;
+  /** Why not, when not. */
+  reason?: string;
+  version: string;
+  features: Record<string, string>;
+}
+
+const MULTIARCH: Record<string, string> = {
+  x64: 'x86_64-linux-gnu', arm64: 'aarch64-linux-gnu', ppc64: 'powerpc64le-linux-gnu', s390x: 's390x-linux-gnu', riscv64: 'riscv64-linux-gnu', ia32: 'i386-linux-gnu', arm: 'arm-linux-gnueabihf',
+};
+
+export function liblxcCandidates(): string[] {
+  const triplet = MULTIARCH[arch()];
+  return [
+    ...(triplet ? [`/usr/lib/${triplet}/liblxc.so.1`, `/lib/${triplet}/liblxc.so.1`] : []),
+    '/usr/lib64/liblxc.so.1', '/usr/lib/liblxc.so.1', '/usr/local/lib/liblxc.so.1',
+  ];
+}
+
+/**
+ * liblxc answers `lxc_has_api_extension()` from a table of names compiled into the library: a
+ * name is supported when it is there as a whole string.
+ */
+export function featuresOf(library: Buffer): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of LXC_FEATURES) out[name] = String(library.includes(Buffer.from(`\0${name}\0`)));
+  return out;
+}
+
+async function readLiblxc(): Promise<Buffer | undefined> {
+  for (const candidate of liblxcCandidates()) {
+    const data = await readFile(candidate).catch(() => undefined);
+    if (data) return data;
+  }
+  return undefined;
+}
+
+export async function probeLxc(hostTools: HostTools, cgroups: CgroupHost): Promise<LxcProbe> {
+  const notOperational = (reason: string, version = ''): LxcProbe => ({ operational: false, reason, version, features: {} });
+  let version = '';
+  try {
+    version = (await hostTools.run('lxc-start', ['--version'], { timeoutMs: 10_000 })).stdout.trim();
+  } catch (err) {
+    return notOperational(`lxc-start does not run: ${(err as Error).message}`);
+  }
+  const library = await readLiblxc();
+  if (!library) return notOperational('liblxc.so.1 was not found', version);
+  if (!(await access('/proc/self/ns/user').then(() => true, () => false))) return notOperational('the kernel has no user namespaces', version);
+  if (cgroups.v1.size === 0 && !cgroups.unifiedMount) return notOperational('no cgroup hierarchy is mounted', version);
+  return { operational: true, version, features: featuresOf(library) };
+}
+
+/**
+ * The `environment` contribution: the driver is listed only when operational (`driver` joins the
+ * operational drivers with " | ", as the reference does).
+ */
+export function lxcEnvironment(probe: () => LxcProbe | undefined) {
+  return (env: Record<string, unknown>): Record<string, unknown> => {
+    const p = probe();
+    if (!p?.operational) return env;
+    const join = (existing: unknown, value: string) => (typeof existing === 'string' && existing !== '' ? `${existing} | ${value}` : value);
+    return { ...env, driver: join(env.driver, 'lxc'), driver_version: join(env.driver_version, p.version), lxc_features: { ...p.features } };
+  };
+}

@@ -1,0 +1,59 @@
+/** GET .../state for a container: counters from its cgroup, interfaces from its network namespace. */
+import type { InstanceStatus, RuntimeState } from '../../sdk/index.js';
+import type { RunningContainer } from './monitor.js';
+import { readNetwork } from './network-state.js';
+
+export function stoppedState(): RuntimeState {
+  return {
+    status: 'Stopped',
+    pid: 0,
+    processes: 0,
+    cpu: { usage: 0 },
+    memory: { usage: 0, usage_peak: 0, swap_usage: 0, swap_usage_peak: 0 },
+    network: null,
+  };
+}
+
+/** CPU time in nanoseconds: cpuacct.usage (v1) or usage_usec of cpu.stat (v2). */
+function cpuUsage(running: RunningContainer): number {
+  const v1 = running.cgroup!.file('cpuacct', 'cpuacct.usage', 'cpu.stat');
+  if (v1?.version === 1) return running.cgroup!.number('cpuacct', 'cpuacct.usage', 'cpu.stat') ?? 0;
+  const stat = running.cgroup!.read('cgroup', 'cpu.stat', 'cpu.stat') ?? '';
+  return Number(/^usage_usec (\d+)/m.exec(stat)?.[1] ?? 0) * 1000;
+}
+
+function memory(running: RunningContainer): RuntimeState['memory'] {
+  const cg = running.cgroup!;
+  const where = cg.file('memory', 'memory.usage_in_bytes', 'memory.current');
+  if (where?.version === 1) {
+    const usage = cg.number('memory', 'memory.usage_in_bytes', '') ?? 0;
+    const peak = cg.number('memory', 'memory.max_usage_in_bytes', '') ?? 0;
+    // memsw counts memory plus swap (present only with swap accounting).
+    const memsw = cg.number('memory', 'memory.memsw.usage_in_bytes', '');
+    const memswPeak = cg.number('memory', 'memory.memsw.max_usage_in_bytes', '');
+    return {
+      usage,
+      usage_peak: peak,
+      swap_usage: memsw !== undefined ? Math.max(0, memsw - usage) : 0,
+      swap_usage_peak: memswPeak !== undefined ? Math.max(0, memswPeak - peak) : 0,
+    };
+  }
+  return {
+    usage: cg.number('memory', '', 'memory.current') ?? 0,
+    usage_peak: cg.number('memory', '', 'memory.peak') ?? 0,
+    swap_usage: cg.number('memory', '', 'memory.swap.current') ?? 0,
+    swap_usage_peak: cg.number('memory', '', 'memory.swap.peak') ?? 0,
+  };
+}
+
+export function runningState(running: RunningContainer, status: InstanceStatus): RuntimeState {
+  if (running.initPid === undefined || !running.cgroup) return { ...stoppedState(), status };
+  return {
+    status,
+    pid: running.initPid,
+    processes: running.cgroup.number('pids', 'pids.current', 'pids.current') ?? 0,
+    cpu: { usage: cpuUsage(running) },
+    memory: memory(running),
+    network: readNetwork(running.initPid),
+  };
+}

@@ -1,0 +1,94 @@
+/**
+ * The instances family host: instance records and routes, and the extension points for instance
+ * drivers and device types (InstancesServiceRef).
+ */
+import {
+  definePlugin, ImagesServiceRef, InstancesServiceRef, ProfilesServiceRef, StorageServiceRef, instanceUrl, resourceUrl,
+  type InstanceDriver, type InstanceType, type InstancesService, type PluginContext,
+} from '../../sdk/index.js';
+import { INSTANCE_KEYS } from './keys.js';
+import { DeviceTypes } from './devices/device-types.js';
+import { diskDevice, isRootDisk } from './devices/disk.js';
+import { noneDevice } from './devices/none.js';
+import { InstanceManager } from './manager.js';
+import { PowerControl } from './power.js';
+import { collectionRoutes } from './routes/collection.js';
+import { instanceRoutes } from './routes/instance.js';
+import { stateRoutes } from './routes/state.js';
+import { execRoutes } from './routes/exec.js';
+import { consoleRoutes } from './routes/console.js';
+import { cleanupLeftovers } from './leftovers.js';
+
+let manager: InstanceManager;
+let power: PowerControl;
+
+function need<T>(ctx: PluginContext, ref: { id: string }, value: T | undefined): T {
+  if (!value) throw new Error(`the instances plugin needs the "${ref.id}" service`);
+  return value;
+}
+
+export default definePlugin({
+  register(ctx) {
+    const drivers = new Map<InstanceType, InstanceDriver>();
+    const devices = new DeviceTypes();
+    const storage = need(ctx, StorageServiceRef, ctx.services.get(StorageServiceRef));
+    const images = need(ctx, ImagesServiceRef, ctx.services.get(ImagesServiceRef));
+    const profiles = need(ctx, ProfilesServiceRef, ctx.services.get(ProfilesServiceRef));
+    for (const key of INSTANCE_KEYS) ctx.keys.register(key);
+    devices.register(diskDevice(() => storage));
+    devices.register(noneDevice);
+
+    manager = new InstanceManager(ctx, { storage, images, profiles, devices, drivers });
+    power = new PowerControl(ctx, manager);
+
+    const service: InstancesService = {
+      registerDriver(driver) {
+        if (drivers.has(driver.type)) throw new Error(`a driver for ${driver.type} instances is registered twice`);
+        drivers.set(driver.type, driver);
+        for (const key of driver.configKeys ?? []) ctx.keys.register(key);
+      },
+      registerDeviceType: (type) => devices.register(type),
+      async list(project) {
+        return (await manager.records.list(project)).map((s) => ({
+          project: s.project, name: s.name, type: s.doc.type, profiles: s.doc.profiles, config: s.doc.config, devices: s.doc.devices,
+        }));
+      },
+    };
+    ctx.services.provide(InstancesServiceRef, service);
+
+    // What uses profiles, pools and images.
+    profiles.usedBy.add(async (project, name) => (await manager.records.list(project))
+      .filter((s) => s.doc.profiles.includes(name)).map((s) => instanceUrl(s.project, s.name)));
+    storage.poolUsedBy.add(async (_project, pool) => (await manager.records.list())
+      .filter((s) => s.doc.pool === pool).map((s) => instanceUrl(s.project, s.name)));
+    images.usedBy.add(async (project, fingerprint) => (await manager.records.list(project))
+      .filter((s) => s.doc.config['volatile.base_image'] === fingerprint).map((s) => resourceUrl(`/1.0/instances/${s.name}`, s.project)));
+
+    // Profile edits: validate against device types and re-apply live keys to running instances.
+    profiles.onChange(async (change) => {
+      if (!change.profile) return;
+      devices.validate(change.profile.devices, { instanceType: 'any', profile: true, project: change.project });
+      for (const dev of Object.values(change.profile.devices)) {
+        if (isRootDisk(dev)) await storage.pool(dev.pool);
+      }
+    });
+
+    for (const route of [
+      collectionRoutes(ctx, manager, power),
+      instanceRoutes(ctx, manager, power),
+      stateRoutes(ctx, manager, power),
+      execRoutes(ctx, manager, power),
+      consoleRoutes(ctx, manager, power),
+    ]) ctx.routes.add(route);
+
+    ctx.hooks.ready.tap(async () => {
+      await cleanupLeftovers(ctx, manager);
+      // Autostart in the background: the API opens at once, as the reference's does.
+      void power.boot().catch((err) => ctx.log.error({ err }, 'instance autostart failed'));
+    });
+    ctx.hooks.shutdown.tap(async (info) => {
+      power.stopWatching();
+      if (info.hostShutdown) await power.shutdownAll();
+    });
+  },
+});

@@ -1,0 +1,33 @@
+/**
+ * After a crash (kill -9 mid-create or mid-delete) a volume or a driver directory may exist
+ * without a record. Creates write the record last and deletes remove it first, so anything
+ * without a record is a leftover: remove it at boot.
+ */
+import { rm, readdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { PluginContext } from '../../sdk/index.js';
+import { volumeName, type InstanceManager } from './manager.js';
+
+export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceManager): Promise<void> {
+  const records = await manager.records.list();
+  const known = new Set(records.map((s) => `${s.doc.type}/${s.project}/${s.name}`));
+  const storage = manager.deps.storage;
+  for (const pool of await storage.poolNames()) {
+    for (const type of ['container', 'virtual-machine'] as const) {
+      const volumes = await storage.listVolumes(pool, type).catch(() => []);
+      for (const vol of volumes) {
+        if (known.has(`${vol.type}/${vol.project}/${vol.name}`)) continue;
+        ctx.log.warn({ pool, volume: vol }, 'removing an instance volume that has no record (left by a crash)');
+        await storage.deleteVolume(pool, vol).catch((err) => ctx.log.error({ err }, 'leftover volume removal failed'));
+      }
+    }
+  }
+  for (const driver of manager.deps.drivers.values()) {
+    await driver.cleanup?.(records.map((s) => ({ project: s.project, name: s.name }))).catch((err) => ctx.log.error({ err }, 'driver leftover cleanup failed'));
+  }
+  const logs = path.join(ctx.dataDir, 'logs');
+  const logNames = new Set(records.map((s) => volumeName(s.project, s.name)));
+  for (const entry of await readdir(logs).catch(() => [] as string[])) {
+    if (!logNames.has(entry)) await rm(path.join(logs, entry), { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,273 @@
+/**
+ * Instance records and what changes them: create, edit, rename, delete. Power changes live in
+ * power.ts. Every multi-step change undoes its earlier steps when a later one fails, and the
+ * order of steps is chosen so that a crash leaves nothing the boot-time cleanup cannot remove.
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdir, rename as renameFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import {
+  badRequest, conflict, notFound, truthy, instanceUrl,
+  type ApiRequest, type Collection, type DeviceConfig, type DriverInstance, type ImagesService, type InstanceDriver,
+  type InstanceType, type PluginContext, type Profile, type ProfilesService, type StorageService, type StoredDoc,
+  type VolumeSource,
+} from '../../sdk/index.js';
+import type { InstanceAccess, InstanceHandle } from './access.js';
+import { expandConfig, expandDevices } from './expand.js';
+import { isRootDisk } from './devices/disk.js';
+import type { DeviceTypes } from './devices/device-types.js';
+import { KeyedLock } from './lock.js';
+import { NEVER, type InstanceRecord } from './record.js';
+
+export interface InstanceDeps {
+  storage: StorageService;
+  images: ImagesService;
+  profiles: ProfilesService;
+  devices: DeviceTypes;
+  drivers: Map<InstanceType, InstanceDriver>;
+}
+
+/** The user-modifiable part of an instance (PUT body, ETag source). */
+export interface InstanceEdit {
+  architecture: string;
+  config: Record<string, string>;
+  devices: Record<string, DeviceConfig>;
+  ephemeral: boolean;
+  profiles: string[];
+  description: string;
+}
+
+export interface CreateSpec extends InstanceEdit {
+  project: string;
+  name: string;
+  type: InstanceType;
+  source: VolumeSource;
+  /** Volatile keys carried from a copy source or an image. */
+  extraConfig: Record<string, string>;
+  templateTrigger?: 'create' | 'copy';
+}
+
+export const volumeName = (project: string, name: string) => (project === 'default' ? name : `${project}_${name}`);
+
+export class InstanceManager implements InstanceAccess {
+  readonly records: Collection<InstanceRecord>;
+  readonly lock = new KeyedLock();
+  private readonly reserved = new Set<string>();
+  private readonly profileCache = new Map<string, Profile>();
+  /** Template application, wired by the plugin (templates module). */
+  applyTemplates: (handle: InstanceHandle, trigger: 'create' | 'copy' | 'start' | 'rename') => Promise<void> = async () => {};
+
+  constructor(private readonly ctx: PluginContext, readonly deps: InstanceDeps) {
+    this.records = ctx.store.collection<InstanceRecord>('instances');
+    // Profiles are read for every listed instance: cache them, drop the cache on any profile change.
+    ctx.events.subscribe((event) => {
+      const action = (event.metadata as { action?: string }).action ?? '';
+      if (action.startsWith('profile-')) this.profileCache.clear();
+    }, ['lifecycle']);
+  }
+
+  logDir(project: string, name: string): string {
+    return path.join(this.ctx.dataDir, 'logs', volumeName(project, name));
+  }
+
+  driverFor(type: InstanceType): InstanceDriver {
+    const driver = this.deps.drivers.get(type);
+    if (!driver) throw badRequest(`Instance type "${type}" is not enabled in this build`);
+    return driver;
+  }
+
+  async loadProfiles(project: string, names: string[]): Promise<Profile[]> {
+    const missing = names.filter((n) => !this.profileCache.has(`${project}/${n}`));
+    if (missing.length) {
+      for (const p of await this.deps.profiles.load(project, missing)) this.profileCache.set(`${project}/${p.name}`, p);
+    }
+    return names.map((n) => this.profileCache.get(`${project}/${n}`)!);
+  }
+
+  async handleFor(stored: StoredDoc<InstanceRecord>): Promise<InstanceHandle> {
+    const record = stored.doc;
+    const project = stored.project;
+    const profiles = await this.loadProfiles(project, record.profiles).catch(() => [] as Profile[]);
+    // A pool whose driver is absent must not break listings: the instance then reports an error status.
+    const volumePath = await this.deps.storage.volumePath(record.pool, { type: record.type, project, name: record.name }).catch(() => '');
+    const inst: DriverInstance = {
+      project,
+      name: record.name,
+      type: record.type,
+      architecture: record.architecture,
+      config: expandConfig(profiles, record.config),
+      devices: expandDevices(profiles, record.devices),
+      volumePath,
+      logDir: this.logDir(project, record.name),
+    };
+    return { project, name: record.name, record, rev: stored.rev, inst, driver: this.driverFor(record.type), rootfs: path.join(volumePath, 'rootfs') };
+  }
+
+  async load(project: string, name: string): Promise<InstanceHandle> {
+    const stored = await this.records.get(project, name);
+    if (!stored) throw notFound('Instance not found');
+    return this.handleFor(stored);
+  }
+
+  lifecycle(action: string, handle: { project: string; name: string }, req: ApiRequest | undefined, context?: Record<string, unknown>): void {
+    this.ctx.events.lifecycle(action, instanceUrl(handle.project, handle.name), { project: handle.project, requestor: req?.requestor, context });
+  }
+
+  /**
+   * Everything that can be checked before any work starts: names, profiles, keys, devices, the
+   * root disk. Returns the expanded view and the pool of the root disk.
+   */
+  async check(project: string, type: InstanceType, edit: InstanceEdit): Promise<{ pool: string; config: Record<string, string>; devices: Record<string, DeviceConfig> }> {
+    const driver = this.driverFor(type);
+    const profiles = await this.loadProfiles(project, edit.profiles);
+    const config = expandConfig(profiles, edit.config);
+    const devices = expandDevices(profiles, edit.devices);
+    this.ctx.keys.validate('instance', edit.config);
+    driver.validate?.(config);
+    this.deps.devices.validate(devices, { instanceType: type, profile: false, project });
+    const roots = Object.values(devices).filter(isRootDisk);
+    if (roots.length === 0) throw badRequest('No root disk device: add one to the instance or a profile (type=disk path=/ pool=<pool>)');
+    if (roots.length > 1) throw badRequest('More than one root disk device');
+    await this.deps.storage.pool(roots[0].pool);
+    return { pool: roots[0].pool, config, devices };
+  }
+
+  /** Reserve the name now so that a concurrent create of the same name gets 409 at once. */
+  async reserve(project: string, name: string): Promise<() => void> {
+    const key = `${project}/${name}`;
+    if (this.reserved.has(key) || (await this.records.get(project, name))) throw conflict(`Instance "${name}" already exists`);
+    this.reserved.add(key);
+    return () => this.reserved.delete(key);
+  }
+
+  /** Volume first, record last: a crash in between leaves only a volume, which boot cleanup removes. */
+  async create(spec: CreateSpec, pool: string, req?: ApiRequest): Promise<InstanceHandle> {
+    const driver = this.driverFor(spec.type);
+    const vol = { type: spec.type, project: spec.project, name: spec.name };
+    const now = new Date().toISOString();
+    const record: InstanceRecord = {
+      name: spec.name,
+      type: spec.type,
+      architecture: spec.architecture,
+      description: spec.description,
+      config: { ...spec.config, ...spec.extraConfig },
+      devices: spec.devices,
+      profiles: spec.profiles,
+      ephemeral: spec.ephemeral,
+      stateful: false,
+      created_at: now,
+      last_used_at: NEVER,
+      pool,
+    };
+    record.config['volatile.uuid'] ??= randomUUID();
+    record.config['volatile.last_state.power'] = 'STOPPED';
+    const volumePath = await this.deps.storage.createInstanceVolume(pool, vol, spec.source);
+    let stored: StoredDoc<InstanceRecord> | undefined;
+    try {
+      await mkdir(this.logDir(spec.project, spec.name), { recursive: true });
+      const profiles = await this.loadProfiles(spec.project, spec.profiles);
+      const draft: DriverInstance = {
+        project: spec.project, name: spec.name, type: spec.type, architecture: spec.architecture,
+        config: expandConfig(profiles, record.config), devices: expandDevices(profiles, record.devices),
+        volumePath, logDir: this.logDir(spec.project, spec.name),
+      };
+      Object.assign(record.config, await driver.initialize?.(draft, await this.idmapNeighbours(draft)));
+      stored = await this.records.put(spec.project, spec.name, record, 0);
+      const handle = await this.handleFor(stored);
+      if (spec.templateTrigger) await this.applyTemplates(handle, spec.templateTrigger);
+      this.lifecycle('instance-created', spec, req, { 'storage-pool': pool, type: spec.type });
+      return handle;
+    } catch (err) {
+      if (stored) await this.records.delete(spec.project, spec.name).catch(() => {});
+      await this.deps.storage.deleteVolume(pool, vol).catch(() => {});
+      await rm(this.logDir(spec.project, spec.name), { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /**
+   * Other instances a driver must keep clear of when it allocates an isolated id map. Only read
+   * when the new instance asks for isolation, so mass creation stays linear.
+   */
+  private async idmapNeighbours(draft: DriverInstance): Promise<DriverInstance[]> {
+    if (!truthy(draft.config['security.idmap.isolated'])) return [];
+    return (await this.records.list()).map((s) => ({
+      project: s.project, name: s.name, type: s.doc.type, architecture: s.doc.architecture,
+      config: s.doc.config, devices: s.doc.devices, volumePath: '', logDir: '',
+    }));
+  }
+
+  async update(handle: InstanceHandle, edit: InstanceEdit, running: boolean, req?: ApiRequest): Promise<void> {
+    const checked = await this.check(handle.project, handle.record.type, edit);
+    if (checked.pool !== handle.record.pool) throw badRequest('The root disk cannot move to another pool by editing the instance');
+    const before = handle.inst.config;
+    // Volatile keys are the daemon's: a client echoing an old copy must not roll them back.
+    const config = { ...edit.config };
+    for (const [k, v] of Object.entries(handle.record.config)) if (k.startsWith('volatile.') && !(k in config)) config[k] = v;
+    if (running) {
+      const changed: Record<string, string | undefined> = {};
+      for (const key of new Set([...Object.keys(before), ...Object.keys(checked.config)])) {
+        if (key.startsWith('limits.') && before[key] !== checked.config[key]) changed[key] = checked.config[key];
+      }
+      if (Object.keys(changed).length) await handle.driver.update?.(handle.inst, changed);
+    }
+    const record: InstanceRecord = { ...handle.record, ...edit, config };
+    await this.records.put(handle.project, handle.name, record, handle.rev);
+    this.lifecycle('instance-updated', handle, req);
+  }
+
+  async remove(handle: InstanceHandle, req?: ApiRequest): Promise<void> {
+    if (truthy(handle.inst.config['security.protection.delete'])) {
+      throw badRequest('Instance is protected from deletion (security.protection.delete)');
+    }
+    // Record first: after a crash a volume without a record is a leftover the boot cleanup removes.
+    await this.records.delete(handle.project, handle.name);
+    await handle.driver.remove(handle.inst).catch((err) => this.ctx.log.warn({ err }, 'driver cleanup failed'));
+    await this.deps.storage.deleteVolume(handle.record.pool, { type: handle.record.type, project: handle.project, name: handle.name });
+    await rm(handle.inst.logDir, { recursive: true, force: true });
+    this.lifecycle('instance-deleted', handle, req);
+  }
+
+  async rename(handle: InstanceHandle, newName: string, req?: ApiRequest): Promise<InstanceHandle> {
+    const release = await this.reserve(handle.project, newName);
+    const { pool, type } = handle.record;
+    const project = handle.project;
+    try {
+      await handle.driver.remove(handle.inst);
+      await this.deps.storage.renameVolume(pool, { type, project, name: handle.name }, newName);
+      try {
+        await renameFile(handle.inst.logDir, this.logDir(project, newName)).catch((err: NodeJS.ErrnoException) => {
+          if (err.code !== 'ENOENT') throw err;
+        });
+        const stored = await this.records.rename(project, handle.name, project, newName);
+        await this.records.put(project, newName, { ...stored.doc, name: newName }, stored.rev);
+      } catch (err) {
+        await renameFile(this.logDir(project, newName), handle.inst.logDir).catch(() => {});
+        await this.deps.storage.renameVolume(pool, { type, project, name: newName }, handle.name).catch(() => {});
+        throw err;
+      }
+    } finally {
+      release();
+    }
+    const renamed = await this.load(project, newName);
+    await this.applyTemplates(renamed, 'rename').catch((err) => this.ctx.log.warn({ err }, 'rename templates failed'));
+    this.ctx.events.lifecycle('instance-renamed', instanceUrl(project, newName), { project, requestor: req?.requestor, context: { old_name: handle.name } });
+    return renamed;
+  }
+
+  /** Set keys without going through validation (volatile state, last_used_at). */
+  async touch(project: string, name: string, change: (record: InstanceRecord) => void): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const stored = await this.records.get(project, name);
+      if (!stored) return;
+      const record = structuredClone(stored.doc);
+      change(record);
+      try {
+        await this.records.put(project, name, record, stored.rev);
+        return;
+      } catch (err) {
+        if ((err as { status?: number }).status !== 412) throw err;
+      }
+    }
+  }
+}

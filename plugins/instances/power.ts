@@ -1,0 +1,203 @@
+/**
+ * Power changes of instances (start, stop, restart, freeze, unfreeze) and what follows them:
+ * volatile.last_state.power, last_used_at, ephemeral deletion, lifecycle events. A light watcher
+ * notices instances that stop on their own (halt inside, crash) without spawning anything.
+ */
+import { mkdir } from 'node:fs/promises';
+import { badRequest, instanceUrl, truthy, type ApiRequest, type DeviceRunConfig, type InstanceStatus, type PluginContext } from '../../sdk/index.js';
+import type { InstanceHandle } from './access.js';
+import type { InstanceManager } from './manager.js';
+
+export type PowerAction = 'start' | 'stop' | 'restart' | 'freeze' | 'unfreeze';
+export const POWER_ACTIONS: PowerAction[] = ['start', 'stop', 'restart', 'freeze', 'unfreeze'];
+
+export interface PowerOptions {
+  force: boolean;
+  /** Seconds for a clean stop; -1 waits the instance's boot.host_shutdown_timeout... as the API says: forever is not offered. */
+  timeout: number;
+}
+
+const WATCH_INTERVAL_MS = 1000;
+
+export class PowerControl {
+  /** Instances this daemon believes are running: key -> [project, name]. */
+  private readonly watched = new Map<string, [string, string]>();
+  private readonly stopping = new Set<string>();
+  private timer?: NodeJS.Timeout;
+
+  constructor(private readonly ctx: PluginContext, private readonly manager: InstanceManager) {}
+
+  async status(handle: InstanceHandle): Promise<InstanceStatus> {
+    return handle.driver.status(handle.inst);
+  }
+
+  async deviceRunConfigs(handle: InstanceHandle): Promise<DeviceRunConfig[]> {
+    const configs: DeviceRunConfig[] = [];
+    for (const [name, config] of Object.entries(handle.inst.devices)) {
+      const type = this.manager.deps.devices.get(config.type);
+      if (!type) throw badRequest(`Device "${name}": device type "${config.type}" is not enabled in this build`);
+      configs.push(await type.start({ project: handle.project, instanceName: handle.name, instanceType: handle.record.type, name, config }));
+    }
+    return configs;
+  }
+
+  async change(handle: InstanceHandle, action: PowerAction, opts: PowerOptions, req?: ApiRequest): Promise<void> {
+    const status = await this.status(handle);
+    switch (action) {
+      case 'start':
+        if (status === 'Running') throw badRequest('The instance is already running');
+        if (status === 'Frozen') {
+          await handle.driver.unfreeze(handle.inst);
+          this.manager.lifecycle('instance-resumed', handle, req);
+          return;
+        }
+        await this.start(handle, req);
+        return;
+      case 'stop':
+        if (status === 'Stopped') throw badRequest('The instance is already stopped');
+        await this.stop(handle, opts, req);
+        return;
+      case 'restart':
+        if (status === 'Stopped') throw badRequest('The instance is not running');
+        await this.stop(handle, opts, req, true);
+        await this.start(await this.manager.load(handle.project, handle.name), req, true);
+        this.manager.lifecycle('instance-restarted', handle, req);
+        return;
+      case 'freeze':
+        if (status !== 'Running') throw badRequest(status === 'Frozen' ? 'The instance is already frozen' : 'The instance is not running');
+        await handle.driver.freeze(handle.inst);
+        this.manager.lifecycle('instance-paused', handle, req);
+        return;
+      case 'unfreeze':
+        if (status !== 'Frozen') throw badRequest('The instance is not frozen');
+        await handle.driver.unfreeze(handle.inst);
+        this.manager.lifecycle('instance-resumed', handle, req);
+        return;
+    }
+  }
+
+  async start(handle: InstanceHandle, req?: ApiRequest, quiet = false): Promise<void> {
+    await mkdir(handle.inst.logDir, { recursive: true });
+    const devices = await this.deviceRunConfigs(handle);
+    await this.manager.applyTemplates(handle, 'start');
+    await handle.driver.start(handle.inst, devices);
+    const now = new Date().toISOString();
+    await this.manager.touch(handle.project, handle.name, (r) => {
+      r.config['volatile.last_state.power'] = 'RUNNING';
+      r.last_used_at = now;
+    });
+    this.watch(handle.project, handle.name);
+    if (!quiet) this.manager.lifecycle('instance-started', handle, req);
+  }
+
+  async stop(handle: InstanceHandle, opts: PowerOptions, req?: ApiRequest, restarting = false): Promise<void> {
+    const key = `${handle.project}/${handle.name}`;
+    this.stopping.add(key);
+    try {
+      const timeoutMs = opts.timeout >= 0 ? opts.timeout * 1000 : 30_000;
+      await handle.driver.stop(handle.inst, { force: opts.force, timeoutMs });
+    } finally {
+      this.stopping.delete(key);
+    }
+    this.watched.delete(key);
+    if (restarting) return;
+    await this.afterStop(handle, req, opts.force ? 'instance-stopped' : 'instance-shutdown');
+  }
+
+  /** Record the new state, and delete an ephemeral instance. */
+  private async afterStop(handle: InstanceHandle, req: ApiRequest | undefined, action: string): Promise<void> {
+    await this.manager.touch(handle.project, handle.name, (r) => {
+      r.config['volatile.last_state.power'] = 'STOPPED';
+    });
+    this.manager.lifecycle(action, handle, req);
+    if (handle.record.ephemeral) {
+      await this.manager.remove(await this.manager.load(handle.project, handle.name), req).catch((err) => {
+        this.ctx.log.error({ err, instance: handle.name }, 'deleting an ephemeral instance failed');
+      });
+    }
+  }
+
+  watch(project: string, name: string): void {
+    this.watched.set(`${project}/${name}`, [project, name]);
+    this.timer ??= setInterval(() => void this.poll(), WATCH_INTERVAL_MS).unref();
+  }
+
+  forget(project: string, name: string): void {
+    this.watched.delete(`${project}/${name}`);
+  }
+
+  /** Instances that stopped without us: shutdown from inside, or a crash. */
+  private async poll(): Promise<void> {
+    for (const [key, [project, name]] of [...this.watched]) {
+      if (this.stopping.has(key)) continue;
+      await this.manager.lock.run(key, async () => {
+        if (!this.watched.has(key) || this.stopping.has(key)) return;
+        const handle = await this.manager.load(project, name).catch(() => undefined);
+        if (!handle) {
+          this.watched.delete(key);
+          return;
+        }
+        if ((await this.status(handle)) !== 'Stopped') return;
+        this.watched.delete(key);
+        await this.afterStop(handle, undefined, 'instance-shutdown');
+      }).catch((err) => this.ctx.log.warn({ err }, 'instance watch failed'));
+    }
+  }
+
+  stopWatching(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  /** At daemon start: adopt running instances, start those marked autostart (or running at the last host shutdown). */
+  async boot(): Promise<void> {
+    const toStart: { handle: InstanceHandle; priority: number; delay: number }[] = [];
+    for (const stored of await this.manager.records.list()) {
+      const handle = await this.manager.handleFor(stored).catch(() => undefined);
+      if (!handle) continue;
+      const status = await this.status(handle).catch(() => 'Error' as const);
+      if (status === 'Running' || status === 'Frozen') {
+        this.watch(handle.project, handle.name);
+        continue;
+      }
+      const autostart = handle.inst.config['boot.autostart'];
+      const wanted = autostart !== undefined && autostart !== '' ? truthy(autostart) : handle.record.config['volatile.last_state.power'] === 'RUNNING';
+      if (wanted) {
+        toStart.push({ handle, priority: Number(handle.inst.config['boot.autostart.priority'] ?? 0), delay: Number(handle.inst.config['boot.autostart.delay'] ?? 0) });
+      } else if (handle.record.ephemeral) {
+        await this.manager.remove(handle).catch((err) => this.ctx.log.warn({ err }, 'ephemeral cleanup failed'));
+      }
+    }
+    toStart.sort((a, b) => b.priority - a.priority);
+    for (const { handle, delay } of toStart) {
+      const key = `${handle.project}/${handle.name}`;
+      await this.manager.lock.run(key, () => this.start(handle)).catch((err) => {
+        this.ctx.log.error({ err, instance: handle.name }, 'autostart failed');
+        void this.ctx.warnings.raise({ type: 'Instance autostart failure', message: `${handle.name}: ${(err as Error).message}`, project: handle.project, entityUrl: instanceUrl(handle.project, handle.name) });
+      });
+      if (delay > 0) await new Promise((r) => setTimeout(r, delay * 1000));
+    }
+  }
+
+  /**
+   * Host shutdown: stop running instances, highest boot.stop.priority first (same priority in
+   * parallel), each given its boot.host_shutdown_timeout; they start again at the next boot.
+   */
+  async shutdownAll(): Promise<void> {
+    this.stopWatching();
+    const groups = new Map<number, InstanceHandle[]>();
+    for (const stored of await this.manager.records.list()) {
+      const handle = await this.manager.handleFor(stored).catch(() => undefined);
+      if (!handle || (await this.status(handle).catch(() => 'Stopped')) === 'Stopped') continue;
+      const priority = Number(handle.inst.config['boot.stop.priority'] ?? 0);
+      groups.set(priority, [...(groups.get(priority) ?? []), handle]);
+    }
+    for (const priority of [...groups.keys()].sort((a, b) => b - a)) {
+      await Promise.all(groups.get(priority)!.map(async (handle) => {
+        const timeout = Number(handle.inst.config['boot.host_shutdown_timeout'] ?? 30);
+        await handle.driver.stop(handle.inst, { force: false, timeoutMs: timeout * 1000 }).catch((err) => this.ctx.log.error({ err, instance: handle.name }, 'shutdown stop failed'));
+        this.manager.lifecycle('instance-shutdown', handle, undefined);
+      }));
+    }
+  }
+}

@@ -1,0 +1,61 @@
+/** The wire form of instances and their state (recursion 1 and 2). */
+import { InstanceStatusCodes, type InstanceStatus, type RuntimeState, type StorageService } from '../../sdk/index.js';
+import type { InstanceHandle } from './access.js';
+
+export function editableView(handle: InstanceHandle) {
+  const r = handle.record;
+  return { architecture: r.architecture, config: r.config, devices: r.devices, ephemeral: r.ephemeral, profiles: r.profiles, description: r.description };
+}
+
+export function instanceView(handle: InstanceHandle, status: InstanceStatus) {
+  const r = handle.record;
+  return {
+    architecture: r.architecture,
+    config: r.config,
+    devices: r.devices,
+    ephemeral: r.ephemeral,
+    profiles: r.profiles,
+    stateful: r.stateful,
+    description: r.description,
+    created_at: r.created_at,
+    expanded_config: handle.inst.config,
+    expanded_devices: handle.inst.devices,
+    name: r.name,
+    status,
+    status_code: InstanceStatusCodes[status],
+    last_used_at: r.last_used_at,
+    location: 'none',
+    type: r.type,
+    project: handle.project,
+  };
+}
+
+const STOPPED_STATE: Omit<RuntimeState, 'status'> = {
+  pid: 0,
+  processes: 0,
+  cpu: { usage: 0 },
+  memory: { usage: 0, usage_peak: 0, swap_usage: 0, swap_usage_peak: 0 },
+  network: null,
+};
+
+export async function stateView(handle: InstanceHandle, storage: StorageService) {
+  const status = await handle.driver.status(handle.inst);
+  const runtime = status === 'Stopped' ? { ...STOPPED_STATE, status } : await handle.driver.state(handle.inst);
+  const usage = await storage.volumeUsage(handle.record.pool, { type: handle.record.type, project: handle.project, name: handle.name }).catch(() => undefined);
+  return {
+    status: runtime.status,
+    status_code: InstanceStatusCodes[runtime.status],
+    disk: usage === undefined ? {} : { root: { usage, total: 0 } },
+    memory: runtime.memory,
+    network: runtime.network,
+    pid: runtime.pid,
+    processes: runtime.processes,
+    cpu: runtime.cpu,
+  };
+}
+
+/** recursion=2: the instance with its live state, snapshots and backups. */
+export async function fullView(handle: InstanceHandle, storage: StorageService) {
+  const state = await stateView(handle, storage);
+  return { ...instanceView(handle, state.status), state, snapshots: null, backups: null };
+}

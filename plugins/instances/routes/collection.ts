@@ -1,0 +1,168 @@
+/** GET /1.0/instances (list), POST (create), PUT (state of all instances at once). */
+import {
+  async, badRequest, collection, notFound, type ApiRequest, type Operation, type PluginContext, type RouteDescriptor,
+  type InstanceType, type VolumeSource,
+} from '../../../sdk/index.js';
+import type { InstanceManager, CreateSpec } from '../manager.js';
+import type { PowerControl, PowerAction } from '../power.js';
+import { checkInstanceName, randomInstanceName } from '../names.js';
+import { instanceTypeLimits } from '../instance-types.js';
+import { deviceMap, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
+import { fullView, instanceView } from '../render.js';
+import { instancePaths, prefixOf } from './paths.js';
+import { stateBody } from './state.js';
+
+const TYPES: InstanceType[] = ['container', 'virtual-machine'];
+
+export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl): RouteDescriptor {
+  return {
+    ...instancePaths(),
+    get: {
+      handler: async (req) => {
+        const { prefix, type } = prefixOf(req.path);
+        const stored = (await manager.records.list(req.allProjects ? undefined : req.project)).filter((s) => !type || s.doc.type === type);
+        return collection(stored, (s) => {
+          const url = `${prefix}/${encodeURIComponent(s.name)}`;
+          return s.project === 'default' ? url : `${url}?project=${encodeURIComponent(s.project)}`;
+        }, async (s, recursion) => {
+          const handle = await manager.handleFor(s);
+          if (recursion === 2) return fullView(handle, manager.deps.storage);
+          return instanceView(handle, await handle.driver.status(handle.inst).catch(() => 'Error' as const));
+        });
+      },
+    },
+    post: {
+      handler: async (req) => async(await createOperation(ctx, manager, req)),
+    },
+    put: {
+      description: 'Change the state of every instance of the project',
+      handler: async (req) => {
+        const { action, opts } = stateBody(req.body?.state);
+        const stored = await manager.records.list(req.project);
+        const op = ctx.operations.create({
+          class: 'task',
+          description: `${action[0].toUpperCase()}${action.slice(1)}ing instances`,
+          project: req.project,
+          requestor: req.requestor,
+          resources: { instances: stored.map((s) => `/1.0/instances/${s.name}`) },
+          run: async () => {
+            const failures: string[] = [];
+            await Promise.all(stored.map((s) => manager.lock.run(`${s.project}/${s.name}`, async () => {
+              const handle = await manager.load(s.project, s.name).catch(() => undefined);
+              if (!handle) return;
+              const status = await power.status(handle);
+              if (skipBulk(action, status)) return;
+              await power.change(handle, action, opts, req).catch((err: Error) => failures.push(`${s.name}: ${err.message}`));
+            })));
+            if (failures.length) throw new Error(failures.join('; '));
+          },
+        });
+        return async(op);
+      },
+    },
+  };
+}
+
+/** In a bulk change, instances already in the wanted state are left alone. */
+function skipBulk(action: PowerAction, status: string): boolean {
+  return (action === 'start' && status === 'Running') || (action === 'stop' && status === 'Stopped')
+    || (action === 'freeze' && status !== 'Running') || (action === 'unfreeze' && status !== 'Frozen')
+    || (action === 'restart' && status === 'Stopped');
+}
+
+async function createOperation(ctx: PluginContext, manager: InstanceManager, req: ApiRequest): Promise<Operation> {
+  const body = req.body ?? {};
+  if (typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be an instance definition');
+  const name = checkInstanceName(body.name ?? randomInstanceName());
+  const pathType = prefixOf(req.path).type;
+  const type = (optionalString(body.type, 'type') || pathType || 'container') as InstanceType;
+  if (!TYPES.includes(type)) throw badRequest(`Invalid instance type "${type}"`);
+  if (pathType && type !== pathType) throw badRequest(`Instance type "${type}" cannot be created under ${prefixOf(req.path).prefix}`);
+  const source = body.source ?? { type: 'none' };
+  if (typeof source !== 'object' || Array.isArray(source)) throw badRequest('"source" must be an object');
+
+  let config = stringMap(body.config, 'config');
+  if (body.instance_type) config = { ...instanceTypeLimits(String(body.instance_type)), ...config };
+  const spec: CreateSpec = {
+    project: req.project,
+    name,
+    type,
+    architecture: optionalString(body.architecture, 'architecture') || 'x86_64',
+    config,
+    devices: deviceMap(body.devices),
+    profiles: profileList(body.profiles) ?? ['default'],
+    ephemeral: optionalBool(body.ephemeral, 'ephemeral') ?? false,
+    description: optionalString(body.description, 'description') ?? '',
+    source: { kind: 'empty' },
+    extraConfig: {},
+  };
+  await fillSource(manager, req, spec, source);
+  const checked = await manager.check(req.project, type, spec);
+  const release = await manager.reserve(req.project, name);
+  try {
+    return ctx.operations.create({
+      class: 'task',
+      description: 'Creating instance',
+      project: req.project,
+      requestor: req.requestor,
+      resources: { instances: [`/1.0/instances/${name}`], containers: [`/1.0/containers/${name}`] },
+      run: async () => {
+        try {
+          await manager.create(spec, checked.pool, req);
+        } finally {
+          release();
+        }
+      },
+    });
+  } catch (err) {
+    release();
+    throw err;
+  }
+}
+
+/** Turn the `source` of a create request into a volume source and the keys it brings. */
+async function fillSource(manager: InstanceManager, req: ApiRequest, spec: CreateSpec, source: Record<string, any>): Promise<void> {
+  switch (source.type ?? 'none') {
+    case 'none':
+      return;
+    case 'image': {
+      if (source.server || (source.mode && source.mode !== 'pull')) throw badRequest('Images from remote servers are not reachable from this daemon; import the image first');
+      if (!source.alias && !source.fingerprint) {
+        throw badRequest(source.properties ? 'Selecting an image by properties is not supported; give an alias or a fingerprint' : 'The image source needs an "alias" or a "fingerprint"');
+      }
+      const image = await manager.deps.images.resolve(req.project, { alias: source.alias, fingerprint: source.fingerprint });
+      const images = manager.deps.images;
+      spec.source = { kind: 'image', fingerprint: image.fingerprint, project: req.project, unpack: (dir) => images.unpack(image.fingerprint, dir) };
+      spec.architecture = image.architecture || spec.architecture;
+      for (const [k, v] of Object.entries(image.properties)) spec.extraConfig[`image.${k}`] = v;
+      spec.extraConfig['volatile.base_image'] = image.fingerprint;
+      spec.templateTrigger = 'create';
+      await images.markUsed(req.project, image.fingerprint).catch(() => {});
+      return;
+    }
+    case 'copy': {
+      const from = optionalString(source.source, 'source.source');
+      if (!from) throw badRequest('The copy source needs "source" (the instance to copy)');
+      if (from.includes('/')) throw badRequest('Copying from a snapshot is not supported by this build yet');
+      if (source.project && source.project !== req.project) throw badRequest('Copying between projects is not supported by this build yet');
+      const origin = await manager.load(req.project, from).catch(() => {
+        throw notFound(`Source instance "${from}" not found`);
+      });
+      if (origin.record.type !== spec.type) throw badRequest(`Source instance "${from}" is a ${origin.record.type}`);
+      const carried = Object.fromEntries(Object.entries(origin.record.config).filter(([k]) => !k.startsWith('volatile.') || k === 'volatile.base_image'));
+      const bodyGaveDevices = Object.keys(spec.devices).length > 0;
+      spec.config = { ...carried, ...spec.config };
+      if (!bodyGaveDevices) spec.devices = origin.record.devices;
+      if (!req.body.profiles) spec.profiles = origin.record.profiles;
+      spec.architecture = origin.record.architecture;
+      if (!req.body.description) spec.description = origin.record.description;
+      spec.source = { kind: 'copy', pool: origin.record.pool, volume: { type: origin.record.type, project: origin.project, name: origin.name } };
+      spec.templateTrigger = 'copy';
+      return;
+    }
+    case 'migration':
+      throw badRequest('Migration sources are not supported by this build yet');
+    default:
+      throw badRequest(`Unknown source type "${source.type}"`);
+  }
+}

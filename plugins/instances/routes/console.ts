@@ -1,0 +1,70 @@
+/** /1.0/instances/{name}/console: attach to the console (websocket operation) and read or clear its log. */
+import { readFile, truncate } from 'node:fs/promises';
+import { async, badRequest, empty, raw, type PluginContext, type RouteDescriptor } from '../../../sdk/index.js';
+import type { InstanceManager } from '../manager.js';
+import type { PowerControl } from '../power.js';
+import { instancePaths } from './paths.js';
+import { SessionSockets, pump } from './session-sockets.js';
+
+export function consoleRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl): RouteDescriptor {
+  return {
+    ...instancePaths('/{name}/console'),
+    post: {
+      handler: async (req) => {
+        const handle = await manager.load(req.project, req.params.name);
+        const body = req.body ?? {};
+        const type = body.type ?? 'console';
+        if (type === 'vga') throw badRequest('VGA consoles are only available on virtual machines');
+        if (type !== 'console') throw badRequest(`Unknown console type "${type}"`);
+        if ((await power.status(handle)) !== 'Running') throw badRequest('Instance is not running');
+        const width = Number(body.width) || 80;
+        const height = Number(body.height) || 25;
+        const sockets = new SessionSockets(['0', 'control']);
+        manager.lifecycle('instance-console', handle, req, { type });
+        return async(ctx.operations.create({
+          class: 'websocket',
+          description: 'Showing console',
+          project: req.project,
+          requestor: req.requestor,
+          resources: { instances: [`/1.0/instances/${handle.name}`], containers: [`/1.0/containers/${handle.name}`] },
+          secrets: ['0', 'control'],
+          connect: (name, socket) => sockets.attach(name, socket),
+          run: async (op) => {
+            await sockets.ready(op.signal);
+            const session = await handle.driver.console(handle.inst, { width, height });
+            const socket = sockets.get('0')!;
+            sockets.onControl((msg) => {
+              if (msg.command === 'window-resize' && msg.args) session.resize(Number(msg.args.width) || width, Number(msg.args.height) || height);
+            });
+            socket.on('message', (data: Buffer) => session.input.write(data));
+            const detached = new Promise<void>((resolve) => {
+              socket.once('close', () => resolve());
+              sockets.get('control')?.once('close', () => resolve());
+              op.signal.addEventListener('abort', () => resolve(), { once: true });
+            });
+            const ended = pump(session.output, socket);
+            await Promise.race([detached, ended]);
+            session.close();
+            sockets.closeAll();
+          },
+        }));
+      },
+    },
+    get: {
+      handler: async (req) => {
+        const handle = await manager.load(req.project, req.params.name);
+        const text = await readFile(handle.driver.consoleLogPath(handle.inst)).catch(() => Buffer.alloc(0));
+        return raw(text, 'application/octet-stream');
+      },
+    },
+    delete: {
+      handler: async (req) => {
+        const handle = await manager.load(req.project, req.params.name);
+        await truncate(handle.driver.consoleLogPath(handle.inst), 0).catch((err: NodeJS.ErrnoException) => {
+          if (err.code !== 'ENOENT') throw err;
+        });
+        return empty();
+      },
+    },
+  };
+}

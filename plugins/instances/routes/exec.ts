@@ -1,0 +1,138 @@
+/** POST /1.0/instances/{name}/exec: commands inside a running instance, over websockets or recorded to files. */
+import { createWriteStream } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import {
+  async, badRequest, instanceUrl, type ExecSpec, type PluginContext, type RouteDescriptor,
+} from '../../../sdk/index.js';
+import type { InstanceHandle } from '../access.js';
+import type { InstanceManager } from '../manager.js';
+import type { PowerControl } from '../power.js';
+import { optionalBool, optionalString, stringMap } from '../shape.js';
+import { instancePaths } from './paths.js';
+import { SessionSockets, pump } from './session-sockets.js';
+
+// TODO(wire): replace with the logs module's helper.
+function execRecordPaths(logDir: string, id: string) {
+  return { stdout: path.join(logDir, `exec_${id}.stdout`), stderr: path.join(logDir, `exec_${id}.stderr`) };
+}
+
+const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+function optionalId(value: unknown, what: string): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!Number.isInteger(value) || (value as number) < 0) throw badRequest(`"${what}" must be a non-negative whole number`);
+  return value as number;
+}
+
+function execSpec(body: any, handle: InstanceHandle): ExecSpec {
+  if (!body || typeof body !== 'object') throw badRequest('The request body must describe the command');
+  const command = body.command;
+  if (!Array.isArray(command) || command.length === 0 || command.some((c: unknown) => typeof c !== 'string')) {
+    throw badRequest('"command" must be a non-empty list of strings');
+  }
+  const user = optionalId(body.user, 'user');
+  const fromConfig: Record<string, string> = {};
+  for (const [k, v] of Object.entries(handle.inst.config)) if (k.startsWith('environment.')) fromConfig[k.slice('environment.'.length)] = v;
+  const environment = {
+    PATH: DEFAULT_PATH,
+    LANG: 'C.UTF-8',
+    ...(user === undefined || user === 0 ? { HOME: '/root', USER: 'root' } : {}),
+    ...fromConfig,
+    ...stringMap(body.environment, 'environment'),
+  };
+  const width = optionalId(body.width, 'width');
+  const height = optionalId(body.height, 'height');
+  return {
+    command,
+    environment,
+    cwd: optionalString(body.cwd, 'cwd') || undefined,
+    user,
+    group: optionalId(body.group, 'group'),
+    interactive: optionalBool(body.interactive, 'interactive') ?? false,
+    width: width || 80,
+    height: height || 25,
+  };
+}
+
+export function execRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl): RouteDescriptor {
+  return {
+    ...instancePaths('/{name}/exec'),
+    post: {
+      handler: async (req) => {
+        const handle = await manager.load(req.project, req.params.name);
+        const spec = execSpec(req.body, handle);
+        const status = await power.status(handle);
+        if (status !== 'Running') throw badRequest(status === 'Frozen' ? 'Instance is frozen' : 'Instance is not running');
+        const withSockets = req.body['wait-for-websocket'] === true;
+        const record = req.body['record-output'] === true;
+        const resources = { instances: [`/1.0/instances/${handle.name}`], containers: [`/1.0/containers/${handle.name}`] };
+        manager.lifecycle('instance-exec', handle, req, { command: spec.command });
+
+        if (withSockets) {
+          const names = spec.interactive ? ['0', 'control'] : ['0', '1', '2', 'control'];
+          const sockets = new SessionSockets(names);
+          return async(ctx.operations.create({
+            class: 'websocket',
+            description: 'Executing command',
+            project: req.project,
+            requestor: req.requestor,
+            resources,
+            secrets: names,
+            connect: (name, socket) => sockets.attach(name, socket),
+            run: async (op) => {
+              await sockets.ready(op.signal);
+              const session = await handle.driver.exec(handle.inst, spec);
+              op.signal.addEventListener('abort', () => session.signal(9), { once: true });
+              sockets.onControl((msg) => {
+                if (msg.command === 'window-resize' && msg.args) session.resize(Number(msg.args.width) || spec.width!, Number(msg.args.height) || spec.height!);
+                else if (msg.command === 'signal' && Number.isInteger(msg.signal)) session.signal(msg.signal!);
+              });
+              const input = sockets.get('0')!;
+              input.on('message', (data: Buffer, isBinary: boolean) => {
+                // A zero-length text frame is how some clients say "end of input".
+                if (!isBinary && data.length === 0) session.stdin.end();
+                else session.stdin.write(data);
+              });
+              input.on('close', () => session.stdin.end());
+              const outputs = spec.interactive
+                ? [pump(session.stdout, input)]
+                : [pump(session.stdout, sockets.get('1')), pump(session.stderr!, sockets.get('2'))];
+              const code = await session.exited;
+              await Promise.race([Promise.all(outputs), new Promise((r) => setTimeout(r, 1000))]);
+              sockets.closeAll();
+              return { return: code };
+            },
+          }));
+        }
+
+        return async(ctx.operations.create({
+          class: 'task',
+          description: 'Executing command',
+          project: req.project,
+          requestor: req.requestor,
+          resources,
+          run: async (op) => {
+            const session = await handle.driver.exec(handle.inst, { ...spec, interactive: false });
+            op.signal.addEventListener('abort', () => session.signal(9), { once: true });
+            session.stdin.end();
+            let output: Record<string, string> | undefined;
+            if (record) {
+              await mkdir(handle.inst.logDir, { recursive: true });
+              const files = execRecordPaths(handle.inst.logDir, op.id);
+              const logsUrl = `${instanceUrl(handle.project, handle.name).split('?')[0]}/logs`;
+              session.stdout.pipe(createWriteStream(files.stdout));
+              session.stderr!.pipe(createWriteStream(files.stderr));
+              output = { 1: `${logsUrl}/${path.basename(files.stdout)}`, 2: `${logsUrl}/${path.basename(files.stderr)}` };
+            } else {
+              session.stdout.resume();
+              session.stderr?.resume();
+            }
+            const code = await session.exited;
+            return output ? { return: code, output } : { return: code };
+          },
+        }));
+      },
+    },
+  };
+}

@@ -1,0 +1,83 @@
+/** GET/PUT/PATCH/DELETE/POST (rename) /1.0/instances/{name}. */
+import { async, badRequest, conflict, sync, type ApiRequest, type PluginContext, type RouteDescriptor } from '../../../sdk/index.js';
+import type { InstanceManager, InstanceEdit } from '../manager.js';
+import type { InstanceHandle } from '../access.js';
+import type { PowerControl } from '../power.js';
+import { checkInstanceName } from '../names.js';
+import { deviceMap, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
+import { editableView, fullView, instanceView } from '../render.js';
+import { instancePaths } from './paths.js';
+
+function editFrom(body: any, handle: InstanceHandle): InstanceEdit {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be an instance definition');
+  return {
+    architecture: optionalString(body.architecture, 'architecture') || handle.record.architecture,
+    config: stringMap(body.config, 'config'),
+    devices: deviceMap(body.devices),
+    ephemeral: optionalBool(body.ephemeral, 'ephemeral') ?? false,
+    profiles: profileList(body.profiles) ?? [],
+    description: optionalString(body.description, 'description') ?? '',
+  };
+}
+
+export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl): RouteDescriptor {
+  const resources = (name: string) => ({ instances: [`/1.0/instances/${name}`], containers: [`/1.0/containers/${name}`] });
+  const task = (req: ApiRequest, handle: InstanceHandle, description: string, run: () => Promise<void>) => async(ctx.operations.create({
+    class: 'task', description, project: req.project, requestor: req.requestor, resources: resources(handle.name),
+    run: () => manager.lock.run(`${handle.project}/${handle.name}`, run),
+  }));
+
+  return {
+    ...instancePaths('/{name}'),
+    current: async (req) => editableView(await manager.load(req.project, req.params.name)),
+    get: {
+      handler: async (req) => {
+        const handle = await manager.load(req.project, req.params.name);
+        const view = req.recursion > 0 ? await fullView(handle, manager.deps.storage) : instanceView(handle, await power.status(handle));
+        return sync(view, { etag: editableView(handle) });
+      },
+    },
+    put: {
+      handler: async (req) => {
+        const handle = await manager.load(req.project, req.params.name);
+        if (req.body?.restore) throw badRequest('Restoring snapshots is not supported by this build yet');
+        const edit = editFrom(req.body, handle);
+        // Check now so that a bad edit is refused synchronously, not as a failed operation.
+        await manager.check(handle.project, handle.record.type, edit);
+        return task(req, handle, 'Updating instance', async () => {
+          const fresh = await manager.load(handle.project, handle.name);
+          if (fresh.rev !== handle.rev) throw badRequest('The instance changed while the update was queued; read it again');
+          await manager.update(fresh, edit, (await power.status(fresh)) !== 'Stopped', req);
+        });
+      },
+    },
+    delete: {
+      handler: async (req) => {
+        const handle = await manager.load(req.project, req.params.name);
+        if ((await power.status(handle)) !== 'Stopped') throw badRequest('The instance is running; stop it first');
+        return task(req, handle, 'Deleting instance', async () => {
+          const fresh = await manager.load(handle.project, handle.name);
+          if ((await power.status(fresh)) !== 'Stopped') throw badRequest('The instance is running; stop it first');
+          power.forget(fresh.project, fresh.name);
+          await manager.remove(fresh, req);
+        });
+      },
+    },
+    post: {
+      handler: async (req) => {
+        const body = req.body ?? {};
+        if (body.migration) throw badRequest('Migration is not supported by this build yet');
+        if (body.pool) throw badRequest('Moving an instance to another pool is not supported by this build yet');
+        if (body.project && body.project !== req.project) throw badRequest('Moving an instance to another project is not supported by this build yet');
+        const newName = checkInstanceName(body.name);
+        const handle = await manager.load(req.project, req.params.name);
+        if (newName === handle.name) throw badRequest('The new name is the current name');
+        if ((await power.status(handle)) !== 'Stopped') throw badRequest('Renaming of running instance not allowed');
+        if (await manager.records.get(req.project, newName)) throw conflict(`Name "${newName}" already in use`);
+        return task(req, handle, 'Renaming instance', async () => {
+          await manager.rename(await manager.load(handle.project, handle.name), newName, req);
+        });
+      },
+    },
+  };
+}

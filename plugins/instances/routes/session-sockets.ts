@@ -1,0 +1,61 @@
+/** The websockets of an exec or console operation: wait until the client opened them all, then relay. */
+import type { WebSocket } from 'ws';
+
+export class SessionSockets {
+  private readonly sockets = new Map<string, WebSocket>();
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(private readonly names: string[]) {}
+
+  /** The operation's `connect`: a client opened one of the secrets. */
+  attach(name: string, socket: WebSocket): void {
+    const previous = this.sockets.get(name);
+    if (previous) previous.terminate();
+    this.sockets.set(name, socket);
+    if (this.complete()) for (const wake of this.waiting.splice(0)) wake();
+  }
+
+  get(name: string): WebSocket | undefined {
+    return this.sockets.get(name);
+  }
+
+  private complete(): boolean {
+    return this.names.every((n) => this.sockets.has(n));
+  }
+
+  /** Resolves once every socket is open; rejects when the operation is cancelled first. */
+  ready(signal: AbortSignal): Promise<void> {
+    if (this.complete()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.waiting.push(resolve);
+      signal.addEventListener('abort', () => reject(new Error('Operation cancelled before the client connected')), { once: true });
+    });
+  }
+
+  /** Control messages (`window-resize`, `signal`) as parsed JSON. */
+  onControl(handler: (msg: { command?: string; args?: Record<string, string>; signal?: number }) => void): void {
+    this.sockets.get('control')?.on('message', (data) => {
+      try {
+        handler(JSON.parse(String(data)));
+      } catch { /* not JSON: ignore, as a stray keepalive would be */ }
+    });
+  }
+
+  closeAll(): void {
+    for (const socket of this.sockets.values()) {
+      if (socket.readyState === socket.OPEN) socket.close(1000);
+    }
+  }
+}
+
+/** Pipe a readable into a websocket as binary messages; resolves when the readable ends. */
+export function pump(from: NodeJS.ReadableStream, to: WebSocket | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    from.on('data', (chunk: Buffer) => {
+      if (to && to.readyState === to.OPEN) to.send(chunk, { binary: true });
+    });
+    from.once('end', () => resolve());
+    from.once('close', () => resolve());
+    from.once('error', () => resolve());
+  });
+}

@@ -1,0 +1,72 @@
+/** /1.0/profiles and /1.0/profiles/{name}. */
+import { collection, empty, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
+import type { ProfileEdit, ProfileManager } from './manager.js';
+import { checkProfileName } from './names.js';
+import { editableView, profileUrl, profileView, type Profile } from './profile.js';
+import { bodyObject, deviceMap, optionalString, stringMap } from './shape.js';
+
+function editFrom(req: ApiRequest): ProfileEdit {
+  const body = bodyObject(req.body);
+  return {
+    description: optionalString(body.description, 'description'),
+    config: stringMap(body.config, 'config'),
+    devices: deviceMap(body.devices),
+  };
+}
+
+export function profileRoutes(profiles: ProfileManager): RouteDescriptor[] {
+  const render = async (project: string, p: Profile) => profileView(p, await profiles.usedBy.collect(project, p.name));
+
+  return [
+    {
+      path: '/1.0/profiles',
+      extension: 'profile_usedby',
+      get: {
+        description: 'List the profiles of a project',
+        handler: async (req) => collection(await profiles.list(req.project), (p) => profileUrl(req.project, p.name), (p) => render(req.project, p)),
+      },
+      post: {
+        description: 'Create a profile',
+        handler: async (req) => {
+          const name = checkProfileName(bodyObject(req.body).name);
+          await profiles.create(req.project, { name, ...editFrom(req) }, req.requestor);
+          return sync({}, { location: profileUrl(req.project, name) });
+        },
+      },
+    },
+    {
+      path: '/1.0/profiles/{name}',
+      extension: 'profile_usedby',
+      current: async (req) => editableView((await profiles.get(req.project, req.params.name!)).doc),
+      get: {
+        description: 'Show a profile',
+        handler: async (req) => {
+          const { doc } = await profiles.get(req.project, req.params.name!);
+          return sync(await render(req.project, doc), { etag: editableView(doc) });
+        },
+      },
+      put: {
+        description: 'Replace a profile',
+        handler: async (req) => {
+          await profiles.update(req.project, req.params.name!, editFrom(req), req.requestor);
+          return empty();
+        },
+      },
+      post: {
+        description: 'Rename a profile',
+        handler: async (req) => {
+          const newName = checkProfileName(bodyObject(req.body).name);
+          await profiles.rename(req.project, req.params.name!, newName, req.requestor);
+          return sync({}, { location: profileUrl(req.project, newName) });
+        },
+      },
+      delete: {
+        description: 'Delete a profile',
+        handler: async (req) => {
+          await profiles.delete(req.project, req.params.name!, req.requestor);
+          return empty();
+        },
+      },
+    },
+  ];
+}

@@ -1,0 +1,126 @@
+/** The dir storage driver: each volume is a plain directory under the pool's source. */
+import { chmod, lstat, mkdir, readdir, rename, stat, statfs } from 'node:fs/promises';
+import path from 'node:path';
+import {
+  badRequest, conflict, notFound,
+  type HostTools, type PoolInfo, type PoolResources, type StorageDriver, type VolumeRef, type VolumeType,
+} from '../../sdk/index.js';
+import { TYPE_DIRS, VOLUME_MODE, checkVolumeName, typeDir, volumeDirName, volumeFromDirName } from './layout.js';
+import { removeInside } from './remove.js';
+import { clearSource, makeLayout, prepareSource, type SourceRegistry } from './source.js';
+
+const LONG_MS = 30 * 60_000;
+
+const present = (p: string) => lstat(p).then(() => true, () => false);
+
+export class DirDriver implements StorageDriver {
+  readonly name = 'dir';
+  /** For `storage_supported_drivers`. */
+  readonly version = '1';
+  readonly remote = false;
+
+  constructor(private readonly tools: HostTools, private readonly sources: SourceRegistry) {}
+
+  fillDefaults(pool: PoolInfo, dataDir: string): void {
+    if (!pool.config.source) pool.config.source = path.join(dataDir, 'storage-pools', pool.name);
+  }
+
+  async create(pool: PoolInfo): Promise<void> {
+    const source = pool.config.source;
+    const created = await prepareSource(source);
+    try {
+      await makeLayout(path.resolve(source));
+      await this.sources.remember(pool.name, { source, created });
+    } catch (err) {
+      await clearSource(this.tools, source, created).catch(() => {});
+      throw err;
+    }
+  }
+
+  async delete(pool: PoolInfo): Promise<void> {
+    await clearSource(this.tools, pool.config.source, await this.sources.created(pool.name));
+    await this.sources.forget(pool.name);
+  }
+
+  async mount(pool: PoolInfo): Promise<void> {
+    const source = pool.config.source;
+    const found = await stat(source).catch(() => undefined);
+    if (!found) throw new Error(`Source path "${source}" doesn't exist`);
+    if (!found.isDirectory()) throw new Error(`Source path "${source}" isn't a directory`);
+    await makeLayout(path.resolve(source));
+  }
+
+  async resources(pool: PoolInfo): Promise<PoolResources> {
+    const fs = await statfs(pool.config.source);
+    return {
+      space: { used: (fs.blocks - fs.bfree) * fs.bsize, total: fs.blocks * fs.bsize },
+      inodes: { used: fs.files - fs.ffree, total: fs.files },
+    };
+  }
+
+  volumePath(pool: PoolInfo, vol: VolumeRef): string {
+    return path.join(typeDir(path.resolve(pool.config.source), vol.type), volumeDirName(vol));
+  }
+
+  async createVolume(pool: PoolInfo, vol: VolumeRef, fill?: (dir: string) => Promise<void>): Promise<void> {
+    const dir = this.volumePath(pool, vol);
+    try {
+      await mkdir(dir, { mode: VOLUME_MODE });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') throw conflict(`Volume "${vol.name}" already exists on storage pool "${pool.name}"`);
+      throw err;
+    }
+    try {
+      await chmod(dir, VOLUME_MODE);
+      await fill?.(dir);
+    } catch (err) {
+      await this.deleteVolume(pool, vol).catch(() => {});
+      throw err;
+    }
+  }
+
+  /**
+   * `cp -a` keeps ownership, modes, timestamps, xattrs, ACLs and hard links; `--reflink=auto`
+   * shares extents where the file system can (btrfs, xfs) and copies elsewhere.
+   */
+  async cloneVolume(pool: PoolInfo, source: VolumeRef, target: VolumeRef): Promise<void> {
+    const from = this.volumePath(pool, source);
+    const to = this.volumePath(pool, target);
+    if (!(await present(from))) throw notFound(`Volume "${source.name}" not found on storage pool "${pool.name}"`);
+    if (await present(to)) throw conflict(`Volume "${target.name}" already exists on storage pool "${pool.name}"`);
+    try {
+      await this.tools.run('cp', ['-a', '--reflink=auto', '--no-target-directory', '--', from, to], { timeoutMs: LONG_MS });
+    } catch (err) {
+      await this.deleteVolume(pool, target).catch(() => {});
+      throw err;
+    }
+  }
+
+  async deleteVolume(pool: PoolInfo, vol: VolumeRef): Promise<void> {
+    const source = path.resolve(pool.config.source);
+    await removeInside(this.tools, source, typeDir(source, vol.type), volumeDirName(vol));
+  }
+
+  async renameVolume(pool: PoolInfo, vol: VolumeRef, newName: string): Promise<void> {
+    checkVolumeName(newName);
+    const from = this.volumePath(pool, vol);
+    const to = this.volumePath(pool, { ...vol, name: newName });
+    if (await present(to)) throw conflict(`Volume "${newName}" already exists on storage pool "${pool.name}"`);
+    try {
+      await rename(from, to);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw notFound(`Volume "${vol.name}" not found on storage pool "${pool.name}"`);
+      throw err;
+    }
+  }
+
+  async listVolumes(pool: PoolInfo, type: VolumeType): Promise<VolumeRef[]> {
+    if (!TYPE_DIRS[type]) throw badRequest(`Invalid volume type "${type}"`);
+    const entries = await readdir(typeDir(path.resolve(pool.config.source), type), { withFileTypes: true }).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return [];
+      throw err;
+    });
+    return entries.filter((e) => e.isDirectory()).map((e) => volumeFromDirName(type, e.name)).sort((a, b) => a.name.localeCompare(b.name));
+  }
+}
+

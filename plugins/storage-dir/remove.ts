@@ -1,0 +1,42 @@
+/**
+ * Removing a tree inside a pool without ever touching anything outside it: the parent directory
+ * is resolved and must be where the pool says it is (a type directory swapped for a symlink is
+ * refused), a symlink in the volume's place is unlinked, not followed, and `rm` itself neither
+ * follows symlinks nor crosses into other mounted file systems.
+ */
+import { lstat, realpath, unlink } from 'node:fs/promises';
+import path from 'node:path';
+import { internalError, type HostTools } from '../../sdk/index.js';
+
+const LONG_MS = 30 * 60_000;
+
+/** Remove `<parent>/<entry>` where `parent` must resolve to `expectedParent` (both inside `root`). */
+export async function removeInside(tools: HostTools, root: string, parent: string, entry: string): Promise<void> {
+  let realParent: string;
+  try {
+    realParent = await realpath(parent);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw err;
+  }
+  const realRoot = await realpath(root);
+  const expected = path.join(realRoot, path.relative(path.resolve(root), path.resolve(parent)));
+  if (realParent !== expected || !(realParent === realRoot || realParent.startsWith(realRoot + path.sep))) {
+    throw internalError(`Refusing to remove "${entry}": "${parent}" does not resolve inside the pool`);
+  }
+  const target = path.join(realParent, entry);
+  let stats;
+  try {
+    stats = await lstat(target);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw err;
+  }
+  if (!stats.isDirectory()) {
+    await unlink(target).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'ENOENT') throw err;
+    });
+    return;
+  }
+  await tools.run('rm', ['-rf', '--one-file-system', '--', target], { timeoutMs: LONG_MS });
+}

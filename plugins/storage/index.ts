@@ -1,0 +1,48 @@
+/**
+ * The storage family host: pool records and routes, the volume helpers other families use, and
+ * the extension point for storage drivers (StorageServiceRef.registerDriver).
+ */
+import { createUsedByRegistry, definePlugin, StorageServiceRef, type PluginContext, type StorageService } from '../../sdk/index.js';
+import { DriverTable } from './drivers.js';
+import { storageEnvironment } from './environment.js';
+import { POOL_KEYS } from './keys.js';
+import { PoolManager } from './pools.js';
+import { poolRoutes } from './routes.js';
+import { SharedLock } from './shared-lock.js';
+import { VolumeManager } from './volumes.js';
+
+/** Per kernel: several test kernels may load this module in one process. */
+const poolManagers = new WeakMap<PluginContext, PoolManager>();
+
+export default definePlugin({
+  register(ctx) {
+    for (const key of POOL_KEYS) ctx.keys.register(key);
+    const drivers = new DriverTable(ctx.keys);
+    const locks = new SharedLock();
+    const poolUsedBy = createUsedByRegistry();
+    const pools = new PoolManager(ctx, drivers, locks, poolUsedBy);
+    poolManagers.set(ctx, pools);
+    const volumes = new VolumeManager(ctx, pools, locks);
+
+    const service: StorageService = {
+      registerDriver: (driver) => drivers.register(driver),
+      pool: async (name) => (await pools.usable(name)).info,
+      poolNames: async () => (await pools.list()).map((p) => p.name),
+      createInstanceVolume: (pool, vol, source) => volumes.createInstanceVolume(pool, vol, source),
+      deleteVolume: (pool, vol) => volumes.deleteVolume(pool, vol),
+      renameVolume: (pool, vol, newName) => volumes.renameVolume(pool, vol, newName),
+      volumePath: (pool, vol) => volumes.volumePath(pool, vol),
+      volumeUsage: (pool, vol) => volumes.volumeUsage(pool, vol),
+      listVolumes: (pool, type) => volumes.listVolumes(pool, type),
+      deleteImageVolumes: (fingerprint) => volumes.deleteImageVolumes(fingerprint),
+      poolUsedBy,
+    };
+    ctx.services.provide(StorageServiceRef, service);
+    for (const route of poolRoutes(pools)) ctx.routes.add(route);
+    ctx.hooks.environment.tap(storageEnvironment(drivers, pools));
+  },
+
+  async boot(ctx) {
+    await poolManagers.get(ctx)!.mountAll();
+  },
+});

@@ -1,0 +1,214 @@
+/**
+ * Pool records and what changes them. Records are cached (this plugin is their only writer; the
+ * store's change feed drops stale entries) because every instance lookup asks for its pool.
+ * Creation runs the driver first and writes the record last, so a crash in between leaves at
+ * most an empty pool layout that the driver accepts as empty next time; deletion refuses while
+ * anything uses the pool and removes the record only once the driver has cleaned up.
+ */
+import {
+  badRequest, conflict, notFound,
+  type Collection, type PluginContext, type PoolInfo, type Requestor, type StorageDriver, type UsedByRegistry,
+} from '../../sdk/index.js';
+import type { DriverTable } from './drivers.js';
+import { FIXED_KEYS } from './keys.js';
+import { POOL_PROJECT, poolInfo, poolUrl, type PoolRecord, type PoolStatus } from './pool.js';
+import type { SharedLock } from './shared-lock.js';
+
+export interface PoolEdit {
+  description: string;
+  config: Record<string, string>;
+}
+
+interface Availability {
+  status: PoolStatus;
+  reason?: string;
+}
+
+const UNAVAILABLE_WARNING = 'Storage pool unavailable';
+
+export const poolLockKey = (name: string) => `pool/${name}`;
+
+export class PoolManager {
+  readonly records: Collection<PoolRecord>;
+  private readonly cache = new Map<string, { rev: number; doc: PoolRecord }>();
+  private loaded: Promise<void> | undefined;
+  private readonly availability = new Map<string, Availability>();
+  private readonly reserved = new Set<string>();
+  /** Pool name -> driver name, kept apart from the cache so GET /1.0 can read it synchronously. */
+  private readonly driverOf = new Map<string, string>();
+
+  constructor(
+    private readonly ctx: PluginContext,
+    private readonly drivers: DriverTable,
+    private readonly locks: SharedLock,
+    readonly usedBy: UsedByRegistry,
+  ) {
+    this.records = ctx.store.collection<PoolRecord>('pools');
+    ctx.store.onChange((change) => {
+      if (change.collection === 'pools') this.cache.delete(change.name);
+    });
+  }
+
+  private async load(): Promise<void> {
+    this.loaded ??= (async () => {
+      for (const stored of await this.records.list(POOL_PROJECT)) {
+        this.cache.set(stored.name, { rev: stored.rev, doc: stored.doc });
+        this.driverOf.set(stored.name, stored.doc.driver);
+      }
+    })().catch((err) => {
+      this.loaded = undefined;
+      throw err;
+    });
+    await this.loaded;
+  }
+
+  async find(name: string): Promise<{ rev: number; doc: PoolRecord } | undefined> {
+    await this.load();
+    let entry = this.cache.get(name);
+    if (!entry) {
+      const stored = await this.records.get(POOL_PROJECT, name);
+      if (!stored) return undefined;
+      entry = { rev: stored.rev, doc: stored.doc };
+      this.cache.set(name, entry);
+    }
+    return entry;
+  }
+
+  async get(name: string): Promise<{ rev: number; doc: PoolRecord }> {
+    const found = await this.find(name);
+    if (!found) throw notFound('Storage pool not found');
+    return found;
+  }
+
+  async list(): Promise<PoolRecord[]> {
+    await this.load();
+    return (await this.records.list(POOL_PROJECT)).map((s) => s.doc);
+  }
+
+  /** Driver names of the existing pools, for `environment.storage` (must be synchronous). */
+  driversInUse(): string[] {
+    return [...new Set(this.driverOf.values())].sort();
+  }
+
+  status(name: string): PoolStatus {
+    return this.availability.get(name)?.status ?? 'Created';
+  }
+
+  /** A pool volume work may use: 404 when absent, 400 when unavailable. */
+  async usable(name: string): Promise<{ info: PoolInfo; driver: StorageDriver }> {
+    const { doc } = await this.get(name);
+    const driver = this.drivers.get(doc.driver);
+    const state = this.availability.get(name);
+    if (!driver || state?.status === 'Unavailable') {
+      throw badRequest(`Storage pool "${name}" is unavailable: ${state?.reason ?? `storage driver "${doc.driver}" is not enabled in this build`}`);
+    }
+    return { info: poolInfo(doc), driver };
+  }
+
+  /** The pool's driver even when the pool could not be mounted (paths stay computable). */
+  async withDriver(name: string): Promise<{ info: PoolInfo; driver: StorageDriver }> {
+    const { doc } = await this.get(name);
+    const driver = this.drivers.get(doc.driver);
+    if (!driver) throw badRequest(`Storage pool "${name}" is unavailable: storage driver "${doc.driver}" is not enabled in this build`);
+    return { info: poolInfo(doc), driver };
+  }
+
+  async create(body: PoolRecord, requestor?: Requestor): Promise<void> {
+    const driver = this.drivers.require(body.driver);
+    if (this.reserved.has(body.name) || (await this.find(body.name))) throw conflict(`Storage pool "${body.name}" already exists`);
+    this.drivers.validate(body.driver, body.config);
+    this.reserved.add(body.name);
+    try {
+      await this.locks.exclusive(poolLockKey(body.name), async () => {
+        const info: PoolInfo = { name: body.name, driver: body.driver, config: { ...body.config } };
+        driver.fillDefaults?.(info, this.ctx.dataDir);
+        await driver.create(info);
+        try {
+          const record: PoolRecord = { name: body.name, driver: body.driver, description: body.description, config: info.config };
+          const stored = await this.records.put(POOL_PROJECT, body.name, record, 0);
+          this.cache.set(body.name, { rev: stored.rev, doc: stored.doc });
+          this.driverOf.set(body.name, body.driver);
+        } catch (err) {
+          await driver.delete(info).catch((undo) => this.ctx.log.error({ err: undo, pool: body.name }, 'undoing a pool creation failed'));
+          throw err;
+        }
+        this.availability.set(body.name, { status: 'Created' });
+      });
+    } finally {
+      this.reserved.delete(body.name);
+    }
+    this.ctx.refreshServerInfo();
+    this.ctx.events.lifecycle('storage-pool-created', poolUrl(body.name), { project: 'default', requestor });
+  }
+
+  async update(name: string, edit: PoolEdit, requestor?: Requestor): Promise<void> {
+    await this.locks.exclusive(poolLockKey(name), async () => {
+      const { rev, doc } = await this.get(name);
+      const config = { ...edit.config };
+      for (const key of FIXED_KEYS) {
+        // Clients that send the config without a fixed key mean to keep it, not to unset it.
+        if (!(key in config) || config[key] === '') {
+          if (doc.config[key] !== undefined) config[key] = doc.config[key];
+          else delete config[key];
+        } else if (config[key] !== doc.config[key]) {
+          throw badRequest(`The "${key}" of a storage pool cannot be changed once it is created`);
+        }
+      }
+      // An empty value unsets the key.
+      for (const [key, value] of Object.entries(config)) if (value === '') delete config[key];
+      this.drivers.validate(doc.driver, config);
+      const stored = await this.records.put(POOL_PROJECT, name, { ...doc, description: edit.description, config }, rev);
+      this.cache.set(name, { rev: stored.rev, doc: stored.doc });
+    });
+    this.ctx.events.lifecycle('storage-pool-updated', poolUrl(name), { project: 'default', requestor });
+  }
+
+  async delete(name: string, requestor?: Requestor): Promise<void> {
+    await this.locks.exclusive(poolLockKey(name), async () => {
+      const { rev, doc } = await this.get(name);
+      if ((await this.usedBy.collect('default', name)).length > 0) throw badRequest('The storage pool is currently in use');
+      const driver = this.drivers.get(doc.driver);
+      if (!driver) throw badRequest(`Storage pool "${name}" cannot be deleted: storage driver "${doc.driver}" is not enabled in this build`);
+      await driver.delete(poolInfo(doc));
+      await this.records.delete(POOL_PROJECT, name, rev);
+      this.cache.delete(name);
+      this.driverOf.delete(name);
+      this.availability.delete(name);
+    });
+    await this.ctx.warnings.resolve(UNAVAILABLE_WARNING, poolUrl(name));
+    this.ctx.refreshServerInfo();
+    this.ctx.events.lifecycle('storage-pool-deleted', poolUrl(name), { project: 'default', requestor });
+  }
+
+  /** Boot: make every pool usable; one that cannot be is reported unavailable and the daemon goes on. */
+  async mountAll(): Promise<void> {
+    const pools = await this.list();
+    await Promise.all(pools.map(async (pool) => {
+      const driver = this.drivers.get(pool.driver);
+      let reason: string | undefined;
+      if (!driver) {
+        reason = `storage driver "${pool.driver}" is not enabled in this build`;
+      } else {
+        try {
+          await driver.mount(poolInfo(pool));
+        } catch (err) {
+          reason = (err as Error).message;
+        }
+      }
+      if (reason === undefined) {
+        this.availability.set(pool.name, { status: 'Created' });
+        await this.ctx.warnings.resolve(UNAVAILABLE_WARNING, poolUrl(pool.name));
+        return;
+      }
+      this.availability.set(pool.name, { status: 'Unavailable', reason });
+      this.ctx.log.error({ pool: pool.name, reason }, 'storage pool unavailable');
+      await this.ctx.warnings.raise({
+        type: UNAVAILABLE_WARNING,
+        message: `Storage pool "${pool.name}" is unavailable: ${reason}`,
+        severity: 'high',
+        entityUrl: poolUrl(pool.name),
+      });
+    }));
+    this.ctx.refreshServerInfo();
+  }
+}

@@ -1,0 +1,105 @@
+/** /1.0/storage-pools, /1.0/storage-pools/{name} and /1.0/storage-pools/{name}/resources. */
+import {
+  badRequest, collection, empty, sync,
+  type ApiRequest, type RouteDescriptor,
+} from '../../sdk/index.js';
+import { checkPoolName } from './names.js';
+import { editableView, poolUrl, poolView, type PoolRecord } from './pool.js';
+import type { PoolEdit, PoolManager } from './pools.js';
+
+function stringMap(value: unknown, what: string): Record<string, string> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) throw badRequest(`"${what}" must be a map of strings`);
+  const out: Record<string, string> = {};
+  for (const [key, v] of Object.entries(value)) {
+    if (typeof v === 'string') out[key] = v;
+    else if (typeof v === 'number' || typeof v === 'boolean') out[key] = String(v);
+    else throw badRequest(`"${what}" value of "${key}" must be a string`);
+  }
+  return out;
+}
+
+function optionalString(value: unknown, what: string): string {
+  if (value === undefined || value === null) return '';
+  if (typeof value !== 'string') throw badRequest(`"${what}" must be a string`);
+  return value;
+}
+
+function bodyObject(req: ApiRequest): Record<string, unknown> {
+  const body = req.body ?? {};
+  if (typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be a JSON object');
+  return body;
+}
+
+function createBody(req: ApiRequest): PoolRecord {
+  const body = bodyObject(req);
+  const name = checkPoolName(body.name);
+  const driver = optionalString(body.driver, 'driver');
+  if (driver === '') throw badRequest('No driver provided');
+  return { name, driver, description: optionalString(body.description, 'description'), config: stringMap(body.config, 'config') };
+}
+
+function editBody(req: ApiRequest): PoolEdit {
+  const body = bodyObject(req);
+  return { description: optionalString(body.description, 'description'), config: stringMap(body.config, 'config') };
+}
+
+export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
+  const render = async (pool: PoolRecord) => poolView(pool, pools.status(pool.name), await pools.usedBy.collect('default', pool.name));
+
+  return [
+    {
+      path: '/1.0/storage-pools',
+      extension: 'storage',
+      get: {
+        description: 'List the storage pools',
+        handler: async () => collection(await pools.list(), (p) => poolUrl(p.name), render),
+      },
+      post: {
+        description: 'Create a storage pool',
+        handler: async (req) => {
+          const pool = createBody(req);
+          await pools.create(pool, req.requestor);
+          return sync({}, { location: poolUrl(pool.name) });
+        },
+      },
+    },
+    {
+      path: '/1.0/storage-pools/{name}',
+      extension: 'storage',
+      current: async (req) => editableView((await pools.get(req.params.name!)).doc),
+      get: {
+        description: 'Show a storage pool',
+        handler: async (req) => {
+          const { doc } = await pools.get(req.params.name!);
+          return sync(await render(doc), { etag: editableView(doc) });
+        },
+      },
+      put: {
+        description: 'Replace the configuration of a storage pool',
+        handler: async (req) => {
+          await pools.update(req.params.name!, editBody(req), req.requestor);
+          return empty();
+        },
+      },
+      delete: {
+        description: 'Delete a storage pool',
+        handler: async (req) => {
+          await pools.delete(req.params.name!, req.requestor);
+          return empty();
+        },
+      },
+    },
+    {
+      path: '/1.0/storage-pools/{name}/resources',
+      extension: 'storage',
+      get: {
+        description: 'Space and inodes of a storage pool',
+        handler: async (req) => {
+          const { info, driver } = await pools.usable(req.params.name!);
+          return sync(await driver.resources(info));
+        },
+      },
+    },
+  ];
+}

@@ -1,0 +1,65 @@
+/** What the `images` plugin offers the instances family. */
+import { createServiceRef } from './services.js';
+import type { UsedByRegistry } from './used-by.js';
+
+export interface ImageAlias {
+  name: string;
+  description: string;
+}
+
+/** An image as GET /1.0/images/<fingerprint> shows it. */
+export interface ImageRecord {
+  fingerprint: string;
+  filename: string;
+  size: number;
+  architecture: string;
+  type: 'container' | 'virtual-machine';
+  public: boolean;
+  auto_update: boolean;
+  cached: boolean;
+  properties: Record<string, string>;
+  aliases: ImageAlias[];
+  profiles: string[];
+  created_at: string;
+  uploaded_at: string;
+  expires_at: string;
+  last_used_at: string;
+  update_source?: { alias: string; certificate: string; protocol: string; server: string; image_type: string };
+}
+
+/** The parsed metadata.yaml of an image. */
+export interface ImageMetadata {
+  architecture: string;
+  creation_date: number;
+  expiry_date?: number;
+  properties: Record<string, string>;
+  /** Path inside the instance -> template spec. */
+  templates: Record<string, ImageTemplate>;
+}
+
+export interface ImageTemplate {
+  /** create, copy, start, rename. */
+  when: string[];
+  create_only?: boolean;
+  template: string;
+  properties?: Record<string, string>;
+  uid?: string;
+  gid?: string;
+  mode?: string;
+}
+
+export interface ImagesService {
+  /** By alias, full fingerprint or unique fingerprint prefix; 404 when nothing matches. */
+  resolve(project: string, source: { alias?: string; fingerprint?: string }): Promise<ImageRecord>;
+  /**
+   * Unpack the image into `dir`: `dir/rootfs/`, `dir/metadata.yaml`, `dir/templates/`.
+   * Ownership is kept as stored in the image (the instance driver maps ids at mount time).
+   */
+  unpack(fingerprint: string, dir: string): Promise<void>;
+  /** Record a use (last_used_at). */
+  markUsed(project: string, fingerprint: string): Promise<void>;
+  /** Other plugins add what uses an image (instances created from it). */
+  readonly usedBy: UsedByRegistry;
+}
+
+export const ImagesServiceRef = createServiceRef<ImagesService>('images');

@@ -1,0 +1,131 @@
+/**
+ * The instances family contract. The `instances` host plugin owns the instance records, routes and
+ * generic logic and provides InstancesServiceRef; driver plugins (`instance-lxc`, ...) register an
+ * InstanceDriver, other plugins register device types (sdk/device).
+ */
+import type { Readable, Writable } from 'node:stream';
+import { createServiceRef } from './services.js';
+import type { ConfigKeyDescriptor } from './config-keys.js';
+import type { DeviceConfig, DeviceRunConfig, DeviceType } from './device.js';
+import type { InstanceStatus, InstanceType } from './instance-types.js';
+
+export * from './instance-types.js';
+
+/** What a driver is told about an instance. */
+export interface DriverInstance {
+  project: string;
+  name: string;
+  type: InstanceType;
+  architecture: string;
+  /** Profiles applied, then the instance's own config (volatile keys included). */
+  config: Record<string, string>;
+  devices: Record<string, DeviceConfig>;
+  /** Host directory of the instance volume (holds `rootfs/`). */
+  volumePath: string;
+  /** Host directory for the instance's logs (lxc.log, console.log, exec records). */
+  logDir: string;
+}
+
+export interface ExecSpec {
+  command: string[];
+  environment: Record<string, string>;
+  cwd?: string;
+  user?: number;
+  group?: number;
+  interactive: boolean;
+  width?: number;
+  height?: number;
+}
+
+/** A running command inside an instance. */
+export interface ExecSession {
+  readonly stdin: Writable;
+  /** Under `interactive`, stdout carries the terminal (both streams). */
+  readonly stdout: Readable;
+  readonly stderr?: Readable;
+  resize(cols: number, rows: number): void;
+  /** Forward a signal (by number) to the command. */
+  signal(signal: number): void;
+  /** The command's exit status. */
+  readonly exited: Promise<number>;
+}
+
+export interface ConsoleSession {
+  readonly input: Writable;
+  readonly output: Readable;
+  resize(cols: number, rows: number): void;
+  close(): void;
+}
+
+export interface RuntimeState {
+  status: InstanceStatus;
+  pid: number;
+  processes: number;
+  cpu: { usage: number };
+  memory: { usage: number; usage_peak: number; swap_usage: number; swap_usage_peak: number };
+  network: Record<string, NetworkState> | null;
+}
+
+export interface NetworkState {
+  addresses: { family: string; address: string; netmask: string; scope: string }[];
+  counters: { bytes_received: number; bytes_sent: number; packets_received: number; packets_sent: number; errors_received: number; errors_sent: number; packets_dropped_outbound: number; packets_dropped_inbound: number };
+  hwaddr: string;
+  host_name: string;
+  mtu: number;
+  state: string;
+  type: string;
+}
+
+export interface InstanceDriver {
+  readonly type: InstanceType;
+  /** `lxc`, `qemu`... */
+  readonly name: string;
+  /** Instance config keys this driver honours (scope `instance`). */
+  readonly configKeys?: ConfigKeyDescriptor[];
+  /** Volatile keys to store when an instance is created or copied (id maps...). */
+  initialize?(inst: DriverInstance, existing: DriverInstance[]): Promise<Record<string, string>>;
+  /** Check config the driver will apply (raw.lxc...); throw a 400 ApiError. */
+  validate?(config: Record<string, string>): void;
+  start(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<void>;
+  /** Clean shutdown within `timeoutMs` then kill; `force` kills at once. */
+  stop(inst: DriverInstance, opts: { force: boolean; timeoutMs: number }): Promise<void>;
+  freeze(inst: DriverInstance): Promise<void>;
+  unfreeze(inst: DriverInstance): Promise<void>;
+  /** Cheap (no child process): used for every listed instance. */
+  status(inst: DriverInstance): Promise<InstanceStatus>;
+  state(inst: DriverInstance): Promise<RuntimeState>;
+  exec(inst: DriverInstance, spec: ExecSpec): Promise<ExecSession>;
+  console(inst: DriverInstance, size: { width: number; height: number }): Promise<ConsoleSession>;
+  /** Host path of the console log file. */
+  consoleLogPath(inst: DriverInstance): string;
+  /** Apply changed keys to a running instance (undefined value: unset). Throw if a key needs a restart. */
+  update?(inst: DriverInstance, changed: Record<string, string | undefined>): Promise<void>;
+  /** Forget an instance (driver-side files); the volume is the family's business. */
+  remove(inst: DriverInstance): Promise<void>;
+  /** Driver-side names that no record owns any more (crash leftovers), removed at boot. */
+  cleanup?(known: { project: string; name: string }[]): Promise<void>;
+}
+
+/** The stored view of an instance that other plugins may read. */
+export interface InstanceSummary {
+  project: string;
+  name: string;
+  type: InstanceType;
+  profiles: string[];
+  config: Record<string, string>;
+  devices: Record<string, DeviceConfig>;
+}
+
+export interface InstancesService {
+  registerDriver(driver: InstanceDriver): void;
+  registerDeviceType(type: DeviceType): void;
+  list(project?: string): Promise<InstanceSummary[]>;
+}
+
+export const InstancesServiceRef = createServiceRef<InstancesService>('instances');
+
+/** An instance URL as the API shows it. */
+export function instanceUrl(project: string, name: string): string {
+  const base = `/1.0/instances/${encodeURIComponent(name)}`;
+  return project === 'default' ? base : `${base}?project=${encodeURIComponent(project)}`;
+}

@@ -1,0 +1,220 @@
+/** The instances family through the API of a real daemon (edge set): bad input, bulk state, crash recovery. */
+import test from 'ava';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { startDaemon, stopDaemons, waitFor, killContainers, type Daemon } from '../helpers/daemon.js';
+import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { instanceTypeLimits } from '../../plugins/instances/instance-types.js';
+import { checkInstanceName } from '../../plugins/instances/names.js';
+
+let d: Daemon;
+let image: BusyboxImage;
+
+async function call(method: string, url: string, body?: unknown, daemon = d): Promise<{ status: number; json: any; op?: any }> {
+  const res = await daemon.request(method, url, body);
+  if (res.json?.type === 'async') {
+    const op = await daemon.request('GET', `${res.json.operation}/wait?timeout=60`);
+    return { status: res.status, json: res.json, op: op.json.metadata };
+  }
+  return { status: res.status, json: res.json };
+}
+
+async function importImage(daemon: Daemon, alias: string): Promise<string> {
+  const upload = await daemon.request('POST', '/1.0/images', readFileSync(image.unified), { 'content-type': 'application/octet-stream' });
+  const op = await daemon.request('GET', `${upload.json.operation}/wait?timeout=60`);
+  const fingerprint = op.json.metadata.metadata.fingerprint;
+  await daemon.request('POST', '/1.0/images/aliases', { name: alias, target: fingerprint });
+  return fingerprint;
+}
+
+test.before(async () => {
+  image = buildBusyboxImage('gzip');
+  d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
+  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
+  await importImage(d, 'bb');
+});
+
+test.after.always(async () => {
+  await stopDaemons();
+  rmSync(image.dir, { recursive: true, force: true });
+});
+
+test('instance names follow host name rules', (t) => {
+  for (const bad of ['', 'a/b', 'a b', '-lead', '1abc', 'x'.repeat(64), 'café', 'trail-']) {
+    t.throws(() => checkInstanceName(bad), undefined, bad);
+  }
+  t.is(checkInstanceName('web-01'), 'web-01');
+});
+
+test('instance types expand to limits', (t) => {
+  t.deepEqual(instanceTypeLimits('c2-m4'), { 'limits.cpu': '2', 'limits.memory': '4096MiB' });
+  t.deepEqual(instanceTypeLimits('aws:t2.micro'), { 'limits.cpu': '1', 'limits.memory': '1024MiB' });
+  t.throws(() => instanceTypeLimits('huge.bogus'));
+});
+
+test.serial('bad input gets a clear error and creates nothing', async (t) => {
+  const cases: [unknown, number, RegExp][] = [
+    [{ name: 'a/b', source: { type: 'image', alias: 'bb' } }, 400, /name/i],
+    [{ name: 'has space', source: { type: 'image', alias: 'bb' } }, 400, /name/i],
+    [{ name: '-dash', source: { type: 'image', alias: 'bb' } }, 400, /name/i],
+    [{ name: 'x'.repeat(64), source: { type: 'image', alias: 'bb' } }, 400, /long/i],
+    [{ name: 'héllo', source: { type: 'image', alias: 'bb' } }, 400, /name/i],
+    [{ name: 'k1', source: { type: 'image', alias: 'bb' }, config: { 'bogus.key': '1' } }, 400, /bogus\.key/],
+    [{ name: 'k2', source: { type: 'image', alias: 'bb' }, config: { 'limits.memory': 'lots' } }, 400, /limits\.memory/],
+    [{ name: 'k3', source: { type: 'image', alias: 'bb' }, devices: { x: { type: 'warp-drive' } } }, 400, /warp-drive/],
+    [{ name: 'k4', source: { type: 'image', alias: 'bb' }, devices: { x: { type: 'nic' } } }, 400, /not enabled/],
+    [{ name: 'k5', source: { type: 'image', alias: 'missing' } }, 404, /not found/i],
+    [{ name: 'k6', source: { type: 'image', alias: 'bb' }, profiles: ['nope'] }, 400, /nope/],
+    [{ name: 'k7', source: { type: 'teleport' } }, 400, /teleport/],
+    [{ name: 'k8', source: { type: 'image', alias: 'bb' }, instance_type: 'huge.bogus' }, 400, /instance type/i],
+  ];
+  for (const [body, status, message] of cases) {
+    const res = await call('POST', '/1.0/instances', body);
+    t.is(res.status, status, JSON.stringify(body));
+    t.is(res.json.type, 'error');
+    t.regex(res.json.error, message);
+  }
+  t.deepEqual((await call('GET', '/1.0/instances')).json.metadata, []);
+  t.deepEqual(readdirSync(path.join(d.dir, 'storage-pools', 'default', 'containers')), []);
+});
+
+test.serial('duplicate names, double starts, deleting running or protected instances', async (t) => {
+  const created = await call('POST', '/1.0/instances', { name: 'dup', source: { type: 'image', alias: 'bb' }, instance_type: 'c1-m1' });
+  t.is(created.op.status, 'Success');
+  const info = (await call('GET', '/1.0/instances/dup')).json.metadata;
+  t.is(info.config['limits.memory'], '1024MiB');
+  t.is((await call('POST', '/1.0/instances', { name: 'dup', source: { type: 'image', alias: 'bb' } })).status, 409);
+  t.is((await call('PUT', '/1.0/instances/dup/state', { action: 'start' })).op.status, 'Success');
+  const again = await call('PUT', '/1.0/instances/dup/state', { action: 'start' });
+  t.is(again.op.status, 'Failure');
+  t.regex(again.op.err, /already running/);
+  const running = await call('DELETE', '/1.0/instances/dup');
+  t.is(running.status, 400);
+  t.regex(running.json.error, /running/);
+  t.is((await call('PUT', '/1.0/instances/dup/state', { action: 'stop', force: true })).op.status, 'Success');
+  t.is((await call('PATCH', '/1.0/instances/dup', { config: { 'security.protection.delete': 'true' } })).op.status, 'Success');
+  const protectedDelete = await call('DELETE', '/1.0/instances/dup');
+  t.is(protectedDelete.op.status, 'Failure');
+  t.regex(protectedDelete.op.err, /protected/);
+  t.is((await call('PATCH', '/1.0/instances/dup', { config: { 'security.protection.delete': 'false' } })).op.status, 'Success');
+  t.is((await call('DELETE', '/1.0/instances/dup')).op.status, 'Success');
+  t.is((await call('GET', '/1.0/instances/dup')).status, 404);
+});
+
+test.serial('bulk state change starts and stops every instance; aliases list by type', async (t) => {
+  for (const name of ['b1', 'b2']) await call('POST', '/1.0/instances', { name, source: { type: 'image', alias: 'bb' } });
+  t.is((await call('PUT', '/1.0/instances', { state: { action: 'start' } })).op.status, 'Success');
+  const listed = (await call('GET', '/1.0/instances?recursion=1')).json.metadata;
+  t.deepEqual(listed.map((i: any) => i.status), ['Running', 'Running']);
+  // container_full: recursion=2 carries the live state, as `lxc list` asks for it.
+  const full = (await call('GET', '/1.0/instances?recursion=2')).json.metadata;
+  t.true(full.every((i: any) => i.state.pid > 0 && i.state.processes >= 1 && i.state.network.lo.type === 'loopback'));
+  t.deepEqual((await call('GET', '/1.0/containers')).json.metadata, ['/1.0/containers/b1', '/1.0/containers/b2']);
+  t.deepEqual((await call('GET', '/1.0/virtual-machines')).json.metadata, []);
+  const filtered = (await call('GET', '/1.0/instances?recursion=1&filter=name+eq+b2')).json.metadata;
+  t.deepEqual(filtered.map((i: any) => i.name), ['b2']);
+  t.is((await call('PUT', '/1.0/instances', { state: { action: 'stop', force: true } })).op.status, 'Success');
+  for (const name of ['b1', 'b2']) t.is((await call('DELETE', `/1.0/instances/${name}`)).op.status, 'Success');
+});
+
+test.serial('copy within the server gets fresh volatile keys', async (t) => {
+  await call('POST', '/1.0/instances', { name: 'orig', source: { type: 'image', alias: 'bb' }, config: { 'user.a': '1' } });
+  const copy = await call('POST', '/1.0/instances', { name: 'copy1', source: { type: 'copy', source: 'orig' } });
+  t.is(copy.op.status, 'Success', copy.op.err);
+  const a = (await call('GET', '/1.0/instances/orig')).json.metadata;
+  const b = (await call('GET', '/1.0/instances/copy1')).json.metadata;
+  t.is(b.config['user.a'], '1');
+  t.not(a.config['volatile.uuid'], b.config['volatile.uuid']);
+  t.true(existsSync(path.join(d.dir, 'storage-pools', 'default', 'containers', 'copy1', 'rootfs', 'bin', 'busybox')));
+  for (const name of ['orig', 'copy1']) await call('DELETE', `/1.0/instances/${name}`);
+});
+
+test.serial('kill -9 mid-flight: after a restart every instance is whole or gone, running ones are adopted', async (t) => {
+  const d2 = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'], dir: undefined });
+  try {
+    await waitFor(async () => (await d2.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
+    await importImage(d2, 'bb');
+    await call('POST', '/1.0/instances', { name: 'keep', source: { type: 'image', alias: 'bb' } }, d2);
+    await call('PUT', '/1.0/instances/keep/state', { action: 'start' }, d2);
+    const pid = (await call('GET', '/1.0/instances/keep/state', undefined, d2)).json.metadata.pid;
+    await call('POST', '/1.0/instances', { name: 'gone', source: { type: 'image', alias: 'bb' } }, d2);
+    // Fire creates, a start and a delete, then kill the daemon before they can finish.
+    const inflight = [
+      ...Array.from({ length: 6 }, (_, i) => d2.request('POST', '/1.0/instances', { name: `f${i}`, source: { type: 'image', alias: 'bb' } }).catch(() => undefined)),
+      d2.request('DELETE', '/1.0/instances/gone').catch(() => undefined),
+    ];
+    await new Promise((r) => setTimeout(r, 40));
+    d2.child.kill('SIGKILL');
+    await Promise.all(inflight);
+    await waitFor(() => d2.child.exitCode !== null || d2.child.signalCode !== null, 5000, 'the daemon to die');
+    const d3 = await startDaemon({ plugins: 'edge', dir: d2.dir });
+    try {
+      const listed = (await call('GET', '/1.0/instances?recursion=1', undefined, d3)).json.metadata;
+      const names = listed.map((i: any) => i.name);
+      const volumes = readdirSync(path.join(d2.dir, 'storage-pools', 'default', 'containers')).sort();
+      t.deepEqual(volumes, [...names].sort(), 'a volume for every record and a record for every volume');
+      for (const name of names) t.true(existsSync(path.join(d2.dir, 'storage-pools', 'default', 'containers', name, 'rootfs', 'bin', 'busybox')), name);
+      const keep = listed.find((i: any) => i.name === 'keep');
+      t.is(keep.status, 'Running');
+      t.is((await call('GET', '/1.0/instances/keep/state', undefined, d3)).json.metadata.pid, pid, 'adopted, not restarted');
+      const exec = await call('POST', '/1.0/instances/keep/exec', { command: ['true'], 'wait-for-websocket': false }, d3);
+      t.is(exec.op.metadata.return, 0);
+      const lxcDirs = existsSync(path.join(d2.dir, 'containers')) ? readdirSync(path.join(d2.dir, 'containers')) : [];
+      for (const dir of lxcDirs) t.true(names.some((n: string) => dir === n || dir.endsWith(`_${n}`)), `stray lxc dir ${dir}`);
+    } finally {
+      await d3.stop();
+    }
+  } finally {
+    killContainers(d2.dir);
+    rmSync(d2.dir, { recursive: true, force: true });
+  }
+});
+
+test.serial('exec with record-output keeps the output under logs', async (t) => {
+  await call('POST', '/1.0/instances', { name: 'rec', source: { type: 'image', alias: 'bb' } });
+  await call('PUT', '/1.0/instances/rec/state', { action: 'start' });
+  const exec = await call('POST', '/1.0/instances/rec/exec', { command: ['sh', '-c', 'echo recorded; exit 7'], 'record-output': true, 'wait-for-websocket': false, interactive: false });
+  t.is(exec.op.metadata.return, 7);
+  const stdoutUrl = exec.op.metadata.output['1'];
+  const res = await d.request('GET', stdoutUrl);
+  t.is(res.body, 'recorded\n');
+  await call('PUT', '/1.0/instances/rec/state', { action: 'stop', force: true });
+  await call('DELETE', '/1.0/instances/rec');
+});
+
+test.serial('disk devices: readonly, shift (container_disk_shift) and propagation (container_mount_propagation)', async (t) => {
+  const { mkdtempSync, writeFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const host = mkdtempSync(path.join(tmpdir(), 'corral-disk-'));
+  writeFileSync(path.join(host, 'owned-by-root'), 'x');
+  try {
+    const created = await call('POST', '/1.0/instances', {
+      name: 'disks',
+      source: { type: 'image', alias: 'bb' },
+      devices: {
+        plain: { type: 'disk', source: host, path: '/mnt/plain', readonly: 'true' },
+        shifted: { type: 'disk', source: host, path: '/mnt/shifted', shift: 'true' },
+        slave: { type: 'disk', source: host, path: '/mnt/slave', propagation: 'rslave' },
+      },
+    });
+    t.is(created.op.status, 'Success', created.op.err);
+    const started = await call('PUT', '/1.0/instances/disks/state', { action: 'start' });
+    t.is(started.op.status, 'Success', started.op.err);
+    const run = async (command: string) => {
+      const exec = await call('POST', '/1.0/instances/disks/exec', { command: ['sh', '-c', command], 'record-output': true, 'wait-for-websocket': false });
+      return { code: exec.op.metadata.return as number, out: (await d.request('GET', exec.op.metadata.output['1'])).body.trim() };
+    };
+    // Host root (uid 0) is outside an unprivileged container's map: nobody, unless the mount is shifted.
+    t.is((await run('stat -c %u /mnt/plain/owned-by-root')).out, '65534');
+    t.is((await run('stat -c %u /mnt/shifted/owned-by-root')).out, '0');
+    t.not((await run('touch /mnt/plain/new')).code, 0, 'readonly');
+    t.regex((await run('grep " /mnt/slave " /proc/self/mountinfo')).out, /master:\d+/);
+    const bad = await call('POST', '/1.0/instances', { name: 'bad-disk', source: { type: 'image', alias: 'bb' }, devices: { x: { type: 'disk', source: host, path: '/x', propagation: 'sideways' } } });
+    t.is(bad.status, 400);
+    t.regex(bad.json.error, /propagation/);
+  } finally {
+    await call('PUT', '/1.0/instances/disks/state', { action: 'stop', force: true });
+    await call('DELETE', '/1.0/instances/disks');
+    rmSync(host, { recursive: true, force: true });
+  }
+});
