@@ -17,10 +17,13 @@ import { instanceRoutes } from './routes/instance.js';
 import { stateRoutes } from './routes/state.js';
 import { execRoutes } from './routes/exec.js';
 import { consoleRoutes } from './routes/console.js';
+import { logsRoutes } from './routes/logs.js';
+import { scheduleLogExpiry } from './log-expiry.js';
 import { cleanupLeftovers } from './leftovers.js';
 
 let manager: InstanceManager;
 let power: PowerControl;
+let logExpiry: { stop(): void } | undefined;
 
 function need<T>(ctx: PluginContext, ref: { id: string }, value: T | undefined): T {
   if (!value) throw new Error(`the instances plugin needs the "${ref.id}" service`);
@@ -79,15 +82,18 @@ export default definePlugin({
       stateRoutes(ctx, manager, power),
       execRoutes(ctx, manager, power),
       consoleRoutes(ctx, manager, power),
+      ...logsRoutes(ctx, manager),
     ]) ctx.routes.add(route);
 
     ctx.hooks.ready.tap(async () => {
       await cleanupLeftovers(ctx, manager);
+      logExpiry = scheduleLogExpiry(ctx, manager.logsRoot);
       // Autostart in the background: the API opens at once, as the reference's does.
       void power.boot().catch((err) => ctx.log.error({ err }, 'instance autostart failed'));
     });
     ctx.hooks.shutdown.tap(async (info) => {
       power.stopWatching();
+      logExpiry?.stop();
       if (info.hostShutdown) await power.shutdownAll();
     });
   },

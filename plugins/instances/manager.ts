@@ -66,8 +66,12 @@ export class InstanceManager implements InstanceAccess {
     }, ['lifecycle']);
   }
 
+  get logsRoot(): string {
+    return path.join(this.ctx.dataDir, 'logs');
+  }
+
   logDir(project: string, name: string): string {
-    return path.join(this.ctx.dataDir, 'logs', volumeName(project, name));
+    return path.join(this.logsRoot, volumeName(project, name));
   }
 
   driverFor(type: InstanceType): InstanceDriver {

@@ -15,7 +15,9 @@ with open(tarball, 'rb') as f:
 image.add_alias('py-bb', 'pylxd image')
 seen['fingerprint'] = image.fingerprint
 
-inst = client.instances.create({'name': 'py1', 'source': {'type': 'image', 'alias': 'py-bb'}}, wait=True)
+# Debian's pylxd (2.2.10) predates client.instances; its containers manager speaks the same API.
+instances = getattr(client, 'instances', client.containers)
+inst = instances.create({'name': 'py1', 'source': {'type': 'image', 'alias': 'py-bb'}}, wait=True)
 inst.start(wait=True)
 inst.sync()
 seen['status_after_start'] = inst.status
@@ -33,5 +35,5 @@ inst.stop(force=True, wait=True)
 inst.sync()
 seen['status_after_stop'] = inst.status
 inst.delete(wait=True)
-seen['exists_after_delete'] = client.instances.exists('py1')
+seen['exists_after_delete'] = instances.exists('py1')
 print(json.dumps(seen))

@@ -6,6 +6,7 @@ import { startDaemon, stopDaemons, waitFor, killContainers, type Daemon } from '
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { instanceTypeLimits } from '../../plugins/instances/instance-types.js';
 import { checkInstanceName } from '../../plugins/instances/names.js';
+import { expireLogs } from '../../plugins/instances/logs.js';
 
 let d: Daemon;
 let image: BusyboxImage;
@@ -176,17 +177,57 @@ test.serial('exec with record-output keeps the output under logs', async (t) => 
   const exec = await call('POST', '/1.0/instances/rec/exec', { command: ['sh', '-c', 'echo recorded; exit 7'], 'record-output': true, 'wait-for-websocket': false, interactive: false });
   t.is(exec.op.metadata.return, 7);
   const stdoutUrl = exec.op.metadata.output['1'];
+  t.regex(stdoutUrl, /^\/1\.0\/instances\/rec\/logs\/exec_[\w-]+\.stdout$/);
   const res = await d.request('GET', stdoutUrl);
   t.is(res.body, 'recorded\n');
+  // The logs list serves the records, lxc.log and the console log; only exec records may go.
+  const logs: string[] = (await call('GET', '/1.0/instances/rec/logs')).json.metadata;
+  t.true(logs.includes(stdoutUrl));
+  t.true(logs.includes('/1.0/instances/rec/logs/lxc.log'));
+  t.is((await call('GET', '/1.0/containers/rec/logs')).json.metadata[0].split('/')[2], 'containers', 'the alias answers with its own URLs');
+  t.is((await call('DELETE', '/1.0/instances/rec/logs/lxc.log')).status, 400);
+  t.is((await call('GET', '/1.0/instances/rec/logs/passwd')).status, 400);
+  t.is((await call('GET', '/1.0/instances/rec/logs/..%2F..%2Fcorral.db')).status, 400);
+  t.is((await call('GET', '/1.0/instances/rec/logs/exec_missing.stdout')).status, 404);
+  t.is((await call('DELETE', stdoutUrl)).status, 200);
+  t.is((await d.request('GET', stdoutUrl)).status, 404);
+  t.false((await call('GET', '/1.0/instances/rec/logs')).json.metadata.includes(stdoutUrl));
   await call('PUT', '/1.0/instances/rec/state', { action: 'stop', force: true });
   await call('DELETE', '/1.0/instances/rec');
+  t.is((await call('GET', '/1.0/instances/rec/logs')).status, 404);
+});
+
+test('log expiry removes files untouched for two days and keeps lxc.conf', async (t) => {
+  const { mkdtempSync, mkdirSync, writeFileSync, utimesSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const root = mkdtempSync(path.join(tmpdir(), 'corral-logs-'));
+  try {
+    mkdirSync(path.join(root, 'c1'));
+    const old = (Date.now() - 3 * 24 * 3600_000) / 1000;
+    for (const f of ['lxc.log', 'lxc.conf', 'exec_a.stdout', 'console.log', 'other.txt']) {
+      writeFileSync(path.join(root, 'c1', f), 'x');
+      utimesSync(path.join(root, 'c1', f), old, old);
+    }
+    writeFileSync(path.join(root, 'c1', 'exec_b.stdout'), 'fresh');
+    t.is(await expireLogs(root), 3);
+    t.deepEqual(readdirSync(path.join(root, 'c1')).sort(), ['exec_b.stdout', 'lxc.conf', 'other.txt']);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 });
 
 test.serial('disk devices: readonly, shift (container_disk_shift) and propagation (container_mount_propagation)', async (t) => {
-  const { mkdtempSync, writeFileSync } = await import('node:fs');
+  const { mkdtempSync, writeFileSync, chmodSync } = await import('node:fs');
+  const { execFileSync } = await import('node:child_process');
   const { tmpdir } = await import('node:os');
   const host = mkdtempSync(path.join(tmpdir(), 'corral-disk-'));
+  // mkdtemp makes it 0700: the container's unmapped root could not even enter it.
+  chmodSync(host, 0o755);
   writeFileSync(path.join(host, 'owned-by-root'), 'x');
+  // A shared mount on the host: the container's copy of it follows it (master:N) unless made private.
+  const sharedSource = mkdtempSync(path.join(tmpdir(), 'corral-shared-'));
+  execFileSync('mount', ['-t', 'tmpfs', 'tmpfs', sharedSource]);
+  execFileSync('mount', ['--make-shared', sharedSource]);
   try {
     const created = await call('POST', '/1.0/instances', {
       name: 'disks',
@@ -194,7 +235,8 @@ test.serial('disk devices: readonly, shift (container_disk_shift) and propagatio
       devices: {
         plain: { type: 'disk', source: host, path: '/mnt/plain', readonly: 'true' },
         shifted: { type: 'disk', source: host, path: '/mnt/shifted', shift: 'true' },
-        slave: { type: 'disk', source: host, path: '/mnt/slave', propagation: 'rslave' },
+        follower: { type: 'disk', source: sharedSource, path: '/mnt/follower' },
+        private: { type: 'disk', source: sharedSource, path: '/mnt/private', propagation: 'private' },
       },
     });
     t.is(created.op.status, 'Success', created.op.err);
@@ -208,13 +250,16 @@ test.serial('disk devices: readonly, shift (container_disk_shift) and propagatio
     t.is((await run('stat -c %u /mnt/plain/owned-by-root')).out, '65534');
     t.is((await run('stat -c %u /mnt/shifted/owned-by-root')).out, '0');
     t.not((await run('touch /mnt/plain/new')).code, 0, 'readonly');
-    t.regex((await run('grep " /mnt/slave " /proc/self/mountinfo')).out, /master:\d+/);
+    t.regex((await run('grep " /mnt/follower " /proc/self/mountinfo')).out, /master:\d+/);
+    t.notRegex((await run('grep " /mnt/private " /proc/self/mountinfo')).out, /master:/);
     const bad = await call('POST', '/1.0/instances', { name: 'bad-disk', source: { type: 'image', alias: 'bb' }, devices: { x: { type: 'disk', source: host, path: '/x', propagation: 'sideways' } } });
     t.is(bad.status, 400);
     t.regex(bad.json.error, /propagation/);
   } finally {
     await call('PUT', '/1.0/instances/disks/state', { action: 'stop', force: true });
     await call('DELETE', '/1.0/instances/disks');
+    execFileSync('umount', [sharedSource]);
+    rmSync(sharedSource, { recursive: true, force: true });
     rmSync(host, { recursive: true, force: true });
   }
 });

@@ -1,21 +1,18 @@
 /** POST /1.0/instances/{name}/exec: commands inside a running instance, over websockets or recorded to files. */
 import { createWriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
+import { finished } from 'node:stream/promises';
 import path from 'node:path';
 import {
-  async, badRequest, instanceUrl, type ExecSpec, type PluginContext, type RouteDescriptor,
+  async, badRequest, type ExecSpec, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
 import type { PowerControl } from '../power.js';
 import { optionalBool, optionalString, stringMap } from '../shape.js';
-import { instancePaths } from './paths.js';
+import { execRecordNames } from '../logs.js';
+import { instancePaths, prefixOf } from './paths.js';
 import { SessionSockets, pump } from './session-sockets.js';
-
-// TODO(wire): replace with the logs module's helper.
-function execRecordPaths(logDir: string, id: string) {
-  return { stdout: path.join(logDir, `exec_${id}.stdout`), stderr: path.join(logDir, `exec_${id}.stderr`) };
-}
 
 const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -113,23 +110,26 @@ export function execRoutes(ctx: PluginContext, manager: InstanceManager, power: 
           requestor: req.requestor,
           resources,
           run: async (op) => {
+            if (record) await mkdir(handle.inst.logDir, { recursive: true });
             const session = await handle.driver.exec(handle.inst, { ...spec, interactive: false });
             op.signal.addEventListener('abort', () => session.signal(9), { once: true });
             session.stdin.end();
-            let output: Record<string, string> | undefined;
-            if (record) {
-              await mkdir(handle.inst.logDir, { recursive: true });
-              const files = execRecordPaths(handle.inst.logDir, op.id);
-              const logsUrl = `${instanceUrl(handle.project, handle.name).split('?')[0]}/logs`;
-              session.stdout.pipe(createWriteStream(files.stdout));
-              session.stderr!.pipe(createWriteStream(files.stderr));
-              output = { 1: `${logsUrl}/${path.basename(files.stdout)}`, 2: `${logsUrl}/${path.basename(files.stderr)}` };
-            } else {
+            if (!record) {
               session.stdout.resume();
               session.stderr?.resume();
+              return { return: await session.exited };
             }
+            const names = execRecordNames(op.id);
+            const written = [
+              finished(session.stdout.pipe(createWriteStream(path.join(handle.inst.logDir, names.stdout)))),
+              finished(session.stderr!.pipe(createWriteStream(path.join(handle.inst.logDir, names.stderr)))),
+            ];
             const code = await session.exited;
-            return output ? { return: code, output } : { return: code };
+            // The record is complete before the operation reports success.
+            await Promise.all(written);
+            const logsUrl = `${prefixOf(req.path).prefix}/${encodeURIComponent(handle.name)}/logs`;
+            const query = handle.project === 'default' ? '' : `?project=${encodeURIComponent(handle.project)}`;
+            return { return: code, output: { 1: `${logsUrl}/${names.stdout}${query}`, 2: `${logsUrl}/${names.stderr}${query}` } };
           },
         }));
       },
