@@ -9,6 +9,7 @@ export * from './operations.js';
 export * from './events.js';
 export * from './config-keys.js';
 export * from './validate.js';
+export * from './body.js';
 export * from './store.js';
 export * from './host-tools.js';
 export * from './services.js';

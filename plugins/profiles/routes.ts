@@ -1,14 +1,14 @@
 /** /1.0/profiles and /1.0/profiles/{name}. */
-import { collection, empty, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
+import { bodyObject, collection, empty, optionalString, stringMap, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
 import type { ProfileEdit, ProfileManager } from './manager.js';
 import { checkProfileName } from './names.js';
 import { editableView, profileUrl, profileView, type Profile } from './profile.js';
-import { bodyObject, deviceMap, optionalString, stringMap } from './shape.js';
+import { deviceMap } from './shape.js';
 
 function editFrom(req: ApiRequest): ProfileEdit {
   const body = bodyObject(req.body);
   return {
-    description: optionalString(body.description, 'description'),
+    description: optionalString(body.description, 'description') ?? '',
     config: stringMap(body.config, 'config'),
     devices: deviceMap(body.devices),
   };

@@ -1,23 +1,5 @@
 /** Checks of the JSON shapes clients send for profiles. */
-import { badRequest, type DeviceConfig } from '../../sdk/index.js';
-
-export function bodyObject(body: unknown): Record<string, unknown> {
-  if (body === undefined || body === null) return {};
-  if (typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be a JSON object');
-  return body as Record<string, unknown>;
-}
-
-export function stringMap(value: unknown, what: string): Record<string, string> {
-  if (value === undefined || value === null) return {};
-  if (typeof value !== 'object' || Array.isArray(value)) throw badRequest(`"${what}" must be a map of strings`);
-  const out: Record<string, string> = {};
-  for (const [key, v] of Object.entries(value)) {
-    if (typeof v === 'string') out[key] = v;
-    else if (typeof v === 'number' || typeof v === 'boolean') out[key] = String(v);
-    else throw badRequest(`"${what}" value of "${key}" must be a string`);
-  }
-  return out;
-}
+import { badRequest, stringMap, type DeviceConfig } from '../../sdk/index.js';
 
 /** Every device needs a type; what each type accepts is the instances family's to check. */
 export function deviceMap(value: unknown): Record<string, DeviceConfig> {
@@ -31,10 +13,4 @@ export function deviceMap(value: unknown): Record<string, DeviceConfig> {
     out[name] = config;
   }
   return out;
-}
-
-export function optionalString(value: unknown, what: string): string {
-  if (value === undefined || value === null) return '';
-  if (typeof value !== 'string') throw badRequest(`"${what}" must be a string`);
-  return value;
 }

@@ -1,47 +1,23 @@
 /** /1.0/storage-pools, /1.0/storage-pools/{name} and /1.0/storage-pools/{name}/resources. */
 import {
-  badRequest, collection, empty, sync,
+  badRequest, bodyObject, collection, empty, optionalString, stringMap, sync,
   type ApiRequest, type RouteDescriptor,
 } from '../../sdk/index.js';
 import { checkPoolName } from './names.js';
 import { editableView, poolUrl, poolView, type PoolRecord } from './pool.js';
 import type { PoolEdit, PoolManager } from './pools.js';
 
-function stringMap(value: unknown, what: string): Record<string, string> {
-  if (value === undefined || value === null) return {};
-  if (typeof value !== 'object' || Array.isArray(value)) throw badRequest(`"${what}" must be a map of strings`);
-  const out: Record<string, string> = {};
-  for (const [key, v] of Object.entries(value)) {
-    if (typeof v === 'string') out[key] = v;
-    else if (typeof v === 'number' || typeof v === 'boolean') out[key] = String(v);
-    else throw badRequest(`"${what}" value of "${key}" must be a string`);
-  }
-  return out;
-}
-
-function optionalString(value: unknown, what: string): string {
-  if (value === undefined || value === null) return '';
-  if (typeof value !== 'string') throw badRequest(`"${what}" must be a string`);
-  return value;
-}
-
-function bodyObject(req: ApiRequest): Record<string, unknown> {
-  const body = req.body ?? {};
-  if (typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be a JSON object');
-  return body;
-}
-
 function createBody(req: ApiRequest): PoolRecord {
-  const body = bodyObject(req);
+  const body = bodyObject(req.body);
   const name = checkPoolName(body.name);
-  const driver = optionalString(body.driver, 'driver');
+  const driver = optionalString(body.driver, 'driver') ?? '';
   if (driver === '') throw badRequest('No driver provided');
-  return { name, driver, description: optionalString(body.description, 'description'), config: stringMap(body.config, 'config') };
+  return { name, driver, description: optionalString(body.description, 'description') ?? '', config: stringMap(body.config, 'config') };
 }
 
 function editBody(req: ApiRequest): PoolEdit {
-  const body = bodyObject(req);
-  return { description: optionalString(body.description, 'description'), config: stringMap(body.config, 'config') };
+  const body = bodyObject(req.body);
+  return { description: optionalString(body.description, 'description') ?? '', config: stringMap(body.config, 'config') };
 }
 
 export function poolRoutes(pools: PoolManager): RouteDescriptor[] {

@@ -1,0 +1,34 @@
+/** Checks of the JSON shapes clients send (maps of strings, optional scalars), each failing with a 400 naming the field. */
+import { badRequest } from './errors.js';
+
+/** The body as an object; absent means empty. */
+export function bodyObject(body: unknown): Record<string, any> {
+  if (body === undefined || body === null) return {};
+  if (typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be a JSON object');
+  return body as Record<string, any>;
+}
+
+/** Config-style maps; numbers and booleans are taken as their text, as the reference's clients send them. */
+export function stringMap(value: unknown, what: string): Record<string, string> {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value)) throw badRequest(`"${what}" must be a map of strings`);
+  const out: Record<string, string> = {};
+  for (const [key, v] of Object.entries(value)) {
+    if (typeof v === 'string') out[key] = v;
+    else if (typeof v === 'number' || typeof v === 'boolean') out[key] = String(v);
+    else throw badRequest(`"${what}" value of "${key}" must be a string`);
+  }
+  return out;
+}
+
+export function optionalString(value: unknown, what: string): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string') throw badRequest(`"${what}" must be a string`);
+  return value;
+}
+
+export function optionalBool(value: unknown, what: string): boolean | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'boolean') throw badRequest(`"${what}" must be true or false`);
+  return value;
+}
