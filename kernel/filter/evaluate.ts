@@ -37,11 +37,12 @@ const regexCache = new Map<string, RegExp | null>();
 function equals(actual: unknown, expected: string): boolean {
   const text = asText(actual);
   if (text === undefined) return false;
-  if (text === expected) return true;
+  // The reference matches values without regard to case (`status eq running` finds "Running").
+  if (text.toLowerCase() === expected.toLowerCase()) return true;
   let re = regexCache.get(expected);
   if (re === undefined) {
     try {
-      re = new RegExp(`^(?:${expected})$`);
+      re = new RegExp(`^(?:${expected})$`, 'i');
     } catch {
       re = null;
     }

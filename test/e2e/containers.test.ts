@@ -1,7 +1,7 @@
 /** The container life cycle through the real `lxc` client against corral: images, launch, exec, files, config, power. */
 import test from 'ava';
 import { createRequire } from 'node:module';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
@@ -23,6 +23,8 @@ const ok = async (t: any, ...args: string[]) => {
 test.before(async () => {
   image = buildBusyboxImage('gzip');
   work = mkdtempSync(path.join(tmpdir(), 'corral-e2e-'));
+  // Host paths shared with unprivileged containers must be reachable by their (unmapped) root.
+  chmodSync(work, 0o755);
   d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
   await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
   const imported = await lxc(d.socket, 'image', 'import', image.unified, '--alias', 'bb');
@@ -182,7 +184,10 @@ test.serial('init + start, ephemeral instances vanish on stop', async (t) => {
 test.serial('image list/info/alias/export/delete', async (t) => {
   t.regex(await ok(t, 'image', 'list'), /bb/);
   t.regex(await ok(t, 'image', 'info', 'bb'), /Architecture: x86_64/);
-  await ok(t, 'image', 'alias', 'create', 'bb2', 'bb');
+  // Like the reference, the target is a fingerprint (or a prefix of one), not another alias.
+  const fingerprint = JSON.parse(await ok(t, 'image', 'list', '--format', 'json')).find((i: any) => i.aliases.some((a: any) => a.name === 'bb')).fingerprint;
+  t.not((await lxc(d.socket, 'image', 'alias', 'create', 'bb2', 'bb')).status, 0);
+  await ok(t, 'image', 'alias', 'create', 'bb2', fingerprint.slice(0, 12));
   const exported = path.join(work, 'exported');
   await ok(t, 'image', 'export', 'bb2', exported);
   t.true(readdirSync(work).some((f) => f.startsWith('exported')));

@@ -33,6 +33,10 @@ test('eq and ne on plain fields, booleans and numbers', (t) => {
   t.true(m('size eq 4096', image));
   t.true(m('missing eq ""'), 'a missing field equals the empty string');
   t.false(m('profiles eq default'), 'lists never equal a value');
+  t.true(m('status eq running'), 'values match without regard to case, as `lxc list status=running` needs');
+  t.true(m('name eq C1'));
+  t.true(m('status eq RUN.*'));
+  t.false(m('status ne running'));
 });
 
 test('config, devices, Properties and UpdateSource paths', (t) => {

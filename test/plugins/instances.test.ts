@@ -197,6 +197,17 @@ test.serial('exec with record-output keeps the output under logs', async (t) => 
   t.is((await call('GET', '/1.0/instances/rec/logs')).status, 404);
 });
 
+test.serial('snapshot and backup lists answer for existing instances only (container_backup, as lxc info needs)', async (t) => {
+  await call('POST', '/1.0/instances', { name: 'lists', source: { type: 'image', alias: 'bb' } });
+  t.deepEqual((await call('GET', '/1.0/instances/lists/snapshots')).json.metadata, []);
+  t.deepEqual((await call('GET', '/1.0/instances/lists/backups?recursion=1')).json.metadata, []);
+  t.true((await call('GET', '/1.0')).json.metadata.api_extensions.includes('container_backup'));
+  t.true((await call('POST', '/1.0/instances/lists/backups', {})).status >= 400, 'making backups is not claimed');
+  t.is((await call('GET', '/1.0/instances/nothere/backups')).status, 404);
+  t.is((await call('GET', '/1.0/instances/nothere/snapshots')).status, 404);
+  await call('DELETE', '/1.0/instances/lists');
+});
+
 test('log expiry removes files untouched for two days and keeps lxc.conf', async (t) => {
   const { mkdtempSync, mkdirSync, writeFileSync, utimesSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
