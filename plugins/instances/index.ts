@@ -17,7 +17,13 @@ import { instanceRoutes } from './routes/instance.js';
 import { stateRoutes } from './routes/state.js';
 import { execRoutes } from './routes/exec.js';
 import { consoleRoutes } from './routes/console.js';
+import { metadataRoutes } from './routes/metadata.js';
+import { metadataTemplateRoutes } from './routes/metadata-templates.js';
+import { applyTemplates } from './templates/apply.js';
+import { filesRoutes } from './routes/files.js';
 import { logsRoutes } from './routes/logs.js';
+import { snapshotRoutes } from './routes/snapshots.js';
+import { backupRoutes } from './routes/backups.js';
 import { scheduleLogExpiry } from './log-expiry.js';
 import { cleanupLeftovers } from './leftovers.js';
 
@@ -42,6 +48,7 @@ export default definePlugin({
     devices.register(noneDevice);
 
     manager = new InstanceManager(ctx, { storage, images, profiles, devices, drivers });
+    manager.applyTemplates = applyTemplates;
     power = new PowerControl(ctx, manager);
 
     const service: InstancesService = {
@@ -82,7 +89,12 @@ export default definePlugin({
       stateRoutes(ctx, manager, power),
       execRoutes(ctx, manager, power),
       consoleRoutes(ctx, manager, power),
+      metadataRoutes(ctx, manager),
+      metadataTemplateRoutes(ctx, manager),
+      filesRoutes(ctx, manager),
       ...logsRoutes(ctx, manager),
+      snapshotRoutes(ctx, manager),
+      backupRoutes(ctx, manager),
     ]) ctx.routes.add(route);
 
     ctx.hooks.ready.tap(async () => {

@@ -101,14 +101,16 @@ test.serial('file push, pull, recursive, mode, uid, delete, edit', async (t) => 
   t.is(readFileSync(path.join(back, 'tree', 'sub', 'a.txt'), 'utf8'), 'A');
   await ok(t, 'file', 'delete', 'c2/root/hello.txt');
   t.not((await lxc(d.socket, 'exec', 'c2', '--', 'test', '-e', '/root/hello.txt')).status, 0);
-  // lxc file edit runs $EDITOR on a pulled copy, then pushes it back.
+  // lxc file edit runs $EDITOR on a pulled copy, then pushes it back; it needs a terminal.
+  writeFileSync(path.join(work, 'motd'), 'original\n');
+  await ok(t, 'file', 'push', path.join(work, 'motd'), 'c2/etc/motd', '--mode', '0640');
   const editor = path.join(work, 'editor.sh');
   writeFileSync(editor, '#!/bin/sh\necho edited > "$1"\n', { mode: 0o755 });
-  const edit = await new Promise<number | null>((resolve) => {
-    const child = spawn('lxc', ['file', 'edit', 'c2/etc/motd'], { env: { ...lxcEnv(d.socket), EDITOR: editor, VISUAL: editor } });
-    child.on('close', resolve);
-  });
+  const pty = require('node-pty');
+  const term = pty.spawn('lxc', ['file', 'edit', 'c2/etc/motd'], { cols: 80, rows: 24, env: { ...lxcEnv(d.socket), EDITOR: editor, VISUAL: editor } });
+  const edit = await new Promise<number>((resolve) => term.onExit((e: { exitCode: number }) => resolve(e.exitCode)));
   t.is(edit, 0);
+  t.is((await ok(t, 'exec', 'c2', '--', 'stat', '-c', '%a', '/etc/motd')).trim(), '640', 'the mode is kept');
   t.is((await ok(t, 'exec', 'c2', '--', 'cat', '/etc/motd')).trim(), 'edited');
 });
 

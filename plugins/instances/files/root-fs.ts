@@ -1,0 +1,414 @@
+/**
+ * File operations confined to a container root, with "in root" path resolution (what openat2's
+ * RESOLVE_IN_ROOT gives, which Node lacks): `..` at the root stays at the root, absolute symlink
+ * targets start again from the root, at most 40 link hops.
+ *
+ * Resolution walks one component at a time holding directory descriptors, opened with
+ * O_NOFOLLOW through `/proc/self/fd/<dir>/<name>`, so the kernel never follows a link the
+ * container controls; links are read and substituted here. Final operations go through the
+ * pinned parent (`/proc/self/fd/<parent>/<name>`), so a directory swapped for a symlink during
+ * the request cannot redirect them.
+ */
+import { constants as C } from 'node:fs';
+import { lstat, mkdir, open, readdir, readlink, realpath, rename, rmdir, symlink, unlink, lchown, type FileHandle } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+
+/** O_PATH is not in fs.constants; Node passes open flags through to open(2). */
+const O_PATH = process.arch === 'x64' || process.arch === 'arm64' || process.arch === 'arm' || process.arch === 'ia32'
+  || process.arch === 'riscv64' || process.arch === 's390x' || process.arch === 'ppc64' || process.arch === 'loong64'
+  ? 0o10000000 : undefined;
+const MAX_HOPS = 40;
+/** Times an entry may change kind under a walk before it gives up. */
+const MAX_RETRIES = 5;
+const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW;
+
+export interface WriteOptions { uid?: number; gid?: number; mode?: number; append?: boolean }
+export interface OwnerOptions { uid?: number; gid?: number; mode?: number }
+export interface MkdirOptions extends OwnerOptions {
+  /** Create missing parent directories too (0755, owned by the container's root). */
+  parents?: boolean;
+}
+
+export type EntryKind = 'file' | 'directory' | 'symlink' | 'other';
+
+export interface EntryInfo {
+  kind: EntryKind;
+  uid: number;
+  gid: number;
+  /** Permission bits (mode & 0o7777). */
+  mode: number;
+  mtime: Date;
+  size: number;
+}
+
+export type ReadResult =
+  | (EntryInfo & { kind: 'file'; stream: NodeJS.ReadableStream })
+  | (EntryInfo & { kind: 'directory'; entries: string[] })
+  | (EntryInfo & { kind: 'symlink'; target: string });
+
+/** An errno-style failure that names the container path, never the host path. */
+export class RootFsError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+    this.name = 'RootFsError';
+  }
+}
+
+const fdPath = (fh: FileHandle, name?: string) => (name === undefined ? `/proc/self/fd/${fh.fd}` : `/proc/self/fd/${fh.fd}/${name}`);
+
+function kindOf(st: Stats): EntryKind {
+  if (st.isFile()) return 'file';
+  if (st.isDirectory()) return 'directory';
+  if (st.isSymbolicLink()) return 'symlink';
+  return 'other';
+}
+
+const infoOf = (st: Stats): EntryInfo => ({ kind: kindOf(st), uid: st.uid, gid: st.gid, mode: st.mode & 0o7777, mtime: st.mtime, size: st.size });
+
+const errnoOf = (err: unknown): string | undefined => (err as NodeJS.ErrnoException)?.code;
+
+const MESSAGES: Record<string, string> = {
+  ENOENT: 'No such file or directory',
+  ENOTDIR: 'Not a directory',
+  ELOOP: 'Too many levels of symbolic links',
+  EISDIR: 'Is a directory',
+  EEXIST: 'File exists',
+  ENOTEMPTY: 'Directory not empty',
+  ENAMETOOLONG: 'File name too long',
+  EBUSY: 'Device or resource busy',
+  EINVAL: 'Invalid argument',
+  EPERM: 'Operation not permitted',
+  EACCES: 'Permission denied',
+  EROFS: 'Read-only file system',
+  ENOSPC: 'No space left on device',
+  EDQUOT: 'Disk quota exceeded',
+};
+
+function fail(code: string, target: string, detail?: string): RootFsError {
+  return new RootFsError(code, `${detail ?? MESSAGES[code] ?? code}: ${target}`);
+}
+
+/** Turn a host-side errno failure into one that names the container path; others pass through. */
+function translate(err: unknown, target: string): unknown {
+  if (err instanceof RootFsError) return err;
+  const code = errnoOf(err);
+  return code && code in MESSAGES ? fail(code, target) : err;
+}
+
+function split(p: string): string[] {
+  return p.split('/').filter((c) => c !== '' && c !== '.');
+}
+
+/** A resolved location: a pinned directory and a name in it (null: the directory itself). */
+interface Location {
+  dir: FileHandle;
+  name: string | null;
+}
+
+/** One resolution against a root; owns every descriptor it opens until `close()`. */
+class Walk {
+  private readonly open = new Set<FileHandle>();
+  private hops = 0;
+  private retries = 0;
+
+  private constructor(readonly rootReal: string, readonly root: FileHandle, readonly target: string) {
+    this.open.add(root);
+  }
+
+  static async start(root: string, target: string): Promise<Walk> {
+    if (target.includes('\0')) throw fail('EINVAL', JSON.stringify(target), 'Invalid path');
+    const rootReal = await realpath(root).catch((err) => { throw errnoOf(err) === 'ENOENT' ? fail('ENOENT', '/', 'The instance root filesystem is missing') : err; });
+    const fh = await open(rootReal, C.O_RDONLY | C.O_DIRECTORY);
+    return new Walk(rootReal, fh, target);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.open].map((fh) => fh.close().catch(() => undefined)));
+    this.open.clear();
+  }
+
+  async track<T extends FileHandle>(p: Promise<T>): Promise<T> {
+    const fh = await p;
+    this.open.add(fh);
+    return fh;
+  }
+
+  async release(fh: FileHandle): Promise<void> {
+    if (fh === this.root || !this.open.delete(fh)) return;
+    await fh.close().catch(() => undefined);
+  }
+
+  /**
+   * Resolve `target`. Intermediate links are always followed in the root; the final one only
+   * with `followFinal`. `viaLink` tells whether the final name came from a link target.
+   */
+  async resolve(followFinal: boolean, createParents = false): Promise<Location & { viaLink: boolean }> {
+    const stack: FileHandle[] = [this.root];
+    const todo = split(this.target);
+    let viaLink = false;
+    const top = () => stack[stack.length - 1];
+    while (todo.length > 0) {
+      const name = todo.shift()!;
+      if (name === '..') {
+        if (stack.length > 1) await this.release(stack.pop()!);
+        continue;
+      }
+      // Final unless a `..` still has to climb back through it.
+      const last = todo.length === 0;
+      if (last) {
+        const st = await lstat(fdPath(top(), name)).catch((err) => {
+          if (errnoOf(err) === 'ENOENT') return undefined;
+          throw err;
+        });
+        if (!st?.isSymbolicLink() || !followFinal) {
+          await this.checkInside(top());
+          return { dir: top(), name, viaLink };
+        }
+      } else {
+        const fh = await this.tryOpenDir(top(), name, createParents);
+        if (fh) {
+          stack.push(fh);
+          continue;
+        }
+      }
+      const link = await this.readLinkIfStill(top(), name);
+      if (link === undefined) {
+        // Not a link (any more): a file in the middle of the path, or swapped under us; look again.
+        if (++this.retries > MAX_RETRIES) throw fail('ENOTDIR', this.target);
+        todo.unshift(name);
+        continue;
+      }
+      if (++this.hops > MAX_HOPS) throw fail('ELOOP', this.target);
+      if (last) viaLink = true;
+      if (link.startsWith('/')) {
+        while (stack.length > 1) await this.release(stack.pop()!);
+      }
+      todo.unshift(...split(link));
+    }
+    await this.checkInside(top());
+    return { dir: top(), name: null, viaLink: false };
+  }
+
+  /**
+   * Open a child directory without following a link; undefined when the child is a link.
+   * With `create`, a missing child is made (0755, owned by the container's root).
+   */
+  private async tryOpenDir(dir: FileHandle, name: string, create: boolean): Promise<FileHandle | undefined> {
+    try {
+      return await this.track(open(fdPath(dir, name), DIR_FLAGS));
+    } catch (err) {
+      const code = errnoOf(err);
+      if (code === 'ELOOP' || code === 'ENOTDIR') return undefined;
+      if (code !== 'ENOENT' || !create) throw err;
+    }
+    await mkdir(fdPath(dir, name), 0o755).catch((err) => { if (errnoOf(err) !== 'EEXIST') throw err; });
+    return this.tryOpenDir(dir, name, false);
+  }
+
+  private async readLinkIfStill(dir: FileHandle, name: string): Promise<string | undefined> {
+    try {
+      return await readlink(fdPath(dir, name));
+    } catch (err) {
+      if (errnoOf(err) === 'EINVAL') return undefined;
+      throw err;
+    }
+  }
+
+  /** Belt and braces: the pinned directory must still be inside the root on the host. */
+  async checkInside(dir: FileHandle): Promise<void> {
+    if (dir === this.root) return;
+    const where = await readlink(fdPath(dir));
+    const prefix = this.rootReal.endsWith('/') ? this.rootReal : `${this.rootReal}/`;
+    if (where !== this.rootReal && !where.startsWith(prefix)) {
+      throw fail('ENOENT', this.target, 'The path left the instance root filesystem');
+    }
+  }
+}
+
+async function withWalk<T>(root: string, target: string, fn: (walk: Walk) => Promise<T>): Promise<T> {
+  const walk = await Walk.start(root, target);
+  try {
+    return await fn(walk);
+  } catch (err) {
+    throw translate(err, target);
+  } finally {
+    await walk.close();
+  }
+}
+
+/** Pin whatever is at `loc` (never following a link) and stat it; undefined when missing. */
+async function pin(walk: Walk, loc: Location): Promise<{ fh: FileHandle; st: Stats } | undefined> {
+  if (loc.name === null) return { fh: loc.dir, st: await loc.dir.stat() };
+  if (O_PATH === undefined) throw new Error('O_PATH is not known on this architecture');
+  let fh: FileHandle;
+  try {
+    fh = await walk.track(open(fdPath(loc.dir, loc.name), O_PATH | C.O_NOFOLLOW));
+  } catch (err) {
+    if (errnoOf(err) === 'ENOENT') return undefined;
+    throw err;
+  }
+  return { fh, st: await fh.stat() };
+}
+
+/** Stat a container path without following a final link. */
+export async function statInRoot(root: string, target: string): Promise<EntryInfo | undefined> {
+  return withWalk(root, target, async (walk) => {
+    const found = await pin(walk, await walk.resolve(false));
+    return found && infoOf(found.st);
+  });
+}
+
+/**
+ * Read a container path: a file as a stream, a directory as its entry names, a final symlink
+ * as its target (not followed, as the reference does).
+ */
+export async function readInRoot(root: string, target: string): Promise<ReadResult> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await readOnce(root, target);
+    } catch (err) {
+      // The final link was swapped for something else between pinning and reading it.
+      if (!(err instanceof Changed) || attempt >= MAX_RETRIES) throw err instanceof Changed ? fail('ENOENT', target) : err;
+    }
+  }
+}
+
+class Changed extends Error {}
+
+async function readOnce(root: string, target: string): Promise<ReadResult> {
+  return withWalk(root, target, async (walk) => {
+    const loc = await walk.resolve(false);
+    const found = await pin(walk, loc);
+    if (!found) throw fail('ENOENT', target);
+    const info = infoOf(found.st);
+    switch (info.kind) {
+      case 'symlink':
+        return {
+          ...info,
+          kind: 'symlink',
+          target: await readlink(fdPath(loc.dir, loc.name!)).catch((err) => { throw errnoOf(err) === 'EINVAL' ? new Changed() : err; }),
+        };
+      case 'directory':
+        // Through the pinned inode's magic link: the listing cannot come from anywhere else.
+        return { ...info, kind: 'directory', entries: await readdir(fdPath(found.fh)) };
+      case 'file': {
+        // Reopening the magic link of the pinned inode (no O_NOFOLLOW: it is a link itself).
+        const file = await open(fdPath(found.fh), C.O_RDONLY);
+        return { ...info, kind: 'file', stream: file.createReadStream() };
+      }
+      default:
+        // Devices and fifos: opening them can block or have side effects.
+        throw fail('EINVAL', target, 'Not a regular file, directory or symlink');
+    }
+  });
+}
+
+async function writeAll(fh: FileHandle, data: Buffer | NodeJS.ReadableStream): Promise<void> {
+  const put = async (buf: Buffer) => {
+    for (let off = 0; off < buf.length;) off += (await fh.write(buf, off, buf.length - off)).bytesWritten;
+  };
+  if (Buffer.isBuffer(data)) return put(data);
+  for await (const chunk of data as AsyncIterable<Buffer | string>) await put(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+}
+
+/**
+ * Write `data` to `target` (a container path) inside `root`, never touching anything outside it.
+ * A final symlink is followed inside the root (as the reference does). Overwrites go to a temp
+ * file in the same directory renamed into place, so a failure leaves the old file whole.
+ * Without explicit uid/gid/mode an existing file keeps its own; new files get 0:0 and 0644.
+ * Ids are written as given (the rootfs holds container ids on disk).
+ */
+export async function writeFileInRoot(
+  root: string, target: string, data: Buffer | NodeJS.ReadableStream, opts: WriteOptions = {},
+): Promise<void> {
+  return withWalk(root, target, async (walk) => {
+    const loc = await walk.resolve(true);
+    if (loc.name === null) throw fail('EISDIR', target);
+    const existing = await pin(walk, loc);
+    if (existing && existing.st.isDirectory()) throw fail('EISDIR', target);
+    const keep = existing?.st.isFile() ? existing.st : undefined;
+    const uid = opts.uid ?? keep?.uid ?? 0;
+    const gid = opts.gid ?? keep?.gid ?? 0;
+    const mode = opts.mode ?? (keep ? keep.mode & 0o7777 : 0o644);
+
+    if (opts.append) {
+      if (!existing) throw fail('ENOENT', target);
+      if (!existing.st.isFile()) throw fail('EINVAL', target, 'Not a regular file');
+      // Reopen the pinned inode: whatever is at the name now, we append to what we checked.
+      const fh = await walk.track(open(fdPath(existing.fh), C.O_WRONLY | C.O_APPEND));
+      await writeAll(fh, data);
+      if (opts.uid !== undefined || opts.gid !== undefined) await fh.chown(uid, gid);
+      if (opts.mode !== undefined) await fh.chmod(mode);
+      return;
+    }
+
+    const tmp = `.corral-upload-${randomBytes(6).toString('hex')}`;
+    const fh = await walk.track(open(fdPath(loc.dir, tmp), C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600));
+    try {
+      await writeAll(fh, data);
+      await fh.chown(uid, gid);
+      // After chown, which clears set-id bits.
+      await fh.chmod(mode);
+      await walk.release(fh);
+      await walk.checkInside(loc.dir);
+      await rename(fdPath(loc.dir, tmp), fdPath(loc.dir, loc.name));
+    } catch (err) {
+      await walk.release(fh);
+      await unlink(fdPath(loc.dir, tmp)).catch(() => undefined);
+      throw err;
+    }
+  });
+}
+
+/**
+ * Create a directory. An existing directory (also through a link in the root) is left as it
+ * is, as the reference does; a new one gets 0:0 and 0750 unless told otherwise.
+ */
+export async function mkdirInRoot(root: string, target: string, opts: MkdirOptions = {}): Promise<void> {
+  return withWalk(root, target, async (walk) => {
+    const loc = await walk.resolve(true, opts.parents);
+    const existing = await pin(walk, loc);
+    if (existing) {
+      if (existing.st.isDirectory()) return;
+      throw fail('EEXIST', target, 'A file that is not a directory exists at');
+    }
+    // A dangling link: POSIX mkdir refuses it too.
+    if (loc.viaLink) throw fail('EEXIST', target);
+    const where = fdPath(loc.dir, loc.name!);
+    await mkdir(where, 0o700);
+    const fh = await walk.track(open(where, DIR_FLAGS));
+    await fh.chown(opts.uid ?? 0, opts.gid ?? 0);
+    await fh.chmod(opts.mode ?? 0o750);
+  });
+}
+
+/** Create a symlink (not followed). Re-creating the same link is a no-op, as in the reference. */
+export async function symlinkInRoot(root: string, target: string, linkTarget: string, opts: OwnerOptions = {}): Promise<void> {
+  if (linkTarget === '' || linkTarget.includes('\0')) throw fail('EINVAL', target, 'Invalid symlink target for');
+  return withWalk(root, target, async (walk) => {
+    const loc = await walk.resolve(false);
+    if (loc.name === null) throw fail('EEXIST', target);
+    const where = fdPath(loc.dir, loc.name);
+    const existing = await pin(walk, loc);
+    if (existing) {
+      if (existing.st.isSymbolicLink() && (await readlink(where).catch(() => undefined)) === linkTarget) return;
+      throw fail('EEXIST', target);
+    }
+    await symlink(linkTarget, where);
+    await lchown(where, opts.uid ?? 0, opts.gid ?? 0);
+  });
+}
+
+/** Remove a file, a symlink (not its target) or an empty directory. */
+export async function removeInRoot(root: string, target: string): Promise<void> {
+  return withWalk(root, target, async (walk) => {
+    const loc = await walk.resolve(false);
+    if (loc.name === null) throw fail('EINVAL', target, 'Cannot remove a directory through "." or "..", or the root');
+    const found = await pin(walk, loc);
+    if (!found) throw fail('ENOENT', target);
+    const where = fdPath(loc.dir, loc.name);
+    if (found.st.isDirectory()) await rmdir(where);
+    else await unlink(where);
+  });
+}

@@ -1,0 +1,132 @@
+/**
+ * /1.0/instances/{name}/files?path=: read, write and delete files of an instance. Everything
+ * goes through root-fs, which keeps every operation inside the instance's root filesystem, so it
+ * works the same whether the instance runs or not.
+ */
+import path from 'node:path';
+import {
+  ApiError, badRequest, conflict, empty, notFound, raw, sync, type ApiRequest, type PluginContext, type RouteDescriptor,
+} from '../../../sdk/index.js';
+import type { InstanceHandle } from '../access.js';
+import type { InstanceManager } from '../manager.js';
+import { entryHeaders, parsePushHeaders } from '../files/headers.js';
+import { mkdirInRoot, readInRoot, removeInRoot, RootFsError, symlinkInRoot, writeFileInRoot } from '../files/root-fs.js';
+import { instancePaths } from './paths.js';
+
+/** Uploads are streamed to disk; the bound is only there to have one. */
+const MAX_PUSH_BYTES = 1024 ** 4;
+const MAX_LINK_TARGET = 4095;
+
+function targetPath(req: ApiRequest): string {
+  const target = req.query.path;
+  if (target === undefined || target === '') throw badRequest('Missing path argument');
+  if (target.includes('\0')) throw badRequest('Invalid path argument');
+  return target;
+}
+
+async function rootOf(manager: InstanceManager, req: ApiRequest): Promise<{ handle: InstanceHandle; root: string }> {
+  const handle = await manager.load(req.project, req.params.name);
+  if (handle.record.type !== 'container') throw badRequest('File access is only available for containers');
+  // An empty volume path means the pool's driver is missing: never resolve relative to our cwd.
+  if (!path.isAbsolute(handle.rootfs)) throw new ApiError(500, 'The instance storage is not available');
+  return { handle, root: handle.rootfs };
+}
+
+/** Client mistakes become 4xx with the reason; anything unexpected stays a 500. */
+function apiError(err: unknown): unknown {
+  if (!(err instanceof RootFsError)) return err;
+  switch (err.code) {
+    case 'ENOENT':
+    case 'ENOTDIR':
+      return notFound(err.message);
+    case 'EEXIST':
+      return conflict(err.message);
+    case 'ELOOP': case 'EISDIR': case 'ENOTEMPTY': case 'EINVAL': case 'ENAMETOOLONG': case 'EBUSY':
+    case 'EPERM': case 'EACCES': case 'EROFS':
+      return badRequest(err.message);
+    default:
+      return new ApiError(500, err.message);
+  }
+}
+
+async function readSmall(body: NodeJS.ReadableStream | undefined, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  if (!body) return Buffer.alloc(0);
+  for await (const chunk of body as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) throw badRequest('The symlink target is too long');
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+function contentDisposition(target: string): Record<string, string> {
+  const base = path.posix.basename(target);
+  // Only names that are safe verbatim in a header; the rest go without.
+  return /^[\x20-\x7e]+$/.test(base) && !/[";\\]/.test(base) ? { 'Content-Disposition': `inline;filename=${base}` } : {};
+}
+
+export function filesRoutes(_ctx: PluginContext, manager: InstanceManager): RouteDescriptor {
+  return {
+    ...instancePaths('/{name}/files'),
+    get: {
+      handler: async (req) => {
+        const target = targetPath(req);
+        const { handle, root } = await rootOf(manager, req);
+        const found = await readInRoot(root, target).catch((err) => { throw apiError(err); });
+        manager.lifecycle('instance-file-retrieved', handle, req, { path: target });
+        const headers = entryHeaders(found);
+        switch (found.kind) {
+          case 'directory':
+            return sync(found.entries, { headers });
+          case 'symlink':
+            return raw(found.target, 'application/octet-stream', headers);
+          default:
+            // No Content-Length: a file a running container writes to may change size while it streams.
+            return raw(found.stream, 'application/octet-stream', { ...headers, ...contentDisposition(target) });
+        }
+      },
+    },
+    post: {
+      rawBody: true,
+      maxBytes: MAX_PUSH_BYTES,
+      handler: async (req) => {
+        const target = targetPath(req);
+        const opts = parsePushHeaders(req.headers);
+        const { handle, root } = await rootOf(manager, req);
+        const owner = { uid: opts.uid, gid: opts.gid, mode: opts.mode };
+        try {
+          switch (opts.type) {
+            case 'directory':
+              req.rawBody?.resume();
+              // Missing parents are made too (the reference answers 404; docs/decisions/0004-instance-files.md).
+              await mkdirInRoot(root, target, { ...owner, parents: true });
+              break;
+            case 'symlink': {
+              const linkTarget = (await readSmall(req.rawBody, MAX_LINK_TARGET)).toString('utf8');
+              if (linkTarget === '') throw badRequest('A symlink needs its target as the request body');
+              await symlinkInRoot(root, target, linkTarget, owner);
+              break;
+            }
+            default:
+              await writeFileInRoot(root, target, req.rawBody ?? Buffer.alloc(0), { ...owner, append: opts.append });
+          }
+        } catch (err) {
+          throw apiError(err);
+        }
+        manager.lifecycle('instance-file-pushed', handle, req, { path: target });
+        return empty();
+      },
+    },
+    delete: {
+      handler: async (req) => {
+        const target = targetPath(req);
+        const { handle, root } = await rootOf(manager, req);
+        await removeInRoot(root, target).catch((err) => { throw apiError(err); });
+        manager.lifecycle('instance-file-deleted', handle, req, { path: target });
+        return empty();
+      },
+    },
+  };
+}

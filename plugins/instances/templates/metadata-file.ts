@@ -1,0 +1,232 @@
+/**
+ * An instance's copy of its image metadata (`<volume>/metadata.yaml`): reading it leniently,
+ * checking an edit, writing it back atomically. The volume holds what an image unpacked, so
+ * nothing here follows a symlink.
+ */
+import { constants as C } from 'node:fs';
+import { open } from 'node:fs/promises';
+import path from 'node:path';
+import { parse, stringify } from 'yaml';
+import { badRequest, internalError } from '../../../sdk/index.js';
+import { checkTemplateName } from './template-files.js';
+import { replaceFile } from './replace-file.js';
+
+export interface TemplateSpec {
+  when: string[] | null;
+  create_only: boolean;
+  template: string;
+  properties: Record<string, string> | null;
+  /** Owner and mode of the written file (later image format; the 5.0 reference ignores them). */
+  uid?: string;
+  gid?: string;
+  mode?: string;
+}
+
+/** The wire shape; `null` where metadata.yaml has nothing, as the reference answers. */
+export interface InstanceMetadata {
+  architecture: string;
+  creation_date: number;
+  expiry_date: number;
+  properties: Record<string, string> | null;
+  templates: Record<string, TemplateSpec> | null;
+}
+
+export const EMPTY_METADATA: InstanceMetadata = { architecture: '', creation_date: 0, expiry_date: 0, properties: null, templates: null };
+
+const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+export const metadataFile = (volumePath: string) => path.join(volumePath, 'metadata.yaml');
+
+// ---------------------------------------------------------------------------------------------
+// Reading what is on disk: images were checked at import, edits at PUT; be lenient with scalars.
+
+function looseMap(v: unknown): Record<string, string> | null {
+  if (!isMap(v)) return null;
+  const out: Record<string, string> = {};
+  for (const [k, x] of Object.entries(v)) if (x !== null && x !== undefined && typeof x !== 'object') out[k] = String(x);
+  return out;
+}
+
+function looseTemplates(v: unknown): Record<string, TemplateSpec> | null {
+  if (!isMap(v)) return null;
+  const out: Record<string, TemplateSpec> = {};
+  for (const [target, spec] of Object.entries(v)) {
+    if (!isMap(spec)) continue;
+    out[target] = {
+      when: Array.isArray(spec.when) ? spec.when.map(String) : null,
+      create_only: spec.create_only === true,
+      template: typeof spec.template === 'string' ? spec.template : '',
+      properties: looseMap(spec.properties),
+      ...ownership(spec, (x) => String(x)),
+    };
+  }
+  return out;
+}
+
+function ownership(spec: Record<string, unknown>, as: (x: unknown, field: string) => string): Pick<TemplateSpec, 'uid' | 'gid' | 'mode'> {
+  const out: Pick<TemplateSpec, 'uid' | 'gid' | 'mode'> = {};
+  for (const field of ['uid', 'gid', 'mode'] as const) {
+    if (spec[field] !== undefined && spec[field] !== null && spec[field] !== '') out[field] = as(spec[field], field);
+  }
+  return out;
+}
+
+const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) ? Math.trunc(v) : Number.isFinite(Number(v)) ? Math.trunc(Number(v)) : 0);
+
+/** Parsed metadata by file, checked against the file's identity and times at each read (every start reads it). */
+const parsed = new Map<string, { stamp: string; value: InstanceMetadata }>();
+const PARSED_MAX = 2000;
+
+/** The instance's metadata; the empty shape when the volume has no metadata.yaml. */
+export async function readMetadata(volumePath: string): Promise<InstanceMetadata> {
+  if (!volumePath) throw internalError('The storage of this instance is not available');
+  let text: string;
+  const file = metadataFile(volumePath);
+  let stamp = '';
+  try {
+    const fh = await open(file, C.O_RDONLY | C.O_NOFOLLOW);
+    try {
+      const st = await fh.stat();
+      if (!st.isFile()) throw internalError('metadata.yaml is not a regular file');
+      stamp = `${st.dev}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
+      const cached = parsed.get(file);
+      if (cached?.stamp === stamp) return structuredClone(cached.value);
+      text = await fh.readFile('utf8');
+    } finally {
+      await fh.close();
+    }
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return structuredClone(EMPTY_METADATA);
+    if (code === 'ELOOP') throw internalError('metadata.yaml is a symbolic link');
+    throw err;
+  }
+  const value = parseMetadata(text);
+  if (parsed.size >= PARSED_MAX) parsed.clear();
+  parsed.set(file, { stamp, value: structuredClone(value) });
+  return value;
+}
+
+function parseMetadata(text: string): InstanceMetadata {
+  let doc: unknown;
+  try {
+    doc = parse(text);
+  } catch (err) {
+    throw internalError(`metadata.yaml is not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+  }
+  if (doc === null || doc === undefined) return structuredClone(EMPTY_METADATA);
+  if (!isMap(doc)) throw internalError('metadata.yaml is not a map');
+  return {
+    architecture: doc.architecture === undefined || doc.architecture === null ? '' : String(doc.architecture),
+    creation_date: num(doc.creation_date),
+    expiry_date: num(doc.expiry_date),
+    properties: looseMap(doc.properties),
+    templates: looseTemplates(doc.templates),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checking an edit (PUT, or PATCH merged by the kernel): wrong types are the client's (400).
+
+function stringField(v: unknown, what: string): string {
+  if (v === undefined || v === null) return '';
+  if (typeof v !== 'string') throw badRequest(`"${what}" must be a string`);
+  return v;
+}
+
+function dateField(v: unknown, what: string): number {
+  if (v === undefined || v === null) return 0;
+  if (typeof v !== 'number' || !Number.isInteger(v)) throw badRequest(`"${what}" must be a whole number (Unix time)`);
+  return v;
+}
+
+function stringMapField(v: unknown, what: string): Record<string, string> | null {
+  if (v === undefined || v === null) return null;
+  if (!isMap(v)) throw badRequest(`"${what}" must be a map of strings`);
+  for (const [k, x] of Object.entries(v)) if (typeof x !== 'string') throw badRequest(`"${what}.${k}" must be a string`);
+  return { ...(v as Record<string, string>) };
+}
+
+function templateField(target: string, v: unknown): TemplateSpec {
+  const at = `templates.${target}`;
+  if (!target) throw badRequest('A template needs a target path');
+  if (!isMap(v)) throw badRequest(`"${at}" must be a map`);
+  if (v.when !== undefined && v.when !== null && (!Array.isArray(v.when) || v.when.some((w) => typeof w !== 'string'))) {
+    throw badRequest(`"${at}.when" must be a list of strings`);
+  }
+  if (v.create_only !== undefined && v.create_only !== null && typeof v.create_only !== 'boolean') throw badRequest(`"${at}.create_only" must be a boolean`);
+  const template = stringField(v.template, `${at}.template`);
+  if (template) checkTemplateName(template, `"${at}.template"`);
+  const spec: TemplateSpec = {
+    when: Array.isArray(v.when) ? [...(v.when as string[])] : null,
+    create_only: v.create_only === true,
+    template,
+    properties: stringMapField(v.properties, `${at}.properties`),
+    ...ownership(v, (x, field) => {
+      const s = typeof x === 'number' ? String(x) : x;
+      if (typeof s !== 'string') throw badRequest(`"${at}.${field}" must be a string`);
+      return s;
+    }),
+  };
+  ownerOf(spec, target);
+  return spec;
+}
+
+/** Check a PUT body; unknown top-level fields are ignored (clients echo what they read). */
+export function metadataFromBody(body: unknown): InstanceMetadata {
+  if (!isMap(body)) throw badRequest('The request body must be the image metadata (a JSON object)');
+  let templates: Record<string, TemplateSpec> | null = null;
+  if (body.templates !== undefined && body.templates !== null) {
+    if (!isMap(body.templates)) throw badRequest('"templates" must be a map of target paths to templates');
+    templates = {};
+    for (const [target, spec] of Object.entries(body.templates)) templates[target] = templateField(target, spec);
+  }
+  return {
+    architecture: stringField(body.architecture, 'architecture'),
+    creation_date: dateField(body.creation_date, 'creation_date'),
+    expiry_date: dateField(body.expiry_date, 'expiry_date'),
+    properties: stringMapField(body.properties, 'properties'),
+    templates,
+  };
+}
+
+/** uid, gid (decimal) and mode (octal) of a template's file; defaults are root and 0644. */
+export function ownerOf(spec: TemplateSpec, target: string): { uid: number; gid: number; mode: number } {
+  const id = (v: string | undefined, what: string) => {
+    if (v === undefined) return 0;
+    if (!/^\d{1,10}$/.test(v) || Number(v) > 0xfffffffe) throw badRequest(`Template for "${target}": "${what}" must be a numeric id`);
+    return Number(v);
+  };
+  let mode = 0o644;
+  if (spec.mode !== undefined) {
+    if (!/^0?[0-7]{3,4}$/.test(spec.mode)) throw badRequest(`Template for "${target}": "mode" must be an octal mode such as 0644`);
+    mode = parseInt(spec.mode, 8);
+  }
+  return { uid: id(spec.uid, 'uid'), gid: id(spec.gid, 'gid'), mode };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writing.
+
+/** The YAML document in the field order of the reference's files. */
+function toYaml(md: InstanceMetadata): string {
+  const templates: Record<string, unknown> = {};
+  for (const [target, t] of Object.entries(md.templates ?? {})) {
+    templates[target] = {
+      when: t.when ?? [], create_only: t.create_only, template: t.template, properties: t.properties ?? {},
+      ...(t.uid !== undefined ? { uid: t.uid } : {}), ...(t.gid !== undefined ? { gid: t.gid } : {}), ...(t.mode !== undefined ? { mode: t.mode } : {}),
+    };
+  }
+  return stringify({
+    architecture: md.architecture,
+    creation_date: md.creation_date,
+    expiry_date: md.expiry_date,
+    properties: md.properties ?? {},
+    templates,
+  });
+}
+
+export async function writeMetadata(volumePath: string, md: InstanceMetadata): Promise<void> {
+  if (!volumePath) throw internalError('The storage of this instance is not available');
+  await replaceFile(volumePath, 'metadata.yaml', toYaml(md));
+}
