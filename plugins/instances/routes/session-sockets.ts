@@ -1,9 +1,15 @@
-/** The websockets of an exec or console operation: wait until the client opened them all, then relay. */
+/**
+ * The websockets of an exec or console operation: wait until the client opened the data sockets,
+ * then relay. The control socket is optional (pylxd never opens it), as with the reference.
+ */
 import type { WebSocket } from 'ws';
+
+type ControlMessage = { command?: string; args?: Record<string, string>; signal?: number };
 
 export class SessionSockets {
   private readonly sockets = new Map<string, WebSocket>();
   private readonly waiting: (() => void)[] = [];
+  private controlHandler?: (msg: ControlMessage) => void;
 
   constructor(private readonly names: string[]) {}
 
@@ -12,6 +18,7 @@ export class SessionSockets {
     const previous = this.sockets.get(name);
     if (previous) previous.terminate();
     this.sockets.set(name, socket);
+    if (name === 'control') this.listenControl(socket);
     if (this.complete()) for (const wake of this.waiting.splice(0)) wake();
   }
 
@@ -20,7 +27,19 @@ export class SessionSockets {
   }
 
   private complete(): boolean {
-    return this.names.every((n) => this.sockets.has(n));
+    return this.names.every((n) => n === 'control' || this.sockets.has(n));
+  }
+
+  private listenControl(socket: WebSocket): void {
+    socket.on('message', (data) => {
+      let msg: ControlMessage;
+      try {
+        msg = JSON.parse(String(data));
+      } catch {
+        return; // not JSON: ignore, as a stray keepalive would be
+      }
+      this.controlHandler?.(msg);
+    });
   }
 
   /** Resolves once every socket is open; rejects when the operation is cancelled first. */
@@ -32,13 +51,9 @@ export class SessionSockets {
     });
   }
 
-  /** Control messages (`window-resize`, `signal`) as parsed JSON. */
-  onControl(handler: (msg: { command?: string; args?: Record<string, string>; signal?: number }) => void): void {
-    this.sockets.get('control')?.on('message', (data) => {
-      try {
-        handler(JSON.parse(String(data)));
-      } catch { /* not JSON: ignore, as a stray keepalive would be */ }
-    });
+  /** Control messages (`window-resize`, `signal`) as parsed JSON, whenever the control socket connects. */
+  onControl(handler: (msg: ControlMessage) => void): void {
+    this.controlHandler = handler;
   }
 
   closeAll(): void {
