@@ -30,9 +30,16 @@ interface Row {
 
 const toDoc = <T>(row: Row): StoredDoc<T> => ({ project: row.project, name: row.name, rev: row.rev, doc: JSON.parse(row.body) as T });
 
+/** Rows kept in memory for `get`; the store is the database's only writer, so every change passes through publish(). */
+const ROW_CACHE_MAX = 20_000;
+const rowKey = (namespace: string, collection: string, project: string, name: string) => `${namespace}\0${collection}\0${project}\0${name}`;
+
 export class DocumentStore {
   private readonly mutex = new Mutex();
   private readonly listeners = new Set<(change: StoreChange) => void>();
+  private readonly rows = new Map<string, Row>();
+  /** Bumped by every published change: a read that overlapped one does not fill the cache. */
+  private changeCount = 0;
 
   private constructor(private readonly writer: SqliteConnection, private readonly reader: SqliteConnection | undefined) {}
 
@@ -100,7 +107,26 @@ export class DocumentStore {
     return () => this.listeners.delete(listener);
   }
 
+  /** @internal */
+  cachedRow(key: string): Row | undefined {
+    return this.rows.get(key);
+  }
+
+  /** @internal The change count to hand back to rememberRow() once a read finishes. */
+  readStamp(): number {
+    return this.changeCount;
+  }
+
+  /** @internal */
+  rememberRow(key: string, row: Row, stamp: number): void {
+    if (stamp !== this.changeCount) return;
+    if (this.rows.size >= ROW_CACHE_MAX) this.rows.clear();
+    this.rows.set(key, row);
+  }
+
   private publish(changes: StoreChange[]): void {
+    if (changes.length) this.changeCount++;
+    for (const change of changes) this.rows.delete(rowKey(change.namespace, change.collection, change.project, change.name));
     for (const change of changes) for (const listener of this.listeners) listener(change);
   }
 }
@@ -149,11 +175,17 @@ class CollectionView<T> implements Collection<T> {
   }
 
   get(project: string, name: string): Promise<StoredDoc<T> | undefined> {
+    // Inside a transaction the transaction's own writes count: no cache there.
+    const cacheKey = this.tx ? undefined : rowKey(this.namespace, this.name, project, name);
+    const hit = cacheKey && this.core.cachedRow(cacheKey);
+    if (hit) return Promise.resolve(toDoc<T>(hit));
+    const stamp = this.core.readStamp();
     return this.core.read(this.tx, async (conn) => {
       const row = await conn.get<Row>(
         'SELECT project, name, rev, body FROM documents WHERE namespace = ? AND collection = ? AND project = ? AND name = ?',
         this.key(project, name),
       );
+      if (row && cacheKey) this.core.rememberRow(cacheKey, row, stamp);
       return row && toDoc<T>(row);
     });
   }

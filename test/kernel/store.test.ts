@@ -110,3 +110,38 @@ test('reads see committed writes while another transaction is open (WAL)', async
     t.is((await c.get('', 'x'))?.doc.n, 2);
   });
 });
+
+test('cached reads follow every committed change and never outlive it', async (t) => {
+  await withFileStore(async (store) => {
+    const c = store.namespace('a').collection<{ n: number }>('c');
+    await c.put('p', 'x', { n: 1 });
+    t.is((await c.get('p', 'x'))?.doc.n, 1);
+    t.is((await c.get('p', 'x'))?.doc.n, 1, 'served from memory');
+    const copy = (await c.get('p', 'x'))!;
+    copy.doc.n = 99;
+    t.is((await c.get('p', 'x'))?.doc.n, 1, 'callers get their own copy');
+    await c.put('p', 'x', { n: 2 });
+    t.deepEqual(await c.get('p', 'x'), { project: 'p', name: 'x', rev: 2, doc: { n: 2 } });
+    await c.rename('p', 'x', 'p', 'y');
+    t.is(await c.get('p', 'x'), undefined);
+    t.is((await c.get('p', 'y'))?.rev, 3);
+    await store.namespace('a').transaction(async (tx) => {
+      await tx.collection<{ n: number }>('c').put('p', 'y', { n: 3 });
+      t.is((await tx.collection<{ n: number }>('c').get('p', 'y'))?.doc.n, 3, 'a transaction sees its own write');
+      t.is((await c.get('p', 'y'))?.doc.n, 2, 'others see the committed one');
+    });
+    t.is((await c.get('p', 'y'))?.doc.n, 3);
+    await store.namespace('a').transaction(async (tx) => {
+      await tx.collection('c').delete('p', 'y');
+      throw new Error('undo');
+    }).catch(() => undefined);
+    t.is((await c.get('p', 'y'))?.doc.n, 3, 'a rolled back delete leaves the cached row right');
+    await c.delete('p', 'y');
+    t.is(await c.get('p', 'y'), undefined);
+    // Reads racing writes: whatever order they finish in, the last read after the writes is current.
+    for (let i = 0; i < 50; i++) {
+      await Promise.all([c.put('p', 'race', { n: i }), c.get('p', 'race'), c.get('p', 'race')]);
+      t.is((await c.get('p', 'race'))?.doc.n, i);
+    }
+  });
+});
