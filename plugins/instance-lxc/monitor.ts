@@ -5,7 +5,7 @@
  * restarted daemon sees exactly what the previous one started. The table only caches what was
  * found; each lookup re-checks that the monitor is still there (one small read).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { CgroupHost, ContainerCgroup, readText } from './cgroups.js';
 import type { LxcPaths } from './paths.js';
 
@@ -27,6 +27,8 @@ export class MonitorTable {
   }
 
   private readPidFile(name: string): number | undefined {
+    // Most listed containers are stopped: a stat is far cheaper than a read that throws ENOENT.
+    if (!existsSync(this.paths.pidFile(name))) return undefined;
     try {
       const pid = Number(readFileSync(this.paths.pidFile(name), 'utf8').trim());
       return Number.isInteger(pid) && pid > 0 ? pid : undefined;
