@@ -26,6 +26,7 @@ import { snapshotRoutes } from './routes/snapshots.js';
 import { backupRoutes } from './routes/backups.js';
 import { scheduleLogExpiry } from './log-expiry.js';
 import { cleanupLeftovers } from './leftovers.js';
+import { applyProfileToRunning } from './profile-updates.js';
 
 let manager: InstanceManager;
 let power: PowerControl;
@@ -81,6 +82,7 @@ export default definePlugin({
       for (const dev of Object.values(change.profile.devices)) {
         if (isRootDisk(dev)) await storage.pool(dev.pool);
       }
+      await applyProfileToRunning(manager, change);
     });
 
     for (const route of [

@@ -17,6 +17,7 @@ import { expandConfig, expandDevices } from './expand.js';
 import { isRootDisk } from './devices/disk.js';
 import type { DeviceTypes } from './devices/device-types.js';
 import { KeyedLock } from './lock.js';
+import { liveChanges } from './live-keys.js';
 import { NEVER, type InstanceRecord } from './record.js';
 
 export interface InstanceDeps {
@@ -209,10 +210,7 @@ export class InstanceManager implements InstanceAccess {
     const config = { ...edit.config };
     for (const [k, v] of Object.entries(handle.record.config)) if (k.startsWith('volatile.') && !(k in config)) config[k] = v;
     if (running) {
-      const changed: Record<string, string | undefined> = {};
-      for (const key of new Set([...Object.keys(before), ...Object.keys(checked.config)])) {
-        if (key.startsWith('limits.') && before[key] !== checked.config[key]) changed[key] = checked.config[key];
-      }
+      const changed = liveChanges(before, checked.config);
       if (Object.keys(changed).length) await handle.driver.update?.(handle.inst, changed);
     }
     const record: InstanceRecord = { ...handle.record, ...edit, config };

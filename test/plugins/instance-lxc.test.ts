@@ -19,6 +19,7 @@ import { lxcName } from '../../plugins/instance-lxc/paths.js';
 import { readSubidRange, readSubidRanges } from '../../plugins/instance-lxc/idmap.js';
 import { LXC_FEATURES, lxcEnvironment, probeLxc } from '../../plugins/instance-lxc/probe.js';
 import { buildBusyboxImage } from '../helpers/busybox-image.js';
+import { cpusetFile, memoryLimitFile, pidsMaxFile } from '../helpers/cgroup.js';
 import { startDaemon, stopDaemons } from '../helpers/daemon.js';
 
 const log = bunyan.createLogger({ name: 'instance-lxc-test', level: 'fatal' });
@@ -83,23 +84,6 @@ function expectApiError(t: any, err: unknown, status: number, pattern?: RegExp):
   t.is((err as ApiError).status, status);
   if (pattern) t.regex((err as ApiError).message, pattern);
 }
-
-/** A v1 or v2 cgroup file of a process, found independently of the driver's own code. */
-function cgroupFileOf(pid: number, controller: string, v1File: string, v2File: string): string {
-  const mounts = readFileSync('/proc/self/mounts', 'utf8').split('\n').map((l) => l.split(' '));
-  const lines = readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n').filter(Boolean);
-  const v1 = lines.find((l) => l.split(':')[1]!.split(',').includes(controller));
-  if (v1) {
-    const mount = mounts.find((m) => m[2] === 'cgroup' && m[3]!.split(',').includes(controller))!;
-    return path.join(mount[1]!, v1.split(':')[2]!.replace(/\/init\.scope$/, ''), v1File);
-  }
-  const unified = mounts.find((m) => m[2] === 'cgroup2')!;
-  return path.join(unified[1]!, lines.find((l) => l.startsWith('0::'))!.slice(3), v2File);
-}
-
-const memoryLimitFile = (pid: number) => cgroupFileOf(pid, 'memory', 'memory.limit_in_bytes', 'memory.max');
-const pidsMaxFile = (pid: number) => cgroupFileOf(pid, 'pids', 'pids.max', 'pids.max');
-const cpusetFile = (pid: number) => cgroupFileOf(pid, 'cpuset', 'cpuset.cpus', 'cpuset.cpus');
 
 /** Whether any liblxc monitor of this container is alive (looked up in /proc, not through the driver). */
 function monitorRuns(inst: DriverInstance): boolean {

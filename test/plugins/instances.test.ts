@@ -7,6 +7,7 @@ import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.j
 import { instanceTypeLimits } from '../../plugins/instances/instance-types.js';
 import { checkInstanceName } from '../../plugins/instances/names.js';
 import { expireLogs } from '../../plugins/instances/logs.js';
+import { pidsMaxFile } from '../helpers/cgroup.js';
 
 let d: Daemon;
 let image: BusyboxImage;
@@ -273,4 +274,27 @@ test.serial('disk devices: readonly, shift (container_disk_shift) and propagatio
     rmSync(sharedSource, { recursive: true, force: true });
     rmSync(host, { recursive: true, force: true });
   }
+});
+
+test.serial('a profile edit changes the limits of running instances that use it, or is refused whole', async (t) => {
+  t.is((await call('POST', '/1.0/profiles', { name: 'capped', config: { 'limits.processes': '100' } })).status, 200);
+  await call('POST', '/1.0/instances', { name: 'capped1', profiles: ['default', 'capped'], source: { type: 'image', alias: 'bb' } });
+  await call('POST', '/1.0/instances', { name: 'capped2', profiles: ['default', 'capped'], config: { 'limits.processes': '300' }, source: { type: 'image', alias: 'bb' } });
+  for (const n of ['capped1', 'capped2']) await call('PUT', `/1.0/instances/${n}/state`, { action: 'start' });
+  const pid = async (n: string) => (await call('GET', `/1.0/instances/${n}/state`)).json.metadata.pid as number;
+  const limit = async (n: string) => readFileSync(pidsMaxFile(await pid(n)), 'utf8').trim();
+  t.is(await limit('capped1'), '100');
+  t.is((await call('PATCH', '/1.0/profiles/capped', { config: { 'limits.processes': '200' } })).status, 200);
+  t.is(await limit('capped1'), '200', 'applied live');
+  t.is(await limit('capped2'), '300', 'the instance\'s own value still wins');
+  // A value the kernel refuses for the running container: nothing changes anywhere.
+  const refused = await call('PUT', '/1.0/profiles/capped', { config: { 'limits.processes': '200', 'limits.memory': '1' } });
+  t.is(refused.status, 400);
+  t.is(await limit('capped1'), '200');
+  t.is((await call('GET', '/1.0/profiles/capped')).json.metadata.config['limits.memory'], undefined);
+  for (const n of ['capped1', 'capped2']) {
+    await call('PUT', `/1.0/instances/${n}/state`, { action: 'stop', force: true });
+    await call('DELETE', `/1.0/instances/${n}`);
+  }
+  await call('DELETE', '/1.0/profiles/capped');
 });
