@@ -20,7 +20,7 @@ import { readSubidRange, readSubidRanges } from '../../plugins/instance-lxc/idma
 import { LXC_FEATURES, lxcEnvironment, probeLxc } from '../../plugins/instance-lxc/probe.js';
 import { buildBusyboxImage } from '../helpers/busybox-image.js';
 import { cpusetFile, memoryLimitFile, pidsMaxFile } from '../helpers/cgroup.js';
-import { startDaemon, stopDaemons } from '../helpers/daemon.js';
+import { startDaemon, stopDaemons, waitFor } from '../helpers/daemon.js';
 
 const log = bunyan.createLogger({ name: 'instance-lxc-test', level: 'fatal' });
 const tools = createHostTools(log);
@@ -315,7 +315,8 @@ test.serial('console: input reaches the console shell, output and the console lo
   session.input.write('echo console-$((6*7))\n');
   const text = await seen.done;
   t.notRegex(text, /Connected to tty/);
-  t.regex(readFileSync(driver.consoleLogPath(inst), 'utf8'), /console-42/);
+  // liblxc's monitor copies console output to the log on its own schedule.
+  await waitFor(() => /console-42/.test(readFileSync(driver.consoleLogPath(inst), 'utf8')), 5000, 'the console log');
   // A Ctrl+a typed by the client reaches the console (lxc-console would take it as its escape key).
   const ctrlA = waitForText(session.output, /x\^Ay/);
   session.input.write('cat -v\n');
