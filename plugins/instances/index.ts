@@ -22,8 +22,7 @@ import { metadataTemplateRoutes } from './routes/metadata-templates.js';
 import { applyTemplates } from './templates/apply.js';
 import { filesRoutes } from './routes/files.js';
 import { logsRoutes } from './routes/logs.js';
-import { snapshotRoutes } from './routes/snapshots.js';
-import { backupRoutes } from './routes/backups.js';
+import { childListRoutes } from './routes/child-lists.js';
 import { scheduleLogExpiry } from './log-expiry.js';
 import { cleanupLeftovers } from './leftovers.js';
 import { applyProfileToRunning } from './profile-updates.js';
@@ -95,8 +94,7 @@ export default definePlugin({
       metadataTemplateRoutes(ctx, manager),
       filesRoutes(ctx, manager),
       ...logsRoutes(ctx, manager),
-      snapshotRoutes(ctx, manager),
-      backupRoutes(ctx, manager),
+      ...childListRoutes(ctx, manager),
     ]) ctx.routes.add(route);
 
     ctx.hooks.ready.tap(async () => {
