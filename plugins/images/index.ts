@@ -2,7 +2,7 @@
  * The images plugin: local images (upload, aliases, export) under /1.0/images, and the
  * ImagesService the instances family unpacks images through.
  */
-import { definePlugin, ImagesServiceRef } from '../../sdk/index.js';
+import { definePlugin, ImagesServiceRef, type PluginContext } from '../../sdk/index.js';
 import { ImageCatalog } from './catalog.js';
 import { ImageCreator } from './create.js';
 import { ImageFiles } from './files.js';
@@ -14,13 +14,14 @@ import { aliasRoutes } from './routes/aliases.js';
 import { imageRoutes } from './routes/images.js';
 import { createImagesService } from './service.js';
 
-let catalog: ImageCatalog;
-let files: ImageFiles;
+/** Per daemon (a test process may run several): what boot needs from register. */
+const state = new WeakMap<PluginContext, { catalog: ImageCatalog; files: ImageFiles }>();
 
 export default definePlugin({
   register(ctx) {
-    catalog = new ImageCatalog(ctx.store);
-    files = new ImageFiles(ctx.dataDir);
+    const catalog = new ImageCatalog(ctx.store);
+    const files = new ImageFiles(ctx.dataDir);
+    state.set(ctx, { catalog, files });
     const lock = new KeyedLock();
     const creator = new ImageCreator(ctx, catalog, files, new PushTokens(ctx.operations), lock);
     for (const key of IMAGE_KEYS) ctx.keys.register(key);
@@ -29,6 +30,7 @@ export default definePlugin({
   },
 
   async boot(ctx) {
+    const { catalog, files } = state.get(ctx)!;
     await files.init();
     await cleanupLeftovers(ctx, catalog, files);
   },

@@ -27,9 +27,6 @@ import { scheduleLogExpiry } from './log-expiry.js';
 import { cleanupLeftovers } from './leftovers.js';
 import { applyProfileToRunning } from './profile-updates.js';
 
-let manager: InstanceManager;
-let power: PowerControl;
-let logExpiry: { stop(): void } | undefined;
 
 function need<T>(ctx: PluginContext, ref: { id: string }, value: T | undefined): T {
   if (!value) throw new Error(`the instances plugin needs the "${ref.id}" service`);
@@ -47,9 +44,11 @@ export default definePlugin({
     devices.register(diskDevice(() => storage));
     devices.register(noneDevice);
 
-    manager = new InstanceManager(ctx, { storage, images, profiles, devices, drivers });
+    // Per daemon, never module-wide: a test process may run several kernels.
+    const manager = new InstanceManager(ctx, { storage, images, profiles, devices, drivers });
     manager.applyTemplates = applyTemplates;
-    power = new PowerControl(ctx, manager);
+    const power = new PowerControl(ctx, manager);
+    let logExpiry: { stop(): void } | undefined;
 
     const service: InstancesService = {
       registerDriver(driver) {
