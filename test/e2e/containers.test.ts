@@ -39,7 +39,7 @@ test.after.always(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-test.serial('launch, list, info, exec with exit codes, stop and delete', async (t) => {
+test.serial('launch, list, info, exec with exit codes, user, group and cwd (container_exec_user_group_cwd), image properties (container_image_properties), stop and delete', async (t) => {
   await ok(t, 'launch', 'bb', 'c1');
   const list = JSON.parse(await ok(t, 'list', '--format', 'json'));
   const c1 = list.find((c: any) => c.name === 'c1');

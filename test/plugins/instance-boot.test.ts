@@ -36,7 +36,7 @@ async function call(d: Daemon, method: string, url: string, body?: unknown): Pro
 
 const status = async (d: Daemon, name: string) => (await call(d, 'GET', `/1.0/instances/${name}`)).status as string;
 
-test.serial('host shutdown stops by boot.stop.priority; the next start brings back what ran and what autostarts, by priority and delay', async (t) => {
+test.serial('host shutdown stops by boot.stop.priority (container_stop_priority, container_host_shutdown_timeout); the next start brings back what ran and what autostarts, by priority and delay (container_last_used_at)', async (t) => {
   let d = await startDaemon({ plugins: 'edge', dir, args: ['--init', 'auto'] });
   await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
   const upload = await d.request('POST', '/1.0/images', readFileSync(image.unified), { 'content-type': 'application/octet-stream' });

@@ -219,7 +219,7 @@ function pullBytes(name: string, p: string): Promise<Buffer> {
   });
 }
 
-test.serial('push, pull and delete on a stopped container', async (t) => {
+test.serial('push, pull and delete on a stopped container (directory_manipulation, file_delete, file_append, file_symlinks, file_get_symlink)', async (t) => {
   await roundTrip(t, STOPPED);
   // Lifecycle events name the path as given.
   await waitFor(() => lifecycle.some((e) => e.metadata.action === 'instance-file-deleted'), 5000, 'events');

@@ -205,7 +205,7 @@ test.serial('status spawns nothing, is cheap, and is right for a new driver obje
   t.is(spawned, 0);
 });
 
-test.serial('state: pid, processes, cpu, memory and the container\'s interfaces read from the host', async (t) => {
+test.serial('state: pid, processes, cpu (container_cpu_time), memory and the container\'s interfaces read from the host', async (t) => {
   const inst = instance('state');
   await launch(inst);
   const s = await driver.state(inst);

@@ -180,7 +180,7 @@ test.after.always(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-test.serial('metadata: GET, PUT, PATCH, ETag and If-Match, bad input', async (t) => {
+test.serial('metadata: GET, PUT, PATCH, ETag and If-Match, bad input (container_edit_metadata)', async (t) => {
   await createOk(t, 'meta', 'bb');
   const events = collect(await d.websocket('/1.0/events?type=lifecycle'));
 

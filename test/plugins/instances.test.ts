@@ -80,7 +80,7 @@ test.serial('bad input gets a clear error and creates nothing', async (t) => {
   t.deepEqual(readdirSync(path.join(d.dir, 'storage-pools', 'default', 'containers')), []);
 });
 
-test.serial('duplicate names, double starts, deleting running or protected instances', async (t) => {
+test.serial('duplicate names, double starts, deleting running or protected instances (container_protection_delete)', async (t) => {
   const created = await call('POST', '/1.0/instances', { name: 'dup', source: { type: 'image', alias: 'bb' }, instance_type: 'c1-m1' });
   t.is(created.op.status, 'Success');
   const info = (await call('GET', '/1.0/instances/dup')).json.metadata;
@@ -103,7 +103,7 @@ test.serial('duplicate names, double starts, deleting running or protected insta
   t.is((await call('GET', '/1.0/instances/dup')).status, 404);
 });
 
-test.serial('bulk state change starts and stops every instance; aliases list by type', async (t) => {
+test.serial('bulk state change starts and stops every instance; aliases list by type (instance_bulk_state_change); recursion=2 with state (container_full)', async (t) => {
   for (const name of ['b1', 'b2']) await call('POST', '/1.0/instances', { name, source: { type: 'image', alias: 'bb' } });
   t.is((await call('PUT', '/1.0/instances', { state: { action: 'start' } })).op.status, 'Success');
   const listed = (await call('GET', '/1.0/instances?recursion=1')).json.metadata;
@@ -172,7 +172,7 @@ test.serial('kill -9 mid-flight: after a restart every instance is whole or gone
   }
 });
 
-test.serial('exec with record-output keeps the output under logs', async (t) => {
+test.serial('exec with record-output keeps the output under logs (container_exec_recording)', async (t) => {
   await call('POST', '/1.0/instances', { name: 'rec', source: { type: 'image', alias: 'bb' } });
   await call('PUT', '/1.0/instances/rec/state', { action: 'start' });
   const exec = await call('POST', '/1.0/instances/rec/exec', { command: ['sh', '-c', 'echo recorded; exit 7'], 'record-output': true, 'wait-for-websocket': false, interactive: false });

@@ -1,0 +1,103 @@
+/**
+ * Instance API details through a real daemon: descriptions, instance types, all-projects listing,
+ * exec over websockets with control messages; and a check that every extension name the instances
+ * plugin claims is named by a test that exercises it.
+ */
+import test from 'ava';
+import { readFileSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import type WebSocket from 'ws';
+import { projectRoot, startDaemon, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+
+let d: Daemon;
+let image: BusyboxImage;
+
+async function call(method: string, url: string, body?: unknown): Promise<{ status: number; json: any; op?: any }> {
+  const res = await d.request(method, url, body);
+  if (res.json?.type === 'async') {
+    const op = await d.request('GET', `${res.json.operation}/wait?timeout=60`);
+    return { status: res.status, json: res.json, op: op.json.metadata };
+  }
+  return { status: res.status, json: res.json };
+}
+
+test.before(async () => {
+  image = buildBusyboxImage('gzip');
+  d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
+  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
+  const upload = await d.request('POST', '/1.0/images', readFileSync(image.unified), { 'content-type': 'application/octet-stream' });
+  const fingerprint = (await d.request('GET', `${upload.json.operation}/wait`)).json.metadata.metadata.fingerprint;
+  await d.request('POST', '/1.0/images/aliases', { name: 'bb', target: fingerprint });
+});
+
+test.after.always(async () => {
+  await stopDaemons();
+  rmSync(image.dir, { recursive: true, force: true });
+});
+
+test.serial('description (entity_description) and instance_type (instance_types) at creation', async (t) => {
+  const created = await call('POST', '/1.0/instances', { name: 'typed', description: 'a typed one', instance_type: 't2.micro', source: { type: 'image', alias: 'bb' } });
+  t.is(created.op.status, 'Success', created.op.err);
+  const inst = (await call('GET', '/1.0/instances/typed')).json.metadata;
+  t.is(inst.description, 'a typed one');
+  t.is(inst.config['limits.cpu'], '1');
+  t.is(inst.config['limits.memory'], '1024MiB');
+  t.is((await call('PATCH', '/1.0/instances/typed', { description: 'renamed text' })).op.status, 'Success');
+  t.is((await call('GET', '/1.0/instances/typed')).json.metadata.description, 'renamed text');
+  const bad = await call('POST', '/1.0/instances', { name: 'untyped', instance_type: 'no.such.type', source: { type: 'image', alias: 'bb' } });
+  t.is(bad.status, 400);
+  t.is((await call('GET', '/1.0/instances/untyped')).status, 404);
+  await call('DELETE', '/1.0/instances/typed');
+});
+
+test.serial('all-projects lists every project\'s instances with their project (instance_all_projects)', async (t) => {
+  await call('POST', '/1.0/instances', { name: 'everywhere', source: { type: 'image', alias: 'bb' } });
+  const all = (await call('GET', '/1.0/instances?all-projects=true&recursion=1')).json.metadata;
+  t.deepEqual(all.map((i: any) => [i.name, i.project]), [['everywhere', 'default']]);
+  t.deepEqual((await call('GET', '/1.0/instances?all-projects=true')).json.metadata, ['/1.0/instances/everywhere']);
+  await call('DELETE', '/1.0/instances/everywhere');
+});
+
+function open(url: string): Promise<WebSocket> {
+  return d.websocket(url);
+}
+
+test.serial('exec over websockets: output streams, a forwarded SIGTERM, the exit status (container_exec_signal_handling)', async (t) => {
+  await call('POST', '/1.0/instances', { name: 'signals', source: { type: 'image', alias: 'bb' } });
+  await call('PUT', '/1.0/instances/signals/state', { action: 'start' });
+  try {
+    const script = 'trap "echo got-term; exit 9" TERM; echo ready; while true; do sleep 0.1; done';
+    const res = await d.request('POST', '/1.0/instances/signals/exec', { command: ['sh', '-c', script], 'wait-for-websocket': true, interactive: false });
+    t.is(res.status, 202);
+    const opUrl: string = res.json.operation;
+    const fds = res.json.metadata.metadata.fds;
+    t.deepEqual(Object.keys(fds).sort(), ['0', '1', '2', 'control']);
+    const socket = (name: string) => open(`${opUrl}/websocket?secret=${fds[name]}`);
+    const [control, stdin, stdout, stderr] = await Promise.all([socket('control'), socket('0'), socket('1'), socket('2')]);
+    let out = '';
+    stdout.on('message', (data) => (out += String(data)));
+    stderr.on('message', () => undefined);
+    await waitFor(() => out.includes('ready'), 10000, 'the command to start');
+    control.send(JSON.stringify({ command: 'signal', signal: 15 }));
+    const op = (await d.request('GET', `${opUrl}/wait?timeout=30`)).json.metadata;
+    t.is(op.status, 'Success');
+    t.is(op.metadata.return, 9, 'the trap ran and chose the exit status');
+    t.true(out.includes('got-term'));
+    stdin.close();
+  } finally {
+    await call('PUT', '/1.0/instances/signals/state', { action: 'stop', force: true });
+    await call('DELETE', '/1.0/instances/signals');
+  }
+});
+
+test('every extension name the instances plugin claims is named by a test that exercises it', (t) => {
+  const registry = JSON.parse(readFileSync(path.join(projectRoot, 'plugin-registry.json'), 'utf8'));
+  const claims: string[] = registry.plugins.find((p: any) => p.id === 'instances').provides.extensions;
+  const sources = ['test/plugins', 'test/e2e'].flatMap((dir) => readdirSync(path.join(projectRoot, dir))
+    .filter((f) => f.endsWith('.ts')).map((f) => readFileSync(path.join(projectRoot, dir, f), 'utf8')));
+  // A name counts when it stands in a test title: test('... (name) ...') or test.serial(...).
+  const titles = sources.flatMap((s) => [...s.matchAll(/test(?:\.serial)?\((['`"])(.*?)\1,/g)].map((m) => m[2]!));
+  const unnamed = claims.filter((name) => name !== 'instances' && !titles.some((title) => new RegExp(`\\b${name}\\b`).test(title)));
+  t.deepEqual(unnamed, []);
+});
