@@ -643,7 +643,7 @@ test.serial('lxc_features and the driver environment come from the installed lib
   t.deepEqual(down({ driver: '', driver_version: '' }), { driver: '', driver_version: '' });
 });
 
-test.serial('GET /1.0 of a daemon with the driver lists it as operational, with its features and extensions', async (t) => {
+test.serial('GET /1.0 of a daemon with the driver lists it as operational (server_instance_driver_operational), with its features and extensions', async (t) => {
   const d = await startDaemon({ plugins: 'edge' });
   const info = (await d.request('GET', '/1.0')).json.metadata;
   for (const ext of ['id_map', 'id_map_base', 'id_map_current', 'lxc_features', 'server_instance_driver_operational']) t.true(info.api_extensions.includes(ext), ext);
