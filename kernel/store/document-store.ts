@@ -124,9 +124,19 @@ export class DocumentStore {
     this.rows.set(key, row);
   }
 
+  /** @internal Rows a single write (outside a transaction) just stored: cached once it is published. */
+  private readonly written = new Map<string, Row>();
+
+  /** @internal */
+  noteWritten(key: string, row: Row): void {
+    this.written.set(key, row);
+  }
+
   private publish(changes: StoreChange[]): void {
     if (changes.length) this.changeCount++;
     for (const change of changes) this.rows.delete(rowKey(change.namespace, change.collection, change.project, change.name));
+    for (const [key, row] of this.written) this.rememberRow(key, row, this.changeCount);
+    this.written.clear();
     for (const change of changes) for (const listener of this.listeners) listener(change);
   }
 }
@@ -209,17 +219,23 @@ class CollectionView<T> implements Collection<T> {
 
   put(project: string, name: string, doc: T, expectedRev?: number): Promise<StoredDoc<T>> {
     return this.core.write(this.tx, async (conn, changes) => {
-      const current = await conn.get<{ rev: number }>(
+      // Outside a transaction the writer lock is held and the cache holds only committed rows:
+      // a cached row's revision is the current one, and the read can be skipped.
+      const cacheKey = this.tx ? undefined : rowKey(this.namespace, this.name, project, name);
+      const cached = cacheKey ? this.core.cachedRow(cacheKey) : undefined;
+      const current = cached ?? await conn.get<{ rev: number }>(
         'SELECT rev FROM documents WHERE namespace = ? AND collection = ? AND project = ? AND name = ?',
         this.key(project, name),
       );
       this.checkRevision(name, current?.rev, expectedRev);
       const rev = (current?.rev ?? 0) + 1;
+      const body = JSON.stringify(doc);
       await conn.run(
         'INSERT OR REPLACE INTO documents (namespace, collection, project, name, rev, body) VALUES (?, ?, ?, ?, ?, ?)',
-        [...this.key(project, name), rev, JSON.stringify(doc)],
+        [...this.key(project, name), rev, body],
       );
       changes.push({ namespace: this.namespace, collection: this.name, project, name, kind: 'put', rev });
+      if (cacheKey) this.core.noteWritten(cacheKey, { project, name, rev, body });
       return { project, name, rev, doc };
     });
   }

@@ -145,3 +145,21 @@ test('cached reads follow every committed change and never outlive it', async (t
     }
   });
 });
+
+test('a write outside a transaction leaves its row cached with the right revision; CAS still holds', async (t) => {
+  await withFileStore(async (store) => {
+    const c = store.namespace('a').collection<{ n: number }>('c');
+    await c.put('p', 'w', { n: 1 }, 0);
+    await c.get('p', 'w');
+    t.is((await c.put('p', 'w', { n: 2 }, 1)).rev, 2, 'the cached revision is the current one');
+    await t.throwsAsync(c.put('p', 'w', { n: 3 }, 1), undefined, 'a stale revision is refused');
+    await t.throwsAsync(c.put('p', 'w', { n: 3 }, 0), undefined, 'so is a second creation');
+    t.deepEqual(await c.get('p', 'w'), { project: 'p', name: 'w', rev: 2, doc: { n: 2 } });
+    // What a transaction writes is never served from the cache of an earlier single write.
+    await store.namespace('a').transaction(async (tx) => {
+      await tx.collection<{ n: number }>('c').put('p', 'w', { n: 4 }, 2);
+    });
+    t.deepEqual(await c.get('p', 'w'), { project: 'p', name: 'w', rev: 3, doc: { n: 4 } });
+    t.is((await c.put('p', 'w', { n: 5 }, 3)).rev, 4);
+  });
+});
