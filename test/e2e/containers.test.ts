@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { startDaemon, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
-import { lxc, lxcEnv } from '../helpers/clients.js';
+import { lxc, lxcEnv, lxcWithInput } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 
 const require = createRequire(import.meta.url);
@@ -114,12 +114,20 @@ test.serial('file push, pull, recursive, mode, uid, delete, edit', async (t) => 
   t.is((await ok(t, 'exec', 'c2', '--', 'cat', '/etc/motd')).trim(), 'edited');
 });
 
-test.serial('config set/get/unset/show, device add/remove, profiles', async (t) => {
+test.serial('config set/get/unset/show/edit, device add/remove, profiles', async (t) => {
   await ok(t, 'config', 'set', 'c2', 'user.note', 'kept');
   t.is((await ok(t, 'config', 'get', 'c2', 'user.note')).trim(), 'kept');
   t.regex(await ok(t, 'config', 'show', 'c2'), /user\.note: kept/);
   await ok(t, 'config', 'unset', 'c2', 'user.note');
   t.is((await ok(t, 'config', 'get', 'c2', 'user.note')).trim(), '');
+  // lxc config edit reads the whole instance as YAML from stdin and PUTs it back.
+  const shown = await ok(t, 'config', 'show', 'c2');
+  const edited = await lxcWithInput(d.socket, shown.replace(/^config:\n/m, 'config:\n  user.edited: "yes"\n'), 'config', 'edit', 'c2');
+  t.is(edited.status, 0, edited.stderr);
+  t.is((await ok(t, 'config', 'get', 'c2', 'user.edited')).trim(), 'yes');
+  const broken = await lxcWithInput(d.socket, shown.replace(/^config:\n/m, 'config:\n  bogus.key: "1"\n'), 'config', 'edit', 'c2');
+  t.not(broken.status, 0);
+  t.regex(broken.stderr, /bogus\.key/);
   const bad = await lxc(d.socket, 'config', 'set', 'c2', 'bogus.key', '1');
   t.not(bad.status, 0);
   t.regex(bad.stderr, /bogus\.key/);
