@@ -7,8 +7,9 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { startDaemon, waitFor, type Daemon } from '../test/helpers/daemon.js';
+import { type Daemon, startWithPool } from '../test/helpers/daemon.js';
 import { buildBusyboxImage } from '../test/helpers/busybox-image.js';
+import { importImage } from '../test/helpers/api.js';
 
 export interface Row { scenario: string; value: string; target?: string }
 
@@ -151,12 +152,9 @@ async function concurrentLaunches(d: Daemon, rows: Row[], results: Record<string
 
 export async function containerScenarios(rows: Row[], results: Record<string, unknown>): Promise<void> {
   const image = buildBusyboxImage('gzip');
-  const d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
+  const d = await startWithPool();
   try {
-    await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
-    const upload = await d.request('POST', '/1.0/images', readFileSync(image.unified), { 'content-type': 'application/octet-stream' });
-    const op = await d.request('GET', `${upload.json.operation}/wait?timeout=60`);
-    await call(d, 'POST', '/1.0/images/aliases', { name: 'bb', target: op.json.metadata.metadata.fingerprint });
+    await importImage(d, image.unified, 'bb');
     await lifecycle(d, rows, results);
     await concurrentLaunches(d, rows, results);
     await scale(d, rows, results);

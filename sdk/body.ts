@@ -1,10 +1,13 @@
 /** Checks of the JSON shapes clients send (maps of strings, optional scalars), each failing with a 400 naming the field. */
 import { badRequest } from './errors.js';
 
+/** A JSON object (or YAML map): not null, not a list. */
+export const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
 /** The body as an object; absent means empty. */
 export function bodyObject(body: unknown): Record<string, any> {
   if (body === undefined || body === null) return {};
-  if (typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be a JSON object');
+  if (!isPlainObject(body)) throw badRequest('The request body must be a JSON object');
   return body as Record<string, any>;
 }
 

@@ -7,7 +7,7 @@
 import { rm, stat } from 'node:fs/promises';
 import {
   async, badRequest, conflict, isApiError, ProfilesServiceRef, truthy,
-  type ApiRequest, type ApiResponse, type Operation, type OperationControl, type PluginContext,
+  type ApiRequest, type ApiResponse, type KeyedLock, type Operation, type OperationControl, type PluginContext,
 } from '../../sdk/index.js';
 import { bodyChunks, drain, interrupted } from './body.js';
 import type { ImageCatalog } from './catalog.js';
@@ -15,7 +15,6 @@ import type { ImageFiles } from './files.js';
 import { aliasUrl, imageUrl, type StoredAlias, type StoredImage } from './image.js';
 import { inspectSplit, inspectUnified } from './inspect.js';
 import { pushGrantFrom, readJson, stagedJson } from './json-request.js';
-import type { KeyedLock } from './lock.js';
 import { multipartBoundary } from './multipart.js';
 import { header, queryHeader } from './names.js';
 import type { PushGrant, PushTokens } from './push-tokens.js';

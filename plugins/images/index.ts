@@ -2,13 +2,12 @@
  * The images plugin: local images (upload, aliases, export) under /1.0/images, and the
  * ImagesService the instances family unpacks images through.
  */
-import { definePlugin, ImagesServiceRef, type PluginContext } from '../../sdk/index.js';
+import { definePlugin, ImagesServiceRef, KeyedLock, type PluginContext } from '../../sdk/index.js';
 import { ImageCatalog } from './catalog.js';
 import { ImageCreator } from './create.js';
 import { ImageFiles } from './files.js';
 import { IMAGE_KEYS } from './keys.js';
 import { cleanupLeftovers } from './leftovers.js';
-import { KeyedLock } from './lock.js';
 import { PushTokens } from './push-tokens.js';
 import { aliasRoutes } from './routes/aliases.js';
 import { imageRoutes } from './routes/images.js';

@@ -1,14 +1,12 @@
 /** metadata.yaml: the part of an image that says what it is. */
 import { parse } from 'yaml';
-import { badRequest, type ImageMetadata, type ImageTemplate } from '../../sdk/index.js';
+import { badRequest, isPlainObject, type ImageMetadata, type ImageTemplate } from '../../sdk/index.js';
 import { canonicalArchitecture } from './architectures.js';
-
-const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Scalars of a YAML map as strings (properties such as `release: 22.04` are numbers to YAML). */
 function stringMap(value: unknown, what: string): Record<string, string> {
   if (value === undefined || value === null) return {};
-  if (!isMap(value)) throw badRequest(`Invalid image metadata: "${what}" must be a map`);
+  if (!isPlainObject(value)) throw badRequest(`Invalid image metadata: "${what}" must be a map`);
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(value)) {
     if (v === null || v === undefined) continue;
@@ -20,10 +18,10 @@ function stringMap(value: unknown, what: string): Record<string, string> {
 
 function templates(value: unknown): Record<string, ImageTemplate> {
   if (value === undefined || value === null) return {};
-  if (!isMap(value)) throw badRequest('Invalid image metadata: "templates" must be a map');
+  if (!isPlainObject(value)) throw badRequest('Invalid image metadata: "templates" must be a map');
   const out: Record<string, ImageTemplate> = {};
   for (const [target, spec] of Object.entries(value)) {
-    if (!isMap(spec) || typeof spec.template !== 'string') throw badRequest(`Invalid image metadata: template for "${target}" needs a "template" file name`);
+    if (!isPlainObject(spec) || typeof spec.template !== 'string') throw badRequest(`Invalid image metadata: template for "${target}" needs a "template" file name`);
     const when = Array.isArray(spec.when) ? spec.when.map(String) : [];
     out[target] = {
       when,
@@ -46,7 +44,7 @@ export function parseMetadata(text: string): ImageMetadata {
   } catch (err) {
     throw badRequest(`Invalid image metadata: metadata.yaml is not valid YAML (${(err as Error).message.split('\n')[0]})`);
   }
-  if (!isMap(doc)) throw badRequest('Invalid image metadata: metadata.yaml must be a map');
+  if (!isPlainObject(doc)) throw badRequest('Invalid image metadata: metadata.yaml must be a map');
   const declared = doc.architecture;
   if (typeof declared !== 'string' || declared === '') throw badRequest('Invalid image metadata: "architecture" is missing');
   const architecture = canonicalArchitecture(declared);

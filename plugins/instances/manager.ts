@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, rename as renameFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  badRequest, conflict, notFound, truthy, instanceUrl,
+  badRequest, conflict, KeyedLock, notFound, truthy, instanceUrl,
   type ApiRequest, type Collection, type DeviceConfig, type DriverInstance, type ImagesService, type InstanceDriver,
   type InstanceType, type PluginContext, type Profile, type ProfilesService, type StorageService, type StoredDoc,
   type VolumeSource,
@@ -16,7 +16,6 @@ import type { InstanceAccess, InstanceHandle } from './access.js';
 import { expandConfig, expandDevices } from './expand.js';
 import { isRootDisk } from './devices/disk.js';
 import type { DeviceTypes } from './devices/device-types.js';
-import { KeyedLock } from './lock.js';
 import { liveChanges } from './live-keys.js';
 import { NEVER, type InstanceRecord } from './record.js';
 

@@ -3,7 +3,6 @@
  * volatile.last_state.power, last_used_at, ephemeral deletion, lifecycle events. A light watcher
  * notices instances that stop on their own (halt inside, crash) without spawning anything.
  */
-import { mkdir } from 'node:fs/promises';
 import { badRequest, instanceUrl, truthy, type ApiRequest, type DeviceRunConfig, type InstanceStatus, type PluginContext } from '../../sdk/index.js';
 import type { InstanceHandle } from './access.js';
 import type { InstanceManager } from './manager.js';
@@ -77,7 +76,6 @@ export class PowerControl {
   }
 
   async start(handle: InstanceHandle, req?: ApiRequest, quiet = false): Promise<void> {
-    await mkdir(handle.inst.logDir, { recursive: true });
     const devices = await this.deviceRunConfigs(handle);
     await this.manager.applyTemplates(handle, 'start');
     await handle.driver.start(handle.inst, devices);

@@ -2,7 +2,7 @@
 import test from 'ava';
 import { createRequire } from 'node:module';
 import { rmSync } from 'node:fs';
-import { startDaemon, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { stopDaemons, waitFor, type Daemon, startWithPool } from '../helpers/daemon.js';
 import { lxc, lxcEnv } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 
@@ -12,8 +12,7 @@ let image: BusyboxImage;
 
 test.before(async () => {
   image = buildBusyboxImage('gzip');
-  d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
-  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
+  d = await startWithPool();
   if ((await lxc(d.socket, 'image', 'import', image.unified, '--alias', 'bb')).status !== 0) throw new Error('image import failed');
 });
 

@@ -5,7 +5,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
-import { startDaemon, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { stopDaemons, waitFor, type Daemon, startWithPool } from '../helpers/daemon.js';
 import { lxc, lxcEnv, lxcWithInput } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 
@@ -25,8 +25,7 @@ test.before(async () => {
   work = mkdtempSync(path.join(tmpdir(), 'corral-e2e-'));
   // Host paths shared with unprivileged containers must be reachable by their (unmapped) root.
   chmodSync(work, 0o755);
-  d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
-  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
+  d = await startWithPool();
   const imported = await lxc(d.socket, 'image', 'import', image.unified, '--alias', 'bb');
   if (imported.status !== 0) throw new Error(`image import failed: ${imported.stderr}`);
 });

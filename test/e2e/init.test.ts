@@ -3,7 +3,7 @@ import test from 'ava';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startDaemon, stopDaemons, waitFor } from '../helpers/daemon.js';
+import { startDaemon, stopDaemons, waitFor, startWithPool } from '../helpers/daemon.js';
 import { lxc } from '../helpers/clients.js';
 
 const work = mkdtempSync(path.join(tmpdir(), 'corral-init-'));
@@ -54,8 +54,7 @@ test.serial('a preseed creates pools and profiles and sets server config; applyi
 });
 
 test.serial('--init auto makes the default dir pool only when there is none; a bad preseed is reported', async (t) => {
-  const d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
-  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
+  const d = await startWithPool();
   t.is((await d.request('GET', '/1.0/storage-pools/default')).json.metadata.driver, 'dir');
   t.is((await d.request('GET', '/1.0/profiles/default')).json.metadata.devices.root.pool, 'default');
   await d.stop();

@@ -1,7 +1,7 @@
 /** pylxd (Debian python3-pylxd under /usr/bin/python3) against corral's unix socket. */
 import test from 'ava';
 import path from 'node:path';
-import { projectRoot, startDaemon, stopDaemons } from '../helpers/daemon.js';
+import { projectRoot, startDaemon, stopDaemons, startWithPool } from '../helpers/daemon.js';
 
 test.after.always(stopDaemons);
 import { python } from '../helpers/clients.js';
@@ -28,10 +28,8 @@ test('pylxd connects, reads host_info and waits for an operation', async (t) => 
 test('pylxd: upload an image, create, start, execute, put/get files, stop and delete a container', async (t) => {
   const { buildBusyboxImage } = await import('../helpers/busybox-image.js');
   const image = buildBusyboxImage('gzip');
-  const d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
+  const d = await startWithPool();
   try {
-    const { waitFor } = await import('../helpers/daemon.js');
-    await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
     const run = await python(path.join(projectRoot, 'test', 'e2e', 'pylxd_containers.py'), [d.socket, image.unified]);
     t.is(run.status, 0, run.stderr);
     const seen = JSON.parse(run.stdout);

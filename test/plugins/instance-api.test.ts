@@ -7,28 +7,19 @@ import test from 'ava';
 import { readFileSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import type WebSocket from 'ws';
-import { projectRoot, startDaemon, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { projectRoot, stopDaemons, waitFor, type Daemon, startWithPool } from '../helpers/daemon.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { callAndWait, importImage } from '../helpers/api.js';
 
 let d: Daemon;
 let image: BusyboxImage;
 
-async function call(method: string, url: string, body?: unknown): Promise<{ status: number; json: any; op?: any }> {
-  const res = await d.request(method, url, body);
-  if (res.json?.type === 'async') {
-    const op = await d.request('GET', `${res.json.operation}/wait?timeout=60`);
-    return { status: res.status, json: res.json, op: op.json.metadata };
-  }
-  return { status: res.status, json: res.json };
-}
+const call = (method: string, url: string, body?: unknown) => callAndWait(d, method, url, body);
 
 test.before(async () => {
   image = buildBusyboxImage('gzip');
-  d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
-  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
-  const upload = await d.request('POST', '/1.0/images', readFileSync(image.unified), { 'content-type': 'application/octet-stream' });
-  const fingerprint = (await d.request('GET', `${upload.json.operation}/wait`)).json.metadata.metadata.fingerprint;
-  await d.request('POST', '/1.0/images/aliases', { name: 'bb', target: fingerprint });
+  d = await startWithPool();
+  await importImage(d, image.unified, 'bb');
 });
 
 test.after.always(async () => {

@@ -3,11 +3,12 @@
  * .delay, boot.stop.priority and boot.host_shutdown_timeout, with real containers.
  */
 import test from 'ava';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { collect, killContainers, startDaemon, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { collect, killContainers, startDaemon, stopDaemons, waitFor, type Daemon, startWithPool } from '../helpers/daemon.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { importImage } from '../helpers/api.js';
 
 let image: BusyboxImage;
 const dir = mkdtempSync(path.join(tmpdir(), 'corral-boot-'));
@@ -37,10 +38,8 @@ async function call(d: Daemon, method: string, url: string, body?: unknown): Pro
 const status = async (d: Daemon, name: string) => (await call(d, 'GET', `/1.0/instances/${name}`)).status as string;
 
 test.serial('host shutdown stops by boot.stop.priority (container_stop_priority, container_host_shutdown_timeout); the next start brings back what ran and what autostarts, by priority and delay (container_last_used_at)', async (t) => {
-  let d = await startDaemon({ plugins: 'edge', dir, args: ['--init', 'auto'] });
-  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
-  const upload = await d.request('POST', '/1.0/images', readFileSync(image.unified), { 'content-type': 'application/octet-stream' });
-  const fingerprint = (await d.request('GET', `${upload.json.operation}/wait`)).json.metadata.metadata.fingerprint;
+  let d = await startWithPool({ dir });
+  const fingerprint = await importImage(d, image.unified, 'bb');
   const create = (name: string, config: Record<string, string> = {}) =>
     call(d, 'POST', '/1.0/instances', { name, config, source: { type: 'image', fingerprint } });
   await create('first', { 'boot.autostart': 'true', 'boot.autostart.priority': '10', 'boot.autostart.delay': '2' });

@@ -12,7 +12,8 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { collect, startDaemon, stopDaemons, waitFor, type Daemon, type HttpResult } from '../helpers/daemon.js';
+import { collect, stopDaemons, waitFor, type Daemon, type HttpResult, startWithPool } from '../helpers/daemon.js';
+import { importImage } from '../helpers/api.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { hasLxc, lxc } from '../helpers/clients.js';
 
@@ -88,11 +89,8 @@ test.before(async () => {
   writeFileSync(victimFile, 'victim\n', { mode: 0o600 });
   pristine = hostSnapshot();
 
-  d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
-  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
-  const upload = await d.request('POST', '/1.0/images', readFileSync(image.unified), { 'content-type': 'application/octet-stream' });
-  const fingerprint = (await wait(upload)).metadata.fingerprint;
-  await d.request('POST', '/1.0/images/aliases', { name: 'bb', target: fingerprint });
+  d = await startWithPool();
+  await importImage(d, image.unified, 'bb');
   for (const name of [STOPPED, RUNNING]) {
     const created = await wait(await d.request('POST', '/1.0/instances', { name, source: { type: 'image', alias: 'bb' } }));
     if (created.status !== 'Success') throw new Error(`creating ${name}: ${created.err}`);

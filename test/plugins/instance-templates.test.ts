@@ -9,7 +9,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
-import { collect, startDaemon, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { collect, stopDaemons, waitFor, type Daemon, startWithPool } from '../helpers/daemon.js';
+import { callAndWait, importImage as importImageFile } from '../helpers/api.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { hasLxc, lxc, lxcWithInput } from '../helpers/clients.js';
 import { renderTemplate, TemplateError } from '../../plugins/instances/templates/render.js';
@@ -118,21 +119,8 @@ let d: Daemon;
 let busybox: BusyboxImage;
 let work: string;
 
-async function call(method: string, url: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; json: any; op?: any; headers: any; body: string }> {
-  const res = await d.request(method, url, body, headers);
-  if (res.json?.type === 'async') {
-    const op = await d.request('GET', `${res.json.operation}/wait?timeout=60`);
-    return { status: res.status, json: res.json, op: op.json.metadata, headers: res.headers, body: res.body };
-  }
-  return { status: res.status, json: res.json, headers: res.headers, body: res.body };
-}
-
-async function importTarball(file: string, alias: string): Promise<void> {
-  const upload = await d.request('POST', '/1.0/images', readFileSync(file), { 'content-type': 'application/octet-stream' });
-  const op = await d.request('GET', `${upload.json.operation}/wait?timeout=60`);
-  if (op.json.metadata.status !== 'Success') throw new Error(`import failed: ${op.json.metadata.err}`);
-  await d.request('POST', '/1.0/images/aliases', { name: alias, target: op.json.metadata.metadata.fingerprint });
-}
+const call = (method: string, url: string, body?: unknown, headers?: Record<string, string>) => callAndWait(d, method, url, body, headers);
+const importTarball = (file: string, alias: string) => importImageFile(d, file, alias);
 
 /** A tiny image without busybox (nothing in it runs): metadata, templates, a rootfs shaped by `rootfs`. */
 async function importImage(alias: string, templates: string, files: Record<string, string>, rootfs?: (root: string) => void): Promise<void> {
@@ -166,8 +154,7 @@ async function createOk(t: any, name: string, alias: string, extra: Record<strin
 test.before(async () => {
   busybox = buildBusyboxImage('gzip');
   work = mkdtempSync(path.join(tmpdir(), 'corral-tpl-'));
-  d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
-  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
+  d = await startWithPool();
   await importTarball(busybox.unified, 'bb');
 });
 

@@ -2,8 +2,9 @@
 import test from 'ava';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { startDaemon, stopDaemons, waitFor, killContainers, type Daemon } from '../helpers/daemon.js';
+import { startDaemon, stopDaemons, waitFor, killContainers, type Daemon, startWithPool } from '../helpers/daemon.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { callAndWait, importImage } from '../helpers/api.js';
 import { instanceTypeLimits } from '../../plugins/instances/instance-types.js';
 import { checkInstanceName } from '../../plugins/instances/names.js';
 import { expireLogs } from '../../plugins/instances/logs.js';
@@ -12,28 +13,12 @@ import { pidsMaxFile } from '../helpers/cgroup.js';
 let d: Daemon;
 let image: BusyboxImage;
 
-async function call(method: string, url: string, body?: unknown, daemon = d): Promise<{ status: number; json: any; op?: any }> {
-  const res = await daemon.request(method, url, body);
-  if (res.json?.type === 'async') {
-    const op = await daemon.request('GET', `${res.json.operation}/wait?timeout=60`);
-    return { status: res.status, json: res.json, op: op.json.metadata };
-  }
-  return { status: res.status, json: res.json };
-}
-
-async function importImage(daemon: Daemon, alias: string): Promise<string> {
-  const upload = await daemon.request('POST', '/1.0/images', readFileSync(image.unified), { 'content-type': 'application/octet-stream' });
-  const op = await daemon.request('GET', `${upload.json.operation}/wait?timeout=60`);
-  const fingerprint = op.json.metadata.metadata.fingerprint;
-  await daemon.request('POST', '/1.0/images/aliases', { name: alias, target: fingerprint });
-  return fingerprint;
-}
+const call = (method: string, url: string, body?: unknown, daemon = d) => callAndWait(daemon, method, url, body);
 
 test.before(async () => {
   image = buildBusyboxImage('gzip');
-  d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
-  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
-  await importImage(d, 'bb');
+  d = await startWithPool();
+  await importImage(d, image.unified, 'bb');
 });
 
 test.after.always(async () => {
@@ -132,10 +117,9 @@ test.serial('copy within the server gets fresh volatile keys', async (t) => {
 });
 
 test.serial('kill -9 mid-flight: after a restart every instance is whole or gone, running ones are adopted', async (t) => {
-  const d2 = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'], dir: undefined });
+  const d2 = await startWithPool();
   try {
-    await waitFor(async () => (await d2.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
-    await importImage(d2, 'bb');
+    await importImage(d2, image.unified, 'bb');
     await call('POST', '/1.0/instances', { name: 'keep', source: { type: 'image', alias: 'bb' } }, d2);
     await call('PUT', '/1.0/instances/keep/state', { action: 'start' }, d2);
     const pid = (await call('GET', '/1.0/instances/keep/state', undefined, d2)).json.metadata.pid;

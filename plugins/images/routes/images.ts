@@ -2,14 +2,13 @@
 import Joi from 'joi';
 import {
   async, badRequest, collection, empty, ProfilesServiceRef, StorageServiceRef, sync,
-  type ApiRequest, type PluginContext, type RouteDescriptor,
+  type ApiRequest, type KeyedLock, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { ImageCatalog } from '../catalog.js';
 import type { ImageCreator } from '../create.js';
 import { exportResponse } from '../export.js';
 import type { ImageFiles } from '../files.js';
 import { editableOf, imageUrl, imageView, type StoredAlias, type StoredImage } from '../image.js';
-import type { KeyedLock } from '../lock.js';
 import { parseClientTime } from '../times.js';
 
 /** Uploads are streamed to disk; images of several GB are normal. */

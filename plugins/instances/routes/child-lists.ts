@@ -6,7 +6,7 @@
  */
 import { collection, type PluginContext, type RouteDescriptor } from '../../../sdk/index.js';
 import type { InstanceManager } from '../manager.js';
-import { instancePaths, prefixOf } from './paths.js';
+import { instancePaths, subresourcePath } from './paths.js';
 
 function childList(ctx: PluginContext, manager: InstanceManager, kind: 'snapshots' | 'backups', extension?: string): RouteDescriptor {
   const records = ctx.store.collection<Record<string, unknown>>(kind);
@@ -17,7 +17,7 @@ function childList(ctx: PluginContext, manager: InstanceManager, kind: 'snapshot
       handler: async (req) => {
         const handle = await manager.load(req.project, req.params.name);
         const stored = await records.list(handle.project, `${handle.name}/`);
-        const base = `${prefixOf(req.path).prefix}/${encodeURIComponent(handle.name)}/${kind}`;
+        const base = subresourcePath(req, handle.name, kind);
         return collection(stored, (s) => `${base}/${encodeURIComponent(s.name.slice(handle.name.length + 1))}`, (s) => s.doc);
       },
     },

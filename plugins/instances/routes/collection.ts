@@ -9,7 +9,7 @@ import { checkInstanceName, randomInstanceName } from '../names.js';
 import { instanceTypeLimits } from '../instance-types.js';
 import { deviceMap, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
 import { fullView, instanceView } from '../render.js';
-import { instancePaths, prefixOf } from './paths.js';
+import { instancePaths, operationResources, prefixOf } from './paths.js';
 import { stateBody } from './state.js';
 
 const TYPES: InstanceType[] = ['container', 'virtual-machine'];
@@ -105,7 +105,7 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, req
       description: 'Creating instance',
       project: req.project,
       requestor: req.requestor,
-      resources: { instances: [`/1.0/instances/${name}`], containers: [`/1.0/containers/${name}`] },
+      resources: operationResources(name),
       run: async () => {
         try {
           await manager.create(spec, checked.pool, req);

@@ -4,7 +4,7 @@ import { async, badRequest, empty, raw, type PluginContext, type RouteDescriptor
 import type { InstanceManager } from '../manager.js';
 import type { PowerControl } from '../power.js';
 import { instancePaths } from './paths.js';
-import { SessionSockets, pump } from './session-sockets.js';
+import { pump, sessionOperation } from './session-sockets.js';
 
 export function consoleRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl): RouteDescriptor {
   return {
@@ -19,34 +19,23 @@ export function consoleRoutes(ctx: PluginContext, manager: InstanceManager, powe
         if ((await power.status(handle)) !== 'Running') throw badRequest('Instance is not running');
         const width = Number(body.width) || 80;
         const height = Number(body.height) || 25;
-        const sockets = new SessionSockets(['0', 'control']);
         manager.lifecycle('instance-console', handle, req, { type });
-        return async(ctx.operations.create({
-          class: 'websocket',
-          description: 'Showing console',
-          project: req.project,
-          requestor: req.requestor,
-          resources: { instances: [`/1.0/instances/${handle.name}`], containers: [`/1.0/containers/${handle.name}`] },
-          secrets: ['0', 'control'],
-          connect: (name, socket) => sockets.attach(name, socket),
-          run: async (op) => {
-            await sockets.ready(op.signal);
-            const session = await handle.driver.console(handle.inst, { width, height });
-            const socket = sockets.get('0')!;
-            sockets.onControl((msg) => {
-              if (msg.command === 'window-resize' && msg.args) session.resize(Number(msg.args.width) || width, Number(msg.args.height) || height);
-            });
-            socket.on('message', (data: Buffer) => session.input.write(data));
-            const detached = new Promise<void>((resolve) => {
-              socket.once('close', () => resolve());
-              sockets.get('control')?.once('close', () => resolve());
-              op.signal.addEventListener('abort', () => resolve(), { once: true });
-            });
-            const ended = pump(session.output, socket);
-            await Promise.race([detached, ended]);
-            session.close();
-            sockets.closeAll();
-          },
+        return async(sessionOperation(ctx, req, handle.name, 'Showing console', ['0', 'control'], async (sockets, op) => {
+          const session = await handle.driver.console(handle.inst, { width, height });
+          const socket = sockets.get('0')!;
+          sockets.onControl((msg) => {
+            if (msg.command === 'window-resize' && msg.args) session.resize(Number(msg.args.width) || width, Number(msg.args.height) || height);
+          });
+          socket.on('message', (data: Buffer) => session.input.write(data));
+          const detached = new Promise<void>((resolve) => {
+            socket.once('close', () => resolve());
+            sockets.get('control')?.once('close', () => resolve());
+            op.signal.addEventListener('abort', () => resolve(), { once: true });
+          });
+          const ended = pump(session.output, socket);
+          await Promise.race([detached, ended]);
+          session.close();
+          sockets.closeAll();
         }));
       },
     },

@@ -11,8 +11,8 @@ import type { InstanceManager } from '../manager.js';
 import type { PowerControl } from '../power.js';
 import { optionalBool, optionalString, stringMap } from '../shape.js';
 import { execRecordNames } from '../logs.js';
-import { instancePaths, prefixOf } from './paths.js';
-import { SessionSockets, pump } from './session-sockets.js';
+import { instancePaths, operationResources, subresourceUrl } from './paths.js';
+import { pump, sessionOperation } from './session-sockets.js';
 
 const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
@@ -63,43 +63,31 @@ export function execRoutes(ctx: PluginContext, manager: InstanceManager, power: 
         if (status !== 'Running') throw badRequest(status === 'Frozen' ? 'Instance is frozen' : 'Instance is not running');
         const withSockets = req.body['wait-for-websocket'] === true;
         const record = req.body['record-output'] === true;
-        const resources = { instances: [`/1.0/instances/${handle.name}`], containers: [`/1.0/containers/${handle.name}`] };
         manager.lifecycle('instance-exec', handle, req, { command: spec.command });
 
         if (withSockets) {
           const names = spec.interactive ? ['0', 'control'] : ['0', '1', '2', 'control'];
-          const sockets = new SessionSockets(names);
-          return async(ctx.operations.create({
-            class: 'websocket',
-            description: 'Executing command',
-            project: req.project,
-            requestor: req.requestor,
-            resources,
-            secrets: names,
-            connect: (name, socket) => sockets.attach(name, socket),
-            run: async (op) => {
-              await sockets.ready(op.signal);
-              const session = await handle.driver.exec(handle.inst, spec);
-              op.signal.addEventListener('abort', () => session.signal(9), { once: true });
-              sockets.onControl((msg) => {
-                if (msg.command === 'window-resize' && msg.args) session.resize(Number(msg.args.width) || spec.width!, Number(msg.args.height) || spec.height!);
-                else if (msg.command === 'signal' && Number.isInteger(msg.signal)) session.signal(msg.signal!);
-              });
-              const input = sockets.get('0')!;
-              input.on('message', (data: Buffer, isBinary: boolean) => {
-                // A zero-length text frame is how some clients say "end of input".
-                if (!isBinary && data.length === 0) session.stdin.end();
-                else session.stdin.write(data);
-              });
-              input.on('close', () => session.stdin.end());
-              const outputs = spec.interactive
-                ? [pump(session.stdout, input)]
-                : [pump(session.stdout, sockets.get('1')), pump(session.stderr!, sockets.get('2'))];
-              const code = await session.exited;
-              await Promise.race([Promise.all(outputs), new Promise((r) => setTimeout(r, 1000))]);
-              sockets.closeAll();
-              return { return: code };
-            },
+          return async(sessionOperation(ctx, req, handle.name, 'Executing command', names, async (sockets, op) => {
+            const session = await handle.driver.exec(handle.inst, spec);
+            op.signal.addEventListener('abort', () => session.signal(9), { once: true });
+            sockets.onControl((msg) => {
+              if (msg.command === 'window-resize' && msg.args) session.resize(Number(msg.args.width) || spec.width!, Number(msg.args.height) || spec.height!);
+              else if (msg.command === 'signal' && Number.isInteger(msg.signal)) session.signal(msg.signal!);
+            });
+            const input = sockets.get('0')!;
+            input.on('message', (data: Buffer, isBinary: boolean) => {
+              // A zero-length text frame is how some clients say "end of input".
+              if (!isBinary && data.length === 0) session.stdin.end();
+              else session.stdin.write(data);
+            });
+            input.on('close', () => session.stdin.end());
+            const outputs = spec.interactive
+              ? [pump(session.stdout, input)]
+              : [pump(session.stdout, sockets.get('1')), pump(session.stderr!, sockets.get('2'))];
+            const code = await session.exited;
+            await Promise.race([Promise.all(outputs), new Promise((r) => setTimeout(r, 1000))]);
+            sockets.closeAll();
+            return { return: code };
           }));
         }
 
@@ -108,7 +96,7 @@ export function execRoutes(ctx: PluginContext, manager: InstanceManager, power: 
           description: 'Executing command',
           project: req.project,
           requestor: req.requestor,
-          resources,
+          resources: operationResources(handle.name),
           run: async (op) => {
             if (record) await mkdir(handle.inst.logDir, { recursive: true });
             const session = await handle.driver.exec(handle.inst, { ...spec, interactive: false });
@@ -127,9 +115,8 @@ export function execRoutes(ctx: PluginContext, manager: InstanceManager, power: 
             const code = await session.exited;
             // The record is complete before the operation reports success.
             await Promise.all(written);
-            const logsUrl = `${prefixOf(req.path).prefix}/${encodeURIComponent(handle.name)}/logs`;
-            const query = handle.project === 'default' ? '' : `?project=${encodeURIComponent(handle.project)}`;
-            return { return: code, output: { 1: `${logsUrl}/${names.stdout}${query}`, 2: `${logsUrl}/${names.stderr}${query}` } };
+            const logUrl = (file: string) => subresourceUrl(req, handle.name, `logs/${file}`);
+            return { return: code, output: { 1: logUrl(names.stdout), 2: logUrl(names.stderr) } };
           },
         }));
       },

@@ -6,7 +6,7 @@ import type { PowerControl } from '../power.js';
 import { checkInstanceName } from '../names.js';
 import { deviceMap, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
 import { editableView, fullView, instanceView } from '../render.js';
-import { instancePaths } from './paths.js';
+import { instancePaths, operationResources } from './paths.js';
 
 function editFrom(body: any, handle: InstanceHandle): InstanceEdit {
   if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be an instance definition');
@@ -21,9 +21,8 @@ function editFrom(body: any, handle: InstanceHandle): InstanceEdit {
 }
 
 export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl): RouteDescriptor {
-  const resources = (name: string) => ({ instances: [`/1.0/instances/${name}`], containers: [`/1.0/containers/${name}`] });
   const task = (req: ApiRequest, handle: InstanceHandle, description: string, run: () => Promise<void>) => async(ctx.operations.create({
-    class: 'task', description, project: req.project, requestor: req.requestor, resources: resources(handle.name),
+    class: 'task', description, project: req.project, requestor: req.requestor, resources: operationResources(handle.name),
     run: () => manager.lock.run(`${handle.project}/${handle.name}`, run),
   }));
 

@@ -1,14 +1,13 @@
 /** /1.0/instances/{name}/logs: list, read and delete an instance's log files. */
 import { createReadStream } from 'node:fs';
 import { rm, stat } from 'node:fs/promises';
-import { empty, notFound, raw, resourceUrl, sync, type ApiRequest, type PluginContext, type RouteDescriptor } from '../../../sdk/index.js';
+import { empty, notFound, raw, sync, type ApiRequest, type PluginContext, type RouteDescriptor } from '../../../sdk/index.js';
 import type { InstanceManager } from '../manager.js';
 import { checkDeletable, listLogs, logFile } from '../logs.js';
-import { instancePaths, prefixOf } from './paths.js';
+import { instancePaths, subresourceUrl } from './paths.js';
 
 export function logsRoutes(ctx: PluginContext, manager: InstanceManager): RouteDescriptor[] {
-  const logUrl = (req: ApiRequest, name: string, file: string) =>
-    resourceUrl(`${prefixOf(req.path).prefix}/${encodeURIComponent(name)}/logs/${file}`, req.project);
+  const logUrl = (req: ApiRequest, name: string, file: string) => subresourceUrl(req, name, `logs/${file}`);
   const event = (action: string, req: ApiRequest, name: string, file: string) =>
     ctx.events.lifecycle(action, logUrl(req, name, file), { project: req.project, requestor: req.requestor });
 

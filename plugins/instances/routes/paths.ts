@@ -1,5 +1,5 @@
 /** Every instance route is served under /1.0/instances and the legacy per-type prefixes. */
-import type { InstanceType } from '../../../sdk/index.js';
+import { resourceUrl, type ApiRequest, type InstanceType } from '../../../sdk/index.js';
 
 const PREFIXES: { prefix: string; type?: InstanceType }[] = [
   { prefix: '/1.0/instances' },
@@ -16,4 +16,17 @@ export function instancePaths(suffix = ''): { path: string; aliases: string[] } 
 /** The collection prefix a request came through, and the instance type it is limited to. */
 export function prefixOf(requestPath: string): { prefix: string; type?: InstanceType } {
   return PREFIXES.find((p) => requestPath === p.prefix || requestPath.startsWith(`${p.prefix}/`)) ?? PREFIXES[0];
+}
+
+/** The `resources` of an operation about one instance, under both collection names. */
+export const operationResources = (name: string) => ({ instances: [`/1.0/instances/${name}`], containers: [`/1.0/containers/${name}`] });
+
+/** Path of something under an instance, through the collection prefix the request came by. */
+export function subresourcePath(req: ApiRequest, name: string, suffix: string): string {
+  return `${prefixOf(req.path).prefix}/${encodeURIComponent(name)}/${suffix}`;
+}
+
+/** The same, with the request's project. */
+export function subresourceUrl(req: ApiRequest, name: string, suffix: string): string {
+  return resourceUrl(subresourcePath(req, name, suffix), req.project);
 }

@@ -3,6 +3,8 @@
  * then relay. The control socket is optional (pylxd never opens it), as with the reference.
  */
 import type { WebSocket } from 'ws';
+import type { ApiRequest, Operation, OperationControl, PluginContext } from '../../../sdk/index.js';
+import { operationResources } from './paths.js';
 
 type ControlMessage = { command?: string; args?: Record<string, string>; signal?: number };
 
@@ -72,5 +74,29 @@ export function pump(from: NodeJS.ReadableStream, to: WebSocket | undefined): Pr
     from.once('end', () => resolve());
     from.once('close', () => resolve());
     from.once('error', () => resolve());
+  });
+}
+
+/**
+ * A websocket operation about an instance: the client gets a secret per name in `secrets`, and
+ * `body` runs once the data sockets are open.
+ */
+export function sessionOperation(
+  ctx: PluginContext, req: ApiRequest, name: string, description: string, secrets: string[],
+  body: (sockets: SessionSockets, op: OperationControl) => Promise<Record<string, unknown> | void>,
+): Operation {
+  const sockets = new SessionSockets(secrets);
+  return ctx.operations.create({
+    class: 'websocket',
+    description,
+    project: req.project,
+    requestor: req.requestor,
+    resources: operationResources(name),
+    secrets,
+    connect: (secret, socket) => sockets.attach(secret, socket),
+    run: async (op) => {
+      await sockets.ready(op.signal);
+      return body(sockets, op);
+    },
   });
 }

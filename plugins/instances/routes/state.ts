@@ -3,7 +3,7 @@ import { async, badRequest, sync, type PluginContext, type RouteDescriptor } fro
 import type { InstanceManager } from '../manager.js';
 import { POWER_ACTIONS, type PowerAction, type PowerControl, type PowerOptions } from '../power.js';
 import { stateView } from '../render.js';
-import { instancePaths } from './paths.js';
+import { instancePaths, operationResources } from './paths.js';
 
 /** Parse a state change request (`{action, timeout, force, stateful}`). */
 export function stateBody(body: unknown): { action: PowerAction; opts: PowerOptions } {
@@ -37,7 +37,7 @@ export function stateRoutes(ctx: PluginContext, manager: InstanceManager, power:
           description: DESCRIPTIONS[action],
           project: req.project,
           requestor: req.requestor,
-          resources: { instances: [`/1.0/instances/${handle.name}`], containers: [`/1.0/containers/${handle.name}`] },
+          resources: operationResources(handle.name),
           run: () => manager.lock.run(key, async () => {
             await power.change(await manager.load(handle.project, handle.name), action, opts, req);
           }),

@@ -7,7 +7,7 @@ import { constants as C } from 'node:fs';
 import { open } from 'node:fs/promises';
 import path from 'node:path';
 import { parse, stringify } from 'yaml';
-import { badRequest, internalError } from '../../../sdk/index.js';
+import { badRequest, internalError, isPlainObject } from '../../../sdk/index.js';
 import { checkTemplateName } from './template-files.js';
 import { replaceFile } from './replace-file.js';
 
@@ -33,25 +33,23 @@ export interface InstanceMetadata {
 
 export const EMPTY_METADATA: InstanceMetadata = { architecture: '', creation_date: 0, expiry_date: 0, properties: null, templates: null };
 
-const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
 export const metadataFile = (volumePath: string) => path.join(volumePath, 'metadata.yaml');
 
 // ---------------------------------------------------------------------------------------------
 // Reading what is on disk: images were checked at import, edits at PUT; be lenient with scalars.
 
 function looseMap(v: unknown): Record<string, string> | null {
-  if (!isMap(v)) return null;
+  if (!isPlainObject(v)) return null;
   const out: Record<string, string> = {};
   for (const [k, x] of Object.entries(v)) if (x !== null && x !== undefined && typeof x !== 'object') out[k] = String(x);
   return out;
 }
 
 function looseTemplates(v: unknown): Record<string, TemplateSpec> | null {
-  if (!isMap(v)) return null;
+  if (!isPlainObject(v)) return null;
   const out: Record<string, TemplateSpec> = {};
   for (const [target, spec] of Object.entries(v)) {
-    if (!isMap(spec)) continue;
+    if (!isPlainObject(spec)) continue;
     out[target] = {
       when: Array.isArray(spec.when) ? spec.when.map(String) : null,
       create_only: spec.create_only === true,
@@ -115,7 +113,7 @@ function parseMetadata(text: string): InstanceMetadata {
     throw internalError(`metadata.yaml is not valid YAML: ${(err as Error).message.split('\n')[0]}`);
   }
   if (doc === null || doc === undefined) return structuredClone(EMPTY_METADATA);
-  if (!isMap(doc)) throw internalError('metadata.yaml is not a map');
+  if (!isPlainObject(doc)) throw internalError('metadata.yaml is not a map');
   return {
     architecture: doc.architecture === undefined || doc.architecture === null ? '' : String(doc.architecture),
     creation_date: num(doc.creation_date),
@@ -142,7 +140,7 @@ function dateField(v: unknown, what: string): number {
 
 function stringMapField(v: unknown, what: string): Record<string, string> | null {
   if (v === undefined || v === null) return null;
-  if (!isMap(v)) throw badRequest(`"${what}" must be a map of strings`);
+  if (!isPlainObject(v)) throw badRequest(`"${what}" must be a map of strings`);
   for (const [k, x] of Object.entries(v)) if (typeof x !== 'string') throw badRequest(`"${what}.${k}" must be a string`);
   return { ...(v as Record<string, string>) };
 }
@@ -150,7 +148,7 @@ function stringMapField(v: unknown, what: string): Record<string, string> | null
 function templateField(target: string, v: unknown): TemplateSpec {
   const at = `templates.${target}`;
   if (!target) throw badRequest('A template needs a target path');
-  if (!isMap(v)) throw badRequest(`"${at}" must be a map`);
+  if (!isPlainObject(v)) throw badRequest(`"${at}" must be a map`);
   if (v.when !== undefined && v.when !== null && (!Array.isArray(v.when) || v.when.some((w) => typeof w !== 'string'))) {
     throw badRequest(`"${at}.when" must be a list of strings`);
   }
@@ -174,10 +172,10 @@ function templateField(target: string, v: unknown): TemplateSpec {
 
 /** Check a PUT body; unknown top-level fields are ignored (clients echo what they read). */
 export function metadataFromBody(body: unknown): InstanceMetadata {
-  if (!isMap(body)) throw badRequest('The request body must be the image metadata (a JSON object)');
+  if (!isPlainObject(body)) throw badRequest('The request body must be the image metadata (a JSON object)');
   let templates: Record<string, TemplateSpec> | null = null;
   if (body.templates !== undefined && body.templates !== null) {
-    if (!isMap(body.templates)) throw badRequest('"templates" must be a map of target paths to templates');
+    if (!isPlainObject(body.templates)) throw badRequest('"templates" must be a map of target paths to templates');
     templates = {};
     for (const [target, spec] of Object.entries(body.templates)) templates[target] = templateField(target, spec);
   }

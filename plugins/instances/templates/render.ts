@@ -5,6 +5,7 @@
  * Templates come from untrusted images: lookups see only own data properties, nothing is
  * evaluated as code, and the output size is capped.
  */
+import { isPlainObject } from '../../../sdk/index.js';
 
 export class TemplateError extends Error {
   constructor(message: string, readonly line?: number) {
@@ -135,7 +136,7 @@ const FILTERS: Record<string, (value: unknown, arg: unknown, hasArg: boolean) =>
   lower: (v) => display(v).toLowerCase(),
   upper: (v) => display(v).toUpperCase(),
   capfirst: (v) => { const s = display(v); return s.charAt(0).toUpperCase() + s.slice(1); },
-  length: (v) => (typeof v === 'string' || Array.isArray(v) ? v.length : isMap(v) ? Object.keys(v).length : 0),
+  length: (v) => (typeof v === 'string' || Array.isArray(v) ? v.length : isPlainObject(v) ? Object.keys(v).length : 0),
   join: (v, arg) => (Array.isArray(v) ? v.map(display).join(display(arg)) : display(v)),
   first: (v) => (typeof v === 'string' || Array.isArray(v) ? v[0] : undefined),
   last: (v) => (typeof v === 'string' || Array.isArray(v) ? v[v.length - 1] : undefined),
@@ -301,16 +302,12 @@ class ExprParser {
 // ---------------------------------------------------------------------------------------------
 // Values.
 
-function isMap(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
 /** Django truthiness: empty strings, zero, empty lists and maps, nothing at all are false. */
 export function truthy(v: unknown): boolean {
   if (v === undefined || v === null || v === false) return false;
   if (typeof v === 'number') return v !== 0 && !Number.isNaN(v);
   if (typeof v === 'string' || Array.isArray(v)) return v.length > 0;
-  if (isMap(v)) return Object.keys(v).length > 0;
+  if (isPlainObject(v)) return Object.keys(v).length > 0;
   return true;
 }
 
@@ -331,7 +328,7 @@ function lookup(of: unknown, key: string | number): unknown {
   if (Array.isArray(of)) return typeof key === 'number' ? of[key] : undefined;
   if (typeof of === 'string') return typeof key === 'number' ? of[key] : undefined;
   if (of instanceof Map) return of.get(String(key));
-  if (isMap(of) && Object.hasOwn(of, String(key))) return of[String(key)];
+  if (isPlainObject(of) && Object.hasOwn(of, String(key))) return of[String(key)];
   return undefined;
 }
 
@@ -343,7 +340,7 @@ function equal(a: unknown, b: unknown): boolean {
 function contains(haystack: unknown, needle: unknown): boolean {
   if (typeof haystack === 'string') return haystack.includes(display(needle));
   if (Array.isArray(haystack)) return haystack.some((x) => equal(x, needle));
-  if (isMap(haystack)) return Object.hasOwn(haystack, display(needle));
+  if (isPlainObject(haystack)) return Object.hasOwn(haystack, display(needle));
   return false;
 }
 
@@ -566,6 +563,6 @@ function run(nodes: Node[], scope: Scope, escape: boolean, emit: (s: string) => 
 function iterate(v: unknown): [unknown, unknown][] {
   if (Array.isArray(v)) return v.map((x, i) => [i, x]);
   if (typeof v === 'string') return [...v].map((x, i) => [i, x]);
-  if (isMap(v)) return Object.keys(v).sort().map((k) => [k, v[k]]);
+  if (isPlainObject(v)) return Object.keys(v).sort().map((k) => [k, v[k]]);
   return [];
 }

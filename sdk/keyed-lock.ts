@@ -1,4 +1,4 @@
-/** One change at a time per instance: state changes, edits, renames and deletes queue up. */
+/** Serialises work per key within this daemon: each run waits for the previous one on its key. */
 export class KeyedLock {
   private readonly tails = new Map<string, Promise<void>>();
 
