@@ -86,7 +86,8 @@ export interface InstanceDriver {
   initialize?(inst: DriverInstance, existing: DriverInstance[]): Promise<Record<string, string>>;
   /** Check config the driver will apply (raw.lxc...); throw a 400 ApiError. */
   validate?(config: Record<string, string>): void;
-  start(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<void>;
+  /** Resolves with volatile keys to record, such as the id map now in effect (`volatile.idmap.current`). */
+  start(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<Record<string, string> | void>;
   /** Clean shutdown within `timeoutMs` then kill; `force` kills at once. */
   stop(inst: DriverInstance, opts: { force: boolean; timeoutMs: number }): Promise<void>;
   freeze(inst: DriverInstance): Promise<void>;

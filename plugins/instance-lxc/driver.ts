@@ -44,6 +44,7 @@ export interface LxcDriverOptions {
 
 const START_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 30_000;
+const MONITOR_EXIT_MS = 2_000;
 
 /** Volatile keys a start leaves behind (the map in effect). */
 export type StartResult = Record<string, string>;
@@ -165,12 +166,8 @@ export class LxcDriver implements InstanceDriver {
     return out;
   }
 
-  async start(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<void> {
-    await this.launch(inst, devices);
-  }
-
   /** Start the container; resolves with the volatile id map keys now in effect. */
-  async launch(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<StartResult> {
+  async start(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<StartResult> {
     const name = this.nameOf(inst);
     if (this.monitors.find(name)) throw badRequest('The instance is already running');
     this.validate(inst.config);
@@ -272,8 +269,20 @@ export class LxcDriver implements InstanceDriver {
     const args = ['-n', name, '-P', this.paths.lxcpath, ...(kill ? ['-k'] : ['-t', String(Math.max(1, Math.ceil(opts.timeoutMs / 1000)))])];
     const result = await runTool(this.opts.hostTools, 'lxc-stop', args, (kill ? 0 : opts.timeoutMs) + STOP_GRACE_MS)
       .catch((err: Error) => ({ exitCode: -1, stderr: err.message }));
-    this.monitors.forget(name);
-    if (this.monitors.find(name)) throw internalError(`Failed to stop the instance: ${result.stderr.trim() || `lxc-stop exited with ${result.exitCode}`}`);
+    if (await this.stillRunning(name, result.exitCode === 0 ? MONITOR_EXIT_MS : 0)) {
+      throw internalError(`Failed to stop the instance: ${result.stderr.trim() || `lxc-stop exited with ${result.exitCode}`}`);
+    }
+  }
+
+  /** lxc-stop may report success a moment before the liblxc monitor has exited: give it `graceMs`. */
+  private async stillRunning(name: string, graceMs: number): Promise<boolean> {
+    const deadline = Date.now() + graceMs;
+    for (;;) {
+      this.monitors.forget(name);
+      if (!this.monitors.find(name)) return false;
+      if (Date.now() >= deadline) return true;
+      await new Promise((r) => setTimeout(r, 5));
+    }
   }
 
   private async freezer(inst: DriverInstance, tool: 'lxc-freeze' | 'lxc-unfreeze', wantFrozen: boolean): Promise<void> {

@@ -78,9 +78,10 @@ export class PowerControl {
   async start(handle: InstanceHandle, req?: ApiRequest, quiet = false): Promise<void> {
     const devices = await this.deviceRunConfigs(handle);
     await this.manager.applyTemplates(handle, 'start');
-    await handle.driver.start(handle.inst, devices);
+    const volatile = await handle.driver.start(handle.inst, devices);
     const now = new Date().toISOString();
     await this.manager.touch(handle.project, handle.name, (r) => {
+      Object.assign(r.config, volatile ?? {});
       r.config['volatile.last_state.power'] = 'RUNNING';
       r.last_used_at = now;
     });

@@ -82,6 +82,24 @@ test.serial('exec over websockets: output streams, a forwarded SIGTERM, the exit
   }
 });
 
+test.serial('a start records the id map in effect as volatile.idmap.current (id_map_current), as the kernel shows it', async (t) => {
+  await call('POST', '/1.0/instances', { name: 'mapped', source: { type: 'image', alias: 'bb' } });
+  t.is((await call('GET', '/1.0/instances/mapped')).json.metadata.config['volatile.idmap.current'], undefined, 'not before a start');
+  await call('PUT', '/1.0/instances/mapped/state', { action: 'start' });
+  try {
+    const config = (await call('GET', '/1.0/instances/mapped')).json.metadata.config;
+    const current = JSON.parse(config['volatile.idmap.current']);
+    t.deepEqual(current, JSON.parse(config['volatile.idmap.next']));
+    const pid = (await call('GET', '/1.0/instances/mapped/state')).json.metadata.pid;
+    const [nsid, hostid, range] = readFileSync(`/proc/${pid}/uid_map`, 'utf8').trim().split(/\s+/).map(Number);
+    const uid = current.find((e: any) => e.Isuid);
+    t.deepEqual([uid.Nsid, uid.Hostid, uid.Maprange], [nsid, hostid, range]);
+  } finally {
+    await call('PUT', '/1.0/instances/mapped/state', { action: 'stop', force: true });
+    await call('DELETE', '/1.0/instances/mapped');
+  }
+});
+
 test('every extension name the instances plugin claims is named by a test that exercises it', (t) => {
   const registry = JSON.parse(readFileSync(path.join(projectRoot, 'plugin-registry.json'), 'utf8'));
   const claims: string[] = registry.plugins.find((p: any) => p.id === 'instances').provides.extensions;

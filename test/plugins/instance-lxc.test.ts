@@ -49,7 +49,7 @@ const rootDisk = (inst: DriverInstance): DeviceRunConfig => ({ rootfs: { path: p
 
 async function launch(inst: DriverInstance, mounts: DeviceMount[] = [], d = driver): Promise<Record<string, string>> {
   started.push({ driver: d, inst });
-  return d.launch(inst, [rootDisk(inst), ...(mounts.length ? [{ mounts }] : [])]);
+  return d.start(inst, [rootDisk(inst), ...(mounts.length ? [{ mounts }] : [])]);
 }
 
 async function run(inst: DriverInstance, command: string[], extra: Partial<ExecSpec> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
