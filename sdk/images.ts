@@ -48,7 +48,31 @@ export interface ImageTemplate {
   mode?: string;
 }
 
+/** What an image source provider hands over: a directory laid out like an unpacked image. */
+export interface ImageSourceContent {
+  /** Holds `rootfs/`, and `metadata.yaml` and `templates/` when the source has them. */
+  dir: string;
+  architecture: string;
+  type: 'container' | 'virtual-machine';
+  /** Properties carried from the source (the instance's `image.*` keys), overridden by the request's. */
+  properties: Record<string, string>;
+  /** Called once the image is packed (or packing failed): unlock, remove scratch copies. */
+  release(): Promise<void>;
+}
+
+/**
+ * Makes images from something another plugin owns, for `POST /1.0/images` with a `source.type`
+ * that is not an upload (`instance`, `snapshot`).
+ */
+export interface ImageSourceProvider {
+  readonly type: string;
+  /** Check the request's `source` (404 unknown, 400 refused, e.g. a running instance) and open its content. */
+  open(project: string, source: Record<string, unknown>): Promise<ImageSourceContent>;
+}
+
 export interface ImagesService {
+  /** Another plugin answers `POST /1.0/images` for a source type (`instance`, `snapshot`). */
+  registerSource(provider: ImageSourceProvider): void;
   /** By alias, full fingerprint or unique fingerprint prefix; 404 when nothing matches. */
   resolve(project: string, source: { alias?: string; fingerprint?: string }): Promise<ImageRecord>;
   /**

@@ -11,6 +11,7 @@ export * from './config-keys.js';
 export * from './validate.js';
 export * from './body.js';
 export * from './keyed-lock.js';
+export * from './tar-walk.js';
 export * from './store.js';
 export * from './host-tools.js';
 export * from './services.js';

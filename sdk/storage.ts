@@ -46,14 +46,40 @@ export interface StorageDriver {
   volumePath(pool: PoolInfo, vol: VolumeRef): string;
   /** Create an empty volume, then let `fill` populate it; removes the volume if `fill` throws. */
   createVolume(pool: PoolInfo, vol: VolumeRef, fill?: (dir: string) => Promise<void>): Promise<void>;
-  /** Make `target` a copy of `source` (cheapest clone the backend has). */
-  cloneVolume(pool: PoolInfo, source: VolumeRef, target: VolumeRef): Promise<void>;
+  /** Make `target` a copy of `source`, or of its snapshot `fromSnapshot` (cheapest clone the backend has). */
+  cloneVolume(pool: PoolInfo, source: VolumeRef, target: VolumeRef, fromSnapshot?: string): Promise<void>;
   deleteVolume(pool: PoolInfo, vol: VolumeRef): Promise<void>;
   renameVolume(pool: PoolInfo, vol: VolumeRef, newName: string): Promise<void>;
   /** Names of the volumes of a type that exist on the host (to find leftovers after a crash). */
   listVolumes(pool: PoolInfo, type: VolumeType): Promise<VolumeRef[]>;
   /** Bytes used, when the backend can tell cheaply. */
   volumeUsage?(pool: PoolInfo, vol: VolumeRef): Promise<number | undefined>;
+  /**
+   * Snapshots of volumes, for drivers that can keep them. `deleteVolume` and `renameVolume` of a
+   * driver with this capability take the volume's snapshots along.
+   */
+  readonly snapshots?: VolumeSnapshots;
+}
+
+/** The snapshot capability of a storage driver. Snapshots hold the same layout as their volume. */
+export interface VolumeSnapshots {
+  /** Host directory of a snapshot (no check that it exists). */
+  path(pool: PoolInfo, vol: VolumeRef, snapshot: string): string;
+  /** Freeze the volume's current content, or, with `fill`, make a snapshot from what `fill` writes. Undo on failure. */
+  create(pool: PoolInfo, vol: VolumeRef, snapshot: string, fill?: (dir: string) => Promise<void>): Promise<void>;
+  delete(pool: PoolInfo, vol: VolumeRef, snapshot: string): Promise<void>;
+  rename(pool: PoolInfo, vol: VolumeRef, snapshot: string, newName: string): Promise<void>;
+  /** Make the volume's content what the snapshot holds; the volume is untouched if this fails. */
+  restore(pool: PoolInfo, vol: VolumeRef, snapshot: string): Promise<void>;
+  /** Snapshot names present on the host, sorted. */
+  list(pool: PoolInfo, vol: VolumeRef): Promise<string[]>;
+  /** Bytes the snapshot holds on its own, when the backend can tell cheaply. */
+  usage?(pool: PoolInfo, vol: VolumeRef, snapshot: string): Promise<number | undefined>;
+}
+
+/** Type guard for the snapshot capability. */
+export function canSnapshot(driver: StorageDriver): driver is StorageDriver & { snapshots: VolumeSnapshots } {
+  return driver.snapshots !== undefined;
 }
 
 /** How a new instance volume is filled. */
@@ -61,7 +87,13 @@ export type VolumeSource =
   | { kind: 'empty' }
   /** From an image: unpacked once per pool into an image volume, then cloned. */
   | { kind: 'image'; fingerprint: string; project: string; unpack: (dir: string) => Promise<void> }
-  | { kind: 'copy'; pool: string; volume: VolumeRef };
+  /**
+   * From another volume, on this pool or another one; from one of its snapshots with `snapshot`;
+   * `snapshots` names source snapshots to recreate on the new volume, oldest first.
+   */
+  | { kind: 'copy'; pool: string; volume: VolumeRef; snapshot?: string; snapshots?: string[] }
+  /** Written by `fill` (a backup import); `snapshots` are filled first, oldest first. */
+  | { kind: 'fill'; fill: (dir: string) => Promise<void>; snapshots?: { name: string; fill: (dir: string) => Promise<void> }[] };
 
 export interface StorageService {
   registerDriver(driver: StorageDriver): void;
@@ -78,6 +110,20 @@ export interface StorageService {
   listVolumes(pool: string, type: VolumeType): Promise<VolumeRef[]>;
   /** Drop the unpacked image volumes of an image on every pool (image deleted). */
   deleteImageVolumes(fingerprint: string): Promise<void>;
+  /** Throws 400 when the pool's driver has no snapshot capability. */
+  createSnapshot(pool: string, vol: VolumeRef, snapshot: string): Promise<void>;
+  deleteSnapshot(pool: string, vol: VolumeRef, snapshot: string): Promise<void>;
+  renameSnapshot(pool: string, vol: VolumeRef, snapshot: string, newName: string): Promise<void>;
+  restoreSnapshot(pool: string, vol: VolumeRef, snapshot: string): Promise<void>;
+  snapshotPath(pool: string, vol: VolumeRef, snapshot: string): Promise<string>;
+  /** Snapshot names present on the host ([] when the driver keeps none). */
+  listSnapshots(pool: string, vol: VolumeRef): Promise<string[]>;
+  snapshotUsage(pool: string, vol: VolumeRef, snapshot: string): Promise<number | undefined>;
+  /**
+   * Make the existing volume `vol` on `pool` hold what the source holds, adding the source's
+   * `snapshots` the target lacks (an incremental refresh copy).
+   */
+  refreshVolume(pool: string, vol: VolumeRef, source: { pool: string; volume: VolumeRef; snapshots: string[] }): Promise<void>;
   /** Other plugins add what uses a pool (instances, profiles). */
   readonly poolUsedBy: UsedByRegistry;
 }

@@ -8,7 +8,7 @@ import { detectFormat, type Compression, type FileFormat } from './compression.j
 import { readDecompressed } from './decompress.js';
 import type { ImageType } from './image.js';
 import { parseMetadata } from './metadata.js';
-import { TarWalker, type TarEntry } from './tar-walk.js';
+import { TarWalker, type TarEntry } from '../../sdk/index.js';
 
 export interface Inspected {
   metadata: ImageMetadata;
@@ -40,7 +40,7 @@ async function tarFormat(file: string, what: string): Promise<Compression> {
 
 /** Walk a whole archive (checking it), collecting what `onEntry` asks for; returns the member count. */
 async function walkArchive(tools: HostTools, file: string, compression: Compression, onEntry: (e: TarEntry) => boolean, onContent?: (e: TarEntry, content: Buffer) => void): Promise<number> {
-  const walker = new TarWalker(onEntry, onContent);
+  const walker = new TarWalker('image tarball', onEntry, onContent);
   await readDecompressed(tools, file, compression, (chunk) => walker.push(chunk));
   walker.finish();
   return walker.members;

@@ -22,7 +22,10 @@ import { metadataTemplateRoutes } from './routes/metadata-templates.js';
 import { applyTemplates } from './templates/apply.js';
 import { filesRoutes } from './routes/files.js';
 import { logsRoutes } from './routes/logs.js';
-import { childListRoutes } from './routes/child-lists.js';
+import { snapshotRoutes } from './routes/snapshots.js';
+import { SnapshotManager } from './snapshots/manager.js';
+import { SNAPSHOT_KEYS } from './snapshots/keys.js';
+import { SnapshotScheduler } from './snapshots/scheduler.js';
 import { scheduleLogExpiry } from './log-expiry.js';
 import { cleanupLeftovers } from './leftovers.js';
 import { applyProfileToRunning } from './profile-updates.js';
@@ -40,7 +43,7 @@ export default definePlugin({
     const storage = need(ctx, StorageServiceRef, ctx.services.get(StorageServiceRef));
     const images = need(ctx, ImagesServiceRef, ctx.services.get(ImagesServiceRef));
     const profiles = need(ctx, ProfilesServiceRef, ctx.services.get(ProfilesServiceRef));
-    for (const key of INSTANCE_KEYS) ctx.keys.register(key);
+    for (const key of [...INSTANCE_KEYS, ...SNAPSHOT_KEYS]) ctx.keys.register(key);
     devices.register(diskDevice(() => storage));
     devices.register(noneDevice);
 
@@ -48,6 +51,9 @@ export default definePlugin({
     const manager = new InstanceManager(ctx, { storage, images, profiles, devices, drivers });
     manager.applyTemplates = applyTemplates;
     const power = new PowerControl(ctx, manager);
+    const snapshots = new SnapshotManager(ctx, manager);
+    manager.children.snapshots = async (handle) => Promise.all((await snapshots.list(handle)).map((s) => snapshots.view(handle, s)));
+    const scheduler = new SnapshotScheduler(ctx, manager, snapshots, power);
     let logExpiry: { stop(): void } | undefined;
 
     const service: InstancesService = {
@@ -84,8 +90,8 @@ export default definePlugin({
     });
 
     for (const route of [
-      collectionRoutes(ctx, manager, power),
-      instanceRoutes(ctx, manager, power),
+      collectionRoutes(ctx, manager, power, snapshots),
+      instanceRoutes(ctx, manager, power, snapshots),
       stateRoutes(ctx, manager, power),
       execRoutes(ctx, manager, power),
       consoleRoutes(ctx, manager, power),
@@ -93,18 +99,20 @@ export default definePlugin({
       metadataTemplateRoutes(ctx, manager),
       filesRoutes(ctx, manager),
       ...logsRoutes(ctx, manager),
-      ...childListRoutes(ctx, manager),
+      ...snapshotRoutes(ctx, manager, snapshots),
     ]) ctx.routes.add(route);
 
     ctx.hooks.ready.tap(async () => {
       await cleanupLeftovers(ctx, manager);
       logExpiry = scheduleLogExpiry(ctx, manager.logsRoot);
+      scheduler.start();
       // Autostart in the background: the API opens at once, as the reference's does.
       void power.boot().catch((err) => ctx.log.error({ err }, 'instance autostart failed'));
     });
     ctx.hooks.shutdown.tap(async (info) => {
       power.stopWatching();
       logExpiry?.stop();
+      scheduler.stop();
       if (info.hostShutdown) await power.shutdownAll();
     });
   },

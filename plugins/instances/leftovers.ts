@@ -10,16 +10,28 @@ import { volumeName, type InstanceManager } from './manager.js';
 
 export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceManager): Promise<void> {
   const records = await manager.records.list();
-  const known = new Set(records.map((s) => `${s.doc.type}/${s.project}/${s.name}`));
+  // Keyed by pool too: a move between pools interrupted by a crash leaves a copy the record does not name.
+  const known = new Set(records.map((s) => `${s.doc.pool}/${s.doc.type}/${s.project}/${s.name}`));
   const storage = manager.deps.storage;
   for (const pool of await storage.poolNames()) {
     for (const type of ['container', 'virtual-machine'] as const) {
       const volumes = await storage.listVolumes(pool, type).catch(() => []);
       for (const vol of volumes) {
-        if (known.has(`${vol.type}/${vol.project}/${vol.name}`)) continue;
+        if (known.has(`${pool}/${vol.type}/${vol.project}/${vol.name}`)) continue;
         ctx.log.warn({ pool, volume: vol }, 'removing an instance volume that has no record (left by a crash)');
         await storage.deleteVolume(pool, vol).catch((err) => ctx.log.error({ err }, 'leftover volume removal failed'));
       }
+    }
+  }
+  // A snapshot's storage is made before its record: storage without a record is a leftover too.
+  const snapshotRecords = new Set((await ctx.store.collection('snapshots').list()).map((s) => `${s.project}/${s.name}`));
+  for (const s of records) {
+    const vol = { type: s.doc.type, project: s.project, name: s.name };
+    const names = await storage.listSnapshots(s.doc.pool, vol).catch(() => [] as string[]);
+    for (const snap of names) {
+      if (snapshotRecords.has(`${s.project}/${s.name}/${snap}`)) continue;
+      ctx.log.warn({ pool: s.doc.pool, volume: vol, snapshot: snap }, 'removing a snapshot that has no record (left by a crash)');
+      await storage.deleteSnapshot(s.doc.pool, vol, snap).catch((err) => ctx.log.error({ err }, 'leftover snapshot removal failed'));
     }
   }
   for (const driver of manager.deps.drivers.values()) {

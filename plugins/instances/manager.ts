@@ -18,6 +18,7 @@ import { isRootDisk } from './devices/disk.js';
 import type { DeviceTypes } from './devices/device-types.js';
 import { liveChanges } from './live-keys.js';
 import { NEVER, type InstanceRecord } from './record.js';
+import { snapshotKey, type SnapshotRecord } from './snapshots/record.js';
 
 export interface InstanceDeps {
   storage: StorageService;
@@ -45,6 +46,8 @@ export interface CreateSpec extends InstanceEdit {
   /** Volatile keys carried from a copy source or an image. */
   extraConfig: Record<string, string>;
   templateTrigger?: 'create' | 'copy';
+  /** Snapshot records written with the instance record (copies and backup imports); the volume source makes their storage. */
+  snapshots?: SnapshotRecord[];
 }
 
 export const volumeName = (project: string, name: string) => (project === 'default' ? name : `${project}_${name}`);
@@ -56,6 +59,8 @@ export class InstanceManager implements InstanceAccess {
   private readonly profileCache = new Map<string, Profile>();
   /** Template application, wired by the plugin (templates module). */
   applyTemplates: (handle: InstanceHandle, trigger: 'create' | 'copy' | 'start' | 'rename') => Promise<void> = async () => {};
+  /** recursion=2 lists of what an instance owns, wired by the snapshot and backup modules. */
+  readonly children: { snapshots?: (handle: InstanceHandle) => Promise<unknown[]>; backups?: (handle: InstanceHandle) => Promise<unknown[]> } = {};
 
   constructor(private readonly ctx: PluginContext, readonly deps: InstanceDeps) {
     this.records = ctx.store.collection<InstanceRecord>('instances');
@@ -64,6 +69,10 @@ export class InstanceManager implements InstanceAccess {
       const action = (event.metadata as { action?: string }).action ?? '';
       if (action.startsWith('profile-')) this.profileCache.clear();
     }, ['lifecycle']);
+  }
+
+  get log(): PluginContext['log'] {
+    return this.ctx.log;
   }
 
   get logsRoot(): string {
@@ -176,13 +185,17 @@ export class InstanceManager implements InstanceAccess {
         volumePath, logDir: this.logDir(spec.project, spec.name),
       };
       Object.assign(record.config, await driver.initialize?.(draft, await this.idmapNeighbours(draft)));
-      stored = await this.records.put(spec.project, spec.name, record, 0);
+      stored = await this.ctx.store.transaction(async (tx) => {
+        const snapshots = tx.collection<SnapshotRecord>('snapshots');
+        for (const snap of spec.snapshots ?? []) await snapshots.put(spec.project, snapshotKey(spec.name, snap.name), snap, 0);
+        return tx.collection<InstanceRecord>('instances').put(spec.project, spec.name, record, 0);
+      });
       const handle = await this.handleFor(stored);
       if (spec.templateTrigger) await this.applyTemplates(handle, spec.templateTrigger);
       this.lifecycle('instance-created', spec, req, { 'storage-pool': pool, type: spec.type });
       return handle;
     } catch (err) {
-      if (stored) await this.records.delete(spec.project, spec.name).catch(() => {});
+      if (stored) await this.deleteRecords(spec.project, spec.name).catch(() => {});
       await this.deps.storage.deleteVolume(pool, vol).catch(() => {});
       await rm(this.logDir(spec.project, spec.name), { recursive: true, force: true });
       throw err;
@@ -222,7 +235,7 @@ export class InstanceManager implements InstanceAccess {
       throw badRequest('Instance is protected from deletion (security.protection.delete)');
     }
     // Record first: after a crash a volume without a record is a leftover the boot cleanup removes.
-    await this.records.delete(handle.project, handle.name);
+    await this.deleteRecords(handle.project, handle.name);
     await handle.driver.remove(handle.inst).catch((err) => this.ctx.log.warn({ err }, 'driver cleanup failed'));
     await this.deps.storage.deleteVolume(handle.record.pool, { type: handle.record.type, project: handle.project, name: handle.name });
     await rm(handle.inst.logDir, { recursive: true, force: true });
@@ -240,8 +253,15 @@ export class InstanceManager implements InstanceAccess {
         await renameFile(handle.inst.logDir, this.logDir(project, newName)).catch((err: NodeJS.ErrnoException) => {
           if (err.code !== 'ENOENT') throw err;
         });
-        const stored = await this.records.rename(project, handle.name, project, newName);
-        await this.records.put(project, newName, { ...stored.doc, name: newName }, stored.rev);
+        await this.ctx.store.transaction(async (tx) => {
+          const records = tx.collection<InstanceRecord>('instances');
+          const stored = await records.rename(project, handle.name, project, newName);
+          await records.put(project, newName, { ...stored.doc, name: newName }, stored.rev);
+          const snapshots = tx.collection<SnapshotRecord>('snapshots');
+          for (const snap of await snapshots.list(project, `${handle.name}/`)) {
+            await snapshots.rename(project, snap.name, project, snapshotKey(newName, snap.doc.name));
+          }
+        });
       } catch (err) {
         await renameFile(this.logDir(project, newName), handle.inst.logDir).catch(() => {});
         await this.deps.storage.renameVolume(pool, { type, project, name: newName }, handle.name).catch(() => {});
@@ -254,6 +274,15 @@ export class InstanceManager implements InstanceAccess {
     await this.applyTemplates(renamed, 'rename').catch((err) => this.ctx.log.warn({ err }, 'rename templates failed'));
     this.ctx.events.lifecycle('instance-renamed', instanceUrl(project, newName), { project, requestor: req?.requestor, context: { old_name: handle.name } });
     return renamed;
+  }
+
+  /** The instance record and its snapshot records, together. */
+  private deleteRecords(project: string, name: string): Promise<void> {
+    return this.ctx.store.transaction(async (tx) => {
+      const snapshots = tx.collection<SnapshotRecord>('snapshots');
+      for (const snap of await snapshots.list(project, `${name}/`)) await snapshots.delete(project, snap.name);
+      await tx.collection<InstanceRecord>('instances').delete(project, name);
+    });
   }
 
   /** Set keys without going through validation (volatile state, last_used_at). */

@@ -19,6 +19,8 @@ export interface PowerOptions {
 const WATCH_INTERVAL_MS = 1000;
 
 export class PowerControl {
+  /** Called after each successful start (snapshots on `@startup`). */
+  readonly afterStart: ((handle: InstanceHandle) => void)[] = [];
   /** Instances this daemon believes are running: key -> [project, name]. */
   private readonly watched = new Map<string, [string, string]>();
   private readonly stopping = new Set<string>();
@@ -87,6 +89,7 @@ export class PowerControl {
     });
     this.watch(handle.project, handle.name);
     if (!quiet) this.manager.lifecycle('instance-started', handle, req);
+    for (const listener of this.afterStart) listener(handle);
   }
 
   async stop(handle: InstanceHandle, opts: PowerOptions, req?: ApiRequest, restarting = false): Promise<void> {

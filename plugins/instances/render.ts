@@ -1,6 +1,7 @@
 /** The wire form of instances and their state (recursion 1 and 2). */
 import { InstanceStatusCodes, type InstanceStatus, type RuntimeState, type StorageService } from '../../sdk/index.js';
 import type { InstanceHandle } from './access.js';
+import type { InstanceManager } from './manager.js';
 
 export function editableView(handle: InstanceHandle) {
   const r = handle.record;
@@ -55,7 +56,13 @@ export async function stateView(handle: InstanceHandle, storage: StorageService)
 }
 
 /** recursion=2: the instance with its live state, snapshots and backups. */
-export async function fullView(handle: InstanceHandle, storage: StorageService) {
-  const state = await stateView(handle, storage);
-  return { ...instanceView(handle, state.status), state, snapshots: null, backups: null };
+export async function fullView(handle: InstanceHandle, manager: InstanceManager) {
+  const [state, snapshots, backups] = await Promise.all([
+    stateView(handle, manager.deps.storage),
+    manager.children.snapshots?.(handle),
+    manager.children.backups?.(handle),
+  ]);
+  // The reference shows null, not an empty list, when there are none.
+  const listOrNull = (list: unknown[] | undefined) => (list && list.length ? list : null);
+  return { ...instanceView(handle, state.status), state, snapshots: listOrNull(snapshots), backups: listOrNull(backups) };
 }

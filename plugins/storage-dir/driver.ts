@@ -8,6 +8,7 @@ import {
 import { TYPE_DIRS, VOLUME_MODE, checkVolumeName, typeDir, volumeDirName, volumeFromDirName } from './layout.js';
 import { removeInside } from './remove.js';
 import { clearSource, makeLayout, prepareSource, type SourceRegistry } from './source.js';
+import { DirSnapshots } from './snapshots.js';
 
 const LONG_MS = 30 * 60_000;
 
@@ -19,7 +20,11 @@ export class DirDriver implements StorageDriver {
   readonly version = '1';
   readonly remote = false;
 
-  constructor(private readonly tools: HostTools, private readonly sources: SourceRegistry) {}
+  readonly snapshots: DirSnapshots;
+
+  constructor(private readonly tools: HostTools, private readonly sources: SourceRegistry) {
+    this.snapshots = new DirSnapshots(tools, (pool, vol) => this.volumePath(pool, vol));
+  }
 
   fillDefaults(pool: PoolInfo, dataDir: string): void {
     if (!pool.config.source) pool.config.source = path.join(dataDir, 'storage-pools', pool.name);
@@ -48,6 +53,7 @@ export class DirDriver implements StorageDriver {
     if (!found) throw new Error(`Source path "${source}" doesn't exist`);
     if (!found.isDirectory()) throw new Error(`Source path "${source}" isn't a directory`);
     await makeLayout(path.resolve(source));
+    await this.snapshots.recover(pool);
   }
 
   async resources(pool: PoolInfo): Promise<PoolResources> {
@@ -83,8 +89,8 @@ export class DirDriver implements StorageDriver {
    * `cp -a` keeps ownership, modes, timestamps, xattrs, ACLs and hard links; `--reflink=auto`
    * shares extents where the file system can (btrfs, xfs) and copies elsewhere.
    */
-  async cloneVolume(pool: PoolInfo, source: VolumeRef, target: VolumeRef): Promise<void> {
-    const from = this.volumePath(pool, source);
+  async cloneVolume(pool: PoolInfo, source: VolumeRef, target: VolumeRef, fromSnapshot?: string): Promise<void> {
+    const from = fromSnapshot ? this.snapshots.path(pool, source, fromSnapshot) : this.volumePath(pool, source);
     const to = this.volumePath(pool, target);
     if (!(await present(from))) throw notFound(`Volume "${source.name}" not found on storage pool "${pool.name}"`);
     if (await present(to)) throw conflict(`Volume "${target.name}" already exists on storage pool "${pool.name}"`);
@@ -98,6 +104,7 @@ export class DirDriver implements StorageDriver {
 
   async deleteVolume(pool: PoolInfo, vol: VolumeRef): Promise<void> {
     const source = path.resolve(pool.config.source);
+    await this.snapshots.deleteAll(pool, vol);
     await removeInside(this.tools, source, typeDir(source, vol.type), volumeDirName(vol));
   }
 
@@ -112,6 +119,12 @@ export class DirDriver implements StorageDriver {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw notFound(`Volume "${vol.name}" not found on storage pool "${pool.name}"`);
       throw err;
     }
+    try {
+      await this.snapshots.renameAll(pool, vol, newName);
+    } catch (err) {
+      await rename(to, from).catch(() => {});
+      throw err;
+    }
   }
 
   async listVolumes(pool: PoolInfo, type: VolumeType): Promise<VolumeRef[]> {
@@ -120,7 +133,8 @@ export class DirDriver implements StorageDriver {
       if (err.code === 'ENOENT') return [];
       throw err;
     });
-    return entries.filter((e) => e.isDirectory()).map((e) => volumeFromDirName(type, e.name)).sort((a, b) => a.name.localeCompare(b.name));
+    // Names with a dot suffix are a restore's scratch copies, not volumes.
+    return entries.filter((e) => e.isDirectory() && !e.name.includes('.restore-')).map((e) => volumeFromDirName(type, e.name)).sort((a, b) => a.name.localeCompare(b.name));
   }
 }
 

@@ -13,6 +13,13 @@ export const TYPE_DIRS: Record<VolumeType, string> = {
   custom: 'custom',
 };
 
+/** Where each volume type keeps its snapshots (image volumes have none). */
+export const SNAPSHOT_DIRS: Partial<Record<VolumeType, string>> = {
+  container: 'containers-snapshots',
+  'virtual-machine': 'virtual-machines-snapshots',
+  custom: 'custom-snapshots',
+};
+
 /** Every directory a pool holds, with the reference's modes (instance trees must be traversable). */
 export const LAYOUT: { dir: string; mode: number }[] = [
   { dir: 'containers', mode: 0o711 },

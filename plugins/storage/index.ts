@@ -35,6 +35,14 @@ export default definePlugin({
       volumeUsage: (pool, vol) => volumes.volumeUsage(pool, vol),
       listVolumes: (pool, type) => volumes.listVolumes(pool, type),
       deleteImageVolumes: (fingerprint) => volumes.deleteImageVolumes(fingerprint),
+      createSnapshot: (pool, vol, snapshot) => volumes.createSnapshot(pool, vol, snapshot),
+      deleteSnapshot: (pool, vol, snapshot) => volumes.deleteSnapshot(pool, vol, snapshot),
+      renameSnapshot: (pool, vol, snapshot, newName) => volumes.renameSnapshot(pool, vol, snapshot, newName),
+      restoreSnapshot: (pool, vol, snapshot) => volumes.restoreSnapshot(pool, vol, snapshot),
+      snapshotPath: (pool, vol, snapshot) => volumes.snapshotPath(pool, vol, snapshot),
+      snapshotUsage: (pool, vol, snapshot) => volumes.snapshotUsage(pool, vol, snapshot),
+      listSnapshots: (pool, vol) => volumes.listSnapshots(pool, vol),
+      refreshVolume: (pool, vol, source) => volumes.refreshVolume(pool, vol, source),
       poolUsedBy,
     };
     ctx.services.provide(StorageServiceRef, service);

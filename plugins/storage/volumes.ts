@@ -7,8 +7,8 @@
 import { lstat, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  badRequest, conflict,
-  type PluginContext, type PoolInfo, type StorageDriver, type VolumeRef, type VolumeSource, type VolumeType,
+  badRequest, canSnapshot, conflict,
+  type PluginContext, type PoolInfo, type StorageDriver, type VolumeRef, type VolumeSnapshots, type VolumeSource, type VolumeType,
 } from '../../sdk/index.js';
 import { poolLockKey, type PoolManager } from './pools.js';
 import type { SharedLock } from './shared-lock.js';
@@ -19,6 +19,12 @@ const SCRATCH = '.unpacking';
 const imageLockKey = (pool: string, fingerprint: string) => `image/${pool}/${fingerprint}`;
 
 const exists = (dir: string) => lstat(dir).then(() => true, () => false);
+
+/** The driver's snapshot capability, or the family's 400 saying it has none. */
+function snapshotsOf(driver: StorageDriver): VolumeSnapshots {
+  if (!canSnapshot(driver)) throw badRequest(`Storage driver "${driver.name}" does not support snapshots`);
+  return driver.snapshots;
+}
 
 export class VolumeManager {
   /** One unpack at a time per pool and image; later callers wait for it. */
@@ -42,17 +48,113 @@ export class VolumeManager {
           });
           break;
         case 'copy':
-          if (source.pool !== poolName) throw badRequest('Copying an instance to another storage pool is not supported by this build yet');
-          await this.clone(info, driver, source.volume, vol);
+          await this.copy(info, driver, vol, source);
+          break;
+        case 'fill':
+          await driver.createVolume(info, vol, source.fill);
+          try {
+            for (const snap of source.snapshots ?? []) await snapshotsOf(driver).create(info, vol, snap.name, snap.fill);
+          } catch (err) {
+            await driver.deleteVolume(info, vol).catch(() => {});
+            throw err;
+          }
           break;
       }
       return driver.volumePath(info, vol);
     });
   }
 
-  private async clone(info: PoolInfo, driver: StorageDriver, from: VolumeRef, to: VolumeRef): Promise<void> {
+  /**
+   * A copy on the same pool uses the driver's clone; across pools the files are copied into a
+   * new volume. Snapshots named in the source are recreated on the target, oldest first.
+   */
+  private async copy(info: PoolInfo, driver: StorageDriver, vol: VolumeRef, source: Extract<VolumeSource, { kind: 'copy' }>): Promise<void> {
+    const from = source.pool === info.name ? { info, driver } : await this.pools.usable(source.pool);
+    const snapshots = source.snapshots ?? [];
+    if (snapshots.length) snapshotsOf(driver);
+    const sourcePath = (snapshot?: string) => (snapshot ? snapshotsOf(from.driver).path(from.info, source.volume, snapshot) : from.driver.volumePath(from.info, source.volume));
+    if (source.pool === info.name) await this.clone(info, driver, source.volume, vol, source.snapshot);
+    else await driver.createVolume(info, vol, (dir) => this.copyTree(sourcePath(source.snapshot), dir));
     try {
-      await driver.cloneVolume(info, from, to);
+      for (const name of snapshots) await snapshotsOf(driver).create(info, vol, name, (dir) => this.copyTree(sourcePath(name), dir));
+    } catch (err) {
+      await driver.deleteVolume(info, vol).catch(() => {});
+      throw err;
+    }
+  }
+
+  /** Copy the content of `from` into the existing directory `to`, keeping owners, modes, xattrs and links. */
+  private async copyTree(from: string, to: string): Promise<void> {
+    if (!(await exists(from))) throw badRequest(`The copy source "${path.basename(from)}" does not exist on its pool`);
+    await this.ctx.hostTools.run('cp', ['-a', '--reflink=auto', '--no-target-directory', '--', `${from}/.`, to], { timeoutMs: 30 * 60_000 });
+  }
+
+  private async withSnapshots<T>(poolName: string, fn: (info: PoolInfo, snaps: VolumeSnapshots) => Promise<T>): Promise<T> {
+    return this.locks.shared(poolLockKey(poolName), async () => {
+      const { info, driver } = await this.pools.usable(poolName);
+      return fn(info, snapshotsOf(driver));
+    });
+  }
+
+  createSnapshot(pool: string, vol: VolumeRef, snapshot: string): Promise<void> {
+    return this.withSnapshots(pool, (info, snaps) => snaps.create(info, vol, snapshot));
+  }
+
+  deleteSnapshot(pool: string, vol: VolumeRef, snapshot: string): Promise<void> {
+    return this.withSnapshots(pool, (info, snaps) => snaps.delete(info, vol, snapshot));
+  }
+
+  renameSnapshot(pool: string, vol: VolumeRef, snapshot: string, newName: string): Promise<void> {
+    return this.withSnapshots(pool, (info, snaps) => snaps.rename(info, vol, snapshot, newName));
+  }
+
+  restoreSnapshot(pool: string, vol: VolumeRef, snapshot: string): Promise<void> {
+    return this.withSnapshots(pool, (info, snaps) => snaps.restore(info, vol, snapshot));
+  }
+
+  async snapshotPath(pool: string, vol: VolumeRef, snapshot: string): Promise<string> {
+    const { info, driver } = await this.pools.withDriver(pool);
+    return snapshotsOf(driver).path(info, vol, snapshot);
+  }
+
+  async listSnapshots(pool: string, vol: VolumeRef): Promise<string[]> {
+    const { info, driver } = await this.pools.usable(pool);
+    return canSnapshot(driver) ? driver.snapshots.list(info, vol) : [];
+  }
+
+  async snapshotUsage(pool: string, vol: VolumeRef, snapshot: string): Promise<number | undefined> {
+    const { info, driver } = await this.pools.usable(pool);
+    return snapshotsOf(driver).usage?.(info, vol, snapshot);
+  }
+
+  /**
+   * Incremental copy into an existing volume: the source snapshots the target lacks are added,
+   * then the volume's content is replaced through a scratch snapshot holding the source's
+   * current content, so a failure leaves the target as it was.
+   */
+  async refreshVolume(poolName: string, vol: VolumeRef, source: { pool: string; volume: VolumeRef; snapshots: string[] }): Promise<void> {
+    await this.locks.shared(poolLockKey(poolName), async () => {
+      const { info, driver } = await this.pools.usable(poolName);
+      const snaps = snapshotsOf(driver);
+      const from = source.pool === poolName ? { info, driver } : await this.pools.usable(source.pool);
+      const fromSnaps = snapshotsOf(from.driver);
+      const have = new Set(await snaps.list(info, vol));
+      for (const name of source.snapshots) {
+        if (!have.has(name)) await snaps.create(info, vol, name, (dir) => this.copyTree(fromSnaps.path(from.info, source.volume, name), dir));
+      }
+      const scratch = `refresh-${Date.now().toString(36)}`;
+      await snaps.create(info, vol, scratch, (dir) => this.copyTree(from.driver.volumePath(from.info, source.volume), dir));
+      try {
+        await snaps.restore(info, vol, scratch);
+      } finally {
+        await snaps.delete(info, vol, scratch).catch((err) => this.ctx.log.error({ err }, 'removing a refresh scratch snapshot failed'));
+      }
+    });
+  }
+
+  private async clone(info: PoolInfo, driver: StorageDriver, from: VolumeRef, to: VolumeRef, fromSnapshot?: string): Promise<void> {
+    try {
+      await driver.cloneVolume(info, from, to, fromSnapshot);
     } catch (err) {
       await driver.deleteVolume(info, to).catch((undo) => this.ctx.log.error({ err: undo, volume: to }, 'removing a failed clone failed'));
       throw err;

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { gunzipSync } from 'node:zlib';
 import { ImagesServiceRef } from '../../sdk/index.js';
-import { TarWalker } from '../../plugins/images/tar-walk.js';
+import { TarWalker } from '../../sdk/index.js';
 import { startTestKernel } from '../../sdk/testing/index.js';
 import { buildBusyboxImage, buildSquashfsRootfs, type BusyboxImage } from '../helpers/busybox-image.js';
 import { lxc, python } from '../helpers/clients.js';
@@ -570,7 +570,7 @@ test('the in-process tar walk reads GNU, pax and ustar names, skips sparse data,
       const bytes = readFileSync(file);
       const names: string[] = [];
       let content = '';
-      const walker = new TarWalker((e) => {
+      const walker = new TarWalker('image tarball', (e) => {
         names.push(e.name);
         return e.name.endsWith('metadata.yaml');
       }, (_e, data) => (content = data.toString()));
@@ -580,12 +580,12 @@ test('the in-process tar walk reads GNU, pax and ustar names, skips sparse data,
       for (const name of ['t/', 't/metadata.yaml', 't/sparse', path.relative(dir, longFile)]) t.true(names.includes(name), `${format}: ${name}`);
       t.is(content, 'architecture: x86_64\n', format);
 
-      const cut = new TarWalker(() => false);
+      const cut = new TarWalker('image tarball', () => false);
       cut.push(bytes.subarray(0, 1500));
       t.throws(() => cut.finish(), { message: /truncated/ }, format);
       const damaged = Buffer.from(bytes);
       damaged[5]! ^= 0x55;
-      t.throws(() => new TarWalker(() => false).push(damaged), { message: /checksum/ }, format);
+      t.throws(() => new TarWalker('image tarball', () => false).push(damaged), { message: /checksum/ }, format);
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -11,10 +11,13 @@ import { deviceMap, optionalBool, optionalString, profileList, stringMap } from 
 import { fullView, instanceView } from '../render.js';
 import { instancePaths, operationResources, prefixOf } from './paths.js';
 import { stateBody } from './state.js';
+import type { InstanceHandle } from '../access.js';
+import type { SnapshotManager } from '../snapshots/manager.js';
+import { applyCopyOrigin, copyOrigin, refreshCopy, type CopyOrigin } from '../copy.js';
 
 const TYPES: InstanceType[] = ['container', 'virtual-machine'];
 
-export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl): RouteDescriptor {
+export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl, snapshots: SnapshotManager): RouteDescriptor {
   return {
     ...instancePaths(),
     get: {
@@ -26,13 +29,13 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
           return s.project === 'default' ? url : `${url}?project=${encodeURIComponent(s.project)}`;
         }, async (s, recursion) => {
           const handle = await manager.handleFor(s);
-          if (recursion === 2) return fullView(handle, manager.deps.storage);
+          if (recursion === 2) return fullView(handle, manager);
           return instanceView(handle, await handle.driver.status(handle.inst).catch(() => 'Error' as const));
         });
       },
     },
     post: {
-      handler: async (req) => async(await createOperation(ctx, manager, req)),
+      handler: async (req) => async(await createOperation(ctx, manager, snapshots, req)),
     },
     put: {
       description: 'Change the state of every instance of the project',
@@ -70,7 +73,20 @@ function skipBulk(action: PowerAction, status: string): boolean {
     || (action === 'restart' && status === 'Stopped');
 }
 
-async function createOperation(ctx: PluginContext, manager: InstanceManager, req: ApiRequest): Promise<Operation> {
+function refreshOperation(ctx: PluginContext, manager: InstanceManager, snapshots: SnapshotManager, req: ApiRequest, origin: CopyOrigin, target: InstanceHandle): Operation {
+  return ctx.operations.create({
+    class: 'task',
+    description: 'Refreshing instance',
+    project: req.project,
+    requestor: req.requestor,
+    resources: operationResources(target.name),
+    run: () => manager.lock.run(`${target.project}/${target.name}`, async () => {
+      await refreshCopy(manager, snapshots, origin, await manager.load(target.project, target.name), req);
+    }),
+  });
+}
+
+async function createOperation(ctx: PluginContext, manager: InstanceManager, snapshots: SnapshotManager, req: ApiRequest): Promise<Operation> {
   const body = req.body ?? {};
   if (typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be an instance definition');
   const name = checkInstanceName(body.name ?? randomInstanceName());
@@ -96,7 +112,11 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, req
     source: { kind: 'empty' },
     extraConfig: {},
   };
-  await fillSource(manager, req, spec, source);
+  const origin = await fillSource(manager, snapshots, req, spec, source);
+  if (origin?.refresh) {
+    const target = await manager.load(req.project, name).catch(() => undefined);
+    if (target) return refreshOperation(ctx, manager, snapshots, req, origin, target);
+  }
   const checked = await manager.check(req.project, type, spec);
   const release = await manager.reserve(req.project, name);
   try {
@@ -121,10 +141,10 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, req
 }
 
 /** Turn the `source` of a create request into a volume source and the keys it brings. */
-async function fillSource(manager: InstanceManager, req: ApiRequest, spec: CreateSpec, source: Record<string, any>): Promise<void> {
+async function fillSource(manager: InstanceManager, snapshots: SnapshotManager, req: ApiRequest, spec: CreateSpec, source: Record<string, any>): Promise<CopyOrigin | undefined> {
   switch (source.type ?? 'none') {
     case 'none':
-      return;
+      return undefined;
     case 'image': {
       if (source.server || (source.mode && source.mode !== 'pull')) throw badRequest('Images from remote servers are not reachable from this daemon; import the image first');
       if (!source.alias && !source.fingerprint) {
@@ -138,27 +158,12 @@ async function fillSource(manager: InstanceManager, req: ApiRequest, spec: Creat
       spec.extraConfig['volatile.base_image'] = image.fingerprint;
       spec.templateTrigger = 'create';
       await images.markUsed(req.project, image.fingerprint).catch(() => {});
-      return;
+      return undefined;
     }
     case 'copy': {
-      const from = optionalString(source.source, 'source.source');
-      if (!from) throw badRequest('The copy source needs "source" (the instance to copy)');
-      if (from.includes('/')) throw badRequest('Copying from a snapshot is not supported by this build yet');
-      if (source.project && source.project !== req.project) throw badRequest('Copying between projects is not supported by this build yet');
-      const origin = await manager.load(req.project, from).catch(() => {
-        throw notFound(`Source instance "${from}" not found`);
-      });
-      if (origin.record.type !== spec.type) throw badRequest(`Source instance "${from}" is a ${origin.record.type}`);
-      const carried = Object.fromEntries(Object.entries(origin.record.config).filter(([k]) => !k.startsWith('volatile.') || k === 'volatile.base_image'));
-      const bodyGaveDevices = Object.keys(spec.devices).length > 0;
-      spec.config = { ...carried, ...spec.config };
-      if (!bodyGaveDevices) spec.devices = origin.record.devices;
-      if (!req.body.profiles) spec.profiles = origin.record.profiles;
-      spec.architecture = origin.record.architecture;
-      if (!req.body.description) spec.description = origin.record.description;
-      spec.source = { kind: 'copy', pool: origin.record.pool, volume: { type: origin.record.type, project: origin.project, name: origin.name } };
-      spec.templateTrigger = 'copy';
-      return;
+      const origin = await copyOrigin(manager, snapshots, req, source);
+      applyCopyOrigin(spec, origin, req.body);
+      return origin;
     }
     case 'migration':
       throw badRequest('Migration sources are not supported by this build yet');

@@ -7,6 +7,8 @@ import { checkInstanceName } from '../names.js';
 import { deviceMap, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
 import { editableView, fullView, instanceView } from '../render.js';
 import { instancePaths, operationResources } from './paths.js';
+import type { SnapshotManager } from '../snapshots/manager.js';
+import { moveToPool } from '../pool-move.js';
 
 function editFrom(body: any, handle: InstanceHandle): InstanceEdit {
   if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be an instance definition');
@@ -20,7 +22,7 @@ function editFrom(body: any, handle: InstanceHandle): InstanceEdit {
   };
 }
 
-export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl): RouteDescriptor {
+export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl, snapshots: SnapshotManager): RouteDescriptor {
   const task = (req: ApiRequest, handle: InstanceHandle, description: string, run: () => Promise<void>) => async(ctx.operations.create({
     class: 'task', description, project: req.project, requestor: req.requestor, resources: operationResources(handle.name),
     run: () => manager.lock.run(`${handle.project}/${handle.name}`, run),
@@ -32,14 +34,27 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
     get: {
       handler: async (req) => {
         const handle = await manager.load(req.project, req.params.name);
-        const view = req.recursion > 0 ? await fullView(handle, manager.deps.storage) : instanceView(handle, await power.status(handle));
+        const view = req.recursion > 0 ? await fullView(handle, manager) : instanceView(handle, await power.status(handle));
         return sync(view, { etag: editableView(handle) });
       },
     },
     put: {
       handler: async (req) => {
         const handle = await manager.load(req.project, req.params.name);
-        if (req.body?.restore) throw badRequest('Restoring snapshots is not supported by this build yet');
+        if (req.body?.restore !== undefined && req.body?.restore !== '') {
+          if (typeof req.body.restore !== 'string') throw badRequest('"restore" must be a snapshot name');
+          if (req.body.stateful === true) throw badRequest('Stateful restore needs CRIU, which this daemon does not provide');
+          const snapshot = req.body.restore;
+          await snapshots.load(handle, snapshot);
+          // A running instance is stopped for the restore and started again, as the reference does.
+          return task(req, handle, 'Restoring snapshot', async () => {
+            const fresh = await manager.load(handle.project, handle.name);
+            const wasRunning = (await power.status(fresh)) !== 'Stopped';
+            if (wasRunning) await power.stop(fresh, { force: true, timeout: -1 }, req, true);
+            await snapshots.restore(fresh, snapshot, req);
+            if (wasRunning) await power.start(await manager.load(handle.project, handle.name), req, true);
+          });
+        }
         const edit = editFrom(req.body, handle);
         // Check now so that a bad edit is refused synchronously, not as a failed operation.
         await manager.check(handle.project, handle.record.type, edit);
@@ -66,10 +81,22 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
       handler: async (req) => {
         const body = req.body ?? {};
         if (body.migration) throw badRequest('Migration is not supported by this build yet');
-        if (body.pool) throw badRequest('Moving an instance to another pool is not supported by this build yet');
         if (body.project && body.project !== req.project) throw badRequest('Moving an instance to another project is not supported by this build yet');
-        const newName = checkInstanceName(body.name);
         const handle = await manager.load(req.project, req.params.name);
+        if (body.pool !== undefined && body.pool !== '') {
+          if (typeof body.pool !== 'string') throw badRequest('"pool" must be a storage pool name');
+          const pool = body.pool;
+          if (pool === handle.record.pool) throw badRequest(`The instance is already on storage pool "${pool}"`);
+          await manager.deps.storage.pool(pool);
+          if ((await power.status(handle)) !== 'Stopped') throw badRequest('Moving a running instance to another pool is not allowed; stop it first');
+          const newName = body.name && body.name !== handle.name ? checkInstanceName(body.name) : undefined;
+          if (newName && (await manager.records.get(req.project, newName))) throw conflict(`Name "${newName}" already in use`);
+          return task(req, handle, 'Moving instance', async () => {
+            let moved = await moveToPool(manager, snapshots, await manager.load(handle.project, handle.name), pool, req);
+            if (newName) moved = await manager.rename(moved, newName, req);
+          });
+        }
+        const newName = checkInstanceName(body.name);
         if (newName === handle.name) throw badRequest('The new name is the current name');
         if ((await power.status(handle)) !== 'Stopped') throw badRequest('Renaming of running instance not allowed');
         if (await manager.records.get(req.project, newName)) throw conflict(`Name "${newName}" already in use`);

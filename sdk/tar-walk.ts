@@ -5,13 +5,15 @@
  * at the first launch, without running tar twice over the image.
  * Handles ustar names with prefixes, GNU long names and pax `path` records.
  */
-import { badRequest } from '../../sdk/index.js';
+import { badRequest } from './errors.js';
 
 export interface TarEntry {
   name: string;
   /** The typeflag character ('0' regular file, '5' directory, '2' symlink, ...). */
   type: string;
   size: number;
+  /** Target of a symlink or hard link ('' otherwise). */
+  linkname: string;
 }
 
 const BLOCK = 512;
@@ -20,7 +22,6 @@ const NO_DATA = new Set(['1', '2', '3', '4', '5', '6']);
 /** Largest member content collected in memory (metadata.yaml and the like; also caps long names). */
 const MAX_COLLECT = 4 * 1024 * 1024;
 
-const invalid = (why: string) => badRequest(`Invalid image tarball: ${why}`);
 
 function text(block: Buffer, start: number, length: number): string {
   const field = block.subarray(start, start + length);
@@ -38,7 +39,7 @@ function numeric(block: Buffer, start: number, length: number): number {
   }
   const digits = field.toString('latin1').replace(/\0.*$/s, '').trim();
   if (digits === '') return 0;
-  if (!/^[0-7]+$/.test(digits)) throw invalid('a header has an unreadable number');
+  if (!/^[0-7]+$/.test(digits)) throw new RangeError('a header has an unreadable number');
   return parseInt(digits, 8);
 }
 
@@ -49,9 +50,10 @@ function checksumOk(block: Buffer): boolean {
   return sum === stored;
 }
 
-/** The member name a pax record set gives (GNU sparse files keep the real one in `GNU.sparse.name`). */
-function paxPath(records: Buffer): string | undefined {
+/** The member name and link target a pax record set gives (GNU sparse files keep the real name in `GNU.sparse.name`). */
+function paxNames(records: Buffer): { path?: string; linkpath?: string } {
   let path: string | undefined;
+  let linkpath: string | undefined;
   let sparseName: string | undefined;
   let offset = 0;
   while (offset < records.length) {
@@ -63,10 +65,11 @@ function paxPath(records: Buffer): string | undefined {
     const eq = record.indexOf('=');
     const key = eq > 0 ? record.slice(0, eq) : '';
     if (key === 'path') path = record.slice(eq + 1);
+    else if (key === 'linkpath') linkpath = record.slice(eq + 1);
     else if (key === 'GNU.sparse.name') sparseName = record.slice(eq + 1);
     offset += length;
   }
-  return sparseName ?? path;
+  return { path: sparseName ?? path, linkpath };
 }
 
 export class TarWalker {
@@ -76,9 +79,11 @@ export class TarWalker {
   private remaining = 0;
   private padding = 0;
   private collected: Buffer[] | undefined;
-  private collectedFor: 'entry' | 'longname' | 'pax' | undefined;
+  private collectedFor: 'entry' | 'longname' | 'longlink' | 'pax' | undefined;
   private entry: TarEntry | undefined;
   private longName: string | undefined;
+  private longLink: string | undefined;
+  private paxLink: string | undefined;
   private paxName: string | undefined;
   private sparseExtensions = false;
   private zeroBlocks = 0;
@@ -90,11 +95,26 @@ export class TarWalker {
    * than 4 MiB are refused then).
    */
   constructor(
+    /** Names the archive in error messages: "Invalid <label>: ...". */
+    private readonly label: string,
     private readonly onEntry: (entry: TarEntry) => boolean,
     private readonly onContent: (entry: TarEntry, content: Buffer) => void = () => {},
   ) {}
 
+  private invalid(why: string) {
+    return badRequest(`Invalid ${this.label}: ${why}`);
+  }
+
   push(chunk: Buffer): void {
+    try {
+      this.consume(chunk);
+    } catch (err) {
+      if (err instanceof RangeError) throw this.invalid(err.message);
+      throw err;
+    }
+  }
+
+  private consume(chunk: Buffer): void {
     let offset = 0;
     while (offset < chunk.length && !this.ended) {
       if (this.remaining > 0) {
@@ -122,8 +142,8 @@ export class TarWalker {
 
   /** The stream ended: it must end on a member boundary. */
   finish(): void {
-    if (this.remaining > 0 || this.padding > 0 || this.headerFill > 0) throw invalid('the archive is truncated');
-    if (this.members === 0) throw invalid('the archive has no members');
+    if (this.remaining > 0 || this.padding > 0 || this.headerFill > 0) throw this.invalid('the archive is truncated');
+    if (this.members === 0) throw this.invalid('the archive has no members');
   }
 
   private onHeader(): void {
@@ -138,7 +158,7 @@ export class TarWalker {
       return;
     }
     this.zeroBlocks = 0;
-    if (!checksumOk(block)) throw invalid('a header checksum does not match (damaged or not a tar archive)');
+    if (!checksumOk(block)) throw this.invalid('a header checksum does not match (damaged or not a tar archive)');
     const type = String.fromCharCode(block[156] || 0x30);
     const size = NO_DATA.has(type) ? 0 : numeric(block, 124, 12);
     this.remaining = size;
@@ -146,24 +166,27 @@ export class TarWalker {
     this.collected = undefined;
     this.collectedFor = undefined;
 
-    if (type === 'L' || type === 'x') {
-      if (size > MAX_COLLECT) throw invalid('a name record is too large');
+    if (type === 'L' || type === 'K' || type === 'x') {
+      if (size > MAX_COLLECT) throw this.invalid('a name record is too large');
       this.collected = [];
-      this.collectedFor = type === 'L' ? 'longname' : 'pax';
-    } else if (type === 'K' || type === 'g') {
-      // Long link targets and global pax records say nothing this walk needs.
+      this.collectedFor = type === 'L' ? 'longname' : type === 'K' ? 'longlink' : 'pax';
+    } else if (type === 'g') {
+      // Global pax records say nothing this walk needs.
     } else {
       const ustar = block.subarray(257, 262).toString('latin1') === 'ustar';
       const prefix = ustar ? text(block, 345, 155) : '';
       const base = text(block, 0, 100);
       const name = this.paxName ?? this.longName ?? (prefix ? `${prefix}/${base}` : base);
+      const linkname = this.paxLink ?? this.longLink ?? text(block, 157, 100);
       this.paxName = undefined;
       this.longName = undefined;
+      this.paxLink = undefined;
+      this.longLink = undefined;
       this.members++;
-      const entry: TarEntry = { name, type, size };
+      const entry: TarEntry = { name, type, size, linkname };
       if (type === 'S' && block[482] !== 0) this.sparseExtensions = true;
       if (this.onEntry(entry)) {
-        if (size > MAX_COLLECT) throw invalid(`${name} is too large`);
+        if (size > MAX_COLLECT) throw this.invalid(`${name} is too large`);
         this.entry = entry;
         this.collected = [];
         this.collectedFor = 'entry';
@@ -179,7 +202,12 @@ export class TarWalker {
     this.collectedFor = undefined;
     if (!content) return;
     if (kind === 'longname') this.longName = text(content, 0, content.length);
-    else if (kind === 'pax') this.paxName = paxPath(content) ?? this.paxName;
+    else if (kind === 'longlink') this.longLink = text(content, 0, content.length);
+    else if (kind === 'pax') {
+      const names = paxNames(content);
+      this.paxName = names.path ?? this.paxName;
+      this.paxLink = names.linkpath ?? this.paxLink;
+    }
     else if (kind === 'entry') this.onContent(this.entry!, content);
   }
 }
