@@ -10,10 +10,11 @@ import { performance } from 'node:perf_hooks';
 import { type Daemon, startWithPool } from '../test/helpers/daemon.js';
 import { buildBusyboxImage } from '../test/helpers/busybox-image.js';
 import { importImage } from '../test/helpers/api.js';
+import { snapshotScenarios } from './snapshots.js';
 
 export interface Row { scenario: string; value: string; target?: string }
 
-const median = (xs: number[]) => {
+export const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? s[Math.floor(s.length / 2)]! : NaN;
 };
@@ -21,7 +22,7 @@ const median = (xs: number[]) => {
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
 
 /** A request that, when it answers with an operation, waits for it and fails on its failure. */
-async function call(d: Daemon, method: string, url: string, body?: unknown): Promise<any> {
+export async function call(d: Daemon, method: string, url: string, body?: unknown): Promise<any> {
   const res = await d.request(method, url, body);
   if (res.status >= 400) throw new Error(`${method} ${url}: ${res.json?.error ?? res.status}`);
   if (res.json?.type === 'async') {
@@ -32,13 +33,13 @@ async function call(d: Daemon, method: string, url: string, body?: unknown): Pro
   return res.json?.metadata;
 }
 
-async function timed<T>(fn: () => Promise<T>): Promise<number> {
+export async function timed<T>(fn: () => Promise<T>): Promise<number> {
   const t0 = performance.now();
   await fn();
   return performance.now() - t0;
 }
 
-const create = (d: Daemon, name: string) => call(d, 'POST', '/1.0/instances', { name, source: { type: 'image', alias: 'bb' } });
+export const create = (d: Daemon, name: string) => call(d, 'POST', '/1.0/instances', { name, source: { type: 'image', alias: 'bb' } });
 const state = (d: Daemon, name: string, action: string) => call(d, 'PUT', `/1.0/instances/${name}/state`, { action, force: true });
 
 function lxcTool(tool: string, args: string[]): void {
@@ -157,6 +158,7 @@ export async function containerScenarios(rows: Row[], results: Record<string, un
     await importImage(d, image.unified, 'bb');
     await lifecycle(d, rows, results);
     await concurrentLaunches(d, rows, results);
+    await snapshotScenarios(d, rows, results);
     await scale(d, rows, results);
   } finally {
     await d.stop();

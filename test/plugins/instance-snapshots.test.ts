@@ -3,10 +3,11 @@
  * pool: files written into a container are checked after each step.
  */
 import test from 'ava';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startWithPool, stopDaemons, waitFor, killContainers, type Daemon } from '../helpers/daemon.js';
+import { execFileSync } from 'node:child_process';
+import { startDaemon, startWithPool, stopDaemons, waitFor, killContainers, type Daemon } from '../helpers/daemon.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { callAndWait, importImage } from '../helpers/api.js';
 
@@ -240,4 +241,50 @@ test.serial('20 snapshots in parallel on 20 instances all succeed', async (t) =>
   const results = await Promise.all(names.map((n) => call('POST', `/1.0/instances/${n}/snapshots`, { name: 'p' })));
   for (const r of results) ok(t, r, 'parallel snapshot');
   for (const n of names) t.deepEqual(await snapshotNames(n), ['p']);
+});
+
+test.serial('kill -9 during copies and a pool move: after a restart each target is whole or absent', async (t) => {
+  const d2 = await startWithPool();
+  const pool2 = mkdtempSync(path.join(tmpdir(), 'corral-kill-pool-'));
+  rmSync(pool2, { recursive: true });
+  try {
+    await importImage(d2, image.unified, 'bb');
+    t.is((await d2.request('POST', '/1.0/storage-pools', { name: 'p2', driver: 'dir', config: { source: pool2 } })).status, 200);
+    for (const name of ['big', 'mover']) {
+      await callAndWait(d2, 'POST', '/1.0/instances', { name, source: { type: 'image', alias: 'bb' } });
+      // Enough data that copying takes a while.
+      execFileSync('dd', ['if=/dev/zero', `of=${path.join(d2.dir, 'storage-pools/default/containers', name, 'rootfs/root/blob')}`, 'bs=1M', 'count=300', 'status=none']);
+      await callAndWait(d2, 'POST', `/1.0/instances/${name}/snapshots`, { name: 'one' });
+    }
+    const inflight = [
+      d2.request('POST', '/1.0/instances', { name: 'copy1', source: { type: 'copy', source: 'big' } }).catch(() => undefined),
+      d2.request('POST', '/1.0/instances', { name: 'copy2', source: { type: 'copy', source: 'big' }, devices: { root: { type: 'disk', path: '/', pool: 'p2' } } }).catch(() => undefined),
+      d2.request('POST', '/1.0/instances/mover', { name: 'mover', pool: 'p2' }).catch(() => undefined),
+    ];
+    await new Promise((r) => setTimeout(r, 300));
+    d2.child.kill('SIGKILL');
+    await Promise.all(inflight);
+    await waitFor(() => d2.child.exitCode !== null || d2.child.signalCode !== null, 5000, 'the daemon to die');
+    const d3 = await startDaemon({ plugins: 'edge', dir: d2.dir });
+    try {
+      const listed = (await d3.request('GET', '/1.0/instances?recursion=1')).json.metadata;
+      const pools: Record<string, string> = { default: path.join(d2.dir, 'storage-pools/default'), p2: pool2 };
+      for (const [pool, dir] of Object.entries(pools)) {
+        const volumes = readdirSync(path.join(dir, 'containers')).sort();
+        const expected = listed.filter((i: any) => i.expanded_devices.root.pool === pool).map((i: any) => i.name).sort();
+        t.deepEqual(volumes, expected, `pool ${pool}: a volume for every record and a record for every volume`);
+        for (const name of volumes) {
+          t.is(statSync(path.join(dir, 'containers', name, 'rootfs/root/blob')).size, 300 * 1024 * 1024, `${name} on ${pool} is whole`);
+        }
+      }
+      t.truthy(listed.find((i: any) => i.name === 'mover'), 'the moved instance exists on one pool or the other');
+      t.truthy(listed.find((i: any) => i.name === 'big'));
+    } finally {
+      await d3.stop();
+    }
+  } finally {
+    killContainers(d2.dir);
+    rmSync(d2.dir, { recursive: true, force: true });
+    rmSync(pool2, { recursive: true, force: true });
+  }
 });
