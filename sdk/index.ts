@@ -10,6 +10,7 @@ export * from './events.js';
 export * from './config-keys.js';
 export * from './validate.js';
 export * from './body.js';
+export * from './json-request.js';
 export * from './keyed-lock.js';
 export * from './tar-walk.js';
 export * from './store.js';

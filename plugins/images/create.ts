@@ -1,35 +1,34 @@
 /**
  * POST /1.0/images. An upload is received into a staging area and checked in the request
  * (a bad tarball is a 400 and leaves nothing behind); the operation then installs the files and
- * writes the record and aliases in one transaction, undoing the files if that fails.
- * JSON bodies describe other sources (see json-request.ts).
+ * writes the record and aliases in one transaction, undoing the files if that fails (install.ts).
+ * JSON bodies describe other sources (json-request.ts, publish.ts).
  */
-import { rm, stat } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import {
-  async, badRequest, conflict, isApiError, ProfilesServiceRef, truthy,
-  type ApiRequest, type ApiResponse, type KeyedLock, type Operation, type OperationControl, type PluginContext,
+  async, badRequest, isApiError, ProfilesServiceRef, truthy,
+  type ApiRequest, type ApiResponse, type Operation, type PluginContext,
 } from '../../sdk/index.js';
 import { bodyChunks, drain, interrupted } from './body.js';
-import type { ImageCatalog } from './catalog.js';
 import type { ImageFiles } from './files.js';
-import { aliasUrl, imageUrl, type StoredAlias, type StoredImage } from './image.js';
+import type { StoredImage } from './image.js';
 import { inspectSplit, inspectUnified } from './inspect.js';
+import type { ImageInstaller } from './install.js';
 import { pushGrantFrom, readJson, stagedJson } from './json-request.js';
 import { multipartBoundary } from './multipart.js';
 import { header, queryHeader } from './names.js';
+import type { ImagePublisher } from './publish.js';
 import type { PushGrant, PushTokens } from './push-tokens.js';
 import { apiTime, NEVER_EXPIRES, NEVER_USED, unixTime } from './times.js';
 import { receiveSplit, receiveUnified, type StagedUpload } from './upload.js';
 
-const exists = (file: string) => stat(file).then(() => true, () => false);
-
 export class ImageCreator {
   constructor(
     private readonly ctx: PluginContext,
-    private readonly catalog: ImageCatalog,
     private readonly files: ImageFiles,
     private readonly tokens: PushTokens,
-    private readonly lock: KeyedLock,
+    private readonly installer: ImageInstaller,
+    private readonly publisher: ImagePublisher,
   ) {}
 
   async post(req: ApiRequest): Promise<ApiResponse> {
@@ -122,7 +121,7 @@ export class ImageCreator {
       files: inspected.files,
     };
     const aliases = grant?.aliases ?? [];
-    await this.checkAliasesFree(project, aliases);
+    await this.installer.checkAliasesFree(project, aliases);
 
     return this.ctx.operations.create({
       class: 'task',
@@ -131,7 +130,7 @@ export class ImageCreator {
       requestor: req.requestor,
       run: async (op) => {
         try {
-          return await this.install(req, op, upload, image, aliases);
+          return await this.installer.install(req, op, upload, image, aliases, 'Image with same fingerprint already exists');
         } finally {
           await rm(area, { recursive: true, force: true });
         }
@@ -139,49 +138,15 @@ export class ImageCreator {
     });
   }
 
-  private async install(req: ApiRequest, op: OperationControl, upload: StagedUpload, image: StoredImage, aliases: PushGrant['aliases']) {
-    const project = req.project;
-    const fp = image.fingerprint;
-    const result = { fingerprint: fp, size: String(image.size) };
-    // As the reference does, the result is shown even when the image turns out to be a duplicate.
-    op.updateMetadata(result);
-    await this.lock.run(fp, async () => {
-      if (await this.catalog.images.get(project, fp)) throw new Error('Image with same fingerprint already exists');
-      // Another project may hold the same image: its files are already in place.
-      const filesExisted = await exists(this.files.metadataFile(fp));
-      try {
-        if (!filesExisted) await this.files.install(fp, upload.metadataFile, upload.rootfsFile);
-        await this.catalog.store.transaction(async (tx) => {
-          await tx.collection<StoredImage>('images').put(project, fp, image, 0);
-          for (const alias of aliases) {
-            await tx.collection<StoredAlias>('aliases').put(project, alias.name, { name: alias.name, description: alias.description, target: fp }, 0);
-          }
-        });
-      } catch (err) {
-        if (!filesExisted && !(await this.catalog.fingerprintInUse(fp))) await this.files.remove(fp);
-        throw err;
-      }
-    });
-    const events = this.ctx.events;
-    events.lifecycle('image-created', imageUrl(project, fp), { project, requestor: req.requestor, context: { type: image.type } });
-    for (const alias of aliases) {
-      events.lifecycle('image-alias-created', aliasUrl(project, alias.name), { project, requestor: req.requestor, context: { target: fp } });
-    }
-    return result;
-  }
-
-  private async checkAliasesFree(project: string, aliases: PushGrant['aliases']): Promise<void> {
-    const seen = new Set<string>();
-    for (const alias of aliases) {
-      if (seen.has(alias.name) || await this.catalog.aliases.get(project, alias.name)) throw conflict(`Alias "${alias.name}" already exists`);
-      seen.add(alias.name);
-    }
-  }
-
-  /** A push-mode description: a token operation whose secret the upload then presents. */
+  /**
+   * An instance or snapshot to publish (publish.ts), or a push-mode description: a token
+   * operation whose secret the upload then presents.
+   */
   private async fromJson(req: ApiRequest, body: unknown): Promise<ApiResponse> {
+    const provider = this.publisher.providerFor(body);
+    if (provider) return this.publisher.publish(req, body as Record<string, unknown>, provider);
     const grant = pushGrantFrom(req.project, body);
-    await this.checkAliasesFree(req.project, grant.aliases);
+    await this.installer.checkAliasesFree(req.project, grant.aliases);
     return async(this.tokens.create(req, grant));
   }
 }

@@ -1,17 +1,20 @@
 /**
- * The images plugin: local images (upload, aliases, export) under /1.0/images, and the
- * ImagesService the instances family unpacks images through.
+ * The images plugin: local images (upload, publish, aliases, export) under /1.0/images, and the
+ * ImagesService the instances family unpacks images through and registers image sources with.
  */
 import { definePlugin, ImagesServiceRef, KeyedLock, type PluginContext } from '../../sdk/index.js';
 import { ImageCatalog } from './catalog.js';
 import { ImageCreator } from './create.js';
 import { ImageFiles } from './files.js';
+import { ImageInstaller } from './install.js';
 import { IMAGE_KEYS } from './keys.js';
 import { cleanupLeftovers } from './leftovers.js';
+import { ImagePublisher } from './publish.js';
 import { PushTokens } from './push-tokens.js';
 import { aliasRoutes } from './routes/aliases.js';
 import { imageRoutes } from './routes/images.js';
 import { createImagesService } from './service.js';
+import { ImageSources } from './sources.js';
 
 /** Per daemon (a test process may run several): what boot needs from register. */
 const state = new WeakMap<PluginContext, { catalog: ImageCatalog; files: ImageFiles }>();
@@ -22,9 +25,12 @@ export default definePlugin({
     const files = new ImageFiles(ctx.dataDir);
     state.set(ctx, { catalog, files });
     const lock = new KeyedLock();
-    const creator = new ImageCreator(ctx, catalog, files, new PushTokens(ctx.operations), lock);
+    const sources = new ImageSources();
+    const installer = new ImageInstaller(ctx, catalog, files, lock);
+    const publisher = new ImagePublisher(ctx, files, installer, sources);
+    const creator = new ImageCreator(ctx, files, new PushTokens(ctx.operations), installer, publisher);
     for (const key of IMAGE_KEYS) ctx.keys.register(key);
-    ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools));
+    ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools, sources));
     for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock }), ...aliasRoutes(ctx, catalog)]) ctx.routes.add(route);
   },
 

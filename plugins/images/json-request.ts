@@ -1,10 +1,10 @@
 /**
- * JSON bodies of POST /1.0/images name a source instead of carrying the image. Here only push
- * mode is served (its description becomes a grant for the upload that follows); the other
- * sources need the internet or the instances family and are refused with a clear 400.
+ * JSON bodies of POST /1.0/images name a source instead of carrying the image. Here push mode is
+ * served (its description becomes a grant for the upload that follows); instances and snapshots
+ * go to their registered sources (publish.ts); remote sources are refused with a clear 400.
  */
 import { readFile } from 'node:fs/promises';
-import { badRequest } from '../../sdk/index.js';
+import { badRequest, readJson as readJsonBody } from '../../sdk/index.js';
 import { checkAliasName, stringMap } from './names.js';
 import type { PushGrant } from './push-tokens.js';
 import { parseClientTime } from './times.js';
@@ -13,21 +13,8 @@ import type { StagedUpload } from './upload.js';
 const FINGERPRINT = /^[0-9a-f]{64}$/;
 const MAX_JSON_BYTES = 1024 * 1024;
 
-export async function readJson(body: AsyncIterable<Buffer>): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk);
-    size += buf.length;
-    if (size > MAX_JSON_BYTES) throw badRequest('The JSON body is too large');
-    chunks.push(buf);
-  }
-  try {
-    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  } catch (err) {
-    throw badRequest(`Invalid JSON in the request body: ${(err as Error).message}`);
-  }
-}
+/** The sdk's reader, with the 1 MiB cap image requests always had. */
+export const readJson = (body: AsyncIterable<Buffer>): Promise<unknown> => readJsonBody(body, MAX_JSON_BYTES);
 
 /** Clients that send JSON without a Content-Type land in the upload path: recognise them. */
 export async function stagedJson(upload: StagedUpload): Promise<unknown | undefined> {
@@ -41,6 +28,26 @@ export async function stagedJson(upload: StagedUpload): Promise<unknown | undefi
   }
 }
 
+/** `aliases` of a JSON body: `[{name, description}]`. */
+export function parseAliases(value: unknown): { name: string; description: string }[] {
+  if (value !== undefined && value !== null && !Array.isArray(value)) throw badRequest('"aliases" must be a list');
+  return ((value ?? []) as unknown[]).map((a) => {
+    const entry = (typeof a === 'object' && a !== null ? a : {}) as Record<string, unknown>;
+    const description = entry.description ?? '';
+    if (typeof description !== 'string') throw badRequest('An alias "description" must be a string');
+    return { name: checkAliasName(entry.name), description };
+  });
+}
+
+/** `expires_at` of a JSON body; undefined when not set. */
+export function parseExpiry(value: unknown): string | undefined {
+  try {
+    return parseClientTime(value);
+  } catch (err) {
+    throw badRequest(`Invalid "expires_at": ${(err as Error).message}`);
+  }
+}
+
 /** The push grant a JSON body asks for; throws 400 for anything else. */
 export function pushGrantFrom(project: string, body: unknown): PushGrant {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw badRequest('The request body must be a JSON object');
@@ -51,19 +58,8 @@ export function pushGrantFrom(project: string, body: unknown): PushGrant {
 
   const fingerprint = typeof source.fingerprint === 'string' ? source.fingerprint.toLowerCase() : '';
   if (!FINGERPRINT.test(fingerprint)) throw badRequest('Push mode needs the full "fingerprint" of the image in "source"');
-  if (b.aliases !== undefined && b.aliases !== null && !Array.isArray(b.aliases)) throw badRequest('"aliases" must be a list');
-  const aliases = ((b.aliases ?? []) as unknown[]).map((a) => {
-    const entry = (typeof a === 'object' && a !== null ? a : {}) as Record<string, unknown>;
-    const description = entry.description ?? '';
-    if (typeof description !== 'string') throw badRequest('An alias "description" must be a string');
-    return { name: checkAliasName(entry.name), description };
-  });
-  let expires: string | undefined;
-  try {
-    expires = parseClientTime(b.expires_at);
-  } catch (err) {
-    throw badRequest(`Invalid "expires_at": ${(err as Error).message}`);
-  }
+  const aliases = parseAliases(b.aliases);
+  const expires = parseExpiry(b.expires_at);
   if (b.public !== undefined && typeof b.public !== 'boolean') throw badRequest('"public" must be a boolean');
   if (b.auto_update !== undefined && typeof b.auto_update !== 'boolean') throw badRequest('"auto_update" must be a boolean');
   return {
@@ -86,7 +82,8 @@ function refuseSource(type: unknown): never {
     case 'container':
     case 'virtual-machine':
     case 'snapshot':
-      throw badRequest('Publishing images from instances or snapshots is not supported by this build yet');
+      // Only when no plugin registered a source for these types (see sources.ts).
+      throw badRequest('Publishing images from instances or snapshots needs the instances plugin, which this build lacks');
     case 'image':
     case 'url':
       throw badRequest('This daemon does not fetch images from remote servers or URLs; upload the image file instead');

@@ -1,4 +1,4 @@
-/** ImagesService: what the instances family asks of images (resolve, unpack, last use). */
+/** ImagesService: what the instances family asks of images (resolve, unpack, last use) and offers them (image sources). */
 import {
   createUsedByRegistry, notFound, RevisionMismatch,
   type HostTools, type ImageRecord, type ImagesService,
@@ -6,12 +6,15 @@ import {
 import type { ImageCatalog } from './catalog.js';
 import type { ImageFiles } from './files.js';
 import { imageView } from './image.js';
+import type { ImageSources } from './sources.js';
 import { apiTime } from './times.js';
 import { unpackImage } from './unpack.js';
 
-export function createImagesService(catalog: ImageCatalog, files: ImageFiles, tools: HostTools): ImagesService {
+export function createImagesService(catalog: ImageCatalog, files: ImageFiles, tools: HostTools, sources: ImageSources): ImagesService {
   return {
     usedBy: createUsedByRegistry(),
+
+    registerSource: (provider) => sources.register(provider),
 
     async resolve(project, source): Promise<ImageRecord> {
       let fingerprint = source.fingerprint;

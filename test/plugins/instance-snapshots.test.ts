@@ -158,7 +158,7 @@ test.serial('restore brings back files and config, and restarts a running instan
   ws.close();
 });
 
-test.serial('copies: plain with snapshots, instance_only (container_only_migration), from a snapshot, to another pool', async (t) => {
+test.serial('copies: plain with snapshots, instance_only (container_only_migration), from a snapshot, to another pool (container_local_cross_pool_handling)', async (t) => {
   await makeInstance(t, 'src', 'v1');
   ok(t, await call('POST', '/1.0/instances/src/snapshots', { name: 'one' }), 'snapshot');
   t.is((await write('src', '/root/marker', 'v2')).status, 200);
@@ -189,8 +189,20 @@ test.serial('copies: plain with snapshots, instance_only (container_only_migrati
   t.true(existsSync(path.join(otherPoolDir, 'containers-snapshots/cp-pool/one/rootfs/root/marker')));
 
   const missing = await d.request('POST', '/1.0/instances', { name: 'cp-x', source: { type: 'copy', source: 'src/nope' } });
+  t.is((await d.request('GET', '/1.0/instances/cp-x')).status, 404);
   t.is(missing.status, 404);
   t.is((await d.request('GET', '/1.0/instances/cp-x')).status, 404);
+});
+
+test.serial('a running instance copies without its running state (container_stateless_copy)', async (t) => {
+  await makeInstance(t, 'live1', 'live');
+  ok(t, await call('PUT', '/1.0/instances/live1/state', { action: 'start' }), 'start');
+  ok(t, await call('POST', '/1.0/instances', { name: 'live1-copy', source: { type: 'copy', source: 'live1', live: false } }), 'copy with live=false');
+  const copy = (await d.request('GET', '/1.0/instances/live1-copy')).json.metadata;
+  t.is(copy.status, 'Stopped');
+  t.is(await read('live1-copy', '/root/marker'), 'live');
+  t.is((await d.request('POST', '/1.0/instances', { name: 'live1-bad', source: { type: 'copy', source: 'live1', live: 'yes' } })).status, 400);
+  ok(t, await call('PUT', '/1.0/instances/live1/state', { action: 'stop', force: true }), 'stop');
 });
 
 test.serial('refresh copy brings an existing copy up to date (container_incremental_copy)', async (t) => {

@@ -46,7 +46,7 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
         },
       },
       post: {
-        description: 'Import an image (unified or split upload), or get a push token',
+        description: 'Import an image (unified or split upload), publish an instance or snapshot, or get a push token',
         rawBody: true,
         maxBytes: MAX_UPLOAD_BYTES,
         handler: (req) => creator.post(req),

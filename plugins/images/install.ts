@@ -1,0 +1,75 @@
+/**
+ * Putting a checked image in place: its files under their final names, then the record and its
+ * aliases in one transaction, undoing the files if that fails. Shared by uploads and publishing.
+ */
+import { stat } from 'node:fs/promises';
+import { conflict, type ApiRequest, type KeyedLock, type OperationControl, type PluginContext } from '../../sdk/index.js';
+import type { ImageCatalog } from './catalog.js';
+import type { ImageFiles } from './files.js';
+import { aliasUrl, imageUrl, type StoredAlias, type StoredImage } from './image.js';
+
+const exists = (file: string) => stat(file).then(() => true, () => false);
+
+export interface NewAlias {
+  name: string;
+  description: string;
+}
+
+/** Files waiting in a staging area. */
+export interface StagedFiles {
+  metadataFile: string;
+  rootfsFile?: string;
+}
+
+export class ImageInstaller {
+  constructor(
+    private readonly ctx: PluginContext,
+    private readonly catalog: ImageCatalog,
+    private readonly files: ImageFiles,
+    private readonly lock: KeyedLock,
+  ) {}
+
+  /**
+   * Install and announce the image; answers the operation result `{fingerprint, size}`.
+   * `duplicate` is the error when the project already holds the fingerprint.
+   */
+  async install(req: ApiRequest, op: OperationControl, staged: StagedFiles, image: StoredImage, aliases: NewAlias[], duplicate: string): Promise<{ fingerprint: string; size: string }> {
+    const project = req.project;
+    const fp = image.fingerprint;
+    const result = { fingerprint: fp, size: String(image.size) };
+    // As the reference does, the result is shown even when the image turns out to be a duplicate.
+    op.updateMetadata(result);
+    await this.lock.run(fp, async () => {
+      if (await this.catalog.images.get(project, fp)) throw new Error(duplicate);
+      // Another project may hold the same image: its files are already in place.
+      const filesExisted = await exists(this.files.metadataFile(fp));
+      try {
+        if (!filesExisted) await this.files.install(fp, staged.metadataFile, staged.rootfsFile);
+        await this.catalog.store.transaction(async (tx) => {
+          await tx.collection<StoredImage>('images').put(project, fp, image, 0);
+          for (const alias of aliases) {
+            await tx.collection<StoredAlias>('aliases').put(project, alias.name, { name: alias.name, description: alias.description, target: fp }, 0);
+          }
+        });
+      } catch (err) {
+        if (!filesExisted && !(await this.catalog.fingerprintInUse(fp))) await this.files.remove(fp);
+        throw err;
+      }
+    });
+    const events = this.ctx.events;
+    events.lifecycle('image-created', imageUrl(project, fp), { project, requestor: req.requestor, context: { type: image.type } });
+    for (const alias of aliases) {
+      events.lifecycle('image-alias-created', aliasUrl(project, alias.name), { project, requestor: req.requestor, context: { target: fp } });
+    }
+    return result;
+  }
+
+  /** 409 before any work when an alias is taken (or named twice). */
+  async checkAliasesFree(project: string, aliases: NewAlias[]): Promise<void> {
+    const seen = new Set<string>();
+    for (const alias of aliases) {
+      if (seen.has(alias.name) || await this.catalog.aliases.get(project, alias.name)) throw conflict(`Alias "${alias.name}" already exists`);
+      seen.add(alias.name);
+    }
+  }
+}
