@@ -13,6 +13,7 @@ export * from './body.js';
 export * from './json-request.js';
 export * from './keyed-lock.js';
 export * from './tar-walk.js';
+export * from './progress.js';
 export * from './store.js';
 export * from './host-tools.js';
 export * from './services.js';

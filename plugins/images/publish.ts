@@ -15,7 +15,7 @@ import type { ImageFiles } from './files.js';
 import type { StoredImage } from './image.js';
 import type { ImageInstaller } from './install.js';
 import { packImage } from './pack.js';
-import { progressReporter } from './progress.js';
+import { progressReporter } from '../../sdk/index.js';
 import { publishedMetadata } from './publish-metadata.js';
 import { parsePublishRequest, type PublishRequest } from './publish-request.js';
 import type { ImageSources } from './sources.js';

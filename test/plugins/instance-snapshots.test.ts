@@ -255,6 +255,23 @@ test.serial('20 snapshots in parallel on 20 instances all succeed', async (t) =>
   for (const n of names) t.deepEqual(await snapshotNames(n), ['p']);
 });
 
+test.serial('a long copy shows fs_progress in its operation (migration_progress)', async (t) => {
+  await makeInstance(t, 'heavy');
+  execFileSync('dd', ['if=/dev/zero', `of=${path.join(d.dir, 'storage-pools/default/containers/heavy/rootfs/root/blob')}`, 'bs=1M', 'count=1200', 'status=none']);
+  const seen: string[] = [];
+  const ws = await d.websocket('/1.0/events?type=operation');
+  ws.on('message', (m) => {
+    const progress = JSON.parse(String(m)).metadata?.metadata?.fs_progress;
+    if (progress) seen.push(progress);
+  });
+  ok(t, await call('POST', '/1.0/instances', { name: 'heavy-copy', source: { type: 'copy', source: 'heavy' } }), 'copy');
+  ws.close();
+  t.true(seen.length > 0, 'at least one progress update');
+  t.regex(seen[0]!, /^rootfs: [\d.]+[kMG]?B \([\d.]+[kMG]?B\/s\)$/);
+  ok(t, await call('DELETE', '/1.0/instances/heavy-copy'), 'delete');
+  ok(t, await call('DELETE', '/1.0/instances/heavy'), 'delete');
+});
+
 test.serial('kill -9 during copies and a pool move: after a restart each target is whole or absent', async (t) => {
   const d2 = await startWithPool();
   const pool2 = mkdtempSync(path.join(tmpdir(), 'corral-kill-pool-'));

@@ -1,4 +1,5 @@
 /** GET /1.0/instances (list), POST (create), PUT (state of all instances at once). */
+import path from 'node:path';
 import {
   async, badRequest, collection, notFound, type ApiRequest, type Operation, type PluginContext, type RouteDescriptor,
   type InstanceType, type VolumeSource,
@@ -10,9 +11,11 @@ import { instanceTypeLimits } from '../instance-types.js';
 import { deviceMap, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
 import { fullView, instanceView } from '../render.js';
 import { instancePaths, operationResources, prefixOf } from './paths.js';
+import { acceptBackupUploads } from '../backups/instance-post.js';
 import { stateBody } from './state.js';
 import type { InstanceHandle } from '../access.js';
 import type { SnapshotManager } from '../snapshots/manager.js';
+import { watchCopyProgress } from '../copy-progress.js';
 import { applyCopyOrigin, copyOrigin, refreshCopy, type CopyOrigin } from '../copy.js';
 
 const TYPES: InstanceType[] = ['container', 'virtual-machine'];
@@ -34,9 +37,9 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
         });
       },
     },
-    post: {
+    post: acceptBackupUploads(ctx, manager, {
       handler: async (req) => async(await createOperation(ctx, manager, snapshots, req)),
-    },
+    }),
     put: {
       description: 'Change the state of every instance of the project',
       handler: async (req) => {
@@ -73,6 +76,11 @@ function skipBulk(action: PowerAction, status: string): boolean {
     || (action === 'restart' && status === 'Stopped');
 }
 
+/** The directory the new instance's volume goes into (for progress). */
+async function poolDir(manager: InstanceManager, pool: string, spec: CreateSpec): Promise<string> {
+  return path.dirname(await manager.deps.storage.volumePath(pool, { type: spec.type, project: spec.project, name: spec.name }));
+}
+
 function refreshOperation(ctx: PluginContext, manager: InstanceManager, snapshots: SnapshotManager, req: ApiRequest, origin: CopyOrigin, target: InstanceHandle): Operation {
   return ctx.operations.create({
     class: 'task',
@@ -80,8 +88,13 @@ function refreshOperation(ctx: PluginContext, manager: InstanceManager, snapshot
     project: req.project,
     requestor: req.requestor,
     resources: operationResources(target.name),
-    run: () => manager.lock.run(`${target.project}/${target.name}`, async () => {
-      await refreshCopy(manager, snapshots, origin, await manager.load(target.project, target.name), req);
+    run: (op) => manager.lock.run(`${target.project}/${target.name}`, async () => {
+      const stopProgress = await watchCopyProgress(op, path.dirname(target.inst.volumePath));
+      try {
+        await refreshCopy(manager, snapshots, origin, await manager.load(target.project, target.name), req);
+      } finally {
+        stopProgress();
+      }
     }),
   });
 }
@@ -126,10 +139,12 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
       project: req.project,
       requestor: req.requestor,
       resources: operationResources(name),
-      run: async () => {
+      run: async (op) => {
+        const stopProgress = spec.source.kind === 'copy' ? await watchCopyProgress(op, await poolDir(manager, checked.pool, spec)) : () => {};
         try {
           await manager.create(spec, checked.pool, req);
         } finally {
+          stopProgress();
           release();
         }
       },

@@ -1,5 +1,7 @@
 /** GET/PUT/PATCH/DELETE/POST (rename) /1.0/instances/{name}. */
-import { async, badRequest, conflict, sync, type ApiRequest, type PluginContext, type RouteDescriptor } from '../../../sdk/index.js';
+import path from 'node:path';
+import { async, badRequest, conflict, sync, type ApiRequest, type OperationControl, type PluginContext, type RouteDescriptor } from '../../../sdk/index.js';
+import { watchCopyProgress } from '../copy-progress.js';
 import type { InstanceManager, InstanceEdit } from '../manager.js';
 import type { InstanceHandle } from '../access.js';
 import type { PowerControl } from '../power.js';
@@ -23,9 +25,9 @@ function editFrom(body: any, handle: InstanceHandle): InstanceEdit {
 }
 
 export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl, snapshots: SnapshotManager): RouteDescriptor {
-  const task = (req: ApiRequest, handle: InstanceHandle, description: string, run: () => Promise<void>) => async(ctx.operations.create({
+  const task = (req: ApiRequest, handle: InstanceHandle, description: string, run: (op: OperationControl) => Promise<void>) => async(ctx.operations.create({
     class: 'task', description, project: req.project, requestor: req.requestor, resources: operationResources(handle.name),
-    run: () => manager.lock.run(`${handle.project}/${handle.name}`, run),
+    run: (op) => manager.lock.run(`${handle.project}/${handle.name}`, () => run(op)),
   }));
 
   return {
@@ -91,9 +93,15 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
           if ((await power.status(handle)) !== 'Stopped') throw badRequest('Moving a running instance to another pool is not allowed; stop it first');
           const newName = body.name && body.name !== handle.name ? checkInstanceName(body.name) : undefined;
           if (newName && (await manager.records.get(req.project, newName))) throw conflict(`Name "${newName}" already in use`);
-          return task(req, handle, 'Moving instance', async () => {
-            let moved = await moveToPool(manager, snapshots, await manager.load(handle.project, handle.name), pool, req);
-            if (newName) moved = await manager.rename(moved, newName, req);
+          return task(req, handle, 'Moving instance', async (op) => {
+            const target = await manager.deps.storage.volumePath(pool, { type: handle.record.type, project: handle.project, name: handle.name });
+            const stopProgress = await watchCopyProgress(op, path.dirname(target));
+            try {
+              let moved = await moveToPool(manager, snapshots, await manager.load(handle.project, handle.name), pool, req);
+              if (newName) moved = await manager.rename(moved, newName, req);
+            } finally {
+              stopProgress();
+            }
           });
         }
         const newName = checkInstanceName(body.name);
