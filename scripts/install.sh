@@ -7,9 +7,10 @@ cd "$(dirname "$0")/.."
 # Host packages: liblxc and its tools (containers), uidmap (newuidmap for unprivileged containers),
 # tar with every compressor and squashfs-tools (images), busybox-static (the test image),
 # nftables (firewall driver detection), the real clients used as acceptance tests
-# (lxd-client, python3-pylxd), and make/g++ for the native modules (sqlite3, node-pty).
+# (lxd-client, python3-pylxd), the reference daemon itself (lxd: the backup interoperability
+# tests start a private one), and make/g++ for the native modules (sqlite3, node-pty).
 PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
-  lxd-client python3-pylxd python3-websocket ca-certificates openssl make g++ python3)
+  lxd-client lxd python3-pylxd python3-websocket ca-certificates openssl make g++ python3)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -17,7 +18,18 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
+  # The lxd and lxcfs packages start system daemons on install; nothing here wants them (tests run
+  # their own lxd with a private LXD_DIR), so service starts are refused while apt runs.
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+  fi
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  # Under systemd the new units are still enabled (socket activation): keep a just-installed system lxd off.
+  if [[ " ${missing[*]} " == *" lxd "* ]] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
+    systemctl disable --now lxd.socket lxd.service lxd-containers.service lxcfs.service >/dev/null 2>&1 || true
+  fi
 fi
 
 # Unprivileged containers map their ids into root's subordinate range (the reference daemon's default).

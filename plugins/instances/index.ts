@@ -23,12 +23,14 @@ import { applyTemplates } from './templates/apply.js';
 import { filesRoutes } from './routes/files.js';
 import { logsRoutes } from './routes/logs.js';
 import { snapshotRoutes } from './routes/snapshots.js';
+import { setupBackups } from './backups/setup.js';
 import { SnapshotManager } from './snapshots/manager.js';
 import { SNAPSHOT_KEYS } from './snapshots/keys.js';
 import { SnapshotScheduler } from './snapshots/scheduler.js';
 import { scheduleLogExpiry } from './log-expiry.js';
 import { cleanupLeftovers } from './leftovers.js';
 import { applyProfileToRunning } from './profile-updates.js';
+import { registerImageSources } from './publish.js';
 
 
 function need<T>(ctx: PluginContext, ref: { id: string }, value: T | undefined): T {
@@ -78,6 +80,7 @@ export default definePlugin({
       .filter((s) => s.doc.pool === pool).map((s) => instanceUrl(s.project, s.name)));
     images.usedBy.add(async (project, fingerprint) => (await manager.records.list(project))
       .filter((s) => s.doc.config['volatile.base_image'] === fingerprint).map((s) => resourceUrl(`/1.0/instances/${s.name}`, s.project)));
+    registerImageSources(ctx, manager, images);
 
     // Profile edits: validate against device types and re-apply live keys to running instances.
     profiles.onChange(async (change) => {
@@ -100,6 +103,7 @@ export default definePlugin({
       filesRoutes(ctx, manager),
       ...logsRoutes(ctx, manager),
       ...snapshotRoutes(ctx, manager, snapshots),
+      ...setupBackups(ctx, manager),
     ]) ctx.routes.add(route);
 
     ctx.hooks.ready.tap(async () => {

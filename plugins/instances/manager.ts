@@ -19,6 +19,7 @@ import type { DeviceTypes } from './devices/device-types.js';
 import { liveChanges } from './live-keys.js';
 import { NEVER, type InstanceRecord } from './record.js';
 import { snapshotKey, type SnapshotRecord } from './snapshots/record.js';
+import { removeInstanceBackups, renameInstanceBackups } from './backups/follow.js';
 
 export interface InstanceDeps {
   storage: StorageService;
@@ -236,6 +237,7 @@ export class InstanceManager implements InstanceAccess {
     }
     // Record first: after a crash a volume without a record is a leftover the boot cleanup removes.
     await this.deleteRecords(handle.project, handle.name);
+    await removeInstanceBackups(this.ctx, handle.project, handle.name);
     await handle.driver.remove(handle.inst).catch((err) => this.ctx.log.warn({ err }, 'driver cleanup failed'));
     await this.deps.storage.deleteVolume(handle.record.pool, { type: handle.record.type, project: handle.project, name: handle.name });
     await rm(handle.inst.logDir, { recursive: true, force: true });
@@ -267,6 +269,7 @@ export class InstanceManager implements InstanceAccess {
         await this.deps.storage.renameVolume(pool, { type, project, name: newName }, handle.name).catch(() => {});
         throw err;
       }
+      await renameInstanceBackups(this.ctx, project, handle.name, newName);
     } finally {
       release();
     }

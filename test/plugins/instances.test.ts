@@ -187,7 +187,6 @@ test.serial('snapshot and backup lists answer for existing instances only (conta
   t.deepEqual((await call('GET', '/1.0/instances/lists/snapshots')).json.metadata, []);
   t.deepEqual((await call('GET', '/1.0/instances/lists/backups?recursion=1')).json.metadata, []);
   t.true((await call('GET', '/1.0')).json.metadata.api_extensions.includes('container_backup'));
-  t.true((await call('POST', '/1.0/instances/lists/backups', {})).status >= 400, 'making backups is not claimed');
   t.is((await call('GET', '/1.0/instances/nothere/backups')).status, 404);
   t.is((await call('GET', '/1.0/instances/nothere/snapshots')).status, 404);
   await call('DELETE', '/1.0/instances/lists');

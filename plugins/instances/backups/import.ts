@@ -1,0 +1,272 @@
+/**
+ * POST /1.0/instances with a backup tarball as the body (`lxc import`). In the request: the upload
+ * is stored in a work area, walked and checked (archive-check.ts), its index read, the target
+ * name (`X-LXD-name`) and pool (`X-LXD-pool`) resolved and everything the instance manager can
+ * check checked, so that a bad backup is a 400 (409 for a taken name) and leaves nothing. The
+ * operation then extracts, shifts ids back if the tree was shifted, and creates the instance
+ * with the extracted trees moved into its new volume and snapshots. The instance record is
+ * written last (by the manager): after a crash the instance is either whole or absent, and the
+ * work area and any volume without a record are removed at boot.
+ */
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import {
+  async, badRequest, internalError, isApiError, notFound,
+  type ApiRequest, type ApiResponse, type DeviceConfig, type Operation, type OperationControl, type PluginContext,
+} from '../../../sdk/index.js';
+import { isRootDisk } from '../devices/disk.js';
+import type { CreateSpec, InstanceManager } from '../manager.js';
+import { checkInstanceName } from '../names.js';
+import { NEVER } from '../record.js';
+import { operationResources } from '../routes/paths.js';
+import { NO_EXPIRY, type SnapshotRecord } from '../snapshots/record.js';
+import { scanArchive } from './archive-check.js';
+import { checkAlgorithm, detectAlgorithm, tarReadFlags, type Algorithm } from './compression.js';
+import { BackupFiles } from './files.js';
+import { readIndex, type BackupIndex, type InstanceSection } from './index-file.js';
+import { progressText } from './progress.js';
+import { parseShift, unshiftTree } from './unshift.js';
+
+const DAY_MS = 24 * 3600_000;
+
+function header(value: string | string[] | undefined): string {
+  return (Array.isArray(value) ? value[0] : value)?.trim() ?? '';
+}
+
+/** Read and discard the rest of a body, so that an error sent mid-upload reaches the client. */
+async function drain(body: NodeJS.ReadableStream): Promise<void> {
+  const stream = body as Readable;
+  if (stream.readableEnded || stream.destroyed) return;
+  await new Promise<void>((resolve) => {
+    stream.once('end', resolve);
+    stream.once('close', resolve);
+    stream.once('error', () => resolve());
+    stream.resume();
+  });
+}
+
+/** Devices with the root disk on `pool`: the instance's own root disk moves there, or one is added when a profile's points elsewhere. */
+function rootOn(devices: Record<string, DeviceConfig>, pool: string, profileRootPool: string | undefined): Record<string, DeviceConfig> {
+  const out = structuredClone(devices);
+  const own = Object.entries(out).find(([, d]) => isRootDisk(d));
+  if (own) own[1].pool = pool;
+  else if (profileRootPool !== pool) out.root = { type: 'disk', path: '/', pool };
+  return out;
+}
+
+interface ImportPlan {
+  spec: CreateSpec;
+  pool: string;
+  index: BackupIndex;
+  algorithm: Algorithm;
+}
+
+export class BackupImporter {
+  private readonly files: BackupFiles;
+
+  constructor(private readonly ctx: PluginContext, private readonly manager: InstanceManager) {
+    this.files = new BackupFiles(ctx.dataDir);
+  }
+
+  async post(req: ApiRequest): Promise<ApiResponse> {
+    const body = req.rawBody;
+    if (!body) throw badRequest('The request has no body');
+    const work = await this.files.scratch('import');
+    let handedOver = false;
+    try {
+      const upload = path.join(work, 'upload');
+      try {
+        await pipeline(body as Readable, createWriteStream(upload, { mode: 0o600 }));
+      } catch (err) {
+        await drain(body);
+        throw badRequest(`The backup upload was interrupted (${(err as Error).message})`);
+      }
+      const plan = await this.plan(req, upload);
+      const op = await this.start(req, plan, upload, work);
+      handedOver = true;
+      return async(op);
+    } finally {
+      if (!handedOver) await rm(work, { recursive: true, force: true });
+    }
+  }
+
+  /** Everything that can be refused before extraction. */
+  private async plan(req: ApiRequest, upload: string): Promise<ImportPlan> {
+    if ((await stat(upload)).size === 0) throw badRequest('Invalid backup: the body is empty');
+    const detected = await detectAlgorithm(upload);
+    if (!detected) throw badRequest('Invalid backup: not a tar archive (plain, or compressed with gzip, bzip2, xz or zstd)');
+    const algorithm = await checkAlgorithm(this.ctx.hostTools, detected);
+    const scan = await scanArchive(this.ctx.hostTools, upload, algorithm);
+    const index = readIndex(scan);
+
+    const project = req.project;
+    const name = checkInstanceName(header(req.headers['x-lxd-name']) || index.name);
+    const pool = await this.targetPool(project, header(req.headers['x-lxd-pool']), index.pool);
+    const c = index.container;
+    const profiles = c.profiles;
+    const loaded = await this.manager.loadProfiles(project, profiles);
+    const profileRoot = Object.values(Object.assign({}, ...loaded.map((p) => p.devices)) as Record<string, DeviceConfig>).find(isRootDisk);
+    const profileRootPool = profileRoot?.pool;
+
+    // The id map in use where the backup was made means nothing here; the driver computes this instance's at creation.
+    const config = Object.fromEntries(Object.entries(c.config).filter(([k]) => k !== 'volatile.idmap.current'));
+    const spec: CreateSpec = {
+      project,
+      name,
+      type: index.type,
+      architecture: c.architecture,
+      config,
+      devices: rootOn(c.devices, pool, profileRootPool),
+      profiles,
+      ephemeral: c.ephemeral,
+      description: c.description,
+      source: { kind: 'empty' },
+      extraConfig: {},
+      snapshots: index.snapshots.map((s) => this.snapshotRecord(s, pool, profileRootPool)),
+    };
+    const checked = await this.manager.check(project, index.type, spec);
+    if (checked.pool !== pool) throw badRequest(`The instance's root disk would not be on storage pool "${pool}"`);
+    return { spec, pool, index, algorithm };
+  }
+
+  /** `X-LXD-pool` must exist; else the archive's pool when this daemon has it, else the default profile's. */
+  private async targetPool(project: string, requested: string, archived: string): Promise<string> {
+    const storage = this.manager.deps.storage;
+    if (requested) {
+      await storage.pool(requested).catch((err) => {
+        throw isApiError(err) && err.status === 404 ? notFound(`Storage pool "${requested}" not found`) : err;
+      });
+      return requested;
+    }
+    if (archived && (await storage.poolNames()).includes(archived)) return archived;
+    const [defaults] = await this.manager.loadProfiles(project, ['default']).catch(() => []);
+    const root = Object.values(defaults?.devices ?? {}).find(isRootDisk);
+    if (!root?.pool) throw badRequest(`Storage pool "${archived}" of the backup does not exist here and the default profile has no root disk; choose a pool (X-LXD-pool)`);
+    return root.pool;
+  }
+
+  private snapshotRecord(s: InstanceSection, pool: string, profileRootPool: string | undefined): SnapshotRecord {
+    return {
+      name: s.name,
+      architecture: s.architecture,
+      config: s.config,
+      devices: rootOn(s.devices, pool, profileRootPool),
+      ephemeral: s.ephemeral,
+      profiles: s.profiles,
+      stateful: false,
+      description: s.description,
+      created_at: s.created_at ?? new Date().toISOString(),
+      expires_at: s.expires_at ?? NO_EXPIRY,
+      last_used_at: s.last_used_at ?? NEVER,
+    };
+  }
+
+  private async start(req: ApiRequest, plan: ImportPlan, upload: string, work: string): Promise<Operation> {
+    const { spec } = plan;
+    const release = await this.manager.reserve(spec.project, spec.name);
+    try {
+      return this.ctx.operations.create({
+        class: 'task',
+        description: 'Restoring backup',
+        project: req.project,
+        requestor: req.requestor,
+        resources: operationResources(spec.name),
+        run: async (op) => {
+          try {
+            await this.restore(plan, upload, work, op, req);
+          } finally {
+            release();
+            await rm(work, { recursive: true, force: true });
+          }
+        },
+      });
+    } catch (err) {
+      release();
+      throw err;
+    }
+  }
+
+  private async restore(plan: ImportPlan, upload: string, work: string, op: OperationControl, req: ApiRequest): Promise<void> {
+    const tree = path.join(work, 'tree');
+    await mkdir(tree, { mode: 0o700 });
+    await this.extract(upload, plan.algorithm, tree, op);
+    const root = path.join(tree, 'backup');
+    const parts = [
+      { dir: path.join(root, 'container'), section: plan.index.container },
+      ...plan.index.snapshots.map((s) => ({ dir: path.join(root, 'snapshots', s.name), section: s })),
+    ];
+    for (const part of parts) {
+      const rootfs = path.join(part.dir, 'rootfs');
+      const exists = await stat(rootfs).then((st) => st.isDirectory(), () => false);
+      if (exists) await unshiftTree(rootfs, parseShift(part.section.config['volatile.last_state.idmap']));
+    }
+    const spec: CreateSpec = {
+      ...plan.spec,
+      source: {
+        kind: 'fill',
+        fill: (dir) => this.moveInto(path.join(root, 'container'), dir),
+        snapshots: plan.index.snapshots.map((s) => ({ name: s.name, fill: (dir: string) => this.moveInto(path.join(root, 'snapshots', s.name), dir) })),
+      },
+    };
+    await this.manager.create(spec, plan.pool, req);
+    const createdAt = plan.index.container.created_at;
+    // The manager stamps the time of creation; a restored instance keeps the time it was made.
+    if (createdAt) await this.manager.touch(spec.project, spec.name, (r) => { r.created_at = createdAt; });
+  }
+
+  private async extract(upload: string, algorithm: Algorithm, into: string, op: OperationControl): Promise<void> {
+    const total = (await stat(upload)).size;
+    const started = Date.now();
+    let read = 0;
+    let reported = 0;
+    const counter = new Transform({
+      transform(chunk: Buffer, _enc, done) {
+        read += chunk.length;
+        if (Date.now() - reported >= 1000) {
+          reported = Date.now();
+          op.updateMetadata({ create_instance_from_backup_progress: progressText(read, started, total) });
+        }
+        done(null, chunk);
+      },
+    });
+    const tar = this.ctx.hostTools.spawn('tar', [
+      '-x', '-f', '-', ...tarReadFlags[algorithm], '-C', into, '--numeric-owner', '--same-owner', '--same-permissions',
+      '--xattrs', '--xattrs-include=*',
+    ]);
+    let stderr = '';
+    tar.stderr?.on('data', (c: Buffer) => {
+      if (stderr.length < 16 * 1024) stderr += c.toString('utf8');
+    });
+    const kill = () => tar.kill('SIGKILL');
+    op.signal.addEventListener('abort', kill, { once: true });
+    try {
+      const [fed, code] = await Promise.allSettled([pipeline(createReadStream(upload), counter, tar.stdin), tar.exited]);
+      if (op.signal.aborted) throw internalError('The restore was cancelled');
+      const exit = (code as PromiseFulfilledResult<number>).value;
+      if (exit !== 0) throw internalError(`Extracting the backup failed (tar exit ${exit}): ${stderr.trim().split('\n').slice(-3).join(' ')}`);
+      if (fed.status === 'rejected') throw internalError(`Extracting the backup failed: ${(fed.reason as Error).message}`);
+    } finally {
+      op.signal.removeEventListener('abort', kill);
+    }
+  }
+
+  /** Move a part's content into the new volume; across filesystems, copy it. */
+  private async moveInto(from: string, dir: string): Promise<void> {
+    for (const entry of await readdir(from)) {
+      // Written afresh by every backup; a stale one is no part of the instance.
+      if (entry === 'backup.yaml') continue;
+      const source = path.join(from, entry);
+      const target = path.join(dir, entry);
+      try {
+        await rename(source, target);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
+        await this.ctx.hostTools.run('cp', ['-a', '--', source, target], { timeoutMs: DAY_MS });
+      }
+    }
+  }
+}

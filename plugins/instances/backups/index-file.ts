@@ -1,0 +1,132 @@
+/**
+ * `backup/index.yaml` of an uploaded backup: what it holds (name, pool, snapshots, format) and the
+ * instance and snapshot configs under `config` (or, for archives older than that field, in
+ * `backup/container/backup.yaml`). Anything missing or malformed is a 400.
+ */
+import { parse } from 'yaml';
+import { badRequest, isPlainObject, stringMap, type DeviceConfig, type InstanceType } from '../../../sdk/index.js';
+import { deviceMap, profileList } from '../shape.js';
+import { snapshotNameProblem } from '../snapshots/pattern.js';
+import type { ArchiveScan } from './archive-check.js';
+
+const invalid = (why: string) => badRequest(`Invalid backup: ${why}`);
+
+export interface InstanceSection {
+  architecture: string;
+  config: Record<string, string>;
+  devices: Record<string, DeviceConfig>;
+  profiles: string[];
+  ephemeral: boolean;
+  stateful: boolean;
+  description: string;
+  created_at?: string;
+  last_used_at?: string;
+  expires_at?: string;
+  name: string;
+}
+
+export interface BackupIndex {
+  name: string;
+  pool: string;
+  backend: string;
+  type: InstanceType;
+  container: InstanceSection;
+  /** In archive order (oldest first), each with its config. */
+  snapshots: InstanceSection[];
+}
+
+function parseYaml(content: Buffer, file: string): unknown {
+  try {
+    return parse(content.toString('utf8'));
+  } catch (err) {
+    throw invalid(`${file} is not valid YAML (${(err as Error).message.split('\n')[0]})`);
+  }
+}
+
+const text = (value: unknown, what: string): string | undefined => {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === 'string') return value;
+  // The reference's encoder writes times unquoted; a YAML 1.1 reader could give a Date back.
+  if (value instanceof Date) return value.toISOString();
+  throw invalid(`${what} must be a string`);
+};
+
+/** A time field: kept as written when it parses, dropped otherwise. */
+const time = (value: unknown, what: string): string | undefined => {
+  const t = text(value, what);
+  return t && !Number.isNaN(Date.parse(t)) ? t : undefined;
+};
+
+function section(value: unknown, what: string): InstanceSection {
+  if (!isPlainObject(value)) throw invalid(`${what} is missing or not a map`);
+  const wrap = <T>(fn: () => T): T => {
+    try {
+      return fn();
+    } catch (err) {
+      throw invalid(`${what}: ${(err as Error).message}`);
+    }
+  };
+  return {
+    architecture: text(value.architecture, `${what}.architecture`) || 'x86_64',
+    config: wrap(() => stringMap(value.config, 'config')),
+    devices: wrap(() => deviceMap(value.devices)),
+    // An instance without the field had the default profile; an empty list stays empty.
+    profiles: wrap(() => profileList(value.profiles)) ?? ['default'],
+    ephemeral: value.ephemeral === true,
+    stateful: value.stateful === true,
+    description: text(value.description, `${what}.description`) ?? '',
+    created_at: time(value.created_at, `${what}.created_at`),
+    last_used_at: time(value.last_used_at, `${what}.last_used_at`),
+    expires_at: time(value.expires_at, `${what}.expires_at`),
+    name: text(value.name, `${what}.name`) ?? '',
+  };
+}
+
+export function readIndex(scan: ArchiveScan): BackupIndex {
+  if (!scan.index) throw invalid('backup/index.yaml is missing');
+  const doc = parseYaml(scan.index, 'backup/index.yaml');
+  if (!isPlainObject(doc)) throw invalid('backup/index.yaml is not a map');
+  const name = text(doc.name, 'name');
+  if (!name) throw invalid('backup/index.yaml has no instance "name"');
+  const type = (text(doc.type, 'type') || 'container') as InstanceType;
+  if (type !== 'container' && type !== 'virtual-machine') throw invalid(`unknown instance type "${type}"`);
+  if (doc.optimized === true) {
+    throw invalid(`it is in the optimized format of the "${text(doc.backend, 'backend') ?? 'unknown'}" storage driver, which this daemon cannot read; make the backup without optimized storage`);
+  }
+  const snapshotNames = doc.snapshots ?? [];
+  if (!Array.isArray(snapshotNames) || snapshotNames.some((s) => typeof s !== 'string')) throw invalid('"snapshots" must be a list of names');
+  for (const s of snapshotNames as string[]) {
+    const problem = snapshotNameProblem(s);
+    if (problem) throw invalid(`snapshot name "${s}" ${problem}`);
+  }
+  if (new Set(snapshotNames).size !== snapshotNames.length) throw invalid('"snapshots" lists a snapshot twice');
+
+  // Config: index.yaml's own since LXD 4.x; before, only the instance directory's backup.yaml had it.
+  let config = doc.config;
+  if (config === undefined || config === null) {
+    if (!scan.containerYaml) throw invalid('backup/index.yaml has no "config" and there is no backup/container/backup.yaml');
+    config = parseYaml(scan.containerYaml, 'backup/container/backup.yaml');
+  }
+  if (!isPlainObject(config)) throw invalid('the backup config is not a map');
+  const container = section(config.container, 'config.container');
+  const snapshotConfigs = config.snapshots ?? [];
+  if (!Array.isArray(snapshotConfigs)) throw invalid('config.snapshots must be a list');
+  const byName = new Map<string, unknown>();
+  for (const s of snapshotConfigs) if (isPlainObject(s) && typeof s.name === 'string') byName.set(s.name, s);
+
+  if (!scan.hasContainer) throw invalid('the archive has no backup/container/');
+  const snapshots = (snapshotNames as string[]).map((s) => {
+    if (!scan.snapshots.has(s)) throw invalid(`backup/index.yaml lists snapshot "${s}" but the archive has no backup/snapshots/${s}/`);
+    // A snapshot without its own config takes the instance's, as it was when archived.
+    const snap = byName.has(s) ? section(byName.get(s), `config.snapshots[${s}]`) : { ...container };
+    return { ...snap, name: s };
+  });
+  return {
+    name,
+    pool: text(doc.pool, 'pool') ?? '',
+    backend: text(doc.backend, 'backend') ?? '',
+    type,
+    container,
+    snapshots,
+  };
+}

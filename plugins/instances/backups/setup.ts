@@ -1,0 +1,27 @@
+/**
+ * Wires instance backups into the instances plugin: the server key, the backup records shown at
+ * recursion 2, the boot cleanup and the expiry task; answers the routes.
+ */
+import type { PluginContext, RouteDescriptor } from '../../../sdk/index.js';
+import type { InstanceManager } from '../manager.js';
+import { backupRoutes } from '../routes/backups.js';
+import { scheduleBackupExpiry } from './expiry.js';
+import { BACKUP_SERVER_KEYS } from './keys.js';
+import { cleanupBackupLeftovers } from './leftovers.js';
+import { BackupManager } from './manager.js';
+import { backupView } from './record.js';
+
+export function setupBackups(ctx: PluginContext, manager: InstanceManager): RouteDescriptor[] {
+  for (const key of BACKUP_SERVER_KEYS) if (!ctx.keys.lookup('server', key.key!)) ctx.keys.register(key);
+  const backups = new BackupManager(ctx, manager);
+  manager.children.backups = async (handle) => (await backups.list(handle)).map((s) => backupView(s.doc));
+  let expiry: { stop(): void } | undefined;
+  ctx.hooks.ready.tap(async () => {
+    await cleanupBackupLeftovers(ctx, manager, backups);
+    expiry = scheduleBackupExpiry(ctx, manager, backups);
+  });
+  ctx.hooks.shutdown.tap(async () => {
+    expiry?.stop();
+  });
+  return backupRoutes(ctx, manager, backups);
+}

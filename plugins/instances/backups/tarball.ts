@@ -1,0 +1,151 @@
+/**
+ * Writing a backup tarball in the reference's layout: `backup/index.yaml`, then
+ * `backup/snapshots/<name>/` for each snapshot, then `backup/container/`, each holding the
+ * volume's content plus a generated `backup.yaml`.
+ *
+ * tar runs in a private mount namespace where a tmpfs staging tree gets the generated files and
+ * read-only bind mounts of the volume's entries, so member names come out right without copying
+ * anything, the volumes are never written to, and nothing needs cleaning after a crash (the
+ * namespace and its mounts vanish with the process).
+ */
+import { createWriteStream } from 'node:fs';
+import { lstat, readdir } from 'node:fs/promises';
+import path from 'node:path';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { internalError, type HostProcess, type HostTools } from '../../../sdk/index.js';
+import { compressArgs, type Algorithm } from './compression.js';
+
+export interface TarballPart {
+  /** Member directory: `backup/container` or `backup/snapshots/<name>`. */
+  member: string;
+  /** Host directory whose content goes in. */
+  dir: string;
+  /** File holding the part's generated backup.yaml. */
+  backupYaml: string;
+}
+
+export interface TarballSpec {
+  /** Where the compressed tarball is written (a temporary name; the caller renames it). */
+  output: string;
+  algorithm: Algorithm;
+  /** An empty directory the staging tmpfs is mounted on, inside the namespace only. */
+  stagingMount: string;
+  /** File holding index.yaml. */
+  indexYaml: string;
+  /** In archive order: snapshots (oldest first), then the instance. */
+  parts: TarballPart[];
+  onProgress?: (bytes: number) => void;
+  signal?: AbortSignal;
+}
+
+/** Exit status of the staging script itself, distinct from tar's own (0, 1 or 2). */
+const STAGING_FAILED = 90;
+
+/**
+ * Builds the staging tree from its arguments, then becomes tar. Operations:
+ *   file SRC DEST MODE   copy a generated file
+ *   dir  REF DEST        a directory with REF's owner and mode
+ *   bind SRC DEST        mount SRC read-only at DEST
+ *   link SRC DEST        copy a symlink as it is
+ *   times REF DEST       DEST gets REF's times (last: filling a directory changes them)
+ *   tar ARGS...          run tar in the staging tree
+ */
+const STAGE_SCRIPT = `
+fail() { echo "staging the backup failed: $*" >&2; exit ${STAGING_FAILED}; }
+stage=$1; shift
+mount -t tmpfs -o mode=0700 corral-backup "$stage" || fail "tmpfs on $stage"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    file) mkdir -p "$(dirname "$stage/$3")" && cp "$2" "$stage/$3" && chmod "$4" "$stage/$3" || fail "$3"; shift 4 ;;
+    dir) mkdir -p "$stage/$3" && chown --reference="$2" "$stage/$3" && chmod --reference="$2" "$stage/$3" || fail "$3"; shift 3 ;;
+    bind) { if [ -d "$2" ]; then mkdir "$stage/$3"; else : > "$stage/$3"; fi; } &&
+      mount --bind "$2" "$stage/$3" && mount -o remount,bind,ro "$stage/$3" || fail "$3"; shift 3 ;;
+    link) cp -P "$2" "$stage/$3" || fail "$3"; shift 3 ;;
+    times) touch -h -r "$2" "$stage/$3" || fail "$3"; shift 3 ;;
+    tar) shift; cd "$stage" || fail "cd"; exec tar "$@" ;;
+    *) fail "unknown operation $1" ;;
+  esac
+done
+fail "no tar operation"
+`;
+
+/** The top-level entries of a part: bind mounts for files and directories, copies for symlinks. */
+async function partOperations(part: TarballPart): Promise<string[]> {
+  const ops = ['dir', part.dir, part.member];
+  for (const entry of (await readdir(part.dir)).sort()) {
+    // Ours is generated; a stale one from an imported volume is left out.
+    if (entry === 'backup.yaml') continue;
+    const source = path.join(part.dir, entry);
+    const st = await lstat(source);
+    const dest = `${part.member}/${entry}`;
+    if (st.isSymbolicLink()) ops.push('link', source, dest);
+    else if (st.isDirectory() || st.isFile()) ops.push('bind', source, dest);
+    // Sockets and the like at the top of a volume are nothing a backup needs.
+  }
+  ops.push('file', part.backupYaml, `${part.member}/backup.yaml`, '0400');
+  return ops;
+}
+
+function tail(text: string): string {
+  return text.trim().split('\n').slice(-3).join(' ');
+}
+
+function collectStderr(proc: HostProcess): () => string {
+  let text = '';
+  proc.stderr?.on('data', (c: Buffer) => {
+    if (text.length < 64 * 1024) text += c.toString('utf8');
+  });
+  return () => text;
+}
+
+export async function writeTarball(hostTools: HostTools, spec: TarballSpec): Promise<void> {
+  const ops: string[] = ['file', spec.indexYaml, 'backup/index.yaml', '0644'];
+  for (const part of spec.parts) ops.push(...(await partOperations(part)));
+  for (const part of spec.parts) ops.push('times', part.dir, part.member);
+  const tarArgs = [
+    '-c', '-f', '-', '--numeric-owner', '--format=posix', '--xattrs', '--xattrs-include=*',
+    // Without these every member gets a pax header for its sub-second times.
+    '--pax-option=delete=atime,delete=ctime,delete=mtime',
+    'backup/index.yaml', ...spec.parts.map((p) => p.member),
+  ];
+  const tar = hostTools.spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', STAGE_SCRIPT, 'sh', spec.stagingMount, ...ops, 'tar', ...tarArgs]);
+  tar.stdin.end();
+  const tarErr = collectStderr(tar);
+  const compressor = spec.algorithm === 'none' ? undefined : hostTools.spawn(spec.algorithm, compressArgs[spec.algorithm]);
+  const compressorErr = compressor ? collectStderr(compressor) : () => '';
+  const kill = () => {
+    tar.kill('SIGKILL');
+    compressor?.kill('SIGKILL');
+  };
+  spec.signal?.addEventListener('abort', kill, { once: true });
+
+  let bytes = 0;
+  const counter = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      bytes += chunk.length;
+      spec.onProgress?.(bytes);
+      done(null, chunk);
+    },
+  });
+  const out = createWriteStream(spec.output, { mode: 0o600 });
+  try {
+    const flows = compressor
+      ? [pipeline(tar.stdout, counter, compressor.stdin), pipeline(compressor.stdout, out)]
+      : [pipeline(tar.stdout, counter, out)];
+    const results = await Promise.allSettled([...flows, tar.exited, compressor?.exited ?? Promise.resolve(0)]);
+    if (spec.signal?.aborted) throw internalError('The backup was cancelled');
+    const tarCode = (results.at(-2) as PromiseFulfilledResult<number>).value;
+    const compressorCode = (results.at(-1) as PromiseFulfilledResult<number>).value;
+    // tar exits 1 when a file changed while it was read (a running instance): the archive is still whole.
+    if (tarCode !== 0 && tarCode !== 1) throw internalError(`Creating the backup tarball failed (tar exit ${tarCode}): ${tail(tarErr())}`);
+    if (compressorCode !== 0) throw internalError(`Compressing the backup failed (${spec.algorithm} exit ${compressorCode}): ${tail(compressorErr())}`);
+    const failed = results.slice(0, flows.length).find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw internalError(`Writing the backup failed: ${(failed.reason as Error).message}`);
+  } catch (err) {
+    kill();
+    throw err;
+  } finally {
+    spec.signal?.removeEventListener('abort', kill);
+  }
+}
