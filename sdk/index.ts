@@ -14,6 +14,8 @@ export * from './json-request.js';
 export * from './keyed-lock.js';
 export * from './tar-walk.js';
 export * from './progress.js';
+export * from './raw-body.js';
+export * from './file-format.js';
 export * from './store.js';
 export * from './host-tools.js';
 export * from './services.js';

@@ -9,7 +9,7 @@ import {
   async, badRequest, isApiError, ProfilesServiceRef, truthy,
   type ApiRequest, type ApiResponse, type Operation, type PluginContext,
 } from '../../sdk/index.js';
-import { bodyChunks, drain, interrupted } from './body.js';
+import { bodyChunks, drain, interrupted } from '../../sdk/index.js';
 import type { ImageFiles } from './files.js';
 import type { StoredImage } from './image.js';
 import { inspectSplit, inspectUnified } from './inspect.js';

@@ -4,7 +4,7 @@
  */
 import { open } from 'node:fs/promises';
 import { badRequest, type HostTools, type ImageMetadata } from '../../sdk/index.js';
-import { detectFormat, type Compression, type FileFormat } from './compression.js';
+import { detectFormat, type Compression, type FileFormat } from '../../sdk/index.js';
 import { readDecompressed } from './decompress.js';
 import type { ImageType } from './image.js';
 import { parseMetadata } from './metadata.js';

@@ -3,24 +3,11 @@
  * first, the record switched second, the old volume removed last: after a crash at any point the
  * record names a whole volume, and the boot cleanup removes the copy the record does not name.
  */
-import type { ApiRequest, DeviceConfig } from '../../sdk/index.js';
+import type { ApiRequest } from '../../sdk/index.js';
 import type { InstanceHandle } from './access.js';
-import { isRootDisk } from './devices/disk.js';
+import { withRootOn } from './devices/disk.js';
 import type { InstanceManager } from './manager.js';
 import type { SnapshotManager } from './snapshots/manager.js';
-
-/** The instance's own devices with the root disk on `pool` (a root inherited from a profile is overridden locally). */
-function withRootOn(devices: Record<string, DeviceConfig>, pool: string, inherited: Record<string, DeviceConfig>): Record<string, DeviceConfig> {
-  const out = structuredClone(devices);
-  const own = Object.entries(out).find(([, d]) => isRootDisk(d));
-  if (own) {
-    own[1].pool = pool;
-    return out;
-  }
-  const [name, root] = Object.entries(inherited).find(([, d]) => isRootDisk(d)) ?? ['root', { type: 'disk', path: '/' }];
-  out[name] = { ...root, pool };
-  return out;
-}
 
 export async function moveToPool(manager: InstanceManager, snapshots: SnapshotManager, handle: InstanceHandle, pool: string, req?: ApiRequest): Promise<InstanceHandle> {
   const storage = manager.deps.storage;
@@ -31,7 +18,7 @@ export async function moveToPool(manager: InstanceManager, snapshots: SnapshotMa
   try {
     await manager.touch(handle.project, handle.name, (r) => {
       r.pool = pool;
-      r.devices = withRootOn(r.devices, pool, handle.inst.devices);
+      r.devices = withRootOn(r.devices, pool, from);
     });
   } catch (err) {
     await storage.deleteVolume(pool, vol).catch(() => {});

@@ -15,17 +15,17 @@ import type { Readable } from 'node:stream';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
-  async, badRequest, internalError, isApiError, notFound,
+  async, badRequest, drain, internalError, isApiError, notFound, tarFlags,
   type ApiRequest, type ApiResponse, type DeviceConfig, type Operation, type OperationControl, type PluginContext,
 } from '../../../sdk/index.js';
-import { isRootDisk } from '../devices/disk.js';
+import { isRootDisk, withRootOn } from '../devices/disk.js';
 import type { CreateSpec, InstanceManager } from '../manager.js';
 import { checkInstanceName } from '../names.js';
 import { NEVER } from '../record.js';
 import { operationResources } from '../routes/paths.js';
 import { NO_EXPIRY, type SnapshotRecord } from '../snapshots/record.js';
 import { scanArchive } from './archive-check.js';
-import { checkAlgorithm, detectAlgorithm, tarReadFlags, type Algorithm } from './compression.js';
+import { checkAlgorithm, detectAlgorithm, type Algorithm } from './compression.js';
 import { BackupFiles } from './files.js';
 import { readIndex, type BackupIndex, type InstanceSection } from './index-file.js';
 import { progressText } from './progress.js';
@@ -35,27 +35,6 @@ const DAY_MS = 24 * 3600_000;
 
 function header(value: string | string[] | undefined): string {
   return (Array.isArray(value) ? value[0] : value)?.trim() ?? '';
-}
-
-/** Read and discard the rest of a body, so that an error sent mid-upload reaches the client. */
-async function drain(body: NodeJS.ReadableStream): Promise<void> {
-  const stream = body as Readable;
-  if (stream.readableEnded || stream.destroyed) return;
-  await new Promise<void>((resolve) => {
-    stream.once('end', resolve);
-    stream.once('close', resolve);
-    stream.once('error', () => resolve());
-    stream.resume();
-  });
-}
-
-/** Devices with the root disk on `pool`: the instance's own root disk moves there, or one is added when a profile's points elsewhere. */
-function rootOn(devices: Record<string, DeviceConfig>, pool: string, profileRootPool: string | undefined): Record<string, DeviceConfig> {
-  const out = structuredClone(devices);
-  const own = Object.entries(out).find(([, d]) => isRootDisk(d));
-  if (own) own[1].pool = pool;
-  else if (profileRootPool !== pool) out.root = { type: 'disk', path: '/', pool };
-  return out;
 }
 
 interface ImportPlan {
@@ -120,7 +99,7 @@ export class BackupImporter {
       type: index.type,
       architecture: c.architecture,
       config,
-      devices: rootOn(c.devices, pool, profileRootPool),
+      devices: withRootOn(c.devices, pool, profileRootPool),
       profiles,
       ephemeral: c.ephemeral,
       description: c.description,
@@ -154,7 +133,7 @@ export class BackupImporter {
       name: s.name,
       architecture: s.architecture,
       config: s.config,
-      devices: rootOn(s.devices, pool, profileRootPool),
+      devices: withRootOn(s.devices, pool, profileRootPool),
       ephemeral: s.ephemeral,
       profiles: s.profiles,
       stateful: false,
@@ -234,7 +213,7 @@ export class BackupImporter {
       },
     });
     const tar = this.ctx.hostTools.spawn('tar', [
-      '-x', '-f', '-', ...tarReadFlags[algorithm], '-C', into, '--numeric-owner', '--same-owner', '--same-permissions',
+      '-x', '-f', '-', ...tarFlags(algorithm), '-C', into, '--numeric-owner', '--same-owner', '--same-permissions',
       '--xattrs', '--xattrs-include=*',
     ]);
     let stderr = '';

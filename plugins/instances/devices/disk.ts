@@ -4,7 +4,7 @@
  */
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { isBool, truthy, type DeviceType, type StorageService } from '../../../sdk/index.js';
+import { isBool, truthy, type DeviceConfig, type DeviceType, type StorageService } from '../../../sdk/index.js';
 import { checkOptions } from './device-types.js';
 
 const OPTIONS = ['path', 'source', 'pool', 'readonly', 'required', 'optional', 'shift', 'propagation', 'size', 'size.state', 'recursive', 'boot.priority'];
@@ -63,4 +63,16 @@ export function diskDevice(storage: () => StorageService): DeviceType {
       };
     },
   };
+}
+
+/**
+ * The instance's own devices with the root disk on `pool`: its own root disk moves there, or,
+ * when the root comes from a profile on another pool (`inheritedPool`), a local one overrides it.
+ */
+export function withRootOn(devices: Record<string, DeviceConfig>, pool: string, inheritedPool: string | undefined): Record<string, DeviceConfig> {
+  const out = structuredClone(devices);
+  const own = Object.entries(out).find(([, d]) => isRootDisk(d));
+  if (own) own[1].pool = pool;
+  else if (inheritedPool !== pool) out.root = { type: 'disk', path: '/', pool };
+  return out;
 }

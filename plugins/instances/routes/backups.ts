@@ -6,12 +6,12 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import {
-  async, bodyObject, collection, notFound, raw, sync,
+  async, bodyObject, collection, formatExtension, notFound, raw, sync,
   type ApiRequest, type OperationControl, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
-import { fileExtension, type Algorithm } from '../backups/compression.js';
+import type { Algorithm } from '../backups/compression.js';
 import type { BackupManager } from '../backups/manager.js';
 import { backupView } from '../backups/record.js';
 import { instancePaths, operationResources, subresourcePath } from './paths.js';
@@ -109,7 +109,7 @@ export function backupRoutes(ctx: PluginContext, manager: InstanceManager, backu
           const st = await stat(file).catch(() => {
             throw notFound('The backup tarball is missing');
           });
-          const ext = fileExtension[stored.doc.compression_algorithm as Algorithm] ?? '';
+          const ext = formatExtension({ kind: 'tar', compression: stored.doc.compression_algorithm as Algorithm });
           return raw(createReadStream(file), 'application/octet-stream', {
             'Content-Disposition': `inline;filename=${encodeURIComponent(stored.doc.name)}${ext}`,
             'Content-Length': String(st.size),

@@ -46,7 +46,10 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
         if (req.body?.restore !== undefined && req.body?.restore !== '') {
           if (typeof req.body.restore !== 'string') throw badRequest('"restore" must be a snapshot name');
           if (req.body.stateful === true) throw badRequest('Stateful restore needs CRIU, which this daemon does not provide');
-          const snapshot = req.body.restore;
+          // Clients send the snapshot alone or as `<instance>/<snapshot>` (lxc does the latter).
+          const cut = req.body.restore.indexOf('/');
+          if (cut >= 0 && req.body.restore.slice(0, cut) !== handle.name) throw badRequest(`"${req.body.restore}" is not a snapshot of this instance`);
+          const snapshot = req.body.restore.slice(cut + 1);
           await snapshots.load(handle, snapshot);
           // A running instance is stopped for the restore and started again, as the reference does.
           return task(req, handle, 'Restoring snapshot', async () => {
@@ -82,7 +85,9 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
     post: {
       handler: async (req) => {
         const body = req.body ?? {};
-        if (body.migration) throw badRequest('Migration is not supported by this build yet');
+        // lxc sends a pool move as a migration with `pool` set and no target: that is served locally.
+        if (body.migration && !body.pool) throw badRequest('Migration to another server is not supported by this build yet');
+        if (body.target) throw badRequest('Moving to another cluster member needs clustering, which this build lacks');
         if (body.project && body.project !== req.project) throw badRequest('Moving an instance to another project is not supported by this build yet');
         const handle = await manager.load(req.project, req.params.name);
         if (body.pool !== undefined && body.pool !== '') {

@@ -1,5 +1,5 @@
 /**
- * Image files are recognised by their first bytes, never by their names: clients name files as
+ * Files (images, backups) are recognised by their first bytes, never by their names: clients name files as
  * they like, and a wrong guess would only surface later as an unpack failure.
  */
 import { open } from 'node:fs/promises';
