@@ -1,7 +1,6 @@
 /**
  * Snapshots on a dir pool, laid out as the reference does: `<type>-snapshots/<volume>/<snapshot>`,
- * each a full copy of the volume directory (`cp -a --reflink=auto`, so file systems that share
- * extents make it cheap). A snapshot is built under a scratch name and renamed into place, so one
+ * each a copy of the volume directory that shares only symlink inodes with it (tree-copy.ts). A snapshot is built under a scratch name and renamed into place, so one
  * that exists is whole. A restore copies the snapshot beside the volume and swaps the two by
  * renames; the swap is finished or undone at the next mount if the daemon dies between them.
  */
@@ -10,8 +9,8 @@ import path from 'node:path';
 import { conflict, notFound, type HostTools, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType } from '../../sdk/index.js';
 import { SNAPSHOT_DIRS, checkVolumeName, typeDir, volumeDirName } from './layout.js';
 import { removeInside } from './remove.js';
+import { copyTreeSharingSymlinks } from './tree-copy.js';
 
-const LONG_MS = 30 * 60_000;
 /** Scratch names start with a dot: snapshot names cannot (they are checked by the family). */
 const BUILDING = '.building-';
 /** Suffixes of the directories a restore swaps (never valid volume names: they contain a dot prefix). */
@@ -39,8 +38,8 @@ export class DirSnapshots implements VolumeSnapshots {
     return path.join(this.parent(pool, vol), snapshot);
   }
 
-  private copy(from: string, to: string): Promise<unknown> {
-    return this.tools.run('cp', ['-a', '--reflink=auto', '--no-target-directory', '--', from, to], { timeoutMs: LONG_MS });
+  private copy(from: string, to: string): Promise<void> {
+    return copyTreeSharingSymlinks(this.tools, from, to);
   }
 
   async create(pool: PoolInfo, vol: VolumeRef, snapshot: string, fill?: (dir: string) => Promise<void>): Promise<void> {

@@ -12,7 +12,7 @@ import { createWriteStream } from 'node:fs';
 import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { finished, pipeline } from 'node:stream/promises';
 import { internalError, type HostProcess, type HostTools } from '../../../sdk/index.js';
 import { compressArgs, type Algorithm } from './compression.js';
 
@@ -99,23 +99,47 @@ function collectStderr(proc: HostProcess): () => string {
   return () => text;
 }
 
+/**
+ * Drops the end-of-archive marker (two zero blocks, all there is with a blocking factor of 1) from
+ * a part's tar stream, so the parts join into one archive.
+ */
+function withoutTrailer(): Transform {
+  const TRAILER = 1024;
+  let held = Buffer.alloc(0);
+  return new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      held = Buffer.concat([held, chunk]);
+      const pass = held.length - TRAILER;
+      if (pass <= 0) return done();
+      const out = held.subarray(0, pass);
+      held = held.subarray(pass);
+      done(null, out);
+    },
+    flush(done) {
+      done(held.length === TRAILER && held.every((b) => b === 0) ? null : internalError('tar did not end its archive as expected'));
+    },
+  });
+}
+
+/**
+ * One tar run per part, joined into one archive: tar links a file to an earlier member with the
+ * same inode, and a member linked into another part would break an import that extracts only
+ * `backup/container` (as the reference's does). Snapshots share symlink inodes with their volume
+ * on dir pools, so links must stay within a part.
+ */
 export async function writeTarball(hostTools: HostTools, spec: TarballSpec): Promise<void> {
-  const ops: string[] = ['file', spec.indexYaml, 'backup/index.yaml', '0644'];
-  for (const part of spec.parts) ops.push(...(await partOperations(part)));
-  for (const part of spec.parts) ops.push('times', part.dir, part.member);
+  const groups: { ops: string[]; members: string[] }[] = [{ ops: ['file', spec.indexYaml, 'backup/index.yaml', '0644'], members: ['backup/index.yaml'] }];
+  for (const part of spec.parts) groups.push({ ops: [...(await partOperations(part)), 'times', part.dir, part.member], members: [part.member] });
   const tarArgs = [
-    '-c', '-f', '-', '--numeric-owner', '--format=posix', '--xattrs', '--xattrs-include=*',
+    '-c', '-f', '-', '--blocking-factor=1', '--numeric-owner', '--format=posix', '--xattrs', '--xattrs-include=*',
     // Without these every member gets a pax header for its sub-second times.
     '--pax-option=delete=atime,delete=ctime,delete=mtime',
-    'backup/index.yaml', ...spec.parts.map((p) => p.member),
   ];
-  const tar = hostTools.spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', STAGE_SCRIPT, 'sh', spec.stagingMount, ...ops, 'tar', ...tarArgs]);
-  tar.stdin.end();
-  const tarErr = collectStderr(tar);
   const compressor = spec.algorithm === 'none' ? undefined : hostTools.spawn(spec.algorithm, compressArgs[spec.algorithm]);
   const compressorErr = compressor ? collectStderr(compressor) : () => '';
+  let current: HostProcess | undefined;
   const kill = () => {
-    tar.kill('SIGKILL');
+    current?.kill('SIGKILL');
     compressor?.kill('SIGKILL');
   };
   spec.signal?.addEventListener('abort', kill, { once: true });
@@ -129,21 +153,33 @@ export async function writeTarball(hostTools: HostTools, spec: TarballSpec): Pro
     },
   });
   const out = createWriteStream(spec.output, { mode: 0o600 });
+  const sink = compressor ? compressor.stdin : out;
+  const written = compressor ? pipeline(compressor.stdout, out) : finished(out);
+  counter.pipe(sink);
   try {
-    const flows = compressor
-      ? [pipeline(tar.stdout, counter, compressor.stdin), pipeline(compressor.stdout, out)]
-      : [pipeline(tar.stdout, counter, out)];
-    const results = await Promise.allSettled([...flows, tar.exited, compressor?.exited ?? Promise.resolve(0)]);
-    if (spec.signal?.aborted) throw internalError('The backup was cancelled');
-    const tarCode = (results.at(-2) as PromiseFulfilledResult<number>).value;
-    const compressorCode = (results.at(-1) as PromiseFulfilledResult<number>).value;
-    // tar exits 1 when a file changed while it was read (a running instance): the archive is still whole.
-    if (tarCode !== 0 && tarCode !== 1) throw internalError(`Creating the backup tarball failed (tar exit ${tarCode}): ${tail(tarErr())}`);
-    if (compressorCode !== 0) throw internalError(`Compressing the backup failed (${spec.algorithm} exit ${compressorCode}): ${tail(compressorErr())}`);
-    const failed = results.slice(0, flows.length).find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed) throw internalError(`Writing the backup failed: ${(failed.reason as Error).message}`);
+    for (const [i, group] of groups.entries()) {
+      const last = i === groups.length - 1;
+      const tar = hostTools.spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', STAGE_SCRIPT, 'sh', spec.stagingMount, ...group.ops, 'tar', ...tarArgs, ...group.members]);
+      current = tar;
+      tar.stdin.end();
+      const tarErr = collectStderr(tar);
+      const stream = last ? tar.stdout : tar.stdout.pipe(withoutTrailer());
+      const [flow, code] = await Promise.allSettled([pipeline(stream, counter, { end: last }), tar.exited]);
+      if (spec.signal?.aborted) throw internalError('The backup was cancelled');
+      const tarCode = code.status === 'fulfilled' ? code.value : -1;
+      // tar exits 1 when a file changed while it was read (a running instance): the archive is still whole.
+      if (tarCode !== 0 && tarCode !== 1) throw internalError(`Creating the backup tarball failed (tar exit ${tarCode}): ${tail(tarErr())}`);
+      if (flow.status === 'rejected') throw internalError(`Writing the backup failed: ${(flow.reason as Error).message}`);
+    }
+    const [flow, compressorCode] = await Promise.allSettled([written, compressor?.exited ?? Promise.resolve(0)]);
+    if (compressorCode.status === 'fulfilled' && compressorCode.value !== 0) {
+      throw internalError(`Compressing the backup failed (${spec.algorithm} exit ${compressorCode.value}): ${tail(compressorErr())}`);
+    }
+    if (flow.status === 'rejected') throw internalError(`Writing the backup failed: ${(flow.reason as Error).message}`);
   } catch (err) {
     kill();
+    counter.destroy();
+    out.destroy();
     throw err;
   } finally {
     spec.signal?.removeEventListener('abort', kill);
