@@ -10,6 +10,11 @@ export interface RunOptions {
   env?: Record<string, string>;
   /** Resolve with the exit code instead of throwing when the command fails. */
   allowFailure?: boolean;
+  /**
+   * Killed if the daemon dies (parent-death signal): for file work whose leftovers the next boot
+   * removes, which an orphan still writing would race. Not for what must outlive the daemon.
+   */
+  endWithDaemon?: boolean;
 }
 
 export interface RunResult {
@@ -24,6 +29,8 @@ export interface SpawnOptions {
   env?: Record<string, string>;
   /** Run under a new pseudo-terminal of this size instead of pipes (stdout then carries both streams). */
   pty?: { cols: number; rows: number };
+  /** As RunOptions.endWithDaemon. */
+  endWithDaemon?: boolean;
 }
 
 /** A long-running child with its streams, for exec and console sessions. */

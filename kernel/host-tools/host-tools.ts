@@ -7,13 +7,19 @@ import { spawnHostProcess } from './spawn.js';
 
 const DEFAULT_TIMEOUT_MS = 60_000;
 
+/** `setpriv` (util-linux) sets the parent-death signal and then becomes the command. */
+function bound(command: string, args: string[], endWithDaemon: boolean | undefined): [string, string[]] {
+  return endWithDaemon ? ['setpriv', ['--pdeathsig', 'SIGKILL', '--', command, ...args]] : [command, args];
+}
+
 export function createHostTools(log: Logger): HostTools {
   return {
     async run(command: string, args: string[], opts: RunOptions = {}): Promise<RunResult> {
       const started = Date.now();
       // Loaded on first use: most runs of an edge build never start a child process.
       const { execa } = await import('execa');
-      const result = await execa(command, args, {
+      const [file, argv] = bound(command, args, opts.endWithDaemon);
+      const result = await execa(file, argv, {
         timeout: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
         input: opts.input,
         cwd: opts.cwd,
@@ -32,7 +38,8 @@ export function createHostTools(log: Logger): HostTools {
     },
     spawn(command, args, opts = {}) {
       log.debug({ command, args, pty: Boolean(opts.pty) }, 'host process');
-      return spawnHostProcess(command, args, opts);
+      const [file, argv] = bound(command, args, opts.endWithDaemon);
+      return spawnHostProcess(file, argv, opts);
     },
     which: findOnPath,
   };

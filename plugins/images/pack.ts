@@ -61,11 +61,11 @@ function failure(command: string, code: number, stderr: string): Error {
 const PROCESS_ENDED = new Set(['EPIPE', 'ERR_STREAM_PREMATURE_CLOSE']);
 
 export async function packImage(tools: HostTools, spec: PackSpec): Promise<Packed> {
-  const tar = tools.spawn('tar', tarArgs(spec));
+  const tar = tools.spawn('tar', tarArgs(spec), { endWithDaemon: true });
   tar.stdin.end();
   const tarErr = stderrOf(tar);
   const { command, args } = spec.compressor;
-  const squeeze = command ? tools.spawn(command, args) : undefined;
+  const squeeze = command ? tools.spawn(command, args, { endWithDaemon: true }) : undefined;
   const squeezeErr = squeeze ? stderrOf(squeeze) : () => '';
 
   let packed = 0;

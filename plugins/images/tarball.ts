@@ -10,5 +10,5 @@ export async function extractTar(tools: HostTools, file: string, compression: Co
   await tools.run('tar', [
     '-x', ...tarFlags(compression), '-f', file, '-C', dir,
     '--numeric-owner', '--same-owner', '--same-permissions', '--xattrs', '--xattrs-include=*',
-  ], { timeoutMs: TAR_TIMEOUT_MS });
+  ], { timeoutMs: TAR_TIMEOUT_MS, endWithDaemon: true });
 }

@@ -27,7 +27,7 @@ export async function unpackImage(tools: HostTools, files: ImageFiles, image: St
     }
     case 'squashfs':
       // -f: the target may exist (created empty by the volume); xattrs are extracted by default.
-      await tools.run('unsquashfs', ['-f', '-n', '-q', '-d', path.join(dir, 'rootfs'), files.rootfsFile(fp)], { timeoutMs: TAR_TIMEOUT_MS });
+      await tools.run('unsquashfs', ['-f', '-n', '-q', '-d', path.join(dir, 'rootfs'), files.rootfsFile(fp)], { timeoutMs: TAR_TIMEOUT_MS, endWithDaemon: true });
       return;
     case 'qcow2':
       await copyFile(files.rootfsFile(fp), path.join(dir, 'rootfs.img'));

@@ -54,7 +54,7 @@ export default definePlugin({
     manager.applyTemplates = applyTemplates;
     const power = new PowerControl(ctx, manager);
     const snapshots = new SnapshotManager(ctx, manager);
-    manager.children.snapshots = async (handle) => Promise.all((await snapshots.list(handle)).map((s) => snapshots.view(handle, s)));
+    manager.children.snapshots = snapshots.lister();
     const scheduler = new SnapshotScheduler(ctx, manager, snapshots, power);
     let logExpiry: { stop(): void } | undefined;
 

@@ -19,6 +19,7 @@ import type { DeviceTypes } from './devices/device-types.js';
 import { liveChanges } from './live-keys.js';
 import { NEVER, type InstanceRecord } from './record.js';
 import { snapshotKey, type SnapshotRecord } from './snapshots/record.js';
+import type { ChildKinds } from './children.js';
 import { removeInstanceBackups, renameInstanceBackups } from './backups/follow.js';
 
 export interface InstanceDeps {
@@ -61,7 +62,7 @@ export class InstanceManager implements InstanceAccess {
   /** Template application, wired by the plugin (templates module). */
   applyTemplates: (handle: InstanceHandle, trigger: 'create' | 'copy' | 'start' | 'rename') => Promise<void> = async () => {};
   /** recursion=2 lists of what an instance owns, wired by the snapshot and backup modules. */
-  readonly children: { snapshots?: (handle: InstanceHandle) => Promise<unknown[]>; backups?: (handle: InstanceHandle) => Promise<unknown[]> } = {};
+  readonly children: ChildKinds = {};
 
   constructor(private readonly ctx: PluginContext, readonly deps: InstanceDeps) {
     this.records = ctx.store.collection<InstanceRecord>('instances');
@@ -186,7 +187,8 @@ export class InstanceManager implements InstanceAccess {
         volumePath, logDir: this.logDir(spec.project, spec.name),
       };
       Object.assign(record.config, await driver.initialize?.(draft, await this.idmapNeighbours(draft)));
-      stored = await this.ctx.store.transaction(async (tx) => {
+      // A plain create is one write; only snapshots carried along need a transaction.
+      stored = !spec.snapshots?.length ? await this.records.put(spec.project, spec.name, record, 0) : await this.ctx.store.transaction(async (tx) => {
         const snapshots = tx.collection<SnapshotRecord>('snapshots');
         for (const snap of spec.snapshots ?? []) await snapshots.put(spec.project, snapshotKey(spec.name, snap.name), snap, 0);
         return tx.collection<InstanceRecord>('instances').put(spec.project, spec.name, record, 0);
@@ -280,8 +282,12 @@ export class InstanceManager implements InstanceAccess {
   }
 
   /** The instance record and its snapshot records, together. */
-  private deleteRecords(project: string, name: string): Promise<void> {
-    return this.ctx.store.transaction(async (tx) => {
+  private async deleteRecords(project: string, name: string): Promise<void> {
+    if (!(await this.ctx.store.collection('snapshots').list(project, `${name}/`)).length) {
+      await this.records.delete(project, name);
+      return;
+    }
+    await this.ctx.store.transaction(async (tx) => {
       const snapshots = tx.collection<SnapshotRecord>('snapshots');
       for (const snap of await snapshots.list(project, `${name}/`)) await snapshots.delete(project, snap.name);
       await tx.collection<InstanceRecord>('instances').delete(project, name);

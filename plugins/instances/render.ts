@@ -55,12 +55,24 @@ export async function stateView(handle: InstanceHandle, storage: StorageService)
   };
 }
 
+/** Children read for a whole listing at once (collection GET with recursion=2). */
+export interface PrefetchedChildren {
+  snapshots?: Map<string, unknown[]>;
+  backups?: Map<string, unknown[]>;
+}
+
+export async function prefetchChildren(manager: InstanceManager, project: string | undefined): Promise<PrefetchedChildren> {
+  const [snapshots, backups] = await Promise.all([manager.children.snapshots?.all(project), manager.children.backups?.all(project)]);
+  return { snapshots, backups };
+}
+
 /** recursion=2: the instance with its live state, snapshots and backups. */
-export async function fullView(handle: InstanceHandle, manager: InstanceManager) {
+export async function fullView(handle: InstanceHandle, manager: InstanceManager, prefetched?: PrefetchedChildren) {
+  const key = `${handle.project}/${handle.name}`;
   const [state, snapshots, backups] = await Promise.all([
     stateView(handle, manager.deps.storage),
-    manager.children.snapshots?.(handle),
-    manager.children.backups?.(handle),
+    prefetched ? prefetched.snapshots?.get(key) : manager.children.snapshots?.of(handle),
+    prefetched ? prefetched.backups?.get(key) : manager.children.backups?.of(handle),
   ]);
   // The reference shows null, not an empty list, when there are none.
   const listOrNull = (list: unknown[] | undefined) => (list && list.length ? list : null);

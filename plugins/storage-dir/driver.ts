@@ -95,7 +95,7 @@ export class DirDriver implements StorageDriver {
     if (!(await present(from))) throw notFound(`Volume "${source.name}" not found on storage pool "${pool.name}"`);
     if (await present(to)) throw conflict(`Volume "${target.name}" already exists on storage pool "${pool.name}"`);
     try {
-      await this.tools.run('cp', ['-a', '--reflink=auto', '--no-target-directory', '--', from, to], { timeoutMs: LONG_MS });
+      await this.tools.run('cp', ['-a', '--reflink=auto', '--no-target-directory', '--', from, to], { timeoutMs: LONG_MS, endWithDaemon: true });
     } catch (err) {
       await this.deleteVolume(pool, target).catch(() => {});
       throw err;

@@ -38,5 +38,5 @@ export async function removeInside(tools: HostTools, root: string, parent: strin
     });
     return;
   }
-  await tools.run('rm', ['-rf', '--one-file-system', '--', target], { timeoutMs: LONG_MS });
+  await tools.run('rm', ['-rf', '--one-file-system', '--', target], { timeoutMs: LONG_MS, endWithDaemon: true });
 }

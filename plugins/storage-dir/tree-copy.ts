@@ -62,11 +62,11 @@ function chunks(files: { rel: string; ino: number }[]): string[][] {
 
 /** Copy `from` to `to` (which must not exist), sharing only symlink inodes with `from`. */
 export async function copyTreeSharingSymlinks(tools: HostTools, from: string, to: string): Promise<void> {
-  await tools.run('cp', ['-a', '-l', '--no-target-directory', '--', from, to], { timeoutMs: LONG_MS });
+  await tools.run('cp', ['-a', '-l', '--no-target-directory', '--', from, to], { timeoutMs: LONG_MS, endWithDaemon: true });
   const { files, dirs } = await walk(from);
   for (const chunk of chunks(files)) {
     // Relative names from the source root, recreated under `to` by --parents.
-    await tools.run('cp', ['-a', '--reflink=auto', '--parents', '--remove-destination', '--', ...chunk, to], { cwd: from, timeoutMs: LONG_MS });
+    await tools.run('cp', ['-a', '--reflink=auto', '--parents', '--remove-destination', '--', ...chunk, to], { cwd: from, timeoutMs: LONG_MS, endWithDaemon: true });
   }
   for (const rel of dirs.reverse()) {
     const st = await lstat(path.join(from, rel));

@@ -86,7 +86,7 @@ export class VolumeManager {
   /** Copy the content of `from` into the existing directory `to`, keeping owners, modes, xattrs and links. */
   private async copyTree(from: string, to: string): Promise<void> {
     if (!(await exists(from))) throw badRequest(`The copy source "${path.basename(from)}" does not exist on its pool`);
-    await this.ctx.hostTools.run('cp', ['-a', '--reflink=auto', '--no-target-directory', '--', `${from}/.`, to], { timeoutMs: 30 * 60_000 });
+    await this.ctx.hostTools.run('cp', ['-a', '--reflink=auto', '--no-target-directory', '--', `${from}/.`, to], { timeoutMs: 30 * 60_000, endWithDaemon: true });
   }
 
   private async withSnapshots<T>(poolName: string, fn: (info: PoolInfo, snaps: VolumeSnapshots) => Promise<T>): Promise<T> {

@@ -37,3 +37,28 @@ test('a missing binary is reported, and which() finds what is on PATH', async (t
   t.regex((await tools.which('sh')) ?? '', /\/sh$/);
   t.is(await tools.which('no-such-binary-here'), undefined);
 });
+
+test('endWithDaemon children die with the daemon, others outlive it', async (t) => {
+  const { spawn } = await import('node:child_process');
+  const { existsSync } = await import('node:fs');
+  const path = await import('node:path');
+  const { fileURLToPath } = await import('node:url');
+  const fixture = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures', 'orphans', 'run-and-wait.js');
+  const child = spawn(process.execPath, [fixture], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const pids = await new Promise<{ bound: number; free: number }>((resolve) => child.stdout!.once('data', (c) => resolve(JSON.parse(String(c)))));
+  try {
+    // setpriv has become sleep once its comm says so.
+    const { readFileSync } = await import('node:fs');
+    const isSleep = (pid: number) => existsSync(`/proc/${pid}`) && readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep';
+    const deadline = Date.now() + 5000;
+    while (!isSleep(pids.bound) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    const gone = Date.now() + 5000;
+    while (existsSync(`/proc/${pids.bound}`) && Date.now() < gone) await new Promise((r) => setTimeout(r, 20));
+    t.false(existsSync(`/proc/${pids.bound}`), 'the bound child was killed with its parent');
+    t.true(existsSync(`/proc/${pids.free}`), 'an unbound child lives on');
+  } finally {
+    try { process.kill(pids.free, 'SIGKILL'); } catch { /* gone */ }
+  }
+});

@@ -297,6 +297,7 @@ test.serial('kill -9 during copies and a pool move: after a restart each target 
     const d3 = await startDaemon({ plugins: 'edge', dir: d2.dir });
     try {
       const listed = (await d3.request('GET', '/1.0/instances?recursion=1')).json.metadata;
+      if (process.env.DEBUG_KILL) console.log(d3.output().split('\n').filter((l) => /leftover|record|cleanup|error/i.test(l)).join('\n'));
       const pools: Record<string, string> = { default: path.join(d2.dir, 'storage-pools/default'), p2: pool2 };
       for (const [pool, dir] of Object.entries(pools)) {
         const volumes = readdirSync(path.join(dir, 'containers')).sort();

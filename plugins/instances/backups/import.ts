@@ -215,7 +215,7 @@ export class BackupImporter {
     const tar = this.ctx.hostTools.spawn('tar', [
       '-x', '-f', '-', ...tarFlags(algorithm), '-C', into, '--numeric-owner', '--same-owner', '--same-permissions',
       '--xattrs', '--xattrs-include=*',
-    ]);
+    ], { endWithDaemon: true });
     let stderr = '';
     tar.stderr?.on('data', (c: Buffer) => {
       if (stderr.length < 16 * 1024) stderr += c.toString('utf8');
@@ -244,7 +244,7 @@ export class BackupImporter {
         await rename(source, target);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
-        await this.ctx.hostTools.run('cp', ['-a', '--', source, target], { timeoutMs: DAY_MS });
+        await this.ctx.hostTools.run('cp', ['-a', '--', source, target], { timeoutMs: DAY_MS, endWithDaemon: true });
       }
     }
   }

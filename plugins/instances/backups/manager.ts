@@ -18,7 +18,7 @@ import { checkAlgorithm, type Algorithm } from './compression.js';
 import { BackupFiles } from './files.js';
 import { apiTime, checkBackupName, nextBackupName, parseExpiresAt } from './names.js';
 import { progressText } from './progress.js';
-import { backupKey, type BackupRecord } from './record.js';
+import { backupKey, byName, type BackupRecord } from './record.js';
 import { writeTarball } from './tarball.js';
 
 export interface BackupRequest {
@@ -49,7 +49,7 @@ export class BackupManager {
   /** Sorted by name, as the reference lists them. */
   async list(owner: Owner): Promise<StoredDoc<BackupRecord>[]> {
     const stored = await this.records.list(owner.project, `${owner.name}/`);
-    return stored.sort((a, b) => (a.doc.name < b.doc.name ? -1 : a.doc.name > b.doc.name ? 1 : 0));
+    return stored.sort(byName);
   }
 
   async load(owner: Owner, backup: string): Promise<StoredDoc<BackupRecord>> {

@@ -28,3 +28,6 @@ export function backupView(record: BackupRecord) {
     optimized_storage: record.optimized_storage,
   };
 }
+
+/** Backups list in name order, as the reference lists them. */
+export const byName = (a: { doc: BackupRecord }, b: { doc: BackupRecord }) => (a.doc.name < b.doc.name ? -1 : a.doc.name > b.doc.name ? 1 : 0);

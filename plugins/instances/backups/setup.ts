@@ -9,12 +9,16 @@ import { scheduleBackupExpiry } from './expiry.js';
 import { BACKUP_SERVER_KEYS } from './keys.js';
 import { cleanupBackupLeftovers } from './leftovers.js';
 import { BackupManager } from './manager.js';
-import { backupView } from './record.js';
+import { backupView, byName } from './record.js';
+import { groupByInstance } from '../children.js';
 
 export function setupBackups(ctx: PluginContext, manager: InstanceManager): RouteDescriptor[] {
   for (const key of BACKUP_SERVER_KEYS) if (!ctx.keys.lookup('server', key.key!)) ctx.keys.register(key);
   const backups = new BackupManager(ctx, manager);
-  manager.children.backups = async (handle) => (await backups.list(handle)).map((s) => backupView(s.doc));
+  manager.children.backups = {
+    of: async (handle) => (await backups.list(handle)).map((s) => backupView(s.doc)),
+    all: async (project) => groupByInstance(await backups.records.list(project), byName, (s) => backupView(s.doc)),
+  };
   let expiry: { stop(): void } | undefined;
   ctx.hooks.ready.tap(async () => {
     await cleanupBackupLeftovers(ctx, manager, backups);

@@ -135,7 +135,7 @@ export async function writeTarball(hostTools: HostTools, spec: TarballSpec): Pro
     // Without these every member gets a pax header for its sub-second times.
     '--pax-option=delete=atime,delete=ctime,delete=mtime',
   ];
-  const compressor = spec.algorithm === 'none' ? undefined : hostTools.spawn(spec.algorithm, compressArgs[spec.algorithm]);
+  const compressor = spec.algorithm === 'none' ? undefined : hostTools.spawn(spec.algorithm, compressArgs[spec.algorithm], { endWithDaemon: true });
   const compressorErr = compressor ? collectStderr(compressor) : () => '';
   let current: HostProcess | undefined;
   const kill = () => {
@@ -159,7 +159,7 @@ export async function writeTarball(hostTools: HostTools, spec: TarballSpec): Pro
   try {
     for (const [i, group] of groups.entries()) {
       const last = i === groups.length - 1;
-      const tar = hostTools.spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', STAGE_SCRIPT, 'sh', spec.stagingMount, ...group.ops, 'tar', ...tarArgs, ...group.members]);
+      const tar = hostTools.spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', STAGE_SCRIPT, 'sh', spec.stagingMount, ...group.ops, 'tar', ...tarArgs, ...group.members], { endWithDaemon: true });
       current = tar;
       tar.stdin.end();
       const tarErr = collectStderr(tar);

@@ -9,7 +9,7 @@ import type { PowerControl, PowerAction } from '../power.js';
 import { checkInstanceName, randomInstanceName } from '../names.js';
 import { instanceTypeLimits } from '../instance-types.js';
 import { deviceMap, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
-import { fullView, instanceView } from '../render.js';
+import { fullView, instanceView, prefetchChildren, type PrefetchedChildren } from '../render.js';
 import { instancePaths, operationResources, prefixOf } from './paths.js';
 import { acceptBackupUploads } from '../backups/instance-post.js';
 import { stateBody } from './state.js';
@@ -26,13 +26,15 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
     get: {
       handler: async (req) => {
         const { prefix, type } = prefixOf(req.path);
-        const stored = (await manager.records.list(req.allProjects ? undefined : req.project)).filter((s) => !type || s.doc.type === type);
+        const project = req.allProjects ? undefined : req.project;
+        const stored = (await manager.records.list(project)).filter((s) => !type || s.doc.type === type);
+        let prefetched: Promise<PrefetchedChildren> | undefined;
         return collection(stored, (s) => {
           const url = `${prefix}/${encodeURIComponent(s.name)}`;
           return s.project === 'default' ? url : `${url}?project=${encodeURIComponent(s.project)}`;
         }, async (s, recursion) => {
           const handle = await manager.handleFor(s);
-          if (recursion === 2) return fullView(handle, manager);
+          if (recursion === 2) return fullView(handle, manager, await (prefetched ??= prefetchChildren(manager, project)));
           return instanceView(handle, await handle.driver.status(handle.inst).catch(() => 'Error' as const));
         });
       },

@@ -12,6 +12,7 @@ import type { InstanceHandle } from '../access.js';
 import { expandConfig, expandDevices } from '../expand.js';
 import type { InstanceManager } from '../manager.js';
 import { NEVER } from '../record.js';
+import { groupByInstance, type ChildLister } from '../children.js';
 import { expiryFrom } from './expiry.js';
 import { checkSnapshotName, nextSnapshotName } from './pattern.js';
 import { NO_EXPIRY, hasExpiry, snapshotKey, type SnapshotRecord } from './record.js';
@@ -35,6 +36,9 @@ export function parseExpiresAt(value: unknown): string {
   return value;
 }
 
+const byCreation = (a: StoredDoc<SnapshotRecord>, b: StoredDoc<SnapshotRecord>) =>
+  a.doc.created_at.localeCompare(b.doc.created_at) || a.name.localeCompare(b.name);
+
 export class SnapshotManager {
   readonly records: Collection<SnapshotRecord>;
 
@@ -48,8 +52,15 @@ export class SnapshotManager {
 
   /** Oldest first (creation order), as the reference lists them. */
   async list(handle: { project: string; name: string }): Promise<StoredDoc<SnapshotRecord>[]> {
-    const stored = await this.records.list(handle.project, `${handle.name}/`);
-    return stored.sort((a, b) => a.doc.created_at.localeCompare(b.doc.created_at) || a.name.localeCompare(b.name));
+    return (await this.records.list(handle.project, `${handle.name}/`)).sort(byCreation);
+  }
+
+  /** Snapshot views for recursion=2 listings. */
+  lister(): ChildLister {
+    return {
+      of: async (handle) => Promise.all((await this.list(handle)).map((s) => this.view(handle, s))),
+      all: async (project) => groupByInstance(await this.records.list(project), byCreation, (s) => this.view(s, s)),
+    };
   }
 
   async load(handle: { project: string; name: string }, snapshot: string): Promise<StoredDoc<SnapshotRecord>> {
