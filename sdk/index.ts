@@ -29,3 +29,4 @@ export * from './device.js';
 export * from './storage.js';
 export * from './images.js';
 export * from './profiles.js';
+export * from './projects.js';

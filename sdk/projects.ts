@@ -1,0 +1,66 @@
+/**
+ * What the `projects` plugin offers the other families: which project holds a kind of resource for a
+ * given project (the `features.*` switches), and the policy gate (restrictions and limits) every family
+ * calls before it creates, changes, copies or moves something. Builds without the plugin have only the
+ * `default` project and no gate: callers use `services.get(ProjectsServiceRef)?.…`.
+ */
+import { createServiceRef } from './services.js';
+import type { DeviceConfig } from './device.js';
+import type { InstanceType } from './instance-types.js';
+
+/** Resource kinds a project may keep apart from `default` (`features.<kind>`). */
+export type ProjectFeature = 'images' | 'profiles' | 'storage.volumes' | 'networks';
+
+export interface ProjectView {
+  name: string;
+  description: string;
+  config: Record<string, string>;
+}
+
+/** An instance as it would be after the change, with profiles expanded. */
+export interface InstanceProposal {
+  kind: 'instance';
+  action: 'create' | 'update' | 'copy' | 'move' | 'import';
+  project: string;
+  name: string;
+  type: InstanceType;
+  config: Record<string, string>;
+  devices: Record<string, DeviceConfig>;
+  /** The instance's name before the change when it already exists in this project (update, rename). */
+  replaces?: string;
+}
+
+export interface ProfileProposal {
+  kind: 'profile';
+  project: string;
+  name: string;
+  config: Record<string, string>;
+  devices: Record<string, DeviceConfig>;
+}
+
+export interface SnapshotProposal {
+  kind: 'snapshot' | 'backup';
+  project: string;
+  instance: string;
+}
+
+export interface VolumeProposal {
+  kind: 'volume';
+  project: string;
+  pool: string;
+  name: string;
+  /** Bytes the volume may grow to (its `size`), when known. */
+  size?: number;
+}
+
+export type ProjectProposal = InstanceProposal | ProfileProposal | SnapshotProposal | VolumeProposal;
+
+export interface ProjectsService {
+  get(name: string): Promise<ProjectView | undefined>;
+  /** The project whose resources of `feature`'s kind `project` uses: itself when the feature is on, else `default`. */
+  featureProject(project: string, feature: ProjectFeature): Promise<string>;
+  /** Throws an ApiError (400 naming the restriction or limit, 403 where the reference answers so) when refused. */
+  vet(proposal: ProjectProposal): Promise<void>;
+}
+
+export const ProjectsServiceRef = createServiceRef<ProjectsService>('projects');
