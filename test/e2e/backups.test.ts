@@ -5,18 +5,14 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
-import { lxc } from '../helpers/clients.js';
+import { lxc, lxcOk } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 
 let d: Daemon;
 let image: BusyboxImage;
 let work: string;
 
-const ok = async (t: ExecutionContext, ...args: string[]) => {
-  const r = await lxc(d.socket, ...args);
-  t.is(r.status, 0, `lxc ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-};
+const ok = (t: ExecutionContext, ...args: string[]) => lxcOk(t, d.socket, ...args);
 
 const members = (file: string) => execFileSync('tar', ['-t', '-f', file], { encoding: 'utf8', maxBuffer: 64 << 20 }).split('\n').filter(Boolean);
 const head = (file: string, n: number) => readFileSync(file).subarray(0, n);

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { stopDaemons, waitFor, type Daemon, startWithPool } from '../helpers/daemon.js';
-import { lxc, lxcEnv, lxcWithInput } from '../helpers/clients.js';
+import { lxc, lxcOk, lxcEnv, lxcWithInput } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 
 const require = createRequire(import.meta.url);
@@ -14,11 +14,7 @@ let d: Daemon;
 let image: BusyboxImage;
 let work: string;
 
-const ok = async (t: any, ...args: string[]) => {
-  const r = await lxc(d.socket, ...args);
-  t.is(r.status, 0, `lxc ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-};
+const ok = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
 
 test.before(async () => {
   image = buildBusyboxImage('gzip');

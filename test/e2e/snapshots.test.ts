@@ -6,17 +6,13 @@ import path from 'node:path';
 import { projectRoot, startWithPool, stopDaemons, killContainers, type Daemon } from '../helpers/daemon.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { importImage } from '../helpers/api.js';
-import { lxc, python } from '../helpers/clients.js';
+import { lxc, lxcOk, python } from '../helpers/clients.js';
 
 let d: Daemon;
 let image: BusyboxImage;
 let poolDir: string;
 
-const run = async (t: any, ...args: string[]) => {
-  const res = await lxc(d.socket, ...args);
-  t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}`);
-  return res.stdout;
-};
+const run = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
 const cat = async (t: any, name: string, file: string) => run(t, 'exec', name, '--', 'cat', file);
 
 test.before(async () => {

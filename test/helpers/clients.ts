@@ -50,4 +50,11 @@ export function python(script: string, args: string[]): Promise<ClientRun> {
   });
 }
 
+/** lxc that must succeed: asserts exit 0 (showing stderr otherwise) and returns stdout. */
+export async function lxcOk(t: { is(actual: unknown, expected: unknown, message?: string): unknown }, socket: string, ...args: string[]): Promise<string> {
+  const res = await lxc(socket, ...args);
+  t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}`);
+  return res.stdout;
+}
+
 export const hasLxc = () => spawnSync('lxc', ['--version']).status === 0;

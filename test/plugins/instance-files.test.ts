@@ -15,7 +15,7 @@ import path from 'node:path';
 import { collect, stopDaemons, waitFor, type Daemon, type HttpResult, startWithPool } from '../helpers/daemon.js';
 import { importImage } from '../helpers/api.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { hasLxc, lxc } from '../helpers/clients.js';
+import { hasLxc, lxc, lxcOk } from '../helpers/clients.js';
 
 let d: Daemon;
 let image: BusyboxImage;
@@ -256,11 +256,7 @@ test.serial('the lxc client: push, pull, recursive, mode, uid, delete', async (t
   if (!hasLxc()) return t.pass();
   const work = mkdtempSync(path.join(tmpdir(), 'corral-files-lxc-'));
   try {
-    const ok = async (...args: string[]) => {
-      const r = await lxc(d.socket, ...args);
-      t.is(r.status, 0, `lxc ${args.join(' ')}: ${r.stderr}`);
-      return r.stdout;
-    };
+    const ok = (...args: string[]) => lxcOk(t, d.socket, ...args);
     writeFileSync(path.join(work, 'one.txt'), 'one\n');
     await ok('file', 'push', path.join(work, 'one.txt'), `${RUNNING}/root/one.txt`, '--mode', '0604', '--uid', '7', '--gid', '8');
     const st = lstatSync(path.join(rootfs(RUNNING), 'root/one.txt'));

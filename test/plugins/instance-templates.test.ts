@@ -12,7 +12,7 @@ import { parse } from 'yaml';
 import { collect, stopDaemons, waitFor, type Daemon, startWithPool } from '../helpers/daemon.js';
 import { callAndWait, importImage as importImageFile } from '../helpers/api.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { hasLxc, lxc, lxcWithInput } from '../helpers/clients.js';
+import { hasLxc, lxc, lxcOk, lxcWithInput } from '../helpers/clients.js';
 import { renderTemplate, TemplateError } from '../../plugins/instances/templates/render.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -479,11 +479,7 @@ test.serial('start applies start templates before the instance runs', async (t) 
 test.serial('lxc config metadata and lxc config template', async (t) => {
   if (!hasLxc()) return t.pass('lxc is not installed');
   await createOk(t, 'cli', 'bb');
-  const ok = async (...args: string[]) => {
-    const res = await lxc(d.socket, ...args);
-    t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}`);
-    return res.stdout;
-  };
+  const ok = (...args: string[]) => lxcOk(t, d.socket, ...args);
   const shown = parse(await ok('config', 'metadata', 'show', 'cli'));
   t.is(shown.architecture, 'x86_64');
   t.is(shown.templates['/etc/hostname'].template, 'hostname.tpl');
