@@ -80,6 +80,8 @@ export interface ImagesService {
    * Ownership is kept as stored in the image (the instance driver maps ids at mount time).
    */
   unpack(fingerprint: string, dir: string): Promise<void>;
+  /** The images a project holds (its own records: callers map the project through `features.images`). */
+  list(project: string): Promise<ImageRecord[]>;
   /** Record a use (last_used_at). */
   markUsed(project: string, fingerprint: string): Promise<void>;
   /** Other plugins add what uses an image (instances created from it). */

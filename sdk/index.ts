@@ -9,6 +9,7 @@ export * from './operations.js';
 export * from './events.js';
 export * from './config-keys.js';
 export * from './validate.js';
+export * from './size.js';
 export * from './body.js';
 export * from './json-request.js';
 export * from './keyed-lock.js';

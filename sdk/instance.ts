@@ -115,6 +115,9 @@ export interface InstanceSummary {
   profiles: string[];
   config: Record<string, string>;
   devices: Record<string, DeviceConfig>;
+  /** Profiles applied, then the instance's own values. */
+  expandedConfig: Record<string, string>;
+  expandedDevices: Record<string, DeviceConfig>;
 }
 
 export interface InstancesService {

@@ -4,7 +4,8 @@
  * calls before it creates, changes, copies or moves something. Builds without the plugin have only the
  * `default` project and no gate: callers use `services.get(ProjectsServiceRef)?.…`.
  */
-import { createServiceRef } from './services.js';
+import { createServiceRef, type ServiceRegistry } from './services.js';
+import type { ApiRequest, RouteDescriptor, VerbSpec } from './routes.js';
 import type { DeviceConfig } from './device.js';
 import type { InstanceType } from './instance-types.js';
 
@@ -64,3 +65,33 @@ export interface ProjectsService {
 }
 
 export const ProjectsServiceRef = createServiceRef<ProjectsService>('projects');
+
+/** The project holding `feature`'s resources for `project`; `project` itself in builds without the projects plugin. */
+export async function featureProjectOf(services: ServiceRegistry, project: string, feature: ProjectFeature): Promise<string> {
+  if (project === 'default') return project;
+  const projects = services.get(ProjectsServiceRef);
+  return projects ? projects.featureProject(project, feature) : project;
+}
+
+/**
+ * A route whose handlers see `req.project` already mapped through `features.<feature>`: a project
+ * without its own images (profiles...) reads and writes those of `default`, as if it had asked for it.
+ */
+export function featureScopedRoute(services: ServiceRegistry, feature: ProjectFeature, route: RouteDescriptor): RouteDescriptor {
+  const scoped = async (req: ApiRequest): Promise<ApiRequest> => {
+    const project = await featureProjectOf(services, req.project, feature);
+    // The mapped request keeps everything else of the original (body, trust, requestor) through its prototype.
+    return project === req.project ? req : Object.create(req, { project: { value: project, enumerable: true } });
+  };
+  const wrap = (spec: VerbSpec | undefined): VerbSpec | undefined => spec && { ...spec, handler: async (req) => spec.handler(await scoped(req)) };
+  const current = route.current;
+  return {
+    ...route,
+    get: wrap(route.get),
+    put: wrap(route.put),
+    patch: wrap(route.patch),
+    post: wrap(route.post),
+    delete: wrap(route.delete),
+    current: current && (async (req) => current(await scoped(req))),
+  };
+}

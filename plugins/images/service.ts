@@ -28,6 +28,11 @@ export function createImagesService(catalog: ImageCatalog, files: ImageFiles, to
       return imageView(doc, await catalog.aliasesOf(project, doc.fingerprint));
     },
 
+    async list(project) {
+      const [records, aliases] = await Promise.all([catalog.images.list(project), catalog.aliasesByTarget(project)]);
+      return records.map((r) => imageView(r.doc, aliases.get(r.name) ?? []));
+    },
+
     async unpack(fingerprint, dir) {
       // Files are per fingerprint: any project's record describes them.
       const record = (await catalog.images.list()).find((r) => r.name === fingerprint);

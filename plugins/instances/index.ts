@@ -11,6 +11,7 @@ import { DeviceTypes } from './devices/device-types.js';
 import { diskDevice, isRootDisk } from './devices/disk.js';
 import { noneDevice } from './devices/none.js';
 import { InstanceManager } from './manager.js';
+import { expandConfig, expandDevices } from './expand.js';
 import { PowerControl } from './power.js';
 import { collectionRoutes } from './routes/collection.js';
 import { instanceRoutes } from './routes/instance.js';
@@ -66,8 +67,12 @@ export default definePlugin({
       },
       registerDeviceType: (type) => devices.register(type),
       async list(project) {
-        return (await manager.records.list(project)).map((s) => ({
-          project: s.project, name: s.name, type: s.doc.type, profiles: s.doc.profiles, config: s.doc.config, devices: s.doc.devices,
+        return Promise.all((await manager.records.list(project)).map(async (s) => {
+          const profiles = await manager.loadProfiles(s.project, s.doc.profiles).catch(() => []);
+          return {
+            project: s.project, name: s.name, type: s.doc.type, profiles: s.doc.profiles, config: s.doc.config, devices: s.doc.devices,
+            expandedConfig: expandConfig(profiles, s.doc.config), expandedDevices: expandDevices(profiles, s.doc.devices),
+          };
         }));
       },
     };

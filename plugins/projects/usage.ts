@@ -1,0 +1,116 @@
+/**
+ * What a project currently holds, counted the way project limits count it: instances by type, and
+ * the sum of what instances are configured to use (`limits.cpu`, `limits.memory`, `limits.processes`,
+ * root disk `size`), plus image sizes. One place for `/1.0/projects/<name>/state` and the policy
+ * gate (limits), so both always agree.
+ */
+import { totalmem } from 'node:os';
+import {
+  ImagesServiceRef, InstancesServiceRef, parseSize,
+  type DeviceConfig, type InstanceType, type ServiceRegistry,
+} from '../../sdk/index.js';
+
+export const ALLOCATION_KINDS = ['containers', 'virtual-machines', 'instances', 'cpu', 'memory', 'processes', 'disk', 'networks'] as const;
+export type AllocationKind = (typeof ALLOCATION_KINDS)[number];
+export type Allocations = Record<AllocationKind, number>;
+
+/** The project config key limiting each kind. */
+export const LIMIT_KEY: Record<AllocationKind, string> = {
+  containers: 'limits.containers',
+  'virtual-machines': 'limits.virtual-machines',
+  instances: 'limits.instances',
+  cpu: 'limits.cpu',
+  memory: 'limits.memory',
+  processes: 'limits.processes',
+  disk: 'limits.disk',
+  networks: 'limits.networks',
+};
+
+/** An instance as the usage counts it: expanded config and devices. */
+export interface CountedInstance {
+  name: string;
+  type: InstanceType;
+  config: Record<string, string>;
+  devices: Record<string, DeviceConfig>;
+}
+
+export const emptyAllocations = (): Allocations => ({
+  containers: 0, 'virtual-machines': 0, instances: 0, cpu: 0, memory: 0, processes: 0, disk: 0, networks: 0,
+});
+
+/** CPUs named by `limits.cpu`: a count (`2`) or a set of host CPUs (`0-3,6`). */
+export function cpuCount(value: string | undefined): number {
+  if (!value) return 0;
+  if (/^\d+$/.test(value)) return Number(value);
+  let count = 0;
+  for (const part of value.split(',')) {
+    const range = /^(\d+)-(\d+)$/.exec(part.trim());
+    if (range) count += Math.max(0, Number(range[2]) - Number(range[1]) + 1);
+    else if (/^\d+$/.test(part.trim())) count += 1;
+  }
+  return count;
+}
+
+/** Bytes of `limits.memory` (a size or a percentage of the host's memory); 0 when unset or unreadable. */
+export function memoryBytes(value: string | undefined): number {
+  if (!value) return 0;
+  const pct = /^(\d+(?:\.\d+)?)%$/.exec(value);
+  if (pct) return Math.floor((totalmem() * Number(pct[1])) / 100);
+  try {
+    return parseSize(value);
+  } catch {
+    return 0;
+  }
+}
+
+/** Bytes of the root disk's `size`; 0 when it has none. */
+export function rootDiskBytes(devices: Record<string, DeviceConfig>): number {
+  const root = Object.values(devices).find((d) => d.type === 'disk' && d.path === '/' && !d.source);
+  if (!root?.size) return 0;
+  try {
+    return parseSize(root.size);
+  } catch {
+    return 0;
+  }
+}
+
+/** What one instance adds to its project's allocations. */
+export function instanceAllocations(inst: CountedInstance): Allocations {
+  const out = emptyAllocations();
+  out.instances = 1;
+  if (inst.type === 'virtual-machine') out['virtual-machines'] = 1;
+  else out.containers = 1;
+  out.cpu = cpuCount(inst.config['limits.cpu']);
+  out.memory = memoryBytes(inst.config['limits.memory']);
+  const processes = inst.config['limits.processes'];
+  out.processes = processes && /^\d+$/.test(processes) ? Number(processes) : 0;
+  out.disk = rootDiskBytes(inst.devices);
+  return out;
+}
+
+export function addAllocations(into: Allocations, more: Allocations): Allocations {
+  for (const kind of ALLOCATION_KINDS) into[kind] += more[kind];
+  return into;
+}
+
+/** The instances of a project as the usage counts them (expanded config and devices). */
+export async function countedInstances(services: ServiceRegistry, project: string): Promise<CountedInstance[]> {
+  const instances = services.get(InstancesServiceRef);
+  if (!instances) return [];
+  return (await instances.list(project)).map((i) => ({ name: i.name, type: i.type, config: i.expandedConfig, devices: i.expandedDevices }));
+}
+
+/**
+ * Current allocations of `project`. `except` leaves one instance out (the one a change replaces, so
+ * that the caller can add its proposed form instead).
+ */
+export async function projectAllocations(services: ServiceRegistry, project: string, opts: { except?: string } = {}): Promise<Allocations> {
+  const total = emptyAllocations();
+  for (const inst of await countedInstances(services, project)) {
+    if (inst.name !== opts.except) addAllocations(total, instanceAllocations(inst));
+  }
+  // Images count only where they live: a project without features.images keeps none of its own.
+  const images = services.get(ImagesServiceRef);
+  if (images) for (const image of await images.list(project)) total.disk += image.size;
+  return total;
+}
