@@ -8,9 +8,10 @@ cd "$(dirname "$0")/.."
 # tar with every compressor and squashfs-tools (images), busybox-static (the test image),
 # nftables (firewall driver detection), the real clients used as acceptance tests
 # (lxd-client, python3-pylxd), the reference daemon itself (lxd: the backup interoperability
-# tests start a private one), and make/g++ for the native modules (sqlite3, node-pty).
+# tests start a private one), make/g++ for the native modules (sqlite3, node-pty), and prometheus
+# (the metrics tests scrape corral with a private Prometheus server and check the text with promtool).
 PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
-  lxd-client lxd python3-pylxd python3-websocket ca-certificates openssl make g++ python3)
+  lxd-client lxd python3-pylxd python3-websocket ca-certificates openssl make g++ python3 prometheus)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -29,6 +30,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   # Under systemd the new units are still enabled (socket activation): keep a just-installed system lxd off.
   if [[ " ${missing[*]} " == *" lxd "* ]] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
     systemctl disable --now lxd.socket lxd.service lxd-containers.service lxcfs.service >/dev/null 2>&1 || true
+  fi
+  # Likewise the system Prometheus: the tests run their own on a private port and data directory.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
   fi
 fi
 
