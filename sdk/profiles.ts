@@ -22,6 +22,16 @@ export interface ProfileChange {
 export interface ProfilesService {
   /** The named profiles in order; 400 naming the first one that does not exist. */
   load(project: string, names: string[]): Promise<Profile[]>;
+  /** Every profile of the project (the project's own, whatever its features.profiles says). */
+  list(project: string): Promise<Profile[]>;
+  /** The profiles a project holds itself (no `features.profiles` mapping). */
+  list(project: string): Promise<Profile[]>;
+  /** Give a project its own empty `default` profile (a project created with `features.profiles`). */
+  createDefault(project: string): Promise<void>;
+  /** Drop every profile a project holds (the project is going away or gives up its own profiles). */
+  removeAll(project: string): Promise<void>;
+  /** Carry a project's profiles over to its new name (a project rename). */
+  moveProject(from: string, to: string): Promise<void>;
   /** React to profile edits (the instances family re-applies live keys). Throwing refuses the edit. */
   onChange(listener: (change: ProfileChange) => Promise<void>): void;
   /** Other plugins add what uses a profile. */

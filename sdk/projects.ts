@@ -29,6 +29,8 @@ export interface InstanceProposal {
   devices: Record<string, DeviceConfig>;
   /** The instance's name before the change when it already exists in this project (update, rename). */
   replaces?: string;
+  /** The cluster member the request names (`?target=`), checked against `restricted.cluster.target`. */
+  target?: string;
 }
 
 export interface ProfileProposal {
