@@ -5,10 +5,10 @@
  * config read.
  */
 import {
-  InstancesServiceRef, ProfilesServiceRef,
-  type Profile, type ProjectFeature, type ProjectProposal, type ProjectView, type ServiceRegistry,
+  ImagesServiceRef, InstancesServiceRef, ProfilesServiceRef,
+  type ProjectFeature, type ProjectProposal, type ProjectView, type ServiceRegistry,
 } from '../../../sdk/index.js';
-import { emptyContents, expand, type ProjectContents } from './contents.js';
+import { emptyContents, type ProjectContents } from './contents.js';
 import { isRestricted, type ProjectConfig } from './restrictions.js';
 import { vetProjectConfig, vetProposal } from './vet.js';
 
@@ -29,28 +29,32 @@ export class PolicyGate {
     vetProposal(project.name, project.config, contents, proposal);
   }
 
-  /** Before a project's config changes from `project.config` to `config`. */
-  async vetConfigChange(project: ProjectView, config: ProjectConfig): Promise<void> {
-    if (!hasPolicy(config)) return;
-    vetProjectConfig(project.name, project.config, config, await this.contents(project.name));
+  /** Before a project's config changes from `before` to `after`. */
+  async checkConfig(project: string, before: ProjectConfig, after: ProjectConfig): Promise<void> {
+    if (!hasPolicy(after)) return;
+    vetProjectConfig(project, before, after, await this.contents(project));
   }
 
-  /** The project's instances (expanded with the profiles they name) and profiles. */
+  /** The project's instances (expanded with the profiles they name), profiles and images. */
   async contents(project: string): Promise<ProjectContents> {
     const contents = emptyContents();
     const instances = (await this.services.get(InstancesServiceRef)?.list(project)) ?? [];
-    const profilesService = this.services.get(ProfilesServiceRef);
-    if (!profilesService) return contents;
-    const profileProject = await this.featureProject(project, 'profiles');
-    const all = await profilesService.list(profileProject);
-    const byName = new Map<string, Profile>(all.map((p) => [p.name, p]));
-    if (profileProject === project) contents.profiles = all;
     for (const inst of instances) {
-      const own = { config: inst.config, devices: inst.devices };
-      const { config, devices } = expand(inst.profiles.map((n) => byName.get(n)).filter((p) => p !== undefined), own);
-      contents.instances.push({ name: inst.name, type: inst.type, config, devices, profiles: inst.profiles, own });
+      contents.instances.push({
+        name: inst.name, type: inst.type, config: inst.expandedConfig, devices: inst.expandedDevices, profiles: inst.profiles,
+        own: { config: inst.config, devices: inst.devices },
+      });
     }
-    // Custom volumes, image volumes and networks join the count when their families exist in this build.
+    const profileProject = await this.featureProject(project, 'profiles');
+    const profiles = this.services.get(ProfilesServiceRef);
+    if (profiles) {
+      // A profile edit re-expands the instances using it: they need every profile they name, wherever it lives.
+      contents.profiles = await profiles.list(profileProject);
+    }
+    // Images count where they live: a project without features.images holds none of its own.
+    const images = this.services.get(ImagesServiceRef);
+    if (images) for (const image of await images.list(project)) contents.imageBytes += image.size;
+    // Custom volumes and networks join the count when their families exist in this build.
     return contents;
   }
 }

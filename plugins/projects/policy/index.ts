@@ -1,5 +1,4 @@
 /** Project restrictions and limits: the checks behind ProjectsService.vet and project config edits. */
-export { policyKeys } from './keys.js';
 export { PolicyGate, hasPolicy } from './gate.js';
 export { vetProposal, vetProjectConfig } from './vet.js';
 export { emptyContents, type ProjectContents, type InstanceEntry, type ProfileEntry, type VolumeEntry } from './contents.js';
