@@ -26,6 +26,7 @@ export * from './plugin.js';
 export { EXTENSION_CATALOG, isCatalogName, catalogPosition } from './extensions/catalog.js';
 export * from './used-by.js';
 export * from './instance.js';
+export * from './metrics.js';
 export * from './device.js';
 export * from './storage.js';
 export * from './images.js';

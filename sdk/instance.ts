@@ -8,6 +8,7 @@ import { createServiceRef } from './services.js';
 import type { ConfigKeyDescriptor } from './config-keys.js';
 import type { DeviceConfig, DeviceRunConfig, DeviceType } from './device.js';
 import type { InstanceStatus, InstanceType } from './instance-types.js';
+import type { InstanceMetrics } from './metrics.js';
 
 export * from './instance-types.js';
 
@@ -95,6 +96,8 @@ export interface InstanceDriver {
   /** Cheap (no child process): used for every listed instance. */
   status(inst: DriverInstance): Promise<InstanceStatus>;
   state(inst: DriverInstance): Promise<RuntimeState>;
+  /** Figures for `GET /1.0/metrics`; undefined when the instance is not running. Cheap: file reads only. */
+  metrics?(inst: DriverInstance): Promise<InstanceMetrics | undefined>;
   exec(inst: DriverInstance, spec: ExecSpec): Promise<ExecSession>;
   console(inst: DriverInstance, size: { width: number; height: number }): Promise<ConsoleSession>;
   /** Host path of the console log file. */
@@ -124,6 +127,15 @@ export interface InstancesService {
   registerDriver(driver: InstanceDriver): void;
   registerDeviceType(type: DeviceType): void;
   list(project?: string): Promise<InstanceSummary[]>;
+  /** Metrics of the running (or frozen) instances of `project`, or of every project. */
+  metrics(project?: string): Promise<InstanceMetricsEntry[]>;
+}
+
+export interface InstanceMetricsEntry {
+  project: string;
+  name: string;
+  type: InstanceType;
+  metrics: InstanceMetrics;
 }
 
 export const InstancesServiceRef = createServiceRef<InstancesService>('instances');

@@ -10,7 +10,7 @@ import path from 'node:path';
 import {
   ApiError, badRequest, conflict, internalError,
   type ConfigKeyDescriptor, type ConsoleSession, type DeviceRunConfig, type DriverInstance, type ExecSession, type ExecSpec,
-  type HostTools, type InstanceDriver, type InstanceStatus, type RuntimeState,
+  type HostTools, type InstanceDriver, type InstanceMetrics, type InstanceStatus, type RuntimeState,
 } from '../../sdk/index.js';
 import { CgroupHost, readText } from './cgroups.js';
 import { renderConfig } from './config-file.js';
@@ -22,6 +22,7 @@ import {
 } from './idmap.js';
 import { LXC_KEYS } from './keys.js';
 import { cgroupLimit, formatCpuList, LIMIT_KEYS, parseCpuList, parseMemory, parseOnlineCpus, startLimits, unlimitedValue, type HostCapacity } from './limits.js';
+import { BlockDeviceNames, readMetrics } from './metrics.js';
 import { MonitorTable } from './monitor.js';
 import { LxcPaths, lxcName } from './paths.js';
 import { checkRawLxc } from './raw-lxc.js';
@@ -60,6 +61,7 @@ export class LxcDriver implements InstanceDriver {
   private capacity?: HostCapacity;
   /** Directories already given search permission (see traversable()). */
   private readonly searchable = new Set<string>();
+  private readonly blockDevices = new BlockDeviceNames();
 
   constructor(private readonly opts: LxcDriverOptions) {
     this.paths = new LxcPaths(path.join(opts.dataDir, 'containers'));
@@ -314,6 +316,11 @@ export class LxcDriver implements InstanceDriver {
     const running = this.monitors.find(name);
     if (!running) return stoppedState();
     return runningState(running, running.cgroup?.frozen() ? 'Frozen' : 'Running');
+  }
+
+  async metrics(inst: DriverInstance): Promise<InstanceMetrics | undefined> {
+    const running = this.monitors.find(this.nameOf(inst));
+    return running ? readMetrics(inst, running, this.blockDevices) : undefined;
   }
 
   private runningInit(inst: DriverInstance): number {

@@ -32,6 +32,7 @@ import { scheduleLogExpiry } from './log-expiry.js';
 import { cleanupLeftovers } from './leftovers.js';
 import { applyProfileToRunning } from './profile-updates.js';
 import { registerImageSources } from './publish.js';
+import { collectMetrics } from './metrics.js';
 
 
 function need<T>(ctx: PluginContext, ref: { id: string }, value: T | undefined): T {
@@ -66,6 +67,7 @@ export default definePlugin({
         for (const key of driver.configKeys ?? []) ctx.keys.register(key);
       },
       registerDeviceType: (type) => devices.register(type),
+      metrics: (project) => collectMetrics(manager, project),
       async list(project) {
         return Promise.all((await manager.records.list(project)).map(async (s) => {
           const profiles = await manager.loadProfiles(s.project, s.doc.profiles).catch(() => []);

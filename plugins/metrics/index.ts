@@ -1,0 +1,57 @@
+/**
+ * metrics: GET /1.0/metrics, the running instances' figures (and a few daemon figures) in the
+ * text exposition Prometheus scrapes, reachable by trusted clients and `metrics` certificates.
+ */
+import { definePlugin, InstancesServiceRef, raw, type ApiRequest, type InstancesService, type PluginContext } from '../../sdk/index.js';
+import { renderExposition } from './exposition.js';
+import { daemonFamilies, instanceFamilies } from './families.js';
+import { OperationsCount } from './operations-count.js';
+import { ScrapeCache } from './scrape-cache.js';
+
+/** The reference sends a bare text/plain (no version parameter); Prometheus then reads the classic text format. */
+const CONTENT_TYPE = 'text/plain';
+
+function selection(req: ApiRequest): { project?: string } {
+  // The reference answers every project unless `project` is given (all-projects changes nothing then).
+  if (req.allProjects) return {};
+  const project = req.query.project;
+  return project ? { project } : {};
+}
+
+async function scrape(req: ApiRequest, cache: ScrapeCache, ops: OperationsCount, started: number): Promise<string> {
+  const { project } = selection(req);
+  const entries = await cache.get(project);
+  const families = instanceFamilies(entries);
+  // Daemon figures are server-wide: only the unfiltered answer carries them.
+  if (project === undefined) families.push(...daemonFamilies({ runningOperations: ops.running, uptimeSeconds: Math.floor((Date.now() - started) / 1000) }));
+  return renderExposition(families);
+}
+
+function needInstances(ctx: PluginContext): InstancesService {
+  const instances = ctx.services.get(InstancesServiceRef);
+  if (!instances) throw new Error('the metrics plugin needs the "instances" service');
+  return instances;
+}
+
+export default definePlugin({
+  register(ctx) {
+    const started = Date.now();
+    const instances = needInstances(ctx);
+    const cache = new ScrapeCache((project) => instances.metrics(project));
+    const ops = new OperationsCount(ctx.events);
+    ctx.events.subscribe((event) => {
+      const action = (event.metadata as { action?: string }).action ?? '';
+      if (action.startsWith('instance-')) cache.clear();
+    }, ['lifecycle']);
+
+    ctx.routes.add({
+      path: '/1.0/metrics',
+      extension: 'metrics',
+      get: {
+        access: 'metrics',
+        description: 'Metrics of running instances in the Prometheus text exposition',
+        handler: async (req) => raw(await scrape(req, cache, ops, started), CONTENT_TYPE),
+      },
+    });
+  },
+});
