@@ -7,8 +7,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, rename as renameFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  badRequest, conflict, KeyedLock, notFound, truthy, instanceUrl,
-  type ApiRequest, type Collection, type DeviceConfig, type DriverInstance, type ImagesService, type InstanceDriver,
+  badRequest, conflict, KeyedLock, notFound, truthy, instanceUrl, ProjectsServiceRef,
+  type ApiRequest, type InstanceProposal, type Collection, type DeviceConfig, type DriverInstance, type ImagesService, type InstanceDriver,
   type InstanceType, type PluginContext, type Profile, type ProfilesService, type StorageService, type StoredDoc,
   type VolumeSource,
 } from '../../sdk/index.js';
@@ -51,6 +51,9 @@ export interface CreateSpec extends InstanceEdit {
   /** Snapshot records written with the instance record (copies and backup imports); the volume source makes their storage. */
   snapshots?: SnapshotRecord[];
 }
+
+/** What the project policy gate is told besides the expanded instance (see InstanceProposal). */
+export type InstanceVet = Pick<InstanceProposal, 'action' | 'name' | 'replaces' | 'target'>;
 
 export const volumeName = (project: string, name: string) => (project === 'default' ? name : `${project}_${name}`);
 
@@ -132,7 +135,7 @@ export class InstanceManager implements InstanceAccess {
    * Everything that can be checked before any work starts: names, profiles, keys, devices, the
    * root disk. Returns the expanded view and the pool of the root disk.
    */
-  async check(project: string, type: InstanceType, edit: InstanceEdit): Promise<{ pool: string; config: Record<string, string>; devices: Record<string, DeviceConfig> }> {
+  async check(project: string, type: InstanceType, edit: InstanceEdit, vet?: InstanceVet): Promise<{ pool: string; config: Record<string, string>; devices: Record<string, DeviceConfig> }> {
     const driver = this.driverFor(type);
     const profiles = await this.loadProfiles(project, edit.profiles);
     const config = expandConfig(profiles, edit.config);
@@ -144,7 +147,14 @@ export class InstanceManager implements InstanceAccess {
     if (roots.length === 0) throw badRequest('No root disk device: add one to the instance or a profile (type=disk path=/ pool=<pool>)');
     if (roots.length > 1) throw badRequest('More than one root disk device');
     await this.deps.storage.pool(roots[0].pool);
+    // The project's restrictions and limits see the instance as it would be, profiles applied.
+    if (vet) await this.ctx.services.get(ProjectsServiceRef)?.vet({ kind: 'instance', project, type, config, devices, ...vet });
     return { pool: roots[0].pool, config, devices };
+  }
+
+  /** The project policy gate for what is made from an instance (`restricted.snapshots`, `restricted.backups`). */
+  async vetChild(kind: 'snapshot' | 'backup', handle: { project: string; name: string }): Promise<void> {
+    await this.ctx.services.get(ProjectsServiceRef)?.vet({ kind, project: handle.project, instance: handle.name });
   }
 
   /** Reserve the name now so that a concurrent create of the same name gets 409 at once. */
@@ -218,7 +228,7 @@ export class InstanceManager implements InstanceAccess {
   }
 
   async update(handle: InstanceHandle, edit: InstanceEdit, running: boolean, req?: ApiRequest): Promise<void> {
-    const checked = await this.check(handle.project, handle.record.type, edit);
+    const checked = await this.check(handle.project, handle.record.type, edit, { action: 'update', name: handle.name, replaces: handle.name });
     if (checked.pool !== handle.record.pool) throw badRequest('The root disk cannot move to another pool by editing the instance');
     const before = handle.inst.config;
     // Volatile keys are the daemon's: a client echoing an old copy must not roll them back.

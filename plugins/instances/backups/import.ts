@@ -107,7 +107,7 @@ export class BackupImporter {
       extraConfig: {},
       snapshots: index.snapshots.map((s) => this.snapshotRecord(s, pool, profileRootPool)),
     };
-    const checked = await this.manager.check(project, index.type, spec);
+    const checked = await this.manager.check(project, index.type, spec, { action: 'import', name: spec.name });
     if (checked.pool !== pool) throw badRequest(`The instance's root disk would not be on storage pool "${pool}"`);
     return { spec, pool, index, algorithm };
   }

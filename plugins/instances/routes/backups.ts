@@ -60,6 +60,7 @@ export function backupRoutes(ctx: PluginContext, manager: InstanceManager, backu
         handler: async (req) => {
           const body = bodyObject(req.body);
           const handle = await manager.load(req.project, req.params.name);
+          await manager.vetChild('backup', handle);
           // Name, compression and expiry are checked now: bad input is a 400 or 409, not a failed operation.
           const request = await backups.plan(handle, body);
           const release = backups.reserve(handle, request.name);

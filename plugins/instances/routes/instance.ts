@@ -62,7 +62,7 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
         }
         const edit = editFrom(req.body, handle);
         // Check now so that a bad edit is refused synchronously, not as a failed operation.
-        await manager.check(handle.project, handle.record.type, edit);
+        await manager.check(handle.project, handle.record.type, edit, { action: 'update', name: handle.name, replaces: handle.name });
         return task(req, handle, 'Updating instance', async () => {
           const fresh = await manager.load(handle.project, handle.name);
           if (fresh.rev !== handle.rev) throw badRequest('The instance changed while the update was queued; read it again');

@@ -33,6 +33,7 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
         handler: async (req) => {
           const body = bodyOf(req);
           const handle = await manager.load(req.project, req.params.name);
+          await manager.vetChild('snapshot', handle);
           if (body.stateful === true) throw badRequest('Stateful snapshots need CRIU, which this daemon does not provide');
           if (body.name !== undefined && body.name !== null && typeof body.name !== 'string') throw badRequest('"name" must be a string');
           const request = {

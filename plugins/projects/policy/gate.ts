@@ -58,3 +58,14 @@ export class PolicyGate {
     return contents;
   }
 }
+
+/**
+ * Profile creations and edits pass the gate before they are written: the profiles family lets a
+ * change listener refuse a change. Call once every plugin has registered (boot).
+ */
+export function vetProfileChanges(services: ServiceRegistry, vet: (proposal: ProjectProposal) => Promise<void>): void {
+  services.get(ProfilesServiceRef)?.onChange(async (change) => {
+    if (!change.profile) return;
+    await vet({ kind: 'profile', project: change.project, name: change.newName ?? change.name, config: change.profile.config, devices: change.profile.devices });
+  });
+}
