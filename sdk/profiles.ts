@@ -24,8 +24,6 @@ export interface ProfilesService {
   load(project: string, names: string[]): Promise<Profile[]>;
   /** Every profile of the project (the project's own, whatever its features.profiles says). */
   list(project: string): Promise<Profile[]>;
-  /** The profiles a project holds itself (no `features.profiles` mapping). */
-  list(project: string): Promise<Profile[]>;
   /** Give a project its own empty `default` profile (a project created with `features.profiles`). */
   createDefault(project: string): Promise<void>;
   /** Drop every profile a project holds (the project is going away or gives up its own profiles). */

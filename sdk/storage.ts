@@ -49,7 +49,8 @@ export interface StorageDriver {
   /** Make `target` a copy of `source`, or of its snapshot `fromSnapshot` (cheapest clone the backend has). */
   cloneVolume(pool: PoolInfo, source: VolumeRef, target: VolumeRef, fromSnapshot?: string): Promise<void>;
   deleteVolume(pool: PoolInfo, vol: VolumeRef): Promise<void>;
-  renameVolume(pool: PoolInfo, vol: VolumeRef, newName: string): Promise<void>;
+  /** Rename a volume, and with `newProject` move it to another project (an instance moving between projects). */
+  renameVolume(pool: PoolInfo, vol: VolumeRef, newName: string, newProject?: string): Promise<void>;
   /** Names of the volumes of a type that exist on the host (to find leftovers after a crash). */
   listVolumes(pool: PoolInfo, type: VolumeType): Promise<VolumeRef[]>;
   /** Bytes used, when the backend can tell cheaply. */
@@ -102,7 +103,8 @@ export interface StorageService {
   poolNames(): Promise<string[]>;
   createInstanceVolume(pool: string, vol: VolumeRef, source: VolumeSource): Promise<string>;
   deleteVolume(pool: string, vol: VolumeRef): Promise<void>;
-  renameVolume(pool: string, vol: VolumeRef, newName: string): Promise<void>;
+  /** Rename a volume (and its snapshots), into `newProject` when given. */
+  renameVolume(pool: string, vol: VolumeRef, newName: string, newProject?: string): Promise<void>;
   /** Host directory of a volume (no check that it exists). */
   volumePath(pool: string, vol: VolumeRef): Promise<string>;
   volumeUsage(pool: string, vol: VolumeRef): Promise<number | undefined>;

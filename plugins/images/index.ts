@@ -2,7 +2,7 @@
  * The images plugin: local images (upload, publish, aliases, export) under /1.0/images, and the
  * ImagesService the instances family unpacks images through and registers image sources with.
  */
-import { definePlugin, ImagesServiceRef, KeyedLock, type PluginContext } from '../../sdk/index.js';
+import { definePlugin, featureProjectOf, featureScopedRoute, ImagesServiceRef, KeyedLock, type PluginContext } from '../../sdk/index.js';
 import { ImageCatalog } from './catalog.js';
 import { ImageCreator } from './create.js';
 import { ImageFiles } from './files.js';
@@ -30,8 +30,11 @@ export default definePlugin({
     const publisher = new ImagePublisher(ctx, files, installer, sources);
     const creator = new ImageCreator(ctx, files, new PushTokens(ctx.operations), installer, publisher);
     for (const key of IMAGE_KEYS) ctx.keys.register(key);
-    ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools, sources));
-    for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock }), ...aliasRoutes(ctx, catalog)]) ctx.routes.add(route);
+    ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools, sources, (project) => featureProjectOf(ctx.services, project, 'images')));
+    // A project without its own images (features.images=false) sees and adds to those of `default`.
+    for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock }), ...aliasRoutes(ctx, catalog)]) {
+      ctx.routes.add(featureScopedRoute(ctx.services, 'images', route));
+    }
   },
 
   async boot(ctx) {

@@ -10,13 +10,17 @@ import type { ImageSources } from './sources.js';
 import { apiTime } from './times.js';
 import { unpackImage } from './unpack.js';
 
-export function createImagesService(catalog: ImageCatalog, files: ImageFiles, tools: HostTools, sources: ImageSources): ImagesService {
+/** `imageProject` maps a project to the one holding its images (`features.images`). */
+export function createImagesService(
+  catalog: ImageCatalog, files: ImageFiles, tools: HostTools, sources: ImageSources, imageProject: (project: string) => Promise<string>,
+): ImagesService {
   return {
     usedBy: createUsedByRegistry(),
 
     registerSource: (provider) => sources.register(provider),
 
-    async resolve(project, source): Promise<ImageRecord> {
+    async resolve(asked, source): Promise<ImageRecord> {
+      const project = await imageProject(asked);
       let fingerprint = source.fingerprint;
       if (source.alias) {
         const alias = await catalog.aliases.get(project, source.alias);
@@ -40,7 +44,8 @@ export function createImagesService(catalog: ImageCatalog, files: ImageFiles, to
       await unpackImage(tools, files, record.doc, dir);
     },
 
-    async markUsed(project, fingerprint) {
+    async markUsed(asked, fingerprint) {
+      const project = await imageProject(asked);
       // A concurrent edit wins the race; the use is then recorded on top of it.
       for (let attempt = 0; attempt < 3; attempt++) {
         const found = await catalog.images.get(project, fingerprint);

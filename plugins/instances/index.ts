@@ -3,7 +3,7 @@
  * drivers and device types (InstancesServiceRef).
  */
 import {
-  definePlugin, ImagesServiceRef, InstancesServiceRef, ProfilesServiceRef, StorageServiceRef, instanceUrl, resourceUrl,
+  definePlugin, featureProjectOf, ImagesServiceRef, InstancesServiceRef, ProfilesServiceRef, StorageServiceRef, instanceUrl, resourceUrl,
   type InstanceDriver, type InstanceType, type InstancesService, type PluginContext,
 } from '../../sdk/index.js';
 import { INSTANCE_KEYS } from './keys.js';
@@ -80,12 +80,25 @@ export default definePlugin({
     };
     ctx.services.provide(InstancesServiceRef, service);
 
+    /**
+     * Instance records whose profiles (images) live in `project`: its own, and for `default` also
+     * those of projects without `features.profiles` (`features.images`).
+     */
+    const recordsUsing = async (feature: 'profiles' | 'images', project: string) => {
+      if (project !== 'default') return manager.records.list(project);
+      const homes = new Map<string, Promise<string>>();
+      const home = (p: string) => homes.get(p) ?? homes.set(p, featureProjectOf(ctx.services, p, feature)).get(p)!;
+      const all = await manager.records.list();
+      const keep = await Promise.all(all.map(async (s) => (await home(s.project)) === 'default'));
+      return all.filter((_, i) => keep[i]);
+    };
+
     // What uses profiles, pools and images.
-    profiles.usedBy.add(async (project, name) => (await manager.records.list(project))
+    profiles.usedBy.add(async (project, name) => (await recordsUsing('profiles', project))
       .filter((s) => s.doc.profiles.includes(name)).map((s) => instanceUrl(s.project, s.name)));
     storage.poolUsedBy.add(async (_project, pool) => (await manager.records.list())
       .filter((s) => s.doc.pool === pool).map((s) => instanceUrl(s.project, s.name)));
-    images.usedBy.add(async (project, fingerprint) => (await manager.records.list(project))
+    images.usedBy.add(async (project, fingerprint) => (await recordsUsing('images', project))
       .filter((s) => s.doc.config['volatile.base_image'] === fingerprint).map((s) => resourceUrl(`/1.0/instances/${s.name}`, s.project)));
     registerImageSources(ctx, manager, images);
 

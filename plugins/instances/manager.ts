@@ -257,38 +257,55 @@ export class InstanceManager implements InstanceAccess {
   }
 
   async rename(handle: InstanceHandle, newName: string, req?: ApiRequest): Promise<InstanceHandle> {
-    const release = await this.reserve(handle.project, newName);
+    const renamed = await this.relocate(handle, handle.project, newName);
+    await this.applyTemplates(renamed, 'rename').catch((err) => this.ctx.log.warn({ err }, 'rename templates failed'));
+    this.ctx.events.lifecycle('instance-renamed', instanceUrl(renamed.project, newName), { project: renamed.project, requestor: req?.requestor, context: { old_name: handle.name } });
+    return renamed;
+  }
+
+  /**
+   * Move a stopped instance to another project (`instance_project_move`), under `newName`: its
+   * volume, snapshots, records, logs and backups follow. For the clients it is a copy into the
+   * target project and a delete of the source, as the reference reports it.
+   */
+  async moveToProject(handle: InstanceHandle, project: string, newName: string, req?: ApiRequest): Promise<InstanceHandle> {
+    const moved = await this.relocate(handle, project, newName);
+    this.lifecycle('instance-created', moved, req, { 'storage-pool': moved.record.pool, type: moved.record.type });
+    this.lifecycle('instance-deleted', handle, req);
+    return moved;
+  }
+
+  /** The shared part of a rename and a project move; every step is undone when a later one fails. */
+  private async relocate(handle: InstanceHandle, project: string, newName: string): Promise<InstanceHandle> {
+    const release = await this.reserve(project, newName);
     const { pool, type } = handle.record;
-    const project = handle.project;
+    const from = handle.project;
     try {
       await handle.driver.remove(handle.inst);
-      await this.deps.storage.renameVolume(pool, { type, project, name: handle.name }, newName);
+      await this.deps.storage.renameVolume(pool, { type, project: from, name: handle.name }, newName, project);
       try {
         await renameFile(handle.inst.logDir, this.logDir(project, newName)).catch((err: NodeJS.ErrnoException) => {
           if (err.code !== 'ENOENT') throw err;
         });
         await this.ctx.store.transaction(async (tx) => {
           const records = tx.collection<InstanceRecord>('instances');
-          const stored = await records.rename(project, handle.name, project, newName);
+          const stored = await records.rename(from, handle.name, project, newName);
           await records.put(project, newName, { ...stored.doc, name: newName }, stored.rev);
           const snapshots = tx.collection<SnapshotRecord>('snapshots');
-          for (const snap of await snapshots.list(project, `${handle.name}/`)) {
-            await snapshots.rename(project, snap.name, project, snapshotKey(newName, snap.doc.name));
+          for (const snap of await snapshots.list(from, `${handle.name}/`)) {
+            await snapshots.rename(from, snap.name, project, snapshotKey(newName, snap.doc.name));
           }
         });
       } catch (err) {
         await renameFile(this.logDir(project, newName), handle.inst.logDir).catch(() => {});
-        await this.deps.storage.renameVolume(pool, { type, project, name: newName }, handle.name).catch(() => {});
+        await this.deps.storage.renameVolume(pool, { type, project, name: newName }, handle.name, from).catch(() => {});
         throw err;
       }
-      await renameInstanceBackups(this.ctx, project, handle.name, newName);
+      await renameInstanceBackups(this.ctx, from, handle.name, newName, project);
     } finally {
       release();
     }
-    const renamed = await this.load(project, newName);
-    await this.applyTemplates(renamed, 'rename').catch((err) => this.ctx.log.warn({ err }, 'rename templates failed'));
-    this.ctx.events.lifecycle('instance-renamed', instanceUrl(project, newName), { project, requestor: req?.requestor, context: { old_name: handle.name } });
-    return renamed;
+    return this.load(project, newName);
   }
 
   /** The instance record and its snapshot records, together. */

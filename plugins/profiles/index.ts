@@ -2,7 +2,7 @@
  * Profiles: /1.0/profiles, the `default` profile, and ProfilesServiceRef for the instances family
  * (loading profiles, vetting edits, used_by).
  */
-import { definePlugin, ProfilesServiceRef, StorageServiceRef, type PluginContext } from '../../sdk/index.js';
+import { definePlugin, featureScopedRoute, ProfilesServiceRef, StorageServiceRef, type PluginContext } from '../../sdk/index.js';
 import { ProfileManager, PROFILES } from './manager.js';
 import { DEFAULT_PROFILE, profileUrl, type Profile } from './profile.js';
 import { profileRoutes } from './routes.js';
@@ -15,7 +15,8 @@ export default definePlugin({
     const profiles = new ProfileManager(ctx);
     managers.set(ctx, profiles);
     ctx.services.provide(ProfilesServiceRef, profiles);
-    for (const route of profileRoutes(profiles)) ctx.routes.add(route);
+    // A project without its own profiles (features.profiles=false) sees those of `default`.
+    for (const route of profileRoutes(profiles)) ctx.routes.add(featureScopedRoute(ctx.services, 'profiles', route));
   },
 
   async boot(ctx) {

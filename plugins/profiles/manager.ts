@@ -3,7 +3,7 @@
  * it is written, with the new content: one that throws refuses the change and nothing is stored.
  */
 import {
-  ApiError, badRequest, conflict, createUsedByRegistry, notFound,
+  ApiError, badRequest, conflict, createUsedByRegistry, featureProjectOf, notFound,
   type Collection, type PluginContext, type Profile, type ProfileChange, type ProfilesService, type Requestor, type StoredDoc,
 } from '../../sdk/index.js';
 import { DEFAULT_PROFILE, profileUrl } from './profile.js';
@@ -28,6 +28,7 @@ export class ProfileManager implements ProfilesService {
   }
 
   async load(project: string, names: string[]): Promise<Profile[]> {
+    project = await featureProjectOf(this.ctx.services, project, 'profiles');
     const found: Profile[] = [];
     for (const name of names) {
       const stored = await this.records.get(project, name);
@@ -49,6 +50,32 @@ export class ProfileManager implements ProfilesService {
 
   async list(project: string): Promise<Profile[]> {
     return (await this.records.list(project)).map((s) => s.doc);
+  }
+
+  async createDefault(project: string): Promise<void> {
+    await this.queue.run(project, async () => {
+      if (await this.records.get(project, DEFAULT_PROFILE)) return;
+      await this.records.put(project, DEFAULT_PROFILE, {
+        name: DEFAULT_PROFILE, description: `Default LXD profile for project ${project}`, config: {}, devices: {},
+      }, 0);
+    });
+  }
+
+  async removeAll(project: string): Promise<void> {
+    if (project === 'default') throw badRequest('The default project keeps its profiles');
+    await this.queue.run(project, async () => {
+      await this.ctx.store.transaction(async (tx) => {
+        const records = tx.collection<Profile>(PROFILES);
+        for (const stored of await records.list(project)) await records.delete(project, stored.name);
+      });
+    });
+  }
+
+  async moveProject(from: string, to: string): Promise<void> {
+    await this.queue.run(from, () => this.queue.run(to, () => this.ctx.store.transaction(async (tx) => {
+      const records = tx.collection<Profile>(PROFILES);
+      for (const stored of await records.list(from)) await records.rename(from, stored.name, to, stored.name);
+    })));
   }
 
   async create(project: string, profile: Profile, requestor?: Requestor): Promise<void> {

@@ -108,10 +108,10 @@ export class DirDriver implements StorageDriver {
     await removeInside(this.tools, source, typeDir(source, vol.type), volumeDirName(vol));
   }
 
-  async renameVolume(pool: PoolInfo, vol: VolumeRef, newName: string): Promise<void> {
+  async renameVolume(pool: PoolInfo, vol: VolumeRef, newName: string, newProject = vol.project): Promise<void> {
     checkVolumeName(newName);
     const from = this.volumePath(pool, vol);
-    const to = this.volumePath(pool, { ...vol, name: newName });
+    const to = this.volumePath(pool, { ...vol, project: newProject, name: newName });
     if (await present(to)) throw conflict(`Volume "${newName}" already exists on storage pool "${pool.name}"`);
     try {
       await rename(from, to);
@@ -120,7 +120,7 @@ export class DirDriver implements StorageDriver {
       throw err;
     }
     try {
-      await this.snapshots.renameAll(pool, vol, newName);
+      await this.snapshots.renameAll(pool, vol, newName, newProject);
     } catch (err) {
       await rename(to, from).catch(() => {});
       throw err;

@@ -131,10 +131,10 @@ export class DirSnapshots implements VolumeSnapshots {
   }
 
   /** Volume renamed: its snapshots follow. */
-  async renameAll(pool: PoolInfo, vol: VolumeRef, newName: string): Promise<void> {
+  async renameAll(pool: PoolInfo, vol: VolumeRef, newName: string, newProject = vol.project): Promise<void> {
     if (!SNAPSHOT_DIRS[vol.type]) return;
     const from = this.parent(pool, vol);
-    const to = this.parent(pool, { ...vol, name: newName });
+    const to = this.parent(pool, { ...vol, project: newProject, name: newName });
     await rename(from, to).catch((err) => {
       if (!missing(err)) throw err;
     });

@@ -30,7 +30,7 @@ export default definePlugin({
       poolNames: async () => (await pools.list()).map((p) => p.name),
       createInstanceVolume: (pool, vol, source) => volumes.createInstanceVolume(pool, vol, source),
       deleteVolume: (pool, vol) => volumes.deleteVolume(pool, vol),
-      renameVolume: (pool, vol, newName) => volumes.renameVolume(pool, vol, newName),
+      renameVolume: (pool, vol, newName, newProject) => volumes.renameVolume(pool, vol, newName, newProject),
       volumePath: (pool, vol) => volumes.volumePath(pool, vol),
       volumeUsage: (pool, vol) => volumes.volumeUsage(pool, vol),
       listVolumes: (pool, type) => volumes.listVolumes(pool, type),

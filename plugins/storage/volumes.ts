@@ -195,10 +195,10 @@ export class VolumeManager {
     });
   }
 
-  async renameVolume(poolName: string, vol: VolumeRef, newName: string): Promise<void> {
+  async renameVolume(poolName: string, vol: VolumeRef, newName: string, newProject?: string): Promise<void> {
     await this.locks.shared(poolLockKey(poolName), async () => {
       const { info, driver } = await this.pools.usable(poolName);
-      await driver.renameVolume(info, vol, newName);
+      await driver.renameVolume(info, vol, newName, newProject);
     });
   }
 

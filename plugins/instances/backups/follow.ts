@@ -23,11 +23,14 @@ export async function removeInstanceBackups(ctx: PluginContext, project: string,
   }
 }
 
-/** Files are linked under the new name first, the records move in one transaction, then the old files go. */
-export async function renameInstanceBackups(ctx: PluginContext, project: string, oldName: string, newName: string): Promise<void> {
+/**
+ * Files are linked under the new name (in `newProject` when the instance moved there) first, the
+ * records move in one transaction, then the old files go.
+ */
+export async function renameInstanceBackups(ctx: PluginContext, project: string, oldName: string, newName: string, newProject = project): Promise<void> {
   const files = new BackupFiles(ctx.dataDir);
   const from = files.dirOf(project, oldName);
-  const to = files.dirOf(project, newName);
+  const to = files.dirOf(newProject, newName);
   try {
     const stored = await ctx.store.collection<BackupRecord>(BACKUPS_COLLECTION).list(project, `${oldName}/`);
     if (stored.length === 0) {
@@ -43,7 +46,7 @@ export async function renameInstanceBackups(ctx: PluginContext, project: string,
       }
       await ctx.store.transaction(async (tx) => {
         const records = tx.collection<BackupRecord>(BACKUPS_COLLECTION);
-        for (const s of stored) await records.rename(project, s.name, project, backupKey(newName, s.doc.name));
+        for (const s of stored) await records.rename(project, s.name, newProject, backupKey(newName, s.doc.name));
       });
     } catch (err) {
       await rm(to, { recursive: true, force: true });

@@ -11,6 +11,7 @@ import { editableView, fullView, instanceView } from '../render.js';
 import { instancePaths, operationResources } from './paths.js';
 import type { SnapshotManager } from '../snapshots/manager.js';
 import { moveToPool } from '../pool-move.js';
+import { prepareProjectMove } from '../project-move.js';
 
 function editFrom(body: any, handle: InstanceHandle): InstanceEdit {
   if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be an instance definition');
@@ -85,11 +86,24 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
     post: {
       handler: async (req) => {
         const body = req.body ?? {};
-        // lxc sends a pool move as a migration with `pool` set and no target: that is served locally.
-        if (body.migration && !body.pool) throw badRequest('Migration to another server is not supported by this build yet');
+        if (body.project !== undefined && body.project !== null && typeof body.project !== 'string') throw badRequest('"project" must be a project name');
+        const toProject = body.project && body.project !== req.project ? body.project as string : undefined;
+        // lxc sends pool and project moves as a migration with `pool` or `project` set and no target: those are served locally.
+        if (body.migration && !body.pool && !toProject) throw badRequest('Migration to another server is not supported by this build yet');
         if (body.target) throw badRequest('Moving to another cluster member needs clustering, which this build lacks');
-        if (body.project && body.project !== req.project) throw badRequest('Moving an instance to another project is not supported by this build yet');
         const handle = await manager.load(req.project, req.params.name);
+        if (toProject) {
+          if (body.pool) throw badRequest('An instance moves to another project or to another pool, not both at once');
+          const newName = body.name ? checkInstanceName(body.name) : handle.name;
+          const prepared = await prepareProjectMove(ctx, manager, handle, toProject, newName);
+          if ((await power.status(handle)) !== 'Stopped') throw badRequest('Moving a running instance to another project is not allowed; stop it first');
+          return task(req, handle, 'Migrating instance', async () => {
+            const fresh = await manager.load(handle.project, handle.name);
+            if ((await power.status(fresh)) !== 'Stopped') throw badRequest('Moving a running instance to another project is not allowed; stop it first');
+            await prepared.recheck();
+            await manager.moveToProject(fresh, toProject, newName, req);
+          });
+        }
         if (body.pool !== undefined && body.pool !== '') {
           if (typeof body.pool !== 'string') throw badRequest('"pool" must be a storage pool name');
           const pool = body.pool;

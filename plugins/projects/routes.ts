@@ -1,0 +1,94 @@
+/** /1.0/projects, /1.0/projects/{name} and /1.0/projects/{name}/state. */
+import {
+  async, bodyObject, collection, empty, optionalString, stringMap, sync,
+  type ApiRequest, type PluginContext, type RouteDescriptor,
+} from '../../sdk/index.js';
+import type { ProjectEdit, ProjectManager } from './manager.js';
+import { checkProjectName } from './names.js';
+import { editableView, projectUrl, projectView, type ProjectRecord } from './project.js';
+import { projectState } from './state.js';
+
+function editFrom(req: ApiRequest): ProjectEdit {
+  const body = bodyObject(req.body);
+  return {
+    description: optionalString(body.description, 'description') ?? '',
+    config: stringMap(body.config, 'config'),
+  };
+}
+
+export function projectRoutes(ctx: PluginContext, projects: ProjectManager): RouteDescriptor[] {
+  const render = async (p: ProjectRecord) => projectView(p, await projects.usedBy(p.name));
+
+  return [
+    {
+      path: '/1.0/projects',
+      extension: 'projects',
+      get: {
+        description: 'List the projects',
+        handler: async () => collection(await projects.list(), (p) => projectUrl(p.name), render),
+      },
+      post: {
+        description: 'Create a project',
+        handler: async (req) => {
+          const name = checkProjectName(bodyObject(req.body).name);
+          await projects.create(name, editFrom(req), req.requestor);
+          return sync({}, { location: projectUrl(name) });
+        },
+      },
+    },
+    {
+      path: '/1.0/projects/{name}',
+      extension: 'projects',
+      current: async (req) => editableView((await projects.load(req.params.name!)).doc),
+      get: {
+        description: 'Show a project',
+        handler: async (req) => {
+          const { doc } = await projects.load(req.params.name!);
+          return sync(await render(doc), { etag: editableView(doc) });
+        },
+      },
+      put: {
+        description: 'Replace a project\'s description and config',
+        handler: async (req) => {
+          await projects.update(req.params.name!, editFrom(req), req.requestor);
+          return empty();
+        },
+      },
+      post: {
+        description: 'Rename a project',
+        handler: async (req) => {
+          const name = req.params.name!;
+          const newName = checkProjectName(bodyObject(req.body).name);
+          // Refusals come at once; the rename itself is an operation, as lxc waits for one.
+          await projects.checkRename(name, newName);
+          return async(ctx.operations.create({
+            class: 'task',
+            description: 'Renaming project',
+            project: req.project,
+            requestor: req.requestor,
+            resources: { projects: [projectUrl(name)] },
+            run: () => projects.rename(name, newName, req.requestor),
+          }));
+        },
+      },
+      delete: {
+        description: 'Delete a project',
+        handler: async (req) => {
+          await projects.delete(req.params.name!, req.requestor);
+          return empty();
+        },
+      },
+    },
+    {
+      path: '/1.0/projects/{name}/state',
+      extension: 'project_usage',
+      get: {
+        description: 'Current allocations of a project against its limits',
+        handler: async (req) => {
+          const { doc } = await projects.load(req.params.name!);
+          return sync(await projectState(ctx.services, doc));
+        },
+      },
+    },
+  ];
+}
