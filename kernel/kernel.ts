@@ -25,6 +25,7 @@ import { RoutePipeline } from './http/pipeline.js';
 import { createHapiServer, tlsCaller, UNIX_CALLER } from './http/listeners.js';
 import { attachWebsockets, closeAllWebsockets } from './http/websocket.js';
 import { TlsListener } from './http/tls-listener.js';
+import { HttpSettings, registerHttpKeys } from './http/http-settings.js';
 import { KernelHookSet } from './hooks.js';
 import { ServiceTable, createPluginContext, warningsFacade } from './plugin-context.js';
 import { PluginSetError, entryPath, readRegistry, resolvePluginSet } from './loader/plugin-set.js';
@@ -82,6 +83,8 @@ export class Kernel {
   private unix: Hapi.Server | undefined;
   private injector: Hapi.Server | undefined;
   private readonly tls: TlsListener;
+  /** CORS headers and trusted proxies, kept current by their config keys. */
+  private readonly http = new HttpSettings();
   private stopping: Promise<void> | undefined;
 
   private constructor(private readonly opts: KernelOptions) {
@@ -200,10 +203,11 @@ export class Kernel {
       doc: 'Address to bind for the remote API (HTTPS); unset disables it',
       apply: (value) => this.tls.apply(value),
     });
+    registerHttpKeys(this.keys, this.http);
   }
 
   private async listenUnix(socketPath: string): Promise<void> {
-    const server = createHapiServer({ log: this.log, socketPath });
+    const server = createHapiServer({ log: this.log, socketPath, headers: () => this.http.cors });
     this.pipeline.install(server, async () => UNIX_CALLER);
     attachWebsockets(server.listener, this.pipeline, async () => UNIX_CALLER, this.log);
     await server.start();
@@ -213,7 +217,12 @@ export class Kernel {
 
   private async startTls(host: string, port: number): Promise<Hapi.Server> {
     if (!this.certificate) throw new Error('the server certificate is missing (it could not be created at start)');
-    const server = createHapiServer({ log: this.log, tls: { host, port, key: this.certificate.key, cert: this.certificate.cert } });
+    const server = createHapiServer({
+      log: this.log,
+      tls: { host, port, key: this.certificate.key, cert: this.certificate.cert },
+      headers: () => this.http.cors,
+      trustedProxies: () => this.http.trustedProxies,
+    });
     const authenticate = (raw: import('node:http').IncomingMessage, access: string) =>
       tlsCaller(raw, access, (client) => this.hooks.authenticate.promise(client));
     this.pipeline.install(server, (request, access) => authenticate(request.raw.req, access));

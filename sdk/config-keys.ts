@@ -21,8 +21,13 @@ export interface ConfigKeyDescriptor {
   /** The api_extensions name that introduced the key. */
   extension?: string;
   doc: string;
-  /** Never returned in full (passwords); stored as given by the owner's choice. */
+  /**
+   * Write-only (passwords): GET /1.0 shows `true` when set, and `true` sent back means "keep the
+   * stored value", as the reference does.
+   */
   secret?: boolean;
+  /** Server scope: turn the value a client sent into the form stored and applied (a password's salted hash). */
+  encode?: (value: string) => string | Promise<string>;
   /** Server scope: put a new value into effect. Throwing refuses the change and restores the old value. */
   apply?: (value: string, previous: string) => void | Promise<void>;
 }

@@ -41,6 +41,8 @@ export interface AuthDecision {
   username?: string;
   /** For restricted clients: the projects they may see. */
   projects?: string[];
+  /** A metrics-only certificate: not trusted, but admitted to routes with the `metrics` policy. */
+  metrics?: boolean;
 }
 
 export interface ShutdownInfo {

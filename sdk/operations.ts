@@ -72,4 +72,8 @@ export interface OperationsService {
   /** Create and start an operation (the run body starts on the next tick). */
   create(spec: OperationSpec): Operation;
   get(id: string): Operation | undefined;
+  /** Running operations of a class (a plugin finding its own tokens). */
+  list(filter: { class: OperationClass }): Operation[];
+  /** Cancel as a client's DELETE would (a consumed token ends this way). */
+  cancel(id: string): Promise<void>;
 }

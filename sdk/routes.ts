@@ -29,6 +29,10 @@ export interface ApiRequest {
   readonly recursion: 0 | 1 | 2;
   readonly trusted: boolean;
   readonly requestor: Requestor;
+  /** A restricted client's projects (it may use only these); undefined for unrestricted callers. */
+  readonly restrictedTo?: readonly string[];
+  /** PEM of the TLS client certificate, when the caller presented one. */
+  readonly clientCertificate?: string;
   readonly log: Logger;
   /** The request body as a stream, only for verbs declared with `rawBody`. */
   readonly rawBody?: NodeJS.ReadableStream;

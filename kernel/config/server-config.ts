@@ -40,11 +40,32 @@ export class ServerConfigStore implements ServerConfig {
     for (const [key, value] of Object.entries(this.values)) await this.keys.lookup('server', key)?.apply?.(value, '');
   }
 
+  /** What GET /1.0 shows: write-only keys as `true`, never their stored form. */
+  visible(): Record<string, string | boolean> {
+    const out: Record<string, string | boolean> = {};
+    for (const [key, value] of Object.entries(this.values)) out[key] = this.keys.lookup('server', key)?.secret ? true : value;
+    return out;
+  }
+
   /** Replace the whole configuration; keys left out are unset. Returns the keys that changed. */
-  async replace(next: Record<string, string>): Promise<Record<string, string>> {
-    const cleaned = Object.fromEntries(Object.entries(next).filter(([, v]) => v !== ''));
-    this.keys.validate('server', cleaned);
+  async replace(next: Record<string, string | true>): Promise<Record<string, string>> {
     const previous = this.values;
+    const given: Record<string, string> = {};
+    const kept: Record<string, string> = {};
+    for (const [key, value] of Object.entries(next)) {
+      const secret = this.keys.lookup('server', key)?.secret;
+      // `true` for a write-only key is the masked value coming back: keep what is stored.
+      if (value === true && !secret) throw badRequest(`Invalid value for "${key}": a string is expected`);
+      if (value === true) {
+        if (previous[key] !== undefined) kept[key] = previous[key]!;
+      } else if (value !== '') given[key] = value;
+    }
+    this.keys.validate('server', given);
+    const cleaned: Record<string, string> = { ...kept };
+    for (const [key, value] of Object.entries(given)) {
+      const encode = this.keys.lookup('server', key)?.encode;
+      cleaned[key] = encode ? await encode(value) : value;
+    }
     const changed: Record<string, string> = {};
     for (const key of new Set([...Object.keys(previous), ...Object.keys(cleaned)])) {
       if ((previous[key] ?? '') !== (cleaned[key] ?? '')) changed[key] = cleaned[key] ?? '';

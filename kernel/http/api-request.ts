@@ -9,6 +9,8 @@ export interface Caller {
   projects?: string[];
   /** Metrics-only certificates reach routes with the `metrics` policy. */
   metrics?: boolean;
+  /** PEM of the TLS client certificate, if one was presented. */
+  certificate?: string;
 }
 
 export class KernelRequest implements ApiRequest {
@@ -40,6 +42,14 @@ export class KernelRequest implements ApiRequest {
 
   get requestor(): Requestor {
     return this.caller.requestor;
+  }
+
+  get restrictedTo(): readonly string[] | undefined {
+    return this.caller.projects;
+  }
+
+  get clientCertificate(): string | undefined {
+    return this.caller.certificate;
   }
 
   /** Child loggers are made on first use: most requests never log. */

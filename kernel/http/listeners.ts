@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import type Logger from 'bunyan';
 import { ApiError, type AuthDecision, type TlsClient } from '../../sdk/index.js';
 import { allowedStatus, errorBody } from './envelope.js';
+import { acceptProxyHeaders, proxiedSource } from './proxy-protocol.js';
 import type { Caller } from './api-request.js';
 
 /** Everyone who can open the unix socket is trusted (spec part 5.1); mode 0660 limits who can. */
@@ -19,6 +20,10 @@ export interface ServerOptions {
   log: Logger;
   socketPath?: string;
   tls?: { host: string; port: number; key: string; cert: string };
+  /** Extra headers on every answer (CORS, from the `core.https_allowed_*` keys); undefined when none. */
+  headers?: () => Readonly<Record<string, string>> | undefined;
+  /** Sources whose connections start with a PROXY protocol header (`core.https_trusted_proxy`). */
+  trustedProxies?: () => ReadonlySet<string>;
 }
 
 export function createHapiServer(opts: ServerOptions): Hapi.Server {
@@ -38,12 +43,25 @@ export function createHapiServer(opts: ServerOptions): Hapi.Server {
     const body = errorBody(400, `Malformed HTTP request: ${err.code ?? err.message}`);
     socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
   });
+  if (opts.tls) {
+    // Renegotiation could swap the client certificate under a cached identity; the reference has none either.
+    server.listener.on('secureConnection', (socket: TLSSocket) => socket.disableRenegotiation());
+    if (opts.trustedProxies) {
+      acceptProxyHeaders(server.listener, opts.trustedProxies, (from, reason) => opts.log.warn({ from, reason }, 'refused a connection from a trusted proxy'));
+    }
+  }
   server.ext('onPreResponse', (request, h) => {
     const response = request.response as Boom | Hapi.ResponseObject | null;
-    if (!response || !('isBoom' in response) || !response.isBoom) return h.continue;
+    const extra = opts.headers?.();
+    if (!response || !('isBoom' in response) || !response.isBoom) {
+      if (extra && response) for (const [name, value] of Object.entries(extra)) (response as Hapi.ResponseObject).header(name, value);
+      return h.continue;
+    }
     const { status, message, metadata } = describeError(response);
     if (status === 500) opts.log.error({ err: response, path: request.path }, 'request failed');
-    return h.response(errorBody(status, message, metadata)).type('application/json').code(status);
+    const answer = h.response(errorBody(status, message, metadata)).type('application/json').code(status);
+    if (extra) for (const [name, value] of Object.entries(extra)) answer.header(name, value);
+    return answer;
   });
   return server;
 }
@@ -59,23 +77,41 @@ function describeError(err: Boom): { status: ReturnType<typeof allowedStatus>; m
 
 export type Authenticator = (client: TlsClient) => Promise<AuthDecision | undefined>;
 
-/** Who a TLS client is: the certificates family decides through the `authenticate` hook; untrusted otherwise. */
-export async function tlsCaller(raw: IncomingMessage, access: string, authenticate: Authenticator): Promise<Caller> {
-  const socket = raw.socket as TLSSocket;
-  const address = `${socket.remoteAddress ?? ''}:${socket.remotePort ?? ''}`;
+interface PeerIdentity {
+  address: string;
+  fingerprint?: string;
+  certificate?: string;
+}
+
+/** The client certificate cannot change on a connection (renegotiation is off): read and hash it once per connection. */
+const identities = new WeakMap<TLSSocket, PeerIdentity>();
+
+function peerIdentity(socket: TLSSocket): PeerIdentity {
+  let identity = identities.get(socket);
+  if (identity) return identity;
+  // A connection from a trusted proxy carries its client's address (the raw TCP socket is `_parent`).
+  const proxied = proxiedSource((socket as unknown as { _parent?: object })._parent ?? socket);
+  const address = proxied ?? `${socket.remoteAddress ?? ''}:${socket.remotePort ?? ''}`;
   const peer = typeof socket.getPeerCertificate === 'function' ? socket.getPeerCertificate(false) : undefined;
   const der = peer && 'raw' in peer ? peer.raw : undefined;
-  const client: TlsClient = {
+  identity = {
     address,
-    access,
-    path: raw.url ?? '/',
     fingerprint: der ? createHash('sha256').update(der).digest('hex') : undefined,
-    certificate: der ? `-----BEGIN CERTIFICATE-----\n${der.toString('base64').replace(/(.{64})/g, '$1\n')}\n-----END CERTIFICATE-----\n` : undefined,
+    certificate: der ? `-----BEGIN CERTIFICATE-----\n${der.toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '')}\n-----END CERTIFICATE-----\n` : undefined,
   };
-  const decision = await authenticate(client);
+  identities.set(socket, identity);
+  return identity;
+}
+
+/** Who a TLS client is: the certificates family decides through the `authenticate` hook; untrusted otherwise. */
+export async function tlsCaller(raw: IncomingMessage, access: string, authenticate: Authenticator): Promise<Caller> {
+  const { address, fingerprint, certificate } = peerIdentity(raw.socket as TLSSocket);
+  const decision = await authenticate({ address, access, path: raw.url ?? '/', fingerprint, certificate });
   return {
     trusted: decision?.trusted ?? false,
     projects: decision?.projects,
-    requestor: { username: decision?.username ?? client.fingerprint ?? '', protocol: 'tls', address },
+    metrics: decision?.metrics,
+    certificate,
+    requestor: { username: decision?.username ?? fingerprint ?? '', protocol: 'tls', address },
   };
 }

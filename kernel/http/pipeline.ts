@@ -123,7 +123,7 @@ export class RoutePipeline {
     const caller = await authenticate(request, access);
     const req = this.buildRequest(request.method, request.path, request.params as Record<string, string>, request.query as Record<string, unknown>,
       request.headers as Record<string, string | undefined>, caller, spec.rawBody ? undefined : parseJsonBody(request.payload), spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined);
-    checkAccess(caller, access, req.project);
+    checkAccess(caller, access, req.project, req.allProjects);
     if (req.project !== 'default') await this.opts.checkProject(req);
 
     if (spec.query) validateShape(spec.query, req.query, 'query');
@@ -226,10 +226,13 @@ function memoByIdentity(cache: WeakMap<object, string>, value: unknown, compute:
   return result;
 }
 
-export function checkAccess(caller: Caller, access: string, project: string): void {
+export function checkAccess(caller: Caller, access: string, project: string, allProjects = false): void {
   if (access === 'untrusted') return;
   if (!caller.trusted && !(access === 'metrics' && caller.metrics)) throw forbidden();
-  if (caller.projects && !caller.projects.includes(project)) throw forbidden(`Not authorized for project "${project}"`);
+  if (!caller.projects) return;
+  // A restricted client sees its own projects only: asking for all of them is refused, as the reference does.
+  if (allProjects) throw forbidden('Restricted clients cannot list all projects');
+  if (!caller.projects.includes(project)) throw forbidden(`Not authorized for project "${project}"`);
 }
 
 function parseJsonBody(payload: unknown): unknown {

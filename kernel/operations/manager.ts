@@ -1,6 +1,6 @@
 /** Keeps the operations of this daemon; finished ones stay visible for a while, then go. */
 import type { EventHub } from '../events/hub.js';
-import type { Operation, OperationsService, OperationSpec, OperationView } from '../../sdk/index.js';
+import { notFound, type Operation, type OperationClass, type OperationsService, type OperationSpec, type OperationView } from '../../sdk/index.js';
 import { OperationRecord } from './operation.js';
 
 /** How long a finished operation stays listed (the reference keeps them a few seconds). */
@@ -26,9 +26,17 @@ export class OperationManager implements OperationsService {
     return this.operations.get(id);
   }
 
-  list(project?: string): OperationRecord[] {
+  list(filter?: string | { class: OperationClass }): OperationRecord[] {
     const ops = [...this.operations.values()];
-    return project === undefined ? ops : ops.filter((op) => op.project === project);
+    if (filter === undefined) return ops;
+    if (typeof filter === 'string') return ops.filter((op) => op.project === filter);
+    return ops.filter((op) => op.spec.class === filter.class && !op.isFinal);
+  }
+
+  async cancel(id: string): Promise<void> {
+    const op = this.operations.get(id);
+    if (!op) throw notFound('Operation not found');
+    await op.cancel();
   }
 
   /** Cancel what may be cancelled, then wait for every operation to end (up to `timeoutMs`). */

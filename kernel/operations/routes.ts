@@ -1,13 +1,14 @@
 /** /1.0/operations: list (grouped by status), one, wait, cancel and the websocket of websocket-class operations. */
 import Joi from 'joi';
-import { badRequest, empty, forbidden, notFound, sync, type RouteDescriptor } from '../../sdk/index.js';
+import { badRequest, empty, forbidden, notFound, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
 import type { OperationManager } from './manager.js';
 import type { OperationRecord } from './operation.js';
 
 export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
-  const find = (id: string): OperationRecord => {
+  /** A restricted client does not learn that another project's operation exists. */
+  const find = (id: string, req?: ApiRequest): OperationRecord => {
     const op = ops.get(id);
-    if (!op) throw notFound('Operation not found');
+    if (!op || (req?.restrictedTo && !req.restrictedTo.includes(op.project))) throw notFound('Operation not found');
     return op;
   };
 
@@ -27,10 +28,10 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
     },
     {
       path: '/1.0/operations/{id}',
-      get: { handler: (req) => sync(find(req.params.id!).view()) },
+      get: { handler: (req) => sync(find(req.params.id!, req).view()) },
       delete: {
         handler: async (req) => {
-          await find(req.params.id!).cancel();
+          await find(req.params.id!, req).cancel();
           return empty();
         },
       },
@@ -40,7 +41,7 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
       get: {
         query: Joi.object({ timeout: Joi.number().integer().min(-1) }).unknown(true),
         handler: async (req) => {
-          const op = find(req.params.id!);
+          const op = find(req.params.id!, req);
           const timeout = req.query.timeout === undefined ? -1 : Number(req.query.timeout);
           if (timeout !== 0) {
             let timer: NodeJS.Timeout | undefined;
@@ -57,7 +58,7 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
       websocket: {
         access: 'untrusted',
         accept: (req) => {
-          const op = find(req.params.id!);
+          const op = find(req.params.id!, req);
           if (op.spec.class !== 'websocket') throw badRequest('This operation has no websockets');
           if (!req.query.secret) throw forbidden('Missing websocket secret');
           if (op.isFinal) throw badRequest('The operation has already finished');

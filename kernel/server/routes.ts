@@ -6,12 +6,13 @@ import type { ServerConfigStore } from '../config/server-config.js';
 
 const ROOT = Object.freeze(['/1.0']);
 
-/** Config values are strings; null unsets a key, as the reference allows. */
-export const configMap = Joi.object().pattern(Joi.string(), Joi.string().allow('', null)).allow(null);
+/** Config values are strings; null unsets a key, as the reference allows; `true` is how a write-only key comes back unchanged. */
+export const configMap = Joi.object().pattern(Joi.string(), Joi.alternatives().try(Joi.string().allow(''), Joi.boolean()).allow(null)).allow(null);
 
-export function stringifyConfig(config: Record<string, unknown> | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [key, value] of Object.entries(config ?? {})) out[key] = value === null || value === undefined ? '' : String(value);
+/** Strings for the store; a boolean `true` stays as it is (the config store knows which keys are write-only). */
+export function stringifyConfig(config: Record<string, unknown> | undefined): Record<string, string | true> {
+  const out: Record<string, string | true> = {};
+  for (const [key, value] of Object.entries(config ?? {})) out[key] = value === true ? true : value === null || value === undefined ? '' : String(value);
   return out;
 }
 

@@ -8,7 +8,7 @@ export const SERVER_VERSION = '5.0.2';
 
 export interface ServerInfoSources {
   facts: HostFacts;
-  config: ServerConfig;
+  config: ServerConfig & { visible(): Record<string, string | boolean> };
   extensions: () => readonly string[];
   environmentHook: SyncWaterfallHook<[Record<string, unknown>]>;
   certificate: () => { cert: string; fingerprint: string } | undefined;
@@ -20,7 +20,7 @@ export class ServerInfo {
   /** Views for other projects differ only in environment.project; kept until the next invalidation. */
   private readonly projectViews = new Map<string, Record<string, unknown>>();
   private untrustedView: Record<string, unknown> | undefined;
-  private etagContent: { config: Record<string, string> } | undefined;
+  private etagContent: { config: Record<string, string | boolean> } | undefined;
 
   constructor(private readonly sources: ServerInfoSources) {}
 
@@ -57,8 +57,8 @@ export class ServerInfo {
   }
 
   /** The user-modifiable part (what PUT /1.0 changes): the ETag is computed from it. */
-  editable(): { config: Record<string, string> } {
-    this.etagContent ??= { config: { ...this.sources.config.all() } };
+  editable(): { config: Record<string, string | boolean> } {
+    this.etagContent ??= { config: this.sources.config.visible() };
     return this.etagContent;
   }
 
@@ -92,7 +92,7 @@ export class ServerInfo {
     };
     const environment = this.sources.environmentHook.call(base);
     return {
-      config: { ...this.sources.config.all() },
+      config: this.sources.config.visible(),
       api_extensions: this.sources.extensions(),
       api_status: 'stable',
       api_version: API_VERSION,
