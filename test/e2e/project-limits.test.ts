@@ -1,0 +1,76 @@
+/**
+ * Project limits and restrictions as the real `lxc` client meets them: `lxc --project p launch`
+ * refused by a limit and by a restriction with the daemon's message shown, and `lxc project set`
+ * refused below current use. The launches that pass run real containers.
+ */
+import test from 'ava';
+import { rmSync } from 'node:fs';
+import { startDaemon, stopDaemons, killContainers, waitFor, type Daemon } from '../helpers/daemon.js';
+import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { importImage } from '../helpers/api.js';
+import { lxc, lxcOk } from '../helpers/clients.js';
+
+let d: Daemon;
+let image: BusyboxImage;
+
+const run = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
+
+/** An lxc command that must fail: answers what the user sees on stderr. */
+async function refused(t: any, ...args: string[]): Promise<string> {
+  const res = await lxc(d.socket, ...args);
+  t.not(res.status, 0, `lxc ${args.join(' ')} should have failed: ${res.stdout}`);
+  return res.stderr;
+}
+
+test.before(async () => {
+  image = buildBusyboxImage('gzip');
+  d = await startDaemon({ plugins: 'full', args: ['--init', 'auto'] });
+  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
+  await importImage(d, image.unified, 'bb');
+});
+
+test.after.always(async () => {
+  killContainers(d?.dir);
+  await stopDaemons();
+  rmSync(image.dir, { recursive: true, force: true });
+});
+
+test.serial('lxc --project p launch is refused by limits.containers and limits.memory, with the limit named', async (t) => {
+  await run(t, 'project', 'create', 'lim', '-c', 'features.images=false', '-c', 'limits.containers=1', '-c', 'limits.memory=256MB');
+  await run(t, '--project', 'lim', 'profile', 'device', 'add', 'default', 'root', 'disk', 'path=/', 'pool=default');
+
+  t.regex(await refused(t, '--project', 'lim', 'launch', 'bb', 'c1'), /Error: Instance "c1" must set limits\.memory \(directly or through a profile\) because project "lim" sets limits\.memory/);
+  t.regex(await refused(t, '--project', 'lim', 'launch', 'bb', 'c1', '-c', 'limits.memory=512MB'), /would exceed limits\.memory of project "lim": the total would be 488\.28MiB of the 256MB allowed/);
+  await run(t, '--project', 'lim', 'launch', 'bb', 'c1', '-c', 'limits.memory=128MB');
+  t.is((await run(t, '--project', 'lim', 'list', '--format', 'csv', '-c', 'ns')).trim(), 'c1,RUNNING');
+
+  t.regex(await refused(t, '--project', 'lim', 'launch', 'bb', 'c2', '-c', 'limits.memory=64MB'), /Error: Creating instance "c2" would exceed limits\.containers of project "lim": it already has 1 containers of the 1 allowed/);
+  t.regex(await refused(t, '--project', 'lim', 'copy', 'c1', 'c2'), /limits\.containers/);
+  t.regex(await refused(t, '--project', 'lim', 'config', 'set', 'c1', 'limits.memory=1GB'), /Updating instance "c1" would exceed limits\.memory/);
+  t.regex(await refused(t, 'project', 'set', 'lim', 'limits.memory=64MB'), /limits\.memory of project "lim" can't be 64MB: its instances already use 122\.07MiB/);
+  t.regex(await refused(t, 'project', 'set', 'lim', 'limits.containers=0'), /limits\.containers of project "lim" can't be 0/);
+  t.is((await run(t, 'project', 'get', 'lim', 'limits.memory')).trim(), '256MB', 'the refused change left the project as it was');
+
+  await run(t, '--project', 'lim', 'delete', '-f', 'c1');
+});
+
+test.serial('lxc --project r launch is refused by restrictions, with the restriction named', async (t) => {
+  await run(t, 'project', 'create', 'res', '-c', 'features.images=false', '-c', 'restricted=true');
+  await run(t, '--project', 'res', 'profile', 'device', 'add', 'default', 'root', 'disk', 'path=/', 'pool=default');
+
+  t.regex(await refused(t, '--project', 'res', 'launch', 'bb', 'c1', '-c', 'security.privileged=true'),
+    /Error: Container "c1" of restricted project "res": privileged containers \(security\.privileged\) are forbidden \(restricted\.containers\.privilege=unprivileged\)/);
+  t.regex(await refused(t, '--project', 'res', 'launch', 'bb', 'c1', '-c', 'security.nesting=true'), /restricted\.containers\.nesting=block/);
+  t.regex(await refused(t, '--project', 'res', 'launch', 'bb', 'c1', '-c', 'raw.lxc=lxc.apparmor.profile=unconfined'), /low-level key "raw\.lxc" is forbidden/);
+  t.is((await run(t, '--project', 'res', 'list', '--format', 'csv', '-c', 'n')).trim(), '', 'nothing was created');
+
+  await run(t, '--project', 'res', 'launch', 'bb', 'c1');
+  t.regex(await refused(t, '--project', 'res', 'config', 'device', 'add', 'c1', 'host', 'disk', 'source=/tmp', 'path=/mnt'), /restricted\.devices\.disk=managed/);
+  t.regex(await refused(t, '--project', 'res', 'snapshot', 'c1'), /Error: Project "res" doesn't allow snapshots of its instances \(restricted\.snapshots=block\)/);
+  t.regex(await refused(t, '--project', 'res', 'profile', 'set', 'default', 'security.privileged', 'true'), /Profile "default" of restricted project "res": privileged containers/);
+
+  await run(t, 'project', 'set', 'res', 'restricted.snapshots=allow');
+  await run(t, '--project', 'res', 'snapshot', 'c1', 'snap0');
+  t.regex(await run(t, '--project', 'res', 'info', 'c1'), /snap0/);
+  await run(t, '--project', 'res', 'delete', '-f', 'c1');
+});
