@@ -27,6 +27,7 @@ export { EXTENSION_CATALOG, isCatalogName, catalogPosition } from './extensions/
 export * from './used-by.js';
 export * from './instance.js';
 export * from './metrics.js';
+export * from './identity.js';
 export * from './device.js';
 export * from './storage.js';
 export * from './images.js';
