@@ -124,7 +124,7 @@ export class RoutePipeline {
     const req = this.buildRequest(request.method, request.path, request.params as Record<string, string>, request.query as Record<string, unknown>,
       request.headers as Record<string, string | undefined>, caller, spec.rawBody ? undefined : parseJsonBody(request.payload), spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined);
     checkAccess(caller, access, req.project, req.allProjects);
-    if (req.project !== 'default') await this.opts.checkProject(req);
+    await this.checkProject(req);
 
     if (spec.query) validateShape(spec.query, req.query, 'query');
     if (spec.body && !spec.rawBody) req.body = validateShape(spec.body, req.body ?? {}, 'request body');
@@ -133,6 +133,11 @@ export class RoutePipeline {
     const filter = parseFilterParam(req.query.filter);
     const response = await spec.handler(req);
     return this.render(h, req, response, filter);
+  }
+
+  /** The `checkProject` hook for a request's project (`default` always exists). */
+  async checkProject(req: KernelRequest): Promise<void> {
+    if (req.project !== 'default') await this.opts.checkProject(req);
   }
 
   buildRequest(

@@ -43,6 +43,7 @@ async function upgrade(raw: IncomingMessage, socket: Duplex, head: Buffer, pipel
   const caller = await authenticate(raw, access);
   const req = pipeline.buildRequest('GET', url.pathname, match.params, Object.fromEntries(url.searchParams), raw.headers, caller, undefined);
   checkAccess(caller, access, req.project, req.allProjects);
+  await pipeline.checkProject(req);
   if (spec.query) {
     const result = spec.query.validate(req.query);
     if (result.error) throw badRequest(`Invalid query: ${result.error.message}`);

@@ -6,7 +6,7 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import {
-  async, bodyObject, collection, formatExtension, notFound, raw, sync,
+  async, bodyObject, collection, formatExtension, notFound, raw, resourceUrl, sync,
   type ApiRequest, type OperationControl, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
@@ -52,7 +52,7 @@ export function backupRoutes(ctx: PluginContext, manager: InstanceManager, backu
         handler: async (req) => {
           const handle = await manager.load(req.project, req.params.name);
           const base = subresourcePath(req, handle.name, 'backups');
-          return collection(await backups.list(handle), (s) => `${base}/${encodeURIComponent(s.doc.name)}`, (s) => backupView(s.doc));
+          return collection(await backups.list(handle), (s) => resourceUrl(`${base}/${encodeURIComponent(s.doc.name)}`, handle.project), (s) => backupView(s.doc));
         },
       },
       post: {

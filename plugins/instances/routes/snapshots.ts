@@ -1,5 +1,5 @@
 /** /1.0/instances/{name}/snapshots and /snapshots/{snapshot}: list, create, show, edit, rename, delete. */
-import { async, badRequest, collection, sync, type ApiRequest, type PluginContext, type RouteDescriptor } from '../../../sdk/index.js';
+import { async, badRequest, collection, resourceUrl, sync, type ApiRequest, type PluginContext, type RouteDescriptor } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
 import { parseExpiresAt, type SnapshotManager } from '../snapshots/manager.js';
@@ -26,7 +26,7 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
         handler: async (req) => {
           const handle = await manager.load(req.project, req.params.name);
           const base = subresourcePath(req, handle.name, 'snapshots');
-          return collection(await snapshots.list(handle), (s) => `${base}/${encodeURIComponent(s.doc.name)}`, (s) => snapshots.view(handle, s));
+          return collection(await snapshots.list(handle), (s) => resourceUrl(`${base}/${encodeURIComponent(s.doc.name)}`, handle.project), (s) => snapshots.view(handle, s));
         },
       },
       post: {
