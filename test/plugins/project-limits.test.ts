@@ -37,6 +37,13 @@ test.after.always(async () => {
   await stopDaemons();
 });
 
+test.serial('GET /1.0 lists the restriction and limit extensions this build enforces', async (t) => {
+  const extensions: string[] = (await d.request('GET', '/1.0')).json.metadata.api_extensions;
+  for (const name of ['projects_limits', 'projects_restrictions', 'projects_limits_disk', 'projects_limits_instances', 'projects_restricted_cluster_target', 'projects_restricted_backups_and_snapshots']) {
+    t.true(extensions.includes(name), name);
+  }
+});
+
 test.serial('a restricted project refuses privileged, nested, low-level and unmanaged-device instances with a 400 naming the restriction (projects_restrictions)', async (t) => {
   await project('r1', { restricted: 'true' });
   const cases: [Record<string, string>, Record<string, Record<string, string>>, RegExp][] = [
