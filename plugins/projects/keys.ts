@@ -111,6 +111,10 @@ export const PROJECT_KEYS: ConfigKeyDescriptor[] = [
     key: 'restricted.networks.zones', scope: 'project', type: 'list', extension: 'projects_restrictions',
     doc: 'Network zones (comma-separated) the project\'s networks may use.',
   },
+  {
+    key: 'restricted.networks.access', scope: 'project', type: 'list', extension: 'projects_networks_restricted_access',
+    doc: 'Networks (comma-separated) the project\'s NICs may attach to with network=; unset means any.',
+  },
 
   {
     key: 'images.compression_algorithm', scope: 'project', type: 'string', validate: oneOf(...COMPRESSORS, 'squashfs'), extension: 'projects_compression',

@@ -110,6 +110,12 @@ test.serial('restricted.idmap.uid and restricted.idmap.gid let raw.idmap map hos
   t.is(inside.op?.status, 'Success', inside.op?.err ?? refusal(inside));
 });
 
+test.serial('restricted.networks.access is a project key (NICs must then name a listed network)', async (t) => {
+  const res = await d.request('PATCH', '/1.0/projects/r2', { config: { 'restricted.networks.access': 'net1,net2' } });
+  t.is(res.status, 200, refusal(res));
+  t.is((await d.request('GET', '/1.0/projects/r2')).json.metadata.config['restricted.networks.access'], 'net1,net2');
+});
+
 test.serial('profiles of a restricted project are vetted on create and edit', async (t) => {
   const res = await d.request('POST', `/1.0/profiles${q('r1')}`, { name: 'dev', config: {}, devices: { tmp: { type: 'disk', source: '/tmp', path: '/mnt' } } });
   t.is(res.status, 400, refusal(res));
