@@ -11,19 +11,21 @@ import { ScrapeCache } from './scrape-cache.js';
 /** The reference sends a bare text/plain (no version parameter); Prometheus then reads the classic text format. */
 const CONTENT_TYPE = 'text/plain';
 
-function selection(req: ApiRequest): { project?: string } {
-  // The reference answers every project unless `project` is given (all-projects changes nothing then).
-  if (req.allProjects) return {};
-  const project = req.query.project;
-  return project ? { project } : {};
+/** Which projects an answer covers: one named by `project`, else all (a restricted client's own only). */
+function selection(req: ApiRequest): { project?: string; only?: ReadonlySet<string> } {
+  const project = req.allProjects ? undefined : req.query.project || undefined;
+  // The kernel has already refused a `project` outside a restricted client's list.
+  if (project === undefined && req.restrictedTo) return { only: new Set(req.restrictedTo) };
+  return { project };
 }
 
 async function scrape(req: ApiRequest, cache: ScrapeCache, ops: OperationsCount, started: number): Promise<string> {
-  const { project } = selection(req);
-  const entries = await cache.get(project);
+  const { project, only } = selection(req);
+  let entries = await cache.get(project);
+  if (only) entries = entries.filter((e) => only.has(e.project));
   const families = instanceFamilies(entries);
-  // Daemon figures are server-wide: only the unfiltered answer carries them.
-  if (project === undefined) families.push(...daemonFamilies({ runningOperations: ops.running, uptimeSeconds: Math.floor((Date.now() - started) / 1000) }));
+  // Daemon figures are server-wide: only an unfiltered answer to an unrestricted client carries them.
+  if (project === undefined && !only) families.push(...daemonFamilies({ runningOperations: ops.running, uptimeSeconds: Math.floor((Date.now() - started) / 1000) }));
   return renderExposition(families);
 }
 
