@@ -160,6 +160,10 @@ test.serial('project filtering: every project by default, one with ?project=, da
   t.false(p2.has('lxd_uptime_seconds'));
   const def = (await scrape('?project=default')).families;
   t.deepEqual(projectsOf(def), ['default/run1']);
+  // An unknown project is refused as everywhere else (the reference answers an empty text instead).
+  const unknown = await d.request('GET', '/1.0/metrics?project=nowhere');
+  t.is(unknown.status, 404, unknown.body);
+  t.is(unknown.json?.type, 'error');
   // all-projects lists each instance once.
   t.deepEqual(projectsOf((await scrape('?all-projects=true')).families), ['default/run1', 'p2/run2']);
 });
