@@ -28,13 +28,13 @@ const COMMANDS: Record<Packed, { command: string; args: string[]; levels: [numbe
 
 export const PUBLISH_COMPRESSIONS = ['gzip', 'bzip2', 'xz', 'lzma', 'zstd', 'lz4', 'none'];
 
-/** `value` is the request's `compression_algorithm`, `fallback` the server's `images.compression_algorithm`. */
+/** `value` is the request's `compression_algorithm`, `fallback` the project's or the server's `images.compression_algorithm`. */
 export async function resolveCompressor(tools: HostTools, value: unknown, fallback: string): Promise<Compressor> {
   if (value !== undefined && value !== null && typeof value !== 'string') throw badRequest('"compression_algorithm" must be a string');
   const fromServer = value === undefined || value === null || value.trim() === '';
   const text = fromServer ? fallback || 'gzip' : value.trim();
   const [name, ...extra] = text.split(/\s+/);
-  const where = fromServer ? ` (the server's images.compression_algorithm)` : '';
+  const where = fromServer ? ' (the images.compression_algorithm setting)' : '';
   if (name === 'none' && extra.length === 0) return { compression: 'none', args: [] };
   if (name === 'squashfs') {
     throw badRequest(`Invalid compression algorithm "${text}"${where}: squashfs is not offered for published images; use one of ${PUBLISH_COMPRESSIONS.join(', ')}`);

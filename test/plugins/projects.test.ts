@@ -5,7 +5,8 @@
  * 404, and instances copied and moved between projects with their snapshots and files.
  */
 import test from 'ava';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { startDaemon, stopDaemons, waitFor, collect, killContainers, type Daemon } from '../helpers/daemon.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
@@ -28,6 +29,14 @@ const refused = (t: any, res: { status: number; json: any; op?: any }, status: n
   t.is(res.op ? res.op.status_code : res.status, status, `${what}: ${message}`);
   t.regex(String(message), pattern, what);
 };
+/** The first bytes of a download, undecoded. */
+const head = (url: string, n: number) => new Promise<number[]>((resolve, reject) => {
+  http.get({ socketPath: d.socket, path: url }, (res) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (c: Buffer) => chunks.push(c));
+    res.on('end', () => resolve([...Buffer.concat(chunks).subarray(0, n)]));
+  }).on('error', reject);
+});
 const fileUrl = (name: string, p: string, project: string) => `/1.0/instances/${name}/files?path=${encodeURIComponent(p)}&project=${project}`;
 
 test.before(async () => {
@@ -262,4 +271,28 @@ test.serial('rename and delete of an empty project (an operation and a sync answ
   ok(t, await d.request('POST', '/1.0/projects', { name: 'gamma' }), 'gamma again');
   t.deepEqual((await get('/1.0/profiles/default?project=gamma')).devices, {});
   ok(t, await d.request('DELETE', '/1.0/projects/gamma'), 'delete gamma again');
+});
+
+test.serial('a project\'s images.compression_algorithm and backups.compression_algorithm come before the server\'s (projects_compression)', async (t) => {
+  ok(t, await d.request('POST', '/1.0/projects', { name: 'packed', config: { 'images.compression_algorithm': 'none', 'backups.compression_algorithm': 'xz' } }), 'project');
+  ok(t, await d.request('PUT', '/1.0/profiles/default?project=packed', { config: {}, description: '', devices: { root: { type: 'disk', path: '/', pool: 'default' } } }), 'root disk');
+  ok(t, await call('POST', '/1.0/images?project=packed', readFileSync(image.unified), { 'content-type': 'application/octet-stream' }), 'image into packed');
+  ok(t, await call('POST', '/1.0/instances?project=packed', { name: 'z1', source: { type: 'image', fingerprint } }), 'instance');
+
+  const published = await call('POST', '/1.0/images?project=packed', { source: { type: 'instance', name: 'z1' } });
+  ok(t, published, 'publish');
+  const exported = await head(`/1.0/images/${published.op.metadata.fingerprint}/export?project=packed`, 262);
+  t.is(Buffer.from(exported.slice(257, 262)).toString(), 'ustar', 'an uncompressed tarball');
+  // Without the project setting the server's default (gzip) applies.
+  ok(t, await d.request('PATCH', '/1.0/projects/packed', { config: { 'images.compression_algorithm': '' } }), 'unset');
+  const again = await call('POST', '/1.0/images?project=packed', { source: { type: 'instance', name: 'z1' }, aliases: [{ name: 'gz' }] });
+  ok(t, again, 'publish with the server default');
+  t.deepEqual(await head(`/1.0/images/${again.op.metadata.fingerprint}/export?project=packed`, 2), [0x1f, 0x8b], 'a gzip stream');
+
+  ok(t, await call('POST', '/1.0/instances/z1/backups?project=packed', { name: 'b1' }), 'backup');
+  t.deepEqual(await head('/1.0/instances/z1/backups/b1/export?project=packed', 6), [0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00], 'an xz stream');
+
+  ok(t, await call('DELETE', '/1.0/instances/z1?project=packed'), 'delete z1');
+  for (const url of await get('/1.0/images?project=packed')) ok(t, await call('DELETE', url), 'delete image');
+  ok(t, await d.request('DELETE', '/1.0/projects/packed'), 'delete packed');
 });

@@ -7,7 +7,7 @@
 import { link, mkdir, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  badRequest, conflict, notFound, resourceUrl,
+  badRequest, conflict, notFound, ProjectsServiceRef, resourceUrl,
   type ApiRequest, type Collection, type OperationControl, type PluginContext, type StoredDoc,
 } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
@@ -76,8 +76,10 @@ export class BackupManager {
     const name = (body.name as string | undefined) || nextBackupName(taken);
     checkBackupName(name);
     if (taken.has(name)) throw conflict(`Backup "${name}" already exists`);
+    // The project's backups.compression_algorithm (projects_compression) comes before the server's.
+    const projectAlgorithm = (await this.ctx.services.get(ProjectsServiceRef)?.get(handle.project))?.config['backups.compression_algorithm'];
     const algorithm = await checkAlgorithm(this.ctx.hostTools,
-      (body.compression_algorithm as string | undefined) || this.ctx.serverConfig.get('backups.compression_algorithm') || 'gzip');
+      (body.compression_algorithm as string | undefined) || projectAlgorithm || this.ctx.serverConfig.get('backups.compression_algorithm') || 'gzip');
     return {
       name,
       expiresAt: parseExpiresAt(body.expires_at),
