@@ -6,10 +6,11 @@ import type { ApiResponse } from './responses.js';
 import type { Requestor } from './events.js';
 
 /**
- * Who may call: `trusted` (default) needs a trusted client; `untrusted` lets anyone in
- * (handlers see `req.trusted`); `metrics` also admits metrics-only certificates.
+ * Who may call: `trusted` (default) needs a trusted client, kept to its projects when restricted;
+ * `admin` needs a trusted client that is not restricted to projects (server-wide changes);
+ * `untrusted` lets anyone in (handlers see `req.trusted`); `metrics` also admits metrics-only certificates.
  */
-export type AccessPolicy = 'trusted' | 'untrusted' | 'metrics';
+export type AccessPolicy = 'trusted' | 'admin' | 'untrusted' | 'metrics';
 
 export interface ApiRequest {
   readonly id: string;

@@ -235,6 +235,7 @@ export function checkAccess(caller: Caller, access: string, project: string, all
   if (access === 'untrusted') return;
   if (!caller.trusted && !(access === 'metrics' && caller.metrics)) throw forbidden();
   if (!caller.projects) return;
+  if (access === 'admin') throw forbidden('Restricted clients cannot change server-wide settings');
   // A restricted client sees its own projects only: asking for all of them is refused, as the reference does.
   if (allProjects) throw forbidden('Restricted clients cannot list all projects');
   if (!caller.projects.includes(project)) throw forbidden(`Not authorized for project "${project}"`);

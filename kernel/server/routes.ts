@@ -30,6 +30,7 @@ export function serverRoutes(info: ServerInfo, config: ServerConfigStore, events
         handler: (req) => (req.trusted ? sync(info.trusted(req.project), { etag: info.editable() }) : sync(info.untrusted())),
       },
       put: {
+        access: 'admin',
         body: Joi.object({ config: configMap.default({}) }).unknown(true),
         handler: async (req) => {
           if (req.body === null || typeof req.body !== 'object' || Array.isArray(req.body)) throw badRequest('Request body must be a JSON object');

@@ -32,6 +32,7 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
         handler: async () => collection(await pools.list(), (p) => poolUrl(p.name), render),
       },
       post: {
+        access: 'admin',
         description: 'Create a storage pool',
         handler: async (req) => {
           const pool = createBody(req);
@@ -52,6 +53,7 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
         },
       },
       put: {
+        access: 'admin',
         description: 'Replace the configuration of a storage pool',
         handler: async (req) => {
           await pools.update(req.params.name!, editBody(req), req.requestor);
@@ -59,6 +61,7 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
         },
       },
       delete: {
+        access: 'admin',
         description: 'Delete a storage pool',
         handler: async (req) => {
           await pools.delete(req.params.name!, req.requestor);

@@ -18,6 +18,7 @@ export function warningRoutes(store: WarningStore, events: EventsService): Route
       path: '/1.0/warnings',
       extension: 'warnings',
       get: {
+        access: 'admin',
         handler: async (req) => {
           // Without ?project= every project's warnings are listed, as the reference does.
           const project = req.query.project && !req.allProjects ? req.project : undefined;
@@ -30,12 +31,14 @@ export function warningRoutes(store: WarningStore, events: EventsService): Route
       extension: 'warnings',
       current: async (req) => editable((await find(req)).doc),
       get: {
+        access: 'admin',
         handler: async (req) => {
           const { doc } = await find(req);
           return sync(doc, { etag: editable(doc) });
         },
       },
       put: {
+        access: 'admin',
         body: Joi.object({ status: Joi.string().valid('new', 'acknowledged').required() }).unknown(true),
         handler: async (req) => {
           const { doc, rev, project } = await find(req);
@@ -47,6 +50,7 @@ export function warningRoutes(store: WarningStore, events: EventsService): Route
         },
       },
       delete: {
+        access: 'admin',
         handler: async (req) => {
           const { doc, project } = await find(req);
           await store.remove(project, doc.uuid);
