@@ -69,10 +69,11 @@ export class InstanceManager implements InstanceAccess {
 
   constructor(private readonly ctx: PluginContext, readonly deps: InstanceDeps) {
     this.records = ctx.store.collection<InstanceRecord>('instances');
-    // Profiles are read for every listed instance: cache them, drop the cache on any profile change.
+    // Profiles are read for every listed instance: cache them, drop the cache on any profile change,
+    // and on any project change (features.profiles, a project's own profiles created or dropped).
     ctx.events.subscribe((event) => {
       const action = (event.metadata as { action?: string }).action ?? '';
-      if (action.startsWith('profile-')) this.profileCache.clear();
+      if (action.startsWith('profile-') || action.startsWith('project-')) this.profileCache.clear();
     }, ['lifecycle']);
   }
 

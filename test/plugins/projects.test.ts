@@ -295,4 +295,9 @@ test.serial('a project\'s images.compression_algorithm and backups.compression_a
   ok(t, await call('DELETE', '/1.0/instances/z1?project=packed'), 'delete z1');
   for (const url of await get('/1.0/images?project=packed')) ok(t, await call('DELETE', url), 'delete image');
   ok(t, await d.request('DELETE', '/1.0/projects/packed'), 'delete packed');
+
+  // A project made again under the same name has only an empty default profile: nothing of the old one lingers.
+  ok(t, await d.request('POST', '/1.0/projects', { name: 'packed', config: { 'features.images': 'false' } }), 'packed again');
+  refused(t, await d.request('POST', '/1.0/instances?project=packed', { name: 'z2', source: { type: 'image', alias: 'bb' } }), 400, /root disk/, 'no root disk in the new default profile');
+  ok(t, await d.request('DELETE', '/1.0/projects/packed'), 'delete packed again');
 });
