@@ -8,6 +8,7 @@ import { createServiceRef, type ServiceRegistry } from './services.js';
 import type { ApiRequest, RouteDescriptor, VerbSpec } from './routes.js';
 import type { DeviceConfig } from './device.js';
 import type { InstanceType } from './instance-types.js';
+import type { UsedByRegistry } from './used-by.js';
 
 /** Resource kinds a project may keep apart from `default` (`features.<kind>`). */
 export type ProjectFeature = 'images' | 'profiles' | 'storage.volumes' | 'networks';
@@ -64,6 +65,13 @@ export interface ProjectsService {
   featureProject(project: string, feature: ProjectFeature): Promise<string>;
   /** Throws an ApiError (400 naming the restriction or limit, 403 where the reference answers so) when refused. */
   vet(proposal: ProjectProposal): Promise<void>;
+  /**
+   * Families beyond instances, profiles and images (custom volumes, networks) add what lives in a
+   * project, as URLs with `?project=` outside `default` (providers get the project name twice).
+   * It shows in the project's `used_by`, keeps it from being renamed or deleted, and networks
+   * (`/1.0/networks/...`) are counted in the project's `/state`.
+   */
+  readonly contents: UsedByRegistry;
 }
 
 export const ProjectsServiceRef = createServiceRef<ProjectsService>('projects');

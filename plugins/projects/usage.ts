@@ -6,7 +6,7 @@
  */
 import { totalmem } from 'node:os';
 import {
-  ImagesServiceRef, InstancesServiceRef, parseSize,
+  ImagesServiceRef, InstancesServiceRef, parseSize, ProjectsServiceRef,
   type DeviceConfig, type InstanceType, type ServiceRegistry,
 } from '../../sdk/index.js';
 
@@ -112,5 +112,7 @@ export async function projectAllocations(services: ServiceRegistry, project: str
   // Images count only where they live: a project without features.images keeps none of its own.
   const images = services.get(ImagesServiceRef);
   if (images) for (const image of await images.list(project)) total.disk += image.size;
+  const contents = await services.get(ProjectsServiceRef)?.contents.collect(project, project);
+  total.networks = (contents ?? []).filter((url) => url.startsWith('/1.0/networks/')).length;
   return total;
 }
