@@ -9,9 +9,11 @@ cd "$(dirname "$0")/.."
 # nftables (firewall driver detection), the real clients used as acceptance tests
 # (lxd-client, python3-pylxd), the reference daemon itself (lxd: the backup interoperability
 # tests start a private one), make/g++ for the native modules (sqlite3, node-pty), and prometheus
-# (the metrics tests scrape corral with a private Prometheus server and check the text with promtool).
+# (the metrics tests scrape corral with a private Prometheus server and check the text with promtool),
+# dnsmasq-base and iproute2 (bridge networks: DHCP/DNS, links; nftables does their NAT and firewall).
 PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
-  lxd-client lxd python3-pylxd python3-websocket ca-certificates openssl make g++ python3 prometheus)
+  lxd-client lxd python3-pylxd python3-websocket ca-certificates openssl make g++ python3 prometheus
+  dnsmasq-base iproute2)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

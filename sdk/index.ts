@@ -30,6 +30,7 @@ export * from './metrics.js';
 export * from './identity.js';
 export * from './device.js';
 export * from './storage.js';
+export * from './network.js';
 export * from './images.js';
 export * from './profiles.js';
 export * from './projects.js';

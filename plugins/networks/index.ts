@@ -1,0 +1,60 @@
+/**
+ * The networks family host: managed network records and routes, the host's unmanaged interfaces,
+ * and the extension point for network types (NetworksServiceRef.registerDriver).
+ */
+import {
+  badRequest, createUsedByRegistry, definePlugin, featureProjectOf, featureScopedRoute, NetworksServiceRef, Stage,
+  type NetworkInfo, type NetworksService, type PluginContext,
+} from '../../sdk/index.js';
+import { NetworkDriverTable } from './drivers.js';
+import { NetworkManager } from './manager.js';
+import { networkInfo } from './network.js';
+import { networkRoutes } from './routes.js';
+import { addDeviceUsers } from './used-by.js';
+
+/** Per kernel: several test kernels may load this module in one process. */
+const managers = new WeakMap<PluginContext, NetworkManager>();
+
+export default definePlugin({
+  register(ctx) {
+    const drivers = new NetworkDriverTable(ctx.keys);
+    const usedBy = createUsedByRegistry();
+    const manager = new NetworkManager(ctx, drivers, usedBy);
+    managers.set(ctx, manager);
+    addDeviceUsers(usedBy, ctx.services);
+
+    const resolve = async (project: string, name: string): Promise<NetworkInfo> => {
+      const home = await featureProjectOf(ctx.services, project, 'networks');
+      const { doc } = await manager.get(home, name);
+      manager.driverOf(doc);
+      return networkInfo(home, doc);
+    };
+    const service: NetworksService = {
+      registerDriver: (driver) => drivers.register(driver),
+      get: resolve,
+      list: async (project) => manager.list(await featureProjectOf(ctx.services, project, 'networks')),
+      parentInterface: async (project, name) => {
+        const net = await resolve(project, name);
+        if (manager.status(net.project, net.name) === 'Unavailable') throw badRequest(`Network "${name}" is unavailable`);
+        return drivers.get(net.type)!.interfaceName(net);
+      },
+      nicPlugged: async (project, network, nic) => {
+        const net = await resolve(project, network);
+        await drivers.get(net.type)!.nics?.plugged(net, nic);
+      },
+      nicUnplugged: async (project, network, nic) => {
+        const net = await resolve(project, network);
+        await drivers.get(net.type)!.nics?.unplugged(net, nic);
+      },
+      usedBy,
+    };
+    ctx.services.provide(NetworksServiceRef, service);
+    for (const route of networkRoutes(manager, ctx.hostTools)) ctx.routes.add(featureScopedRoute(ctx.services, 'networks', route));
+    // Late: instances stop first on a host shutdown, then their networks go.
+    ctx.hooks.shutdown.tap((info) => manager.shutdown(info.hostShutdown), { stage: Stage.LATE });
+  },
+
+  async boot(ctx) {
+    await managers.get(ctx)!.startAll();
+  },
+});

@@ -1,0 +1,225 @@
+/**
+ * Managed network records and what changes them. Every change runs under one lock: automatic
+ * subnets are picked against the other networks, so two creations must not pick at once. Creation
+ * brings the network up first and writes the record last (a failed start has already undone
+ * itself; a failed write takes the network down again), so an error leaves nothing behind.
+ */
+import {
+  badRequest, KeyedLock, notFound, networkUrl,
+  type Collection, type NetworkDriver, type NetworkInfo, type PluginContext, type Requestor, type UsedByRegistry,
+} from '../../sdk/index.js';
+import type { NetworkDriverTable } from './drivers.js';
+import { hostInterfaceExists } from './host-interfaces.js';
+import { checkNetworkName } from './names.js';
+import { networkInfo, type NetworkRecord, type NetworkStatus } from './network.js';
+
+export interface NetworkEdit {
+  description: string;
+  config: Record<string, string>;
+}
+
+const UNAVAILABLE_WARNING = 'Network unavailable';
+const LOCK = 'networks';
+
+export class NetworkManager {
+  readonly records: Collection<NetworkRecord>;
+  private readonly lock = new KeyedLock();
+  private readonly unavailable = new Map<string, string>();
+
+  constructor(
+    private readonly ctx: PluginContext,
+    readonly drivers: NetworkDriverTable,
+    readonly usedBy: UsedByRegistry,
+  ) {
+    this.records = ctx.store.collection<NetworkRecord>('networks');
+  }
+
+  async find(project: string, name: string) {
+    return this.records.get(project, name);
+  }
+
+  async get(project: string, name: string) {
+    const found = await this.records.get(project, name);
+    if (!found) throw notFound('Network not found');
+    return found;
+  }
+
+  async list(project?: string): Promise<NetworkInfo[]> {
+    return (await this.records.list(project)).map((s) => networkInfo(s.project, s.doc));
+  }
+
+  status(project: string, name: string): NetworkStatus {
+    return this.unavailable.has(`${project}/${name}`) ? 'Unavailable' : 'Created';
+  }
+
+  /** The driver of an existing network: 400 when its type is not enabled in this build. */
+  driverOf(rec: NetworkRecord): NetworkDriver {
+    const driver = this.drivers.get(rec.type);
+    if (!driver) throw badRequest(`Network "${rec.name}" is unavailable: network type "${rec.type}" is not enabled in this build`);
+    return driver;
+  }
+
+  /** Every other managed network, whatever its project (subnets and interface names are host-wide). */
+  private async others(except?: { project: string; name: string }): Promise<NetworkInfo[]> {
+    return (await this.list()).filter((n) => !(except && n.project === except.project && n.name === except.name));
+  }
+
+  private async checkFreeName(project: string, name: string): Promise<void> {
+    if ((await this.list()).some((n) => n.name === name)) {
+      throw badRequest(`The network "${name}" already exists${(await this.find(project, name)) ? '' : ' in another project'}`);
+    }
+    if (hostInterfaceExists(name)) throw badRequest(`The name "${name}" is already used by a host network interface`);
+  }
+
+  async create(project: string, body: NetworkRecord, requestor?: Requestor): Promise<void> {
+    const name = checkNetworkName(body.name);
+    const driver = this.drivers.require(body.type);
+    if (project !== 'default' && !driver.projects) throw badRequest(`Network type "${body.type}" cannot be used in a project other than "default"`);
+    this.drivers.validate(body.type, body.config);
+    await this.lock.run(LOCK, async () => {
+      await this.checkFreeName(project, name);
+      const net: NetworkInfo = { project, name, type: body.type, description: body.description, config: { ...body.config } };
+      const others = await this.others();
+      await driver.fillDefaults?.(net, others, 'create');
+      for (const [key, value] of Object.entries(net.config)) if (value === '') delete net.config[key];
+      this.drivers.validate(net.type, net.config);
+      await driver.validate(net, others);
+      await driver.start(net);
+      try {
+        await this.records.put(project, name, { name, type: net.type, description: net.description, config: net.config }, 0);
+      } catch (err) {
+        await this.undo(driver, net, 'stop');
+        throw err;
+      }
+    });
+    this.ctx.events.lifecycle('network-created', networkUrl(project, name), { project, requestor });
+  }
+
+  private async undo(driver: NetworkDriver, net: NetworkInfo, what: 'stop' | 'start'): Promise<void> {
+    try {
+      if (what === 'stop') {
+        await driver.stop(net);
+        await driver.delete(net);
+      } else {
+        await driver.start(net);
+      }
+    } catch (err) {
+      this.ctx.log.error({ err, network: net.name }, `undoing a network change failed (${what})`);
+    }
+  }
+
+  async update(project: string, name: string, edit: NetworkEdit, requestor?: Requestor): Promise<void> {
+    await this.lock.run(LOCK, async () => {
+      const { rev, doc } = await this.get(project, name);
+      const driver = this.driverOf(doc);
+      const config = { ...edit.config };
+      for (const [key, value] of Object.entries(config)) if (value === '') delete config[key];
+      this.drivers.validate(doc.type, config);
+      const previous = networkInfo(project, doc);
+      const next: NetworkInfo = { ...previous, description: edit.description, config };
+      const others = await this.others({ project, name });
+      await driver.fillDefaults?.(next, others, 'update');
+      await driver.validate(next, others);
+      await driver.update(previous, next);
+      try {
+        await this.records.put(project, name, { ...doc, description: edit.description, config: next.config }, rev);
+      } catch (err) {
+        await driver.update(next, previous).catch((undo) => this.ctx.log.error({ err: undo, network: name }, 'undoing a network update failed'));
+        throw err;
+      }
+    });
+    this.ctx.events.lifecycle('network-updated', networkUrl(project, name), { project, requestor });
+  }
+
+  async rename(project: string, name: string, newName: string, requestor?: Requestor): Promise<void> {
+    checkNetworkName(newName);
+    await this.lock.run(LOCK, async () => {
+      const { doc } = await this.get(project, name);
+      const driver = this.driverOf(doc);
+      if ((await this.usedBy.collect(project, name)).length > 0) throw badRequest('A network that is in use cannot be renamed');
+      await this.checkFreeName(project, newName);
+      const before = networkInfo(project, doc);
+      const after = { ...before, name: newName };
+      await driver.stop(before);
+      try {
+        await driver.rename?.(before, newName);
+        try {
+          await driver.start(after);
+          try {
+            await this.records.rename(project, name, project, newName);
+            await this.records.put(project, newName, { ...doc, name: newName });
+          } catch (err) {
+            await driver.stop(after).catch(() => undefined);
+            throw err;
+          }
+        } catch (err) {
+          await driver.rename?.(after, name).catch(() => undefined);
+          throw err;
+        }
+      } catch (err) {
+        await this.undo(driver, before, 'start');
+        throw err;
+      }
+      this.unavailable.delete(`${project}/${name}`);
+    });
+    this.ctx.events.lifecycle('network-renamed', networkUrl(project, newName), { project, requestor, context: { old_name: name } });
+  }
+
+  async delete(project: string, name: string, requestor?: Requestor): Promise<void> {
+    await this.lock.run(LOCK, async () => {
+      const { rev, doc } = await this.get(project, name);
+      const driver = this.driverOf(doc);
+      if ((await this.usedBy.collect(project, name)).length > 0) throw badRequest('The network is currently in use');
+      const net = networkInfo(project, doc);
+      await driver.stop(net);
+      await driver.delete(net);
+      await this.records.delete(project, name, rev);
+      this.unavailable.delete(`${project}/${name}`);
+    });
+    await this.ctx.warnings.resolve(UNAVAILABLE_WARNING, networkUrl(project, name));
+    this.ctx.events.lifecycle('network-deleted', networkUrl(project, name), { project, requestor });
+  }
+
+  /** Boot: remove leftovers, then bring every network up; one that cannot be is reported unavailable. */
+  async startAll(): Promise<void> {
+    const nets = await this.list();
+    for (const driver of this.drivers.all()) {
+      if (!driver.cleanup) continue;
+      await driver.cleanup.leftovers(nets.filter((n) => n.type === driver.type)).catch((err) => this.ctx.log.error({ err, type: driver.type }, 'network leftover cleanup failed'));
+    }
+    await this.lock.run(LOCK, async () => {
+      for (const net of nets) {
+        const url = networkUrl(net.project, net.name);
+        const driver = this.drivers.get(net.type);
+        let reason: string | undefined;
+        if (!driver) reason = `network type "${net.type}" is not enabled in this build`;
+        else {
+          try {
+            await driver.start(net);
+          } catch (err) {
+            reason = (err as Error).message;
+          }
+        }
+        if (reason === undefined) {
+          this.unavailable.delete(`${net.project}/${net.name}`);
+          await this.ctx.warnings.resolve(UNAVAILABLE_WARNING, url);
+          continue;
+        }
+        this.unavailable.set(`${net.project}/${net.name}`, reason);
+        this.ctx.log.error({ network: net.name, reason }, 'network unavailable');
+        await this.ctx.warnings.raise({ type: UNAVAILABLE_WARNING, message: `Network "${net.name}" is unavailable: ${reason}`, severity: 'high', project: net.project, entityUrl: url });
+      }
+    });
+    for (const driver of this.drivers.all()) driver.lifetime?.watch?.();
+  }
+
+  async shutdown(hostShutdown: boolean): Promise<void> {
+    const nets = await this.list();
+    await this.lock.run(LOCK, async () => {
+      for (const driver of this.drivers.all()) {
+        await driver.lifetime?.shutdown(nets.filter((n) => n.type === driver.type), hostShutdown)
+          .catch((err) => this.ctx.log.error({ err, type: driver.type }, 'network shutdown failed'));
+      }
+    });
+  }
+}

@@ -1,0 +1,156 @@
+/** /1.0/networks, /1.0/networks/{name} and its /leases and /state. */
+import { readFileSync } from 'node:fs';
+import {
+  badRequest, bodyObject, collection, empty, networkUrl, notFound, optionalString, stringMap, sync,
+  type ApiRequest, type HostTools, type RouteDescriptor,
+} from '../../sdk/index.js';
+import { hostInterfaceExists, hostInterfaceNames, hostInterfaceType, interfaceState } from './host-interfaces.js';
+import type { NetworkEdit, NetworkManager } from './manager.js';
+import { editableView, managedView, unmanagedView, type NetworkRecord } from './network.js';
+
+function createBody(req: ApiRequest): NetworkRecord {
+  const body = bodyObject(req.body);
+  const type = optionalString(body.type, 'type') || 'bridge';
+  return {
+    name: optionalString(body.name, 'name') ?? '',
+    type,
+    description: optionalString(body.description, 'description') ?? '',
+    config: stringMap(body.config, 'config'),
+  };
+}
+
+function editBody(req: ApiRequest): NetworkEdit {
+  const body = bodyObject(req.body);
+  return { description: optionalString(body.description, 'description') ?? '', config: stringMap(body.config, 'config') };
+}
+
+const ifindex = (name: string): number => {
+  try {
+    return Number.parseInt(readFileSync(`/sys/class/net/${name}/ifindex`, 'utf8'), 10);
+  } catch {
+    return Number.MAX_SAFE_INTEGER;
+  }
+};
+
+type Entry = { managed: NetworkRecord } | { unmanaged: string };
+
+export function networkRoutes(manager: NetworkManager, tools: HostTools): RouteDescriptor[] {
+  const entryName = (e: Entry) => ('managed' in e ? e.managed.name : e.unmanaged);
+
+  const render = async (project: string, e: Entry) => 'managed' in e
+    ? managedView(e.managed, manager.status(project, e.managed.name), await manager.usedBy.collect(project, e.managed.name))
+    : unmanagedView(e.unmanaged, hostInterfaceType(e.unmanaged), await manager.usedBy.collect(project, e.unmanaged));
+
+  /** Unmanaged host interfaces belong to the default project only, in the kernel's order. */
+  const entries = async (project: string): Promise<Entry[]> => {
+    const managed = (await manager.records.list(project)).map((s) => s.doc);
+    const out: Entry[] = managed.map((m) => ({ managed: m }));
+    if (project === 'default') {
+      const taken = new Set((await manager.list()).map((n) => n.name));
+      const unmanaged = hostInterfaceNames().filter((n) => !taken.has(n)).sort((a, b) => ifindex(a) - ifindex(b));
+      out.push(...unmanaged.map((n) => ({ unmanaged: n })));
+    }
+    return out;
+  };
+
+  const entry = async (req: ApiRequest): Promise<Entry> => {
+    const name = req.params.name!;
+    const found = await manager.find(req.project, name);
+    if (found) return { managed: found.doc };
+    if (req.project === 'default' && hostInterfaceExists(name) && !(await manager.list()).some((n) => n.name === name)) return { unmanaged: name };
+    throw notFound('Network not found');
+  };
+
+  const managedOnly = async (req: ApiRequest) => {
+    const e = await entry(req);
+    if (!('managed' in e)) throw badRequest(`Network "${req.params.name}" is not managed by this server`);
+    return e.managed;
+  };
+
+  return [
+    {
+      path: '/1.0/networks',
+      extension: 'network',
+      get: {
+        description: 'List the networks: managed ones and the host\'s interfaces',
+        handler: async (req) => collection(await entries(req.project), (e) => networkUrl(req.project, entryName(e)), (e) => render(req.project, e)),
+      },
+      post: {
+        description: 'Create a managed network',
+        handler: async (req) => {
+          const rec = createBody(req);
+          await manager.create(req.project, rec, req.requestor);
+          return sync({}, { location: networkUrl(req.project, rec.name) });
+        },
+      },
+    },
+    {
+      path: '/1.0/networks/{name}',
+      extension: 'network',
+      current: async (req) => editableView(await managedOnly(req)),
+      get: {
+        description: 'Show a network',
+        handler: async (req) => {
+          const e = await entry(req);
+          return sync(await render(req.project, e), 'managed' in e ? { etag: editableView(e.managed) } : {});
+        },
+      },
+      put: {
+        description: 'Replace the configuration of a managed network',
+        handler: async (req) => {
+          await managedOnly(req);
+          await manager.update(req.project, req.params.name!, editBody(req), req.requestor);
+          return empty();
+        },
+      },
+      post: {
+        description: 'Rename a managed network',
+        handler: async (req) => {
+          await managedOnly(req);
+          const newName = optionalString(bodyObject(req.body).name, 'name') ?? '';
+          if (newName === '') throw badRequest('No name provided');
+          if (newName === req.params.name) throw badRequest('The network already has that name');
+          await manager.rename(req.project, req.params.name!, newName, req.requestor);
+          return sync({}, { location: networkUrl(req.project, newName) });
+        },
+      },
+      delete: {
+        description: 'Delete a managed network',
+        handler: async (req) => {
+          await managedOnly(req);
+          await manager.delete(req.project, req.params.name!, req.requestor);
+          return empty();
+        },
+      },
+    },
+    {
+      path: '/1.0/networks/{name}/leases',
+      extension: 'network_leases',
+      get: {
+        description: 'DHCP leases and reservations of a managed network',
+        handler: async (req) => {
+          const rec = await managedOnly(req).catch((err) => {
+            throw err.status === 400 ? notFound('Network not found') : err;
+          });
+          const driver = manager.driverOf(rec);
+          if (!driver.leases) throw badRequest(`Networks of type "${rec.type}" have no leases`);
+          return sync(await driver.leases.list({ project: req.project, name: rec.name, type: rec.type, description: rec.description, config: { ...rec.config } }));
+        },
+      },
+    },
+    {
+      path: '/1.0/networks/{name}/state',
+      extension: 'network_state',
+      get: {
+        description: 'Live state of a network\'s host interface',
+        handler: async (req) => {
+          const e = await entry(req);
+          const ifname = 'managed' in e
+            ? manager.driverOf(e.managed).interfaceName({ project: req.project, name: e.managed.name, type: e.managed.type, description: e.managed.description, config: e.managed.config })
+            : e.unmanaged;
+          return sync(await interfaceState(tools, ifname));
+        },
+      },
+    },
+  ];
+}

@@ -1,0 +1,137 @@
+/**
+ * The network family contract. The `networks` host plugin owns network records, routes and the
+ * unmanaged host interfaces, and provides NetworksServiceRef; driver plugins (`network-bridge`, ...)
+ * register a NetworkDriver with it. Optional capabilities (leases, NIC reservations, leftover
+ * cleanup) are separate objects on the driver, checked with the type guards below, so a new
+ * capability (forwards, ACL enforcement, port isolation) is one more optional field and guard.
+ */
+import { createServiceRef } from './services.js';
+import type { ConfigKeyDescriptor } from './config-keys.js';
+import type { UsedByRegistry } from './used-by.js';
+
+export interface NetworkInfo {
+  /** The project holding the record (after `features.networks` mapping). */
+  project: string;
+  name: string;
+  type: string;
+  description: string;
+  config: Record<string, string>;
+}
+
+export interface NetworkDriver {
+  /** The network `type` (`bridge`, `macvlan`, ...). */
+  readonly type: string;
+  /** Network config keys this type accepts, beyond `user.*` (registered with scope `network`). */
+  readonly configKeys?: ConfigKeyDescriptor[];
+  /** Whether networks of this type may live in a project other than `default`. */
+  readonly projects?: boolean;
+  /**
+   * Before a create or update is stored: fill generated values (an `auto` address becomes a real
+   * subnet; on create, keys left out may get their creation-time values). `others` are the other
+   * managed networks, to avoid clashing with them.
+   */
+  fillDefaults?(net: NetworkInfo, others: NetworkInfo[], change: 'create' | 'update'): Promise<void>;
+  /**
+   * Checks that need more than one key or the host (overlapping subnets, a missing parent
+   * interface, an address outside its subnet). Throws a 400 ApiError. Runs on create and update.
+   */
+  validate(net: NetworkInfo, others: NetworkInfo[]): Promise<void>;
+  /**
+   * Bring the network up on the host, or make an existing one match its config (boot adopts what
+   * a previous daemon left running). Idempotent; on failure it undoes what this call added.
+   */
+  start(net: NetworkInfo): Promise<void>;
+  /** Tear the network down on the host (interfaces, helper processes, firewall rules). Idempotent. */
+  stop(net: NetworkInfo): Promise<void>;
+  /** Apply a config change to a running network; on failure the old config is put back. */
+  update(previous: NetworkInfo, next: NetworkInfo): Promise<void>;
+  /** Remove what the network keeps on disk (called after `stop` when the network is deleted). */
+  delete(net: NetworkInfo): Promise<void>;
+  /** Move on-disk state to a new name (called between `stop` under the old name and `start` under the new). */
+  rename?(net: NetworkInfo, newName: string): Promise<void>;
+  /** The host interface of the network (what `state` reads and what NICs attach to). */
+  interfaceName(net: NetworkInfo): string;
+  readonly leases?: NetworkLeases;
+  readonly nics?: NetworkNicHooks;
+  readonly cleanup?: NetworkCleanup;
+  readonly lifetime?: NetworkLifetime;
+}
+
+export interface NetworkLease {
+  hostname: string;
+  hwaddr: string;
+  address: string;
+  /** `dynamic`, `static` or `gateway`. */
+  type: string;
+  /** Cluster member holding the lease ("" outside a cluster). */
+  location: string;
+}
+
+/** Drivers that hand out addresses (DHCP) can list them. */
+export interface NetworkLeases {
+  list(net: NetworkInfo): Promise<NetworkLease[]>;
+}
+
+/** A NIC of an instance attached to a managed network. */
+export interface NicAttachment {
+  project: string;
+  instance: string;
+  /** Device name in the instance's devices. */
+  device: string;
+  hwaddr: string;
+  /** Static addresses the NIC asks for (`ipv4.address`, `ipv6.address`), when set. */
+  ipv4?: string;
+  ipv6?: string;
+  /** Host-side interface name, when known. */
+  hostName?: string;
+}
+
+/** Drivers that react to NICs coming and going (static DHCP reservations by MAC, port setup). */
+export interface NetworkNicHooks {
+  /** Throw a 400 ApiError to refuse the NIC (an address outside the subnet, a taken address). */
+  plugged(net: NetworkInfo, nic: NicAttachment): Promise<void>;
+  unplugged(net: NetworkInfo, nic: NicAttachment): Promise<void>;
+}
+
+/** Drivers whose host state may outlive a crashed daemon: remove what no record explains. */
+export interface NetworkCleanup {
+  /** Called once at boot, before any `start`, with every managed network of this type. */
+  leftovers(known: NetworkInfo[]): Promise<void>;
+}
+
+/** Drivers with background work (watching helper processes) and a say in daemon shutdown. */
+export interface NetworkLifetime {
+  /** After every network of this type has been started at boot. */
+  watch?(): void;
+  /** Daemon shutdown; with `hostShutdown` the host is going down and the networks may be torn down. */
+  shutdown(nets: NetworkInfo[], hostShutdown: boolean): Promise<void>;
+}
+
+export const canListLeases = (d: NetworkDriver): d is NetworkDriver & { leases: NetworkLeases } => d.leases !== undefined;
+export const hasNicHooks = (d: NetworkDriver): d is NetworkDriver & { nics: NetworkNicHooks } => d.nics !== undefined;
+export const hasCleanup = (d: NetworkDriver): d is NetworkDriver & { cleanup: NetworkCleanup } => d.cleanup !== undefined;
+export const hasLifetime = (d: NetworkDriver): d is NetworkDriver & { lifetime: NetworkLifetime } => d.lifetime !== undefined;
+
+export interface NetworksService {
+  registerDriver(driver: NetworkDriver): void;
+  /**
+   * A managed network as seen from `project` (mapped through `features.networks`): 404 when there
+   * is none, 400 when its type is not enabled in this build.
+   */
+  get(project: string, name: string): Promise<NetworkInfo>;
+  list(project: string): Promise<NetworkInfo[]>;
+  /** The host interface a NIC on this network attaches to (the bridge for `bridge` networks). */
+  parentInterface(project: string, name: string): Promise<string>;
+  /** Tell the network's driver a NIC was attached (400 when the driver refuses it) or detached. */
+  nicPlugged(project: string, network: string, nic: NicAttachment): Promise<void>;
+  nicUnplugged(project: string, network: string, nic: NicAttachment): Promise<void>;
+  /** Other plugins add what uses a network; `project` is the network's own project. */
+  readonly usedBy: UsedByRegistry;
+}
+
+export const NetworksServiceRef = createServiceRef<NetworksService>('networks');
+
+export const networkUrl = (project: string, name: string): string => {
+  const base = `/1.0/networks/${encodeURIComponent(name)}`;
+  return project === 'default' ? base : `${base}?project=${encodeURIComponent(project)}`;
+};

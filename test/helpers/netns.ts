@@ -1,0 +1,109 @@
+/**
+ * Host-side helpers of the network tests: names unique to a run, network namespaces joined to a
+ * bridge by a veth pair, and a look at what a bridge network left on the host. All test traffic
+ * stays inside these namespaces and the bridges the tests create.
+ */
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+/** The system's nft: node_modules/.bin (on PATH under npm) holds an unrelated one. */
+export const NFT = '/usr/sbin/nft';
+
+/** `crt` + 6 random hex digits + an optional suffix: short enough for an interface name. */
+export const uniqueName = (suffix = ''): string => `crt${randomBytes(3).toString('hex')}${suffix}`;
+
+export function sh(cmd: string, args: string[], input?: string): { status: number | null; stdout: string; stderr: string } {
+  const r = spawnSync(cmd, args, { input, encoding: 'utf8', timeout: 30000 });
+  return { status: r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
+}
+
+export const linkExists = (name: string): boolean => existsSync(`/sys/class/net/${name}`);
+
+/** Pids of the dnsmasq processes serving a network's directory. */
+export function dnsmasqPids(netDir: string): number[] {
+  const conf = `--conf-file=${path.join(netDir, 'dnsmasq.conf')}`;
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      if (cmdline.includes(conf)) pids.push(Number(entry));
+    } catch { /* gone */ }
+  }
+  return pids;
+}
+
+/** The rules of the nft table (all chains), one string per rule, as `chain: rule`. */
+export function nftRules(table: string): string[] {
+  const r = sh(NFT, ['-j', 'list', 'table', 'inet', table]);
+  if (r.status !== 0) return [];
+  const items = JSON.parse(r.stdout).nftables as any[];
+  return items.filter((i) => i.rule).map((i) => `${i.rule.chain}: ${JSON.stringify(i.rule.expr)}`);
+}
+
+export function nftChains(table: string): any[] {
+  const r = sh(NFT, ['-j', 'list', 'table', 'inet', table]);
+  if (r.status !== 0) return [];
+  return (JSON.parse(r.stdout).nftables as any[]).filter((i) => i.chain).map((i) => i.chain);
+}
+
+export interface Namespace {
+  name: string;
+  /** Host end of the veth pair (a port of the bridge). */
+  hostEnd: string;
+  /** The namespace end's MAC. */
+  mac: string;
+  exec(cmd: string[]): { status: number | null; stdout: string; stderr: string };
+  /** Ask for a lease with busybox udhcpc; answers the environment its script saw. */
+  dhcp(): Record<string, string>;
+  remove(): void;
+}
+
+/** A network namespace with a veth pair whose host end is a port of `bridge`. */
+export function joinBridge(bridge: string, mac?: string): Namespace {
+  const name = uniqueName('n');
+  const hostEnd = uniqueName('h');
+  const inner = uniqueName('i');
+  const must = (args: string[]) => {
+    const r = sh('ip', args);
+    if (r.status !== 0) throw new Error(`ip ${args.join(' ')}: ${r.stderr}`);
+  };
+  must(['netns', 'add', name]);
+  must(['link', 'add', hostEnd, 'type', 'veth', 'peer', 'name', inner]);
+  if (mac) must(['link', 'set', 'dev', inner, 'address', mac]);
+  must(['link', 'set', inner, 'netns', name]);
+  must(['link', 'set', hostEnd, 'master', bridge, 'up']);
+  must(['-n', name, 'link', 'set', 'lo', 'up']);
+  must(['-n', name, 'link', 'set', inner, 'name', 'eth0']);
+  must(['-n', name, 'link', 'set', 'eth0', 'up']);
+  const link = JSON.parse(sh('ip', ['-n', name, '-j', 'link', 'show', 'eth0']).stdout)[0];
+  const scratch = mkdtempSync(path.join(tmpdir(), 'corral-udhcpc-'));
+  const script = path.join(scratch, 'script.sh');
+  const envFile = path.join(scratch, 'env');
+  // udhcpc calls the script with the lease in its environment: keep it and configure the address.
+  writeFileSync(script, `#!/bin/busybox sh\nif [ "$1" = bound ] || [ "$1" = renew ]; then\n  env > ${envFile}\n  /bin/busybox ip addr add "$ip/$mask" dev "$interface"\nfi\nexit 0\n`);
+  chmodSync(script, 0o755);
+  return {
+    name,
+    hostEnd,
+    mac: link.address,
+    exec: (cmd) => sh('ip', ['netns', 'exec', name, ...cmd]),
+    dhcp() {
+      const r = sh('ip', ['netns', 'exec', name, 'busybox', 'udhcpc', '-i', 'eth0', '-n', '-q', '-t', '5', '-T', '1', '-f', '-s', script]);
+      if (r.status !== 0) throw new Error(`udhcpc failed: ${r.stdout} ${r.stderr}`);
+      const env: Record<string, string> = {};
+      for (const line of readFileSync(envFile, 'utf8').split('\n')) {
+        const eq = line.indexOf('=');
+        if (eq > 0) env[line.slice(0, eq)] = line.slice(eq + 1);
+      }
+      return env;
+    },
+    remove() {
+      sh('ip', ['netns', 'del', name]);
+      sh('ip', ['link', 'del', hostEnd]);
+    },
+  };
+}
