@@ -9,6 +9,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { projectRoot, startDaemon, unixWebsocket, type Daemon } from '../test/helpers/daemon.js';
 import { containerScenarios } from './containers.js';
+import { tlsScenarios } from './tls.js';
 
 interface Row { scenario: string; value: string; target?: string }
 const rows: Row[] = [];
@@ -103,16 +104,25 @@ async function fanout(d: Daemon, listeners: number): Promise<void> {
   rows.push({ scenario: `  same, measured from the request's start`, value: `p50 ${sendP50.toFixed(3)} ms, p99 ${sendP99.toFixed(3)} ms` });
 }
 
-await startup('edge');
-await startup('full');
-const d = await startDaemon({ plugins: 'full' });
-for (const url of ['/1.0', '/1.0/operations']) for (const c of [1, 32]) await throughput(d, url, c);
-await fanout(d, 1);
-await fanout(d, 50);
-results.rss_after_load_full_mib = rssMiB(d.child.pid!);
-rows.push({ scenario: 'RSS after the load above (full)', value: `${(results.rss_after_load_full_mib as number).toFixed(1)} MiB` });
-await d.stop();
-if (process.env.BENCH_CONTAINERS !== '0') await containerScenarios(rows, results);
+/** `npm run bench -- tls startup` runs only those groups (startup, api, tls, containers); no argument runs them all. */
+const only = new Set(process.argv.slice(2));
+const want = (group: string) => only.size === 0 || only.has(group);
+
+if (want('startup')) {
+  await startup('edge');
+  await startup('full');
+}
+if (want('api')) {
+  const d = await startDaemon({ plugins: 'full' });
+  for (const url of ['/1.0', '/1.0/operations']) for (const c of [1, 32]) await throughput(d, url, c);
+  await fanout(d, 1);
+  await fanout(d, 50);
+  results.rss_after_load_full_mib = rssMiB(d.child.pid!);
+  rows.push({ scenario: 'RSS after the load above (full)', value: `${(results.rss_after_load_full_mib as number).toFixed(1)} MiB` });
+  await d.stop();
+}
+if (want('tls')) await tlsScenarios(rows, results);
+if (want('containers') && process.env.BENCH_CONTAINERS !== '0') await containerScenarios(rows, results);
 
 const width = Math.max(...rows.map((r) => r.scenario.length));
 const valueWidth = Math.max(...rows.map((r) => r.value.length));
@@ -120,5 +130,7 @@ console.log(`${'scenario'.padEnd(width)}  ${'result'.padEnd(valueWidth)}  target
 for (const r of rows) console.log(`${r.scenario.padEnd(width)}  ${r.value.padEnd(valueWidth)}  ${r.target ?? ''}`);
 const out = path.join(projectRoot, 'bench', 'results');
 mkdirSync(out, { recursive: true });
-writeFileSync(path.join(out, 'latest.json'), JSON.stringify(results, null, 2));
-console.log(`\nwritten: bench/results/latest.json`);
+// A partial run (group arguments) writes its own file and leaves the full run's figures alone.
+const file = only.size ? `partial-${[...only].sort().join('-')}.json` : 'latest.json';
+writeFileSync(path.join(out, file), JSON.stringify(results, null, 2));
+console.log(`\nwritten: bench/results/${file}`);
