@@ -28,10 +28,10 @@ export const dnsmasqFiles = (dir: string): DnsmasqFiles => ({
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Whether a process still runs (a zombie waiting for init to reap it does not: its sockets are closed). */
 function alive(pid: number): boolean {
   try {
-    process.kill(pid, 0);
-    return true;
+    return !/^\S+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return false;
   }
@@ -49,8 +49,7 @@ export function dnsmasqPid(files: DnsmasqFiles): number | undefined {
   try {
     const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
     if (!cmdline.includes(`--conf-file=${files.conf}`)) return undefined;
-    // A zombie (killed, not yet reaped) no longer serves.
-    if (/^\S+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'))) return undefined;
+    if (!alive(pid)) return undefined;
   } catch {
     return undefined;
   }
@@ -87,7 +86,8 @@ export class Dnsmasq {
       return;
     }
     const deadline = Date.now() + 1000;
-    while (alive(pid) && dnsmasqPid(files) === pid) {
+    // Wait for the process itself: dnsmasq drops its pid file before it has let go of its sockets.
+    while (alive(pid)) {
       if (Date.now() > deadline) {
         try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
         break;

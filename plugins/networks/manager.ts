@@ -120,7 +120,13 @@ export class NetworkManager {
       const others = await this.others({ project, name });
       await driver.fillDefaults?.(next, others, 'update');
       await driver.validate(next, others);
-      await driver.update(previous, next);
+      try {
+        await driver.update(previous, next);
+      } catch (err) {
+        // Part of the change may be in place: put the host back the way the stored record says.
+        await driver.update(next, previous).catch((undo) => this.ctx.log.error({ err: undo, network: name }, 'undoing a network update failed'));
+        throw err;
+      }
       try {
         await this.records.put(project, name, { ...doc, description: edit.description, config: next.config }, rev);
       } catch (err) {
