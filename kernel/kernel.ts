@@ -235,7 +235,7 @@ export class Kernel {
   /** Dispatch a request without a socket (tests, tools), as a trusted local client. */
   async inject(options: Hapi.ServerInjectOptions | string): Promise<Hapi.ServerInjectResponse> {
     if (!this.injector) {
-      const server = createHapiServer({ log: this.log });
+      const server = createHapiServer({ log: this.log, headers: () => this.http.cors });
       this.pipeline.install(server, async () => UNIX_CALLER);
       await server.initialize();
       this.injector = server;

@@ -38,6 +38,15 @@ const checks: Record<string, Check> = {
     await k.inject({ method: 'POST', url: '/1.0/probes?project=elsewhere', payload: { name: 'p' } });
     return events.some((e) => e.project === 'elsewhere');
   },
+  https_allowed_credentials: async (k) => {
+    await k.inject({ method: 'PATCH', url: '/1.0', payload: { config: { 'core.https_allowed_credentials': 'true' } } });
+    const on = (await k.inject({ url: '/' })).headers['access-control-allow-credentials'] === 'true';
+    await k.inject({ method: 'PATCH', url: '/1.0', payload: { config: { 'core.https_allowed_credentials': 'false' } } });
+    return on && (await k.inject({ url: '/' })).headers['access-control-allow-credentials'] === undefined;
+  },
+  // The PROXY header itself is read on real connections in test/plugins/certificates.test.ts.
+  server_trusted_proxy: async (k) => (await k.inject({ method: 'PATCH', url: '/1.0', payload: { config: { 'core.https_trusted_proxy': '127.0.0.1, ::1' } } })).statusCode === 200
+    && (await k.inject({ method: 'PATCH', url: '/1.0', payload: { config: { 'core.https_trusted_proxy': 'proxy.example' } } })).statusCode === 400,
   api_os: async (k) => { const e = await env(k); return typeof e.os_name === 'string' && e.os_name !== '' && typeof e.os_version === 'string'; },
   kernel_features: async (k) => Object.values((await env(k)).kernel_features).every((v) => v === 'true' || v === 'false'),
   firewall_driver: async (k) => ['nftables', 'xtables'].includes((await env(k)).firewall),

@@ -216,7 +216,7 @@ test.serial('an expired certificate stops being trusted when its validity ends',
   t.log(`expired certificate: ${refused} attempts refused`);
 });
 
-test.serial('core.https_allowed_credentials and the other CORS keys add their headers', async (t) => {
+test.serial('https_allowed_credentials: core.https_allowed_credentials and the other CORS keys add their headers', async (t) => {
   t.is((await daemon.request('PATCH', '/1.0', { config: { 'core.https_allowed_credentials': 'true', 'core.https_allowed_methods': 'GET, POST', 'core.https_allowed_headers': 'Content-Type' } })).status, 200);
   for (const res of [await as(alice, 'GET', '/1.0'), await as(mallory, 'GET', '/1.0/certificates'), await daemon.request('GET', '/')]) {
     t.is(res.headers['access-control-allow-credentials'], 'true');
