@@ -17,7 +17,7 @@ import type Logger from 'bunyan';
 import { contains, formatIp, networkOf, overlaps, parseCidr, parseIp, subnetText, type Cidr } from './cidr.js';
 import { Dnsmasq, dnsmasqFiles, dnsmasqPid, type DnsmasqFiles } from './dnsmasq.js';
 import { Firewall, type FirewallPlan } from './firewall.js';
-import { hostRoutes } from './host-routes.js';
+import { hostRoutes, type HostRoute } from './host-routes.js';
 import { BRIDGE_KEYS } from './keys.js';
 import { bridgePlan, dnsmasqConfig, inSubnet, needsDnsmasq, type BridgePlan, type TunnelPlan } from './plan.js';
 import { readReservations, reservationKey, writeReservations } from './reservations.js';
@@ -93,6 +93,15 @@ export class BridgeDriver implements NetworkDriver {
 
   // ---- creation-time values and checks -------------------------------------------------------
 
+  /** The host's routes; read once for the fillDefaults + validate pair of one change (`last` ends the pair). */
+  private routesMemo: { name: string; at: number; routes: Promise<HostRoute[]> } | undefined;
+  private async routes(name: string, last = false): Promise<HostRoute[]> {
+    const memo = this.routesMemo;
+    const fresh = memo && memo.name === name && Date.now() - memo.at < 2000 ? memo.routes : hostRoutes(this.deps.tools);
+    this.routesMemo = last ? undefined : { name, at: Date.now(), routes: fresh };
+    return fresh;
+  }
+
   async fillDefaults(net: NetworkInfo, others: NetworkInfo[], change: 'create' | 'update'): Promise<void> {
     if (change === 'create') {
       net.config['ipv4.address'] ??= 'auto';
@@ -101,7 +110,7 @@ export class BridgeDriver implements NetworkDriver {
     const wants4 = net.config['ipv4.address'] === 'auto';
     const wants6 = net.config['ipv6.address'] === 'auto';
     if (!wants4 && !wants6) return;
-    const taken = [...(await hostRoutes(this.deps.tools)).map((r) => r.subnet), ...others.flatMap((o) => subnetsOf(o))];
+    const taken = [...(await this.routes(net.name)).map((r) => r.subnet), ...others.flatMap((o) => subnetsOf(o))];
     if (wants4) {
       net.config['ipv4.address'] = pickSubnet(taken, () => `10.${randomInt(256)}.${randomInt(256)}.1/24`, 4);
       if (net.config['ipv4.nat'] === undefined) net.config['ipv4.nat'] = 'true';
@@ -139,7 +148,7 @@ export class BridgeDriver implements NetworkDriver {
       }
     }
     if (plan.ipv4 || plan.ipv6) {
-      for (const route of await hostRoutes(this.deps.tools)) {
+      for (const route of await this.routes(net.name, true)) {
         if (route.dev === net.name) continue;
         for (const fam of [plan.ipv4, plan.ipv6]) {
           if (fam && overlaps(route.subnet, fam.cidr)) {
@@ -233,12 +242,14 @@ export class BridgeDriver implements NetworkDriver {
       if (plan.ipv4 && (plan.ipv4.nat || plan.ipv4.routes.length > 0)) writeSysctl('/proc/sys/net/ipv4/ip_forward', '1');
       if (plan.ipv6) writeSysctl('/proc/sys/net/ipv6/conf/all/forwarding', '1');
       const dns = needsDnsmasq(plan);
-      if (dns) {
-        startedDnsmasq = await this.dnsmasq.ensure(files, dnsmasqConfig(plan, files));
-      } else {
-        await this.dnsmasq.stop(files);
-      }
-      await this.firewall.apply(this.firewallPlan(plan, dns && plan.dnsMode !== 'none'));
+      // dnsmasq and the rules do not depend on each other: set them up side by side.
+      const server = dns
+        ? this.dnsmasq.ensure(files, dnsmasqConfig(plan, files)).then((started) => { startedDnsmasq = started; })
+        : this.dnsmasq.stop(files);
+      const rules = this.firewall.apply(this.firewallPlan(plan, dns && plan.dnsMode !== 'none'));
+      const [a, b] = await Promise.allSettled([server, rules]);
+      if (a.status === 'rejected') throw a.reason;
+      if (b.status === 'rejected') throw b.reason;
       this.active.set(plan.name, net);
     } catch (err) {
       // Only a bridge this call created is taken down whole; an existing one is the caller's to restore.
@@ -284,18 +295,19 @@ export class BridgeDriver implements NetworkDriver {
     await this.ipBatch(cmds);
   }
 
-  /** dnsmasq, the chains, the tunnels and the bridge, whatever of them exists. */
+  /**
+   * dnsmasq, the chains, the tunnels and the bridge, whatever of them exists, taken down side by
+   * side (deleting a bridge alone costs the kernel tens of milliseconds). The last network of this
+   * daemon takes the nftables table along.
+   */
   private async teardown(name: string): Promise<void> {
     this.active.delete(name);
-    await this.dnsmasq.stop(this.files(name));
-    await this.firewall.remove(name);
-    const link = await this.linkDetail(name);
-    if (link?.linkinfo?.info_kind === 'bridge') {
-      for (const port of listDir(`/sys/class/net/${name}/brif`)) {
-        if (port.startsWith(`${name}-`)) await this.deps.tools.run('ip', ['link', 'del', port], { allowFailure: true, timeoutMs: 10000 });
-      }
-      await this.deps.tools.run('ip', ['link', 'del', name], { allowFailure: true, timeoutMs: 10000 });
-    }
+    const removeLink = async () => {
+      if (!existsSync(`/sys/class/net/${name}/bridge`)) return;
+      const tunnels = listDir(`/sys/class/net/${name}/brif`).filter((port) => port.startsWith(`${name}-`));
+      await this.ipBatch([...tunnels.map((port) => `link del ${port}`), `link del ${name}`]).catch(() => undefined);
+    };
+    await Promise.all([this.dnsmasq.stop(this.files(name)), this.firewall.remove(name, this.active.size === 0), removeLink()]);
   }
 
   async stop(net: NetworkInfo): Promise<void> {
@@ -308,7 +320,6 @@ export class BridgeDriver implements NetworkDriver {
 
   async delete(net: NetworkInfo): Promise<void> {
     rmSync(this.dir(net.name), { recursive: true, force: true });
-    await this.firewall.dropTableIfEmpty();
   }
 
   async rename(net: NetworkInfo, newName: string): Promise<void> {

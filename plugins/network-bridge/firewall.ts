@@ -85,9 +85,10 @@ export class Firewall {
     await this.tools.run(NFT, ['-f', '-'], { input: this.script(plan), timeoutMs: 15000 });
   }
 
-  /** Drop a network's chains (nothing to do when the table or chains are gone already). */
-  async remove(bridge: string): Promise<void> {
-    await this.tools.run(NFT, ['-f', '-'], { input: `add table inet ${this.table}\n${this.dropChains(bridge).join('\n')}\n`, timeoutMs: 15000 });
+  /** Drop a network's chains (nothing to do when the table or chains are gone already), and with `dropTable` the table. */
+  async remove(bridge: string, dropTable = false): Promise<void> {
+    const lines = [`add table inet ${this.table}`, ...this.dropChains(bridge), ...(dropTable ? [`delete table inet ${this.table}`] : [])];
+    await this.tools.run(NFT, ['-f', '-'], { input: `${lines.join('\n')}\n`, timeoutMs: 15000 });
   }
 
   /** Bridges that have chains in the table. */
