@@ -18,9 +18,46 @@ export interface DeviceValidationContext {
 
 /** What a device asks the driver to set up when the instance starts. */
 export interface DeviceRunConfig {
+  /** The device this config came from (filled by the instances family). */
+  device?: string;
   /** The root filesystem (only the root disk sets it). */
   rootfs?: { path: string };
   mounts?: DeviceMount[];
+  /** Network interfaces to give the instance. */
+  nics?: NicRunConfig[];
+  /**
+   * Volatile keys of this device to record, without the `volatile.<device>.` prefix (`hwaddr`,
+   * `host_name`); an empty value removes the key.
+   */
+  volatile?: Record<string, string>;
+}
+
+/**
+ * One network interface of an instance, declared by a device type and made by the instance
+ * driver: at start through its own configuration, on a running instance by moving the interface
+ * into the instance's network namespace. Host-side policy (filters, shaping, host routes) stays
+ * with the device type (see DeviceType.started).
+ */
+export interface NicRunConfig {
+  /** Interface name inside the instance. */
+  name: string;
+  /**
+   * `veth`: a pair, the host end named `hostName` (attached to the bridge `link` when set);
+   * `macvlan`: on the parent `link`; `phys`: the host interface `link` moves in (and back out).
+   */
+  kind: 'veth' | 'macvlan' | 'phys';
+  hostName?: string;
+  link?: string;
+  hwaddr?: string;
+  mtu?: number;
+  /** macvlan mode (`bridge`, `vepa`, `private`, `passthru`). */
+  macvlanMode?: string;
+  /** Addresses set inside the instance (CIDR), for NICs that configure them (routed). */
+  ipv4?: string[];
+  ipv6?: string[];
+  /** Default gateways inside, reached through this interface (on-link). */
+  ipv4Gateway?: string;
+  ipv6Gateway?: string;
 }
 
 export interface DeviceMount {
@@ -45,6 +82,18 @@ export interface DeviceStartContext {
   instanceType: InstanceType;
   name: string;
   config: DeviceConfig;
+  /** This device's volatile keys, without the `volatile.<device>.` prefix. */
+  volatile: Record<string, string>;
+  /** Names inside the instance already taken by its other NICs (for picking `ethN`). */
+  takenNicNames?: string[];
+}
+
+/** A device of a running instance (after start or hot-plug). */
+export interface DeviceRunningContext extends DeviceStartContext {
+  /** The instance's init process on the host (its namespaces are reached through it). */
+  pid: number;
+  /** What start returned for this device. */
+  run: DeviceRunConfig;
 }
 
 export interface DeviceType {
@@ -52,7 +101,17 @@ export interface DeviceType {
   /** Throws an ApiError (400) naming the bad option. */
   validate(config: DeviceConfig, ctx: DeviceValidationContext): void;
   start(ctx: DeviceStartContext): Promise<DeviceRunConfig>;
-  stop?(ctx: DeviceStartContext): Promise<void>;
+  /**
+   * Once the instance runs with the device (at start or hot-plug): host-side work that needs the
+   * instance or its interfaces (firewall rules, shaping, host routes, forwarder processes). A
+   * throw fails the start (or the hot-plug) and `stop` is called.
+   */
+  started?(ctx: DeviceRunningContext): Promise<void>;
+  /**
+   * After the instance stopped, or before the device is unplugged from a running one: undo what
+   * start and started did. Resolves with volatile keys to change (as DeviceRunConfig.volatile).
+   */
+  stop?(ctx: DeviceStartContext): Promise<Record<string, string> | void>;
   /** Whether the device can be added to or removed from a running instance. */
   readonly hotplug?: boolean;
 }

@@ -102,6 +102,12 @@ export interface InstanceDriver {
   console(inst: DriverInstance, size: { width: number; height: number }): Promise<ConsoleSession>;
   /** Host path of the console log file. */
   consoleLogPath(inst: DriverInstance): string;
+  /** The init process of a running instance (undefined when stopped). */
+  initPid?(inst: DriverInstance): Promise<number | undefined>;
+  /** Give a running instance a started device (NICs); throw a 400 ApiError for what cannot be hot-plugged. */
+  attachDevice?(inst: DriverInstance, run: DeviceRunConfig): Promise<void>;
+  /** Take a hot-plugged or started device (by name) out of a running instance. */
+  detachDevice?(inst: DriverInstance, device: string): Promise<void>;
   /** Apply changed keys to a running instance (undefined value: unset). Throw if a key needs a restart. */
   update?(inst: DriverInstance, changed: Record<string, string | undefined>): Promise<void>;
   /** Forget an instance (driver-side files); the volume is the family's business. */

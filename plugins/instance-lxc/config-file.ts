@@ -5,16 +5,18 @@
  */
 import { readlinkSync } from 'node:fs';
 import path from 'node:path';
-import { badRequest, truthy, type DeviceMount, type DriverInstance } from '../../sdk/index.js';
+import { badRequest, truthy, type DeviceMount, type DriverInstance, type NicRunConfig } from '../../sdk/index.js';
 import type { CgroupHost } from './cgroups.js';
 import { idmapLines, type IdmapPlan } from './idmap.js';
 import type { CgroupLimit } from './limits.js';
+import { nicConfigLines } from './nics.js';
 import { rawLxcConfig } from './raw-lxc.js';
 
 export interface ConfigInput {
   inst: DriverInstance;
   rootfs: string;
   mounts: DeviceMount[];
+  nics?: NicRunConfig[];
   idmap: IdmapPlan;
   limits: CgroupLimit[];
   cgroups: CgroupHost;
@@ -101,8 +103,7 @@ export function renderConfig(input: ConfigInput): string {
     'lxc.pty.max = 1024',
     'lxc.tty.max = 0',
     'lxc.apparmor.profile = unconfined',
-    // `none` would share the host's network namespace, where a container's sysfs cannot be mounted.
-    'lxc.net.0.type = empty',
+    ...nicConfigLines(input.nics ?? []),
   );
   const halt = haltSignal(input.rootfs);
   if (halt) lines.push(`lxc.signal.halt = ${halt}`);

@@ -24,6 +24,7 @@ import { LXC_KEYS } from './keys.js';
 import { cgroupLimit, formatCpuList, LIMIT_KEYS, parseCpuList, parseMemory, parseOnlineCpus, startLimits, unlimitedValue, type HostCapacity } from './limits.js';
 import { BlockDeviceNames, readMetrics } from './metrics.js';
 import { MonitorTable } from './monitor.js';
+import { NicPlumber, readRecorded, writeRecorded, type RecordedNic } from './nics.js';
 import { LxcPaths, lxcName } from './paths.js';
 import { checkRawLxc } from './raw-lxc.js';
 import { runningState, stoppedState } from './runtime-state.js';
@@ -62,11 +63,13 @@ export class LxcDriver implements InstanceDriver {
   /** Directories already given search permission (see traversable()). */
   private readonly searchable = new Set<string>();
   private readonly blockDevices = new BlockDeviceNames();
+  private readonly plumber: NicPlumber;
 
   constructor(private readonly opts: LxcDriverOptions) {
     this.paths = new LxcPaths(path.join(opts.dataDir, 'containers'));
     this.cgroups = CgroupHost.read();
     this.monitors = new MonitorTable(this.paths, this.cgroups);
+    this.plumber = new NicPlumber(opts.hostTools);
   }
 
   private ids(): SubordinateIds {
@@ -186,6 +189,7 @@ export class LxcDriver implements InstanceDriver {
       inst,
       rootfs,
       mounts: devices.flatMap((d) => d.mounts ?? []),
+      nics: devices.flatMap((d) => d.nics ?? []),
       idmap: plan,
       limits: startLimits(inst.config, this.host(), name),
       cgroups: this.cgroups,
@@ -194,6 +198,7 @@ export class LxcDriver implements InstanceDriver {
     await Promise.all([mkdir(dir, { recursive: true }), mkdir(inst.logDir, { recursive: true })]);
     if (!plan.privileged) await this.traversable(rootfs);
     const configFile = this.paths.config(name);
+    await writeRecorded(this.paths.nicsFile(name), devices.flatMap((d) => (d.nics ?? []).map((nic) => ({ device: d.device ?? '', nic, hotplugged: false }))));
     await writeFile(`${configFile}.new`, text);
     await rename(`${configFile}.new`, configFile);
     const idmapFile = this.paths.idmapFile(name);
@@ -265,6 +270,7 @@ export class LxcDriver implements InstanceDriver {
     const name = this.nameOf(inst);
     const running = this.monitors.find(name);
     if (!running) return;
+    await this.returnHotpluggedPhys(name, running.initPid);
     const kill = opts.force || opts.timeoutMs <= 0;
     // A frozen init cannot act on the halt signal.
     if (!kill && running.cgroup?.frozen()) await this.unfreeze(inst);
@@ -274,6 +280,58 @@ export class LxcDriver implements InstanceDriver {
     if (await this.stillRunning(name, result.exitCode === 0 ? MONITOR_EXIT_MS : 0)) {
       throw internalError(`Failed to stop the instance: ${result.stderr.trim() || `lxc-stop exited with ${result.exitCode}`}`);
     }
+  }
+
+  /**
+   * liblxc gives back the physical interfaces of its config at stop; those added while running it
+   * does not know, and a virtual one would die with the namespace: hand them back first.
+   */
+  private async returnHotpluggedPhys(name: string, pid: number | undefined): Promise<void> {
+    if (pid === undefined) return;
+    const recorded = readRecorded(this.paths.nicsFile(name));
+    const phys = recorded.filter((r) => r.hotplugged && r.nic.kind === 'phys');
+    for (const r of phys) {
+      await this.plumber.remove(pid, r.nic).catch((err) => this.opts.log.warn({ err, container: name, device: r.device }, 'returning a physical interface failed'));
+    }
+    if (phys.length) await writeRecorded(this.paths.nicsFile(name), recorded.filter((r) => !phys.includes(r)));
+  }
+
+  async initPid(inst: DriverInstance): Promise<number | undefined> {
+    return this.monitors.find(this.nameOf(inst))?.initPid;
+  }
+
+  /** Hot-plug: NICs are made and moved in; anything else needs a restart. */
+  async attachDevice(inst: DriverInstance, run: DeviceRunConfig): Promise<void> {
+    const name = this.nameOf(inst);
+    if (run.rootfs || run.mounts?.length) throw badRequest(`Device "${run.device}" cannot be added to a running container`);
+    if (!run.nics?.length) return;
+    const pid = this.runningInit(inst);
+    const recorded = readRecorded(this.paths.nicsFile(name));
+    const taken = new Set(recorded.map((r) => r.nic.name));
+    for (const nic of run.nics) {
+      if (taken.has(nic.name)) throw badRequest(`The container already has an interface named "${nic.name}"`);
+    }
+    const added: RecordedNic[] = [];
+    try {
+      for (const nic of run.nics) {
+        await this.plumber.attach(pid, nic);
+        added.push({ device: run.device ?? '', nic, hotplugged: true });
+      }
+    } catch (err) {
+      for (const r of added.reverse()) await this.plumber.remove(pid, r.nic).catch(() => undefined);
+      throw err;
+    }
+    await writeRecorded(this.paths.nicsFile(name), [...recorded, ...added]);
+  }
+
+  async detachDevice(inst: DriverInstance, device: string): Promise<void> {
+    const name = this.nameOf(inst);
+    const recorded = readRecorded(this.paths.nicsFile(name));
+    const mine = recorded.filter((r) => r.device === device);
+    if (!mine.length) return;
+    const pid = this.runningInit(inst);
+    for (const r of mine) await this.plumber.remove(pid, r.nic);
+    await writeRecorded(this.paths.nicsFile(name), recorded.filter((r) => r.device !== device));
   }
 
   /** lxc-stop may report success a moment before the liblxc monitor has exited: give it `graceMs`. */
@@ -315,7 +373,14 @@ export class LxcDriver implements InstanceDriver {
     const name = this.nameOf(inst);
     const running = this.monitors.find(name);
     if (!running) return stoppedState();
-    return runningState(running, running.cgroup?.frozen() ? 'Frozen' : 'Running');
+    const recorded = readRecorded(this.paths.nicsFile(name));
+    const owners = new Map(recorded.flatMap((r) => (r.nic.ipv4 ?? []).map((a) => [a.split('/')[0]!, r.nic.name] as [string, string])));
+    const state = runningState(running, running.cgroup?.frozen() ? 'Frozen' : 'Running', owners);
+    for (const r of recorded) {
+      const iface = state.network?.[r.nic.name];
+      if (iface && r.nic.kind === 'veth') iface.host_name = r.nic.hostName ?? '';
+    }
+    return state;
   }
 
   async metrics(inst: DriverInstance): Promise<InstanceMetrics | undefined> {

@@ -81,7 +81,7 @@ const prefixLength = (mask: number) => mask.toString(2).replace(/0+$/, '').lengt
  * IPv4 addresses by interface: the local (`/32 host LOCAL`) entries of fib_trie, each given the
  * interface and prefix of the longest directly connected route that contains it.
  */
-export function ipv4Addresses(fibTrie: string, routes: string): Map<string, Address[]> {
+export function ipv4Addresses(fibTrie: string, routes: string, owners: Map<string, string> = new Map()): Map<string, Address[]> {
   const local = new Set<number>();
   const lines = fibTrie.split('\n');
   for (let i = 0; i + 1 < lines.length; i++) {
@@ -109,6 +109,9 @@ export function ipv4Addresses(fibTrie: string, routes: string): Map<string, Addr
       if (best) {
         iface = best.iface;
         prefix = prefixLength(best.mask);
+      } else {
+        // A /32 has no connected route: its interface is known only to whoever set it (routed NICs).
+        iface = owners.get(ipv4(addr));
       }
     }
     if (!iface) continue;
@@ -161,10 +164,11 @@ function linkType(flags: number): string {
   return '';
 }
 
-export function readNetwork(pid: number): Record<string, NetworkState> {
+/** `owners`: IPv4 address to interface, for addresses the driver set itself. */
+export function readNetwork(pid: number, owners?: Map<string, string>): Record<string, NetworkState> {
   const counters = parseNetDev(readText(`/proc/${pid}/net/dev`) ?? '');
   const v6 = parseIfInet6(readText(`/proc/${pid}/net/if_inet6`) ?? '');
-  const v4 = ipv4Addresses(readText(`/proc/${pid}/net/fib_trie`) ?? '', readText(`/proc/${pid}/net/route`) ?? '');
+  const v4 = ipv4Addresses(readText(`/proc/${pid}/net/fib_trie`) ?? '', readText(`/proc/${pid}/net/route`) ?? '', owners);
   const sysfs = sysfsNetDir(pid);
   let listed: string[] = [];
   try {

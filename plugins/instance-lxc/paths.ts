@@ -30,4 +30,9 @@ export class LxcPaths {
   idmapFile(name: string): string {
     return path.join(this.lxcpath, name, 'idmap.json');
   }
+
+  /** The network interfaces the container has (device, interface, host-side name). */
+  nicsFile(name: string): string {
+    return path.join(this.lxcpath, name, 'nics.json');
+  }
 }

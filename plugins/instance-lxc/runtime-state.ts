@@ -46,7 +46,7 @@ function memory(running: RunningContainer): RuntimeState['memory'] {
   };
 }
 
-export function runningState(running: RunningContainer, status: InstanceStatus): RuntimeState {
+export function runningState(running: RunningContainer, status: InstanceStatus, owners?: Map<string, string>): RuntimeState {
   if (running.initPid === undefined || !running.cgroup) return { ...stoppedState(), status };
   return {
     status,
@@ -54,6 +54,6 @@ export function runningState(running: RunningContainer, status: InstanceStatus):
     processes: running.cgroup.number('pids', 'pids.current', 'pids.current') ?? 0,
     cpu: { usage: cpuUsage(running) },
     memory: memory(running),
-    network: readNetwork(running.initPid),
+    network: readNetwork(running.initPid, owners),
   };
 }

@@ -17,6 +17,7 @@ import { expandConfig, expandDevices } from './expand.js';
 import { isRootDisk } from './devices/disk.js';
 import type { DeviceTypes } from './devices/device-types.js';
 import { liveChanges } from './live-keys.js';
+import { applyVolatile, DeviceRuntime } from './device-runtime.js';
 import { NEVER, type InstanceRecord } from './record.js';
 import { snapshotKey, type SnapshotRecord } from './snapshots/record.js';
 import type { ChildKinds } from './children.js';
@@ -66,9 +67,12 @@ export class InstanceManager implements InstanceAccess {
   applyTemplates: (handle: InstanceHandle, trigger: 'create' | 'copy' | 'start' | 'rename') => Promise<void> = async () => {};
   /** recursion=2 lists of what an instance owns, wired by the snapshot and backup modules. */
   readonly children: ChildKinds = {};
+  /** Devices of running instances: start and stop hooks, hot-plug. */
+  readonly deviceRuntime: DeviceRuntime;
 
   constructor(private readonly ctx: PluginContext, readonly deps: InstanceDeps) {
     this.records = ctx.store.collection<InstanceRecord>('instances');
+    this.deviceRuntime = new DeviceRuntime(ctx, deps.devices);
     // Profiles are read for every listed instance: cache them, drop the cache on any profile change,
     // and on any project change (features.profiles, a project's own profiles created or dropped).
     ctx.events.subscribe((event) => {
@@ -238,6 +242,8 @@ export class InstanceManager implements InstanceAccess {
     if (running) {
       const changed = liveChanges(before, checked.config);
       if (Object.keys(changed).length) await handle.driver.update?.(handle.inst, changed);
+      // Devices of hot-pluggable types (NICs, proxies) follow the edit at once.
+      applyVolatile(config, await this.deviceRuntime.hotplug(handle, handle.inst.devices, checked.devices, { ...checked.config, ...config }));
     }
     const record: InstanceRecord = { ...handle.record, ...edit, config };
     await this.records.put(handle.project, handle.name, record, handle.rev);

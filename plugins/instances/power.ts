@@ -3,9 +3,10 @@
  * volatile.last_state.power, last_used_at, ephemeral deletion, lifecycle events. A light watcher
  * notices instances that stop on their own (halt inside, crash) without spawning anything.
  */
-import { badRequest, instanceUrl, truthy, type ApiRequest, type DeviceRunConfig, type InstanceStatus, type PluginContext } from '../../sdk/index.js';
+import { badRequest, instanceUrl, truthy, type ApiRequest, type InstanceStatus, type PluginContext } from '../../sdk/index.js';
 import type { InstanceHandle } from './access.js';
 import type { InstanceManager } from './manager.js';
+import { applyVolatile } from './device-runtime.js';
 
 export type PowerAction = 'start' | 'stop' | 'restart' | 'freeze' | 'unfreeze';
 export const POWER_ACTIONS: PowerAction[] = ['start', 'stop', 'restart', 'freeze', 'unfreeze'];
@@ -30,16 +31,6 @@ export class PowerControl {
 
   async status(handle: InstanceHandle): Promise<InstanceStatus> {
     return handle.driver.status(handle.inst);
-  }
-
-  async deviceRunConfigs(handle: InstanceHandle): Promise<DeviceRunConfig[]> {
-    const configs: DeviceRunConfig[] = [];
-    for (const [name, config] of Object.entries(handle.inst.devices)) {
-      const type = this.manager.deps.devices.get(config.type);
-      if (!type) throw badRequest(`Device "${name}": device type "${config.type}" is not enabled in this build`);
-      configs.push(await type.start({ project: handle.project, instanceName: handle.name, instanceType: handle.record.type, name, config }));
-    }
-    return configs;
   }
 
   async change(handle: InstanceHandle, action: PowerAction, opts: PowerOptions, req?: ApiRequest): Promise<void> {
@@ -78,12 +69,29 @@ export class PowerControl {
   }
 
   async start(handle: InstanceHandle, req?: ApiRequest, quiet = false): Promise<void> {
-    const devices = await this.deviceRunConfigs(handle);
-    await this.manager.applyTemplates(handle, 'start');
-    const volatile = await handle.driver.start(handle.inst, devices);
+    const runtime = this.manager.deviceRuntime;
+    const { runs: devices, volatile: deviceVolatile } = await runtime.startAll(handle);
+    let volatile: Record<string, string> | void;
+    try {
+      await this.manager.applyTemplates(handle, 'start');
+      volatile = await handle.driver.start(handle.inst, devices);
+    } catch (err) {
+      await runtime.stopAll(handle);
+      throw err;
+    }
+    const config = { ...handle.inst.config };
+    applyVolatile(config, deviceVolatile);
+    try {
+      await runtime.startedAll(handle, devices, config);
+    } catch (err) {
+      await handle.driver.stop(handle.inst, { force: true, timeoutMs: 0 }).catch(() => undefined);
+      await runtime.stopAll(handle, undefined, config);
+      throw err;
+    }
     const now = new Date().toISOString();
     await this.manager.touch(handle.project, handle.name, (r) => {
       Object.assign(r.config, volatile ?? {});
+      applyVolatile(r.config, deviceVolatile);
       r.config['volatile.last_state.power'] = 'RUNNING';
       r.last_used_at = now;
     });
@@ -98,12 +106,19 @@ export class PowerControl {
     try {
       const timeoutMs = opts.timeout >= 0 ? opts.timeout * 1000 : 30_000;
       await handle.driver.stop(handle.inst, { force: opts.force, timeoutMs });
+      await this.devicesStopped(handle);
     } finally {
       this.stopping.delete(key);
     }
     this.watched.delete(key);
     if (restarting) return;
     await this.afterStop(handle, req, opts.force ? 'instance-stopped' : 'instance-shutdown');
+  }
+
+  /** Device stop hooks after the instance stopped; their volatile changes (host names) are recorded. */
+  private async devicesStopped(handle: InstanceHandle): Promise<void> {
+    const volatile = await this.manager.deviceRuntime.stopAll(handle);
+    if (Object.keys(volatile).length) await this.manager.touch(handle.project, handle.name, (r) => applyVolatile(r.config, volatile));
   }
 
   /** Record the new state, and delete an ephemeral instance. */
@@ -141,6 +156,7 @@ export class PowerControl {
         }
         if ((await this.status(handle)) !== 'Stopped') return;
         this.watched.delete(key);
+        await this.devicesStopped(handle);
         await this.afterStop(handle, undefined, 'instance-shutdown');
       }).catch((err) => this.ctx.log.warn({ err }, 'instance watch failed'));
     }
@@ -162,6 +178,8 @@ export class PowerControl {
         this.watch(handle.project, handle.name);
         continue;
       }
+      // Stopped while no daemon watched: its devices' host-side state is released now.
+      if (Object.keys(handle.record.config).some((k) => /^volatile\.[^.]+\.host_name$/.test(k))) await this.devicesStopped(handle);
       const autostart = handle.inst.config['boot.autostart'];
       const wanted = autostart !== undefined && autostart !== '' ? truthy(autostart) : handle.record.config['volatile.last_state.power'] === 'RUNNING';
       if (wanted) {

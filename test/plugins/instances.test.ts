@@ -49,7 +49,7 @@ test.serial('bad input gets a clear error and creates nothing', async (t) => {
     [{ name: 'k1', source: { type: 'image', alias: 'bb' }, config: { 'bogus.key': '1' } }, 400, /bogus\.key/],
     [{ name: 'k2', source: { type: 'image', alias: 'bb' }, config: { 'limits.memory': 'lots' } }, 400, /limits\.memory/],
     [{ name: 'k3', source: { type: 'image', alias: 'bb' }, devices: { x: { type: 'warp-drive' } } }, 400, /warp-drive/],
-    [{ name: 'k4', source: { type: 'image', alias: 'bb' }, devices: { x: { type: 'nic' } } }, 400, /not enabled/],
+    [{ name: 'k4', source: { type: 'image', alias: 'bb' }, devices: { x: { type: 'gpu' } } }, 400, /not enabled/],
     [{ name: 'k5', source: { type: 'image', alias: 'missing' } }, 404, /not found/i],
     [{ name: 'k6', source: { type: 'image', alias: 'bb' }, profiles: ['nope'] }, 400, /nope/],
     [{ name: 'k7', source: { type: 'teleport' } }, 400, /teleport/],
