@@ -107,7 +107,7 @@ export class TrustStore {
     const pki = this.pki();
     if (pki && (!issuedBy(cert, pki) || isRevoked(cert, pki))) return { ...validity, decision: undefined };
     const entry = this.byFingerprint.get(fingerprint)?.doc;
-    if (entry?.type === 'metrics') return { ...validity, decision: Object.freeze({ trusted: false, metrics: true, username: fingerprint }) };
+    if (entry?.type === 'metrics') return { ...validity, decision: Object.freeze({ trusted: false, metrics: true, username: fingerprint, projects: entry.restricted ? Object.freeze([...entry.projects]) as string[] : undefined }) };
     if (entry) {
       return {
         ...validity,

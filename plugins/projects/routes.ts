@@ -1,6 +1,6 @@
 /** /1.0/projects, /1.0/projects/{name} and /1.0/projects/{name}/state. */
 import {
-  async, bodyObject, collection, empty, optionalString, stringMap, sync,
+  async, bodyObject, collection, empty, notFound, optionalString, stringMap, sync,
   type ApiRequest, type PluginContext, type RouteDescriptor,
 } from '../../sdk/index.js';
 import type { ProjectEdit, ProjectManager } from './manager.js';
@@ -16,6 +16,13 @@ function editFrom(req: ApiRequest): ProjectEdit {
   };
 }
 
+/** A restricted client sees only its own projects; the others do not exist for it. */
+function visibleName(req: ApiRequest): string {
+  const name = req.params.name!;
+  if (req.restrictedTo && !req.restrictedTo.includes(name)) throw notFound(`Project "${name}" not found`);
+  return name;
+}
+
 export function projectRoutes(ctx: PluginContext, projects: ProjectManager): RouteDescriptor[] {
   const render = async (p: ProjectRecord) => projectView(p, await projects.usedBy(p.name));
 
@@ -25,10 +32,15 @@ export function projectRoutes(ctx: PluginContext, projects: ProjectManager): Rou
       extension: 'projects',
       get: {
         description: 'List the projects',
-        handler: async () => collection(await projects.list(), (p) => projectUrl(p.name), render),
+        handler: async (req) => {
+          const all = await projects.list();
+          const seen = req.restrictedTo ? all.filter((p) => req.restrictedTo!.includes(p.name)) : all;
+          return collection(seen, (p) => projectUrl(p.name), render);
+        },
       },
       post: {
         description: 'Create a project',
+        access: 'admin',
         handler: async (req) => {
           const name = checkProjectName(bodyObject(req.body).name);
           await projects.create(name, editFrom(req), req.requestor);
@@ -43,12 +55,13 @@ export function projectRoutes(ctx: PluginContext, projects: ProjectManager): Rou
       get: {
         description: 'Show a project',
         handler: async (req) => {
-          const { doc } = await projects.load(req.params.name!);
+          const { doc } = await projects.load(visibleName(req));
           return sync(await render(doc), { etag: editableView(doc) });
         },
       },
       put: {
         description: 'Replace a project\'s description and config',
+        access: 'admin',
         handler: async (req) => {
           await projects.update(req.params.name!, editFrom(req), req.requestor);
           return empty();
@@ -56,6 +69,7 @@ export function projectRoutes(ctx: PluginContext, projects: ProjectManager): Rou
       },
       post: {
         description: 'Rename a project',
+        access: 'admin',
         handler: async (req) => {
           const name = req.params.name!;
           const newName = checkProjectName(bodyObject(req.body).name);
@@ -73,6 +87,7 @@ export function projectRoutes(ctx: PluginContext, projects: ProjectManager): Rou
       },
       delete: {
         description: 'Delete a project',
+        access: 'admin',
         handler: async (req) => {
           await projects.delete(req.params.name!, req.requestor);
           return empty();
@@ -85,7 +100,7 @@ export function projectRoutes(ctx: PluginContext, projects: ProjectManager): Rou
       get: {
         description: 'Current allocations of a project against its limits',
         handler: async (req) => {
-          const { doc } = await projects.load(req.params.name!);
+          const { doc } = await projects.load(visibleName(req));
           return sync(await projectState(ctx.services, doc));
         },
       },

@@ -125,10 +125,7 @@ test.serial('a restricted client certificate gets its projects\' instances witho
   t.regex((await tlsRequest(target, metricsCert, 'GET', '/1.0/metrics')).body, /^lxd_uptime_seconds \d+$/m);
 });
 
-// Known gap, owned by the certificates plugin: its decision for a `metrics` certificate does not yet carry
-// the certificate's projects, so a restricted one is treated as unrestricted. The metrics plugin already
-// filters by the caller's projects; turn this back into test.serial when the decision carries them.
-test.failing('a restricted metrics certificate sees its projects only, without the server-wide figures', async (t) => {
+test.serial('a restricted metrics certificate sees its projects only, without the server-wide figures', async (t) => {
   const own = await tlsRequest(target, restricted, 'GET', '/1.0/metrics');
   t.is(own.status, 200, own.body);
   t.regex(own.body, /^lxd_procs_total\{name="scraped",project="default",type="container"\} \d+$/m);

@@ -174,10 +174,7 @@ test.serial('a metrics certificate reaches /1.0/metrics and nothing else', async
   t.log(`metrics certificate: ${refused + 1} attempts refused`);
 });
 
-// The projects plugin does not yet keep restricted clients to their own entries of /1.0/projects
-// (it must compare {name} with req.restrictedTo and refuse creating projects): known hole, reported.
-// ava flags this test the day it starts passing, so it can become a plain test.
-test.failing('a restricted certificate reaches no other project through /1.0/projects', async (t) => {
+test.serial('a restricted certificate reaches no other project through /1.0/projects', async (t) => {
   const as = (method: string, url: string, body?: unknown) => tlsRequest(target, tenant, method, url, body);
   const attempts: [string, string, unknown?][] = [
     ['GET', '/1.0/projects/p2?project=p1'],
