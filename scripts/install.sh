@@ -11,10 +11,11 @@ cd "$(dirname "$0")/.."
 # tests start a private one), make/g++ for the native modules (sqlite3, node-pty), and prometheus
 # (the metrics tests scrape corral with a private Prometheus server and check the text with promtool),
 # dnsmasq-base and iproute2 (bridge networks: DHCP/DNS, links; nftables does their NAT and firewall),
-# openssl and curl (the TLS tests make client certificates, a CA and its CRL, and call as an untrusted client).
+# openssl and curl (the TLS tests make client certificates, a CA and its CRL, and call as an untrusted client),
+# socat (the proxy device bench compares the forwarder with a direct socat relay).
 PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
   lxd-client lxd python3-pylxd python3-websocket ca-certificates openssl make g++ python3 prometheus
-  dnsmasq-base iproute2 curl)
+  dnsmasq-base iproute2 curl socat)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
