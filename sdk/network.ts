@@ -107,6 +107,25 @@ export interface NetworkLifetime {
   shutdown(nets: NetworkInfo[], hostShutdown: boolean): Promise<void>;
 }
 
+/**
+ * A plugin that adds config keys to networks and follows each network's life on the host (ACLs,
+ * forwards), registered with NetworksService.addPolicy. The networks family calls it inside its
+ * own change lock, after the driver has brought the network up and before the record is written.
+ */
+export interface NetworkPolicy {
+  /** Keys this adds to networks of the given types (validated like the driver's own keys). */
+  readonly configKeys?: { types: string[]; keys: ConfigKeyDescriptor[] };
+  /** Refuse a config before anything changes (throw a 400 ApiError); runs on create and update. */
+  check?(net: NetworkInfo): Promise<void>;
+  /**
+   * The network is up with this config (create, update, boot, the new name of a rename): make the
+   * host match, all or nothing. A throw on create or update undoes the change.
+   */
+  applied?(net: NetworkInfo): Promise<void>;
+  /** The network is going away (delete), or leaving its old name (rename, with `renamedTo`). */
+  removed?(net: NetworkInfo, renamedTo?: string): Promise<void>;
+}
+
 export const canListLeases = (d: NetworkDriver): d is NetworkDriver & { leases: NetworkLeases } => d.leases !== undefined;
 export const hasNicHooks = (d: NetworkDriver): d is NetworkDriver & { nics: NetworkNicHooks } => d.nics !== undefined;
 export const hasCleanup = (d: NetworkDriver): d is NetworkDriver & { cleanup: NetworkCleanup } => d.cleanup !== undefined;
@@ -114,6 +133,8 @@ export const hasLifetime = (d: NetworkDriver): d is NetworkDriver & { lifetime: 
 
 export interface NetworksService {
   registerDriver(driver: NetworkDriver): void;
+  /** Add keys to network types and follow network changes (see NetworkPolicy). */
+  addPolicy(policy: NetworkPolicy): void;
   /**
    * A managed network as seen from `project` (mapped through `features.networks`): 404 when there
    * is none, 400 when its type is not enabled in this build.

@@ -16,13 +16,25 @@ function matches(d: ConfigKeyDescriptor, key: string): boolean {
 
 export class NetworkDriverTable {
   private readonly drivers = new Map<string, NetworkDriver>();
+  /** Keys other plugins add to a type (network policies: ACLs...). */
+  private readonly extra = new Map<string, ConfigKeyDescriptor[]>();
 
   constructor(private readonly keys: ConfigKeyRegistry) {}
 
   register(driver: NetworkDriver): void {
     if (this.drivers.has(driver.type)) throw new Error(`network type "${driver.type}" is registered twice`);
     this.drivers.set(driver.type, driver);
-    for (const key of driver.configKeys ?? []) {
+    this.registerKeys(driver.configKeys ?? []);
+  }
+
+  /** Keys a network policy adds to some types. */
+  addKeys(types: string[], keys: ConfigKeyDescriptor[]): void {
+    for (const type of types) this.extra.set(type, [...(this.extra.get(type) ?? []), ...keys]);
+    this.registerKeys(keys);
+  }
+
+  private registerKeys(keys: ConfigKeyDescriptor[]): void {
+    for (const key of keys) {
       const known = this.keys.list('network').some((d) => d.key === key.key && d.prefix === key.prefix && String(d.pattern) === String(key.pattern));
       if (!known) this.keys.register({ ...key, scope: 'network' });
     }
@@ -46,7 +58,7 @@ export class NetworkDriverTable {
 
   /** This type's keys (exact key first, then the longest prefix, then patterns) and `user.*`; 400 on the first bad one. */
   validate(type: string, config: Record<string, string>): void {
-    const own = this.require(type).configKeys ?? [];
+    const own = [...(this.require(type).configKeys ?? []), ...(this.extra.get(type) ?? [])];
     for (const [key, value] of Object.entries(config)) {
       if (key.startsWith('user.')) continue;
       const descriptor = own.find((d) => d.key === key)

@@ -31,6 +31,10 @@ export default definePlugin({
     };
     const service: NetworksService = {
       registerDriver: (driver) => drivers.register(driver),
+      addPolicy: (policy) => {
+        if (policy.configKeys) drivers.addKeys(policy.configKeys.types, policy.configKeys.keys);
+        manager.policies.push(policy);
+      },
       get: resolve,
       list: async (project) => manager.list(await featureProjectOf(ctx.services, project, 'networks')),
       parentInterface: async (project, name) => {

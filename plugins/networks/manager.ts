@@ -6,7 +6,7 @@
  */
 import {
   badRequest, KeyedLock, notFound, networkUrl,
-  type Collection, type NetworkDriver, type NetworkInfo, type PluginContext, type Requestor, type UsedByRegistry,
+  type Collection, type NetworkDriver, type NetworkInfo, type NetworkPolicy, type PluginContext, type Requestor, type UsedByRegistry,
 } from '../../sdk/index.js';
 import type { NetworkDriverTable } from './drivers.js';
 import { hostInterfaceExists } from './host-interfaces.js';
@@ -25,6 +25,8 @@ export class NetworkManager {
   readonly records: Collection<NetworkRecord>;
   private readonly lock = new KeyedLock();
   private readonly unavailable = new Map<string, string>();
+  /** Plugins following network changes (ACLs, forwards), in registration order. */
+  readonly policies: NetworkPolicy[] = [];
 
   constructor(
     private readonly ctx: PluginContext,
@@ -84,15 +86,43 @@ export class NetworkManager {
       for (const [key, value] of Object.entries(net.config)) if (value === '') delete net.config[key];
       this.drivers.validate(net.type, net.config);
       await driver.validate(net, others);
+      await this.checkPolicies(net);
       await driver.start(net);
       try {
-        await this.records.put(project, name, { name, type: net.type, description: net.description, config: net.config }, 0);
+        await this.applyPolicies(net);
+        try {
+          await this.records.put(project, name, { name, type: net.type, description: net.description, config: net.config }, 0);
+        } catch (err) {
+          for (const p of this.policies) await p.removed?.(net).catch(() => undefined);
+          throw err;
+        }
       } catch (err) {
         await this.undo(driver, net, 'stop');
         throw err;
       }
     });
     this.ctx.events.lifecycle('network-created', networkUrl(project, name), { project, requestor });
+  }
+
+  private async checkPolicies(net: NetworkInfo): Promise<void> {
+    for (const p of this.policies) await p.check?.(net);
+  }
+
+  /** Tell every policy the network is up with `net`; when one fails, the ones before go back to `previous` (or are told it is gone). */
+  private async applyPolicies(net: NetworkInfo, previous?: NetworkInfo): Promise<void> {
+    const done: NetworkPolicy[] = [];
+    try {
+      for (const p of this.policies) {
+        await p.applied?.(net);
+        done.push(p);
+      }
+    } catch (err) {
+      for (const p of done.reverse()) {
+        await (previous ? p.applied?.(previous) : p.removed?.(net))
+          ?.catch((undo) => this.ctx.log.error({ err: undo, network: net.name }, 'undoing a network policy failed'));
+      }
+      throw err;
+    }
   }
 
   private async undo(driver: NetworkDriver, net: NetworkInfo, what: 'stop' | 'start'): Promise<void> {
@@ -120,8 +150,10 @@ export class NetworkManager {
       const others = await this.others({ project, name });
       await driver.fillDefaults?.(next, others, 'update');
       await driver.validate(next, others);
+      await this.checkPolicies(next);
       try {
         await driver.update(previous, next);
+        await this.applyPolicies(next, previous);
       } catch (err) {
         // Part of the change may be in place: put the host back the way the stored record says.
         await driver.update(next, previous).catch((undo) => this.ctx.log.error({ err: undo, network: name }, 'undoing a network update failed'));
@@ -130,6 +162,7 @@ export class NetworkManager {
       try {
         await this.records.put(project, name, { ...doc, description: edit.description, config: next.config }, rev);
       } catch (err) {
+        for (const p of this.policies) await p.applied?.(previous).catch(() => undefined);
         await driver.update(next, previous).catch((undo) => this.ctx.log.error({ err: undo, network: name }, 'undoing a network update failed'));
         throw err;
       }
@@ -167,6 +200,9 @@ export class NetworkManager {
         throw err;
       }
       this.unavailable.delete(`${project}/${name}`);
+      // The network is renamed: what policies keep follows it (a failure here is reported, not undone).
+      for (const p of this.policies) await p.removed?.(before, newName).catch((err) => this.ctx.log.error({ err, network: name }, 'network policy rename failed'));
+      await this.applyPolicies(after).catch((err) => this.ctx.log.error({ err, network: newName }, 'network policy rename failed'));
     });
     this.ctx.events.lifecycle('network-renamed', networkUrl(project, newName), { project, requestor, context: { old_name: name } });
   }
@@ -177,6 +213,7 @@ export class NetworkManager {
       const driver = this.driverOf(doc);
       if ((await this.usedBy.collect(project, name)).length > 0) throw badRequest('The network is currently in use');
       const net = networkInfo(project, doc);
+      for (const p of this.policies) await p.removed?.(net);
       await driver.stop(net);
       await driver.delete(net);
       await this.records.delete(project, name, rev);
@@ -202,6 +239,7 @@ export class NetworkManager {
         else {
           try {
             await driver.start(net);
+            await this.applyPolicies(net);
           } catch (err) {
             reason = (err as Error).message;
           }

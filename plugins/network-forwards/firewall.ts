@@ -1,0 +1,83 @@
+/**
+ * Forwards as nftables DNAT rules, in a table of this plugin's own (`inet corral_fwd`, or
+ * `corral_fwd_<hash>` for another data directory), written whole in one atomic batch on every
+ * change: prerouting for traffic arriving at the listen address, output for connections made on
+ * this host, and a masquerade for a target reaching its own forward (hairpin).
+ */
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import type { HostTools } from '../../sdk/index.js';
+import { expandPorts, parseIp } from './checks.js';
+import type { ForwardRecord } from './forward.js';
+
+const NFT = existsSync('/usr/sbin/nft') ? '/usr/sbin/nft' : 'nft';
+
+export function forwardTableName(dataDir: string): string {
+  const dir = path.resolve(dataDir);
+  return dir === '/var/lib/corral' ? 'corral_fwd' : `corral_fwd_${createHash('sha256').update(dir).digest('hex').slice(0, 8)}`;
+}
+
+/** DNAT rules (without hook) and hairpin masquerades for some forwards. */
+export function forwardRules(forwards: ForwardRecord[]): { dnat: string[]; hairpin: string[] } {
+  const dnat: string[] = [];
+  const targets = new Set<string>();
+  for (const f of forwards) {
+    const fam = parseIp(f.listen_address)!.family === 4 ? 'ip' : 'ip6';
+    const to = (address: string, port?: number) => (port === undefined ? address : fam === 'ip6' ? `[${address}]:${port}` : `${address}:${port}`);
+    for (const p of f.ports) {
+      targets.add(p.target_address);
+      const listen = expandPorts(p.listen_port, 'listen port');
+      const target = p.target_port ? expandPorts(p.target_port, 'target port') : [];
+      const match = `${fam} daddr ${f.listen_address} ${p.protocol} dport`;
+      if (target.length <= 1) {
+        // Every listen port to one target port (or to the same port): one rule with the whole list.
+        dnat.push(`${match} { ${p.listen_port} } dnat ${fam} to ${to(p.target_address, target[0])}`);
+      } else {
+        listen.forEach((lp, i) => dnat.push(`${match} ${lp} dnat ${fam} to ${to(p.target_address, target[i])}`));
+      }
+    }
+    const dflt = f.config.target_address;
+    if (dflt) {
+      targets.add(dflt);
+      dnat.push(`${fam} daddr ${f.listen_address} dnat ${fam} to ${dflt}`);
+    }
+  }
+  const hairpin = [...targets].sort().map((t) => {
+    const fam = parseIp(t)!.family === 4 ? 'ip' : 'ip6';
+    return `${fam} saddr ${t} ${fam} daddr ${t} masquerade`;
+  });
+  return { dnat, hairpin };
+}
+
+export function forwardScript(table: string, forwards: ForwardRecord[]): string {
+  const t = `inet ${table}`;
+  const lines = [`add table ${t}`, `delete table ${t}`];
+  if (forwards.length > 0) {
+    const { dnat, hairpin } = forwardRules(forwards);
+    lines.push(`add table ${t}`,
+      `add chain ${t} prerouting { type nat hook prerouting priority dstnat; policy accept; }`,
+      `add chain ${t} output { type nat hook output priority -100; policy accept; }`,
+      `add chain ${t} postrouting { type nat hook postrouting priority srcnat; policy accept; }`);
+    for (const r of dnat) lines.push(`add rule ${t} prerouting ${r}`, `add rule ${t} output ${r}`);
+    for (const r of hairpin) lines.push(`add rule ${t} postrouting ${r}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+export class ForwardFirewall {
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly tools: HostTools, readonly table: string) {}
+
+  /** Write the table for these forwards; writes never interleave. */
+  apply(forwards: () => Promise<ForwardRecord[]>): Promise<void> {
+    const run = async () => {
+      const r = await this.tools.run(NFT, ['-f', '-'], { input: forwardScript(this.table, await forwards()), allowFailure: true, timeoutMs: 15000 });
+      if (r.exitCode !== 0) throw new Error(`nftables refused the forward rules: ${r.stderr.trim()}`);
+    };
+    const next = this.queue.then(run, run);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+}
