@@ -1,7 +1,15 @@
 /**
  * The storage family contract. The `storage` host plugin owns pools and volume records and
- * provides StorageServiceRef; driver plugins (`storage-dir`, ...) register a StorageDriver with it.
+ * provides StorageServiceRef; driver plugins (`storage-dir`, `storage-btrfs`, a vendor's) register
+ * a StorageDriver with it.
+ *
+ * A driver is a small required core (pools, volumes as directories, clone, rename, list) plus
+ * optional capabilities, each an object (or method) with a type guard below: snapshots, optimized
+ * backups (send/receive streams), quotas, block volumes, refresh and usage. The family checks the
+ * guard and answers "not supported by driver X" itself, so a driver never has to stub what it
+ * cannot do. `sdk/testing` has the conformance suite every driver runs against itself.
  */
+import type { Readable, Writable } from 'node:stream';
 import { createServiceRef } from './services.js';
 import type { ConfigKeyDescriptor } from './config-keys.js';
 import type { UsedByRegistry } from './used-by.js';
@@ -53,13 +61,59 @@ export interface StorageDriver {
   renameVolume(pool: PoolInfo, vol: VolumeRef, newName: string, newProject?: string): Promise<void>;
   /** Names of the volumes of a type that exist on the host (to find leftovers after a crash). */
   listVolumes(pool: PoolInfo, type: VolumeType): Promise<VolumeRef[]>;
-  /** Bytes used, when the backend can tell cheaply. */
+  /** Unmount the pool (daemon shutdown); it stays defined and `mount` makes it usable again. */
+  unmount?(pool: PoolInfo): Promise<void>;
+  /** Capability `usage`: bytes used, when the backend can tell cheaply. */
   volumeUsage?(pool: PoolInfo, vol: VolumeRef): Promise<number | undefined>;
   /**
-   * Snapshots of volumes, for drivers that can keep them. `deleteVolume` and `renameVolume` of a
-   * driver with this capability take the volume's snapshots along.
+   * Capability `snapshots`: snapshots of volumes. `deleteVolume` and `renameVolume` of a driver
+   * with this capability take the volume's snapshots along.
    */
   readonly snapshots?: VolumeSnapshots;
+  /** Capability `optimized backups`: the volume and its snapshots as the backend's own stream. */
+  readonly sendReceive?: VolumeSendReceive;
+  /** Capability `quotas`: a size limit on a volume the backend enforces. */
+  readonly quotas?: VolumeQuotas;
+  /** Capability `block volumes`: volumes holding one raw disk image instead of a tree. */
+  readonly blockVolumes?: BlockVolumes;
+  /** Capability `refresh`: bring an existing volume up to date with another on the same pool, cheaply. */
+  readonly refresh?: VolumeRefresh;
+}
+
+/** Optimized backups: a stream only this driver (`format`) can read back. */
+export interface VolumeSendReceive {
+  /** Recorded as the backup's `backend`; a stream is received only by a driver with the same format. */
+  readonly format: string;
+  /** Write the given snapshots (oldest first) and then the volume's current content to `out`. */
+  send(pool: PoolInfo, vol: VolumeRef, snapshots: string[], out: Writable): Promise<void>;
+  /**
+   * Create `vol`, which must not exist, with the `snapshots` (oldest first) from a stream `send`
+   * wrote. On failure nothing of `vol` is left.
+   */
+  receive(pool: PoolInfo, vol: VolumeRef, snapshots: string[], input: Readable): Promise<void>;
+}
+
+/** Quotas: limits the backend enforces (writes past them fail with ENOSPC or EDQUOT). */
+export interface VolumeQuotas {
+  /** Limit the volume to `bytes`; 0 removes the limit. */
+  setQuota(pool: PoolInfo, vol: VolumeRef, bytes: number): Promise<void>;
+}
+
+/** Block volumes: the volume directory holds one raw image file, `blockPath`. */
+export interface BlockVolumes {
+  /** Create a block volume of `bytes`, zero-filled (sparse where the backend can). Undo on failure. */
+  create(pool: PoolInfo, vol: VolumeRef, bytes: number): Promise<void>;
+  /** Host path of the image file. */
+  blockPath(pool: PoolInfo, vol: VolumeRef): string;
+}
+
+/** Refresh on one pool: the backend can replace content and add snapshots without a file copy. */
+export interface VolumeRefresh {
+  /**
+   * Make `target` hold what `source` holds now, after adding the source `snapshots` the target
+   * lacks (oldest first). The target is untouched if this fails.
+   */
+  refresh(pool: PoolInfo, source: VolumeRef, target: VolumeRef, snapshots: string[]): Promise<void>;
 }
 
 /** The snapshot capability of a storage driver. Snapshots hold the same layout as their volume. */
@@ -81,6 +135,50 @@ export interface VolumeSnapshots {
 /** Type guard for the snapshot capability. */
 export function canSnapshot(driver: StorageDriver): driver is StorageDriver & { snapshots: VolumeSnapshots } {
   return driver.snapshots !== undefined;
+}
+
+/** Type guard for optimized backups. */
+export function canSendReceive(driver: StorageDriver): driver is StorageDriver & { sendReceive: VolumeSendReceive } {
+  return driver.sendReceive !== undefined;
+}
+
+/** Type guard for quotas. */
+export function canQuota(driver: StorageDriver): driver is StorageDriver & { quotas: VolumeQuotas } {
+  return driver.quotas !== undefined;
+}
+
+/** Type guard for block volumes. */
+export function canBlock(driver: StorageDriver): driver is StorageDriver & { blockVolumes: BlockVolumes } {
+  return driver.blockVolumes !== undefined;
+}
+
+/** Type guard for same-pool refresh. */
+export function canRefresh(driver: StorageDriver): driver is StorageDriver & { refresh: VolumeRefresh } {
+  return driver.refresh !== undefined;
+}
+
+/** Type guard for usage reporting. */
+export function canReportUsage(driver: StorageDriver): driver is StorageDriver & Required<Pick<StorageDriver, 'volumeUsage'>> {
+  return driver.volumeUsage !== undefined;
+}
+
+export type StorageCapability = 'snapshots' | 'optimized backups' | 'quotas' | 'block volumes' | 'refresh' | 'usage';
+
+/** The capabilities a driver has, for messages, `lxc storage info`-like listings and the conformance suite. */
+export function driverCapabilities(driver: StorageDriver): StorageCapability[] {
+  const out: StorageCapability[] = [];
+  if (canSnapshot(driver)) out.push('snapshots');
+  if (canSendReceive(driver)) out.push('optimized backups');
+  if (canQuota(driver)) out.push('quotas');
+  if (canBlock(driver)) out.push('block volumes');
+  if (canRefresh(driver)) out.push('refresh');
+  if (canReportUsage(driver)) out.push('usage');
+  return out;
+}
+
+/** The family's answer when a pool's driver lacks a capability (a 400: the request names the pool). */
+export function unsupportedMessage(driver: StorageDriver, capability: StorageCapability): string {
+  return `Storage driver "${driver.name}" does not support ${capability}`;
 }
 
 /** How a new instance volume is filled. */
@@ -128,6 +226,16 @@ export interface StorageService {
   refreshVolume(pool: string, vol: VolumeRef, source: { pool: string; volume: VolumeRef; snapshots: string[] }): Promise<void>;
   /** Other plugins add what uses a pool (instances, profiles). */
   readonly poolUsedBy: UsedByRegistry;
+  /** Limit a volume to `bytes` (0: no limit). 400 when the pool's driver has no quotas and bytes > 0. */
+  setVolumeQuota(pool: string, vol: VolumeRef, bytes: number): Promise<void>;
+  /** The optimized backup format of the pool's driver, undefined when it has none. */
+  optimizedFormat(pool: string): Promise<string | undefined>;
+  /** The driver's stream of a volume and its snapshots; 400 without optimized backups. */
+  sendVolume(pool: string, vol: VolumeRef, snapshots: string[], out: Writable): Promise<void>;
+  /** Create a volume from a `sendVolume` stream of the same format; 400 without optimized backups. */
+  receiveVolume(pool: string, vol: VolumeRef, snapshots: string[], input: Readable): Promise<void>;
+  /** A registered driver by name (driver tests and the conformance suite reach drivers this way). */
+  driver(name: string): StorageDriver | undefined;
 }
 
 export const StorageServiceRef = createServiceRef<StorageService>('storage');

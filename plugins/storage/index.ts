@@ -2,7 +2,7 @@
  * The storage family host: pool records and routes, the volume helpers other families use, and
  * the extension point for storage drivers (StorageServiceRef.registerDriver).
  */
-import { createUsedByRegistry, definePlugin, StorageServiceRef, type PluginContext, type StorageService } from '../../sdk/index.js';
+import { createUsedByRegistry, definePlugin, Stage, StorageServiceRef, type PluginContext, type StorageService } from '../../sdk/index.js';
 import { DriverTable } from './drivers.js';
 import { storageEnvironment } from './environment.js';
 import { POOL_KEYS } from './keys.js';
@@ -44,10 +44,17 @@ export default definePlugin({
       listSnapshots: (pool, vol) => volumes.listSnapshots(pool, vol),
       refreshVolume: (pool, vol, source) => volumes.refreshVolume(pool, vol, source),
       poolUsedBy,
+      setVolumeQuota: (pool, vol, bytes) => volumes.setVolumeQuota(pool, vol, bytes),
+      optimizedFormat: (pool) => volumes.optimizedFormat(pool),
+      sendVolume: (pool, vol, snapshots, out) => volumes.sendVolume(pool, vol, snapshots, out),
+      receiveVolume: (pool, vol, snapshots, input) => volumes.receiveVolume(pool, vol, snapshots, input),
+      driver: (name) => drivers.get(name),
     };
     ctx.services.provide(StorageServiceRef, service);
     for (const route of poolRoutes(pools)) ctx.routes.add(route);
     ctx.hooks.environment.tap(storageEnvironment(drivers, pools));
+    // Late: instances stop first on a host shutdown. Loop-backed pools give their loop device back.
+    ctx.hooks.shutdown.tap(() => pools.unmountAll(), { stage: Stage.LATE });
   },
 
   async boot(ctx) {

@@ -180,6 +180,16 @@ export class PoolManager {
     this.ctx.events.lifecycle('storage-pool-deleted', poolUrl(name), { project: 'default', requestor });
   }
 
+  /** Shutdown: drivers that mount something undo it (a running instance keeps its own mount namespace's hold). */
+  async unmountAll(): Promise<void> {
+    const pools = await this.list().catch(() => []);
+    await Promise.all(pools.map(async (pool) => {
+      const driver = this.drivers.get(pool.driver);
+      if (!driver?.unmount || this.status(pool.name) === 'Unavailable') return;
+      await driver.unmount(poolInfo(pool)).catch((err) => this.ctx.log.warn({ err, pool: pool.name }, 'unmounting a storage pool failed'));
+    }));
+  }
+
   /** Boot: make every pool usable; one that cannot be is reported unavailable and the daemon goes on. */
   async mountAll(): Promise<void> {
     const pools = await this.list();

@@ -7,9 +7,10 @@
 import { lstat, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  badRequest, canSnapshot, conflict,
-  type PluginContext, type PoolInfo, type StorageDriver, type VolumeRef, type VolumeSnapshots, type VolumeSource, type VolumeType,
+  badRequest, canQuota, canRefresh, canReportUsage, canSendReceive, canSnapshot, conflict, unsupportedMessage,
+  type PluginContext, type PoolInfo, type StorageDriver, type VolumeRef, type VolumeSendReceive, type VolumeSnapshots, type VolumeSource, type VolumeType,
 } from '../../sdk/index.js';
+import type { Readable, Writable } from 'node:stream';
 import { poolLockKey, type PoolManager } from './pools.js';
 import type { SharedLock } from './shared-lock.js';
 
@@ -22,8 +23,14 @@ const exists = (dir: string) => lstat(dir).then(() => true, () => false);
 
 /** The driver's snapshot capability, or the family's 400 saying it has none. */
 function snapshotsOf(driver: StorageDriver): VolumeSnapshots {
-  if (!canSnapshot(driver)) throw badRequest(`Storage driver "${driver.name}" does not support snapshots`);
+  if (!canSnapshot(driver)) throw badRequest(unsupportedMessage(driver, 'snapshots'));
   return driver.snapshots;
+}
+
+/** The driver's optimized backup capability, or the family's 400. */
+function sendReceiveOf(driver: StorageDriver): VolumeSendReceive {
+  if (!canSendReceive(driver)) throw badRequest(unsupportedMessage(driver, 'optimized backups'));
+  return driver.sendReceive;
 }
 
 export class VolumeManager {
@@ -135,6 +142,10 @@ export class VolumeManager {
   async refreshVolume(poolName: string, vol: VolumeRef, source: { pool: string; volume: VolumeRef; snapshots: string[] }): Promise<void> {
     await this.locks.shared(poolLockKey(poolName), async () => {
       const { info, driver } = await this.pools.usable(poolName);
+      if (source.pool === poolName && canRefresh(driver)) {
+        await driver.refresh.refresh(info, source.volume, vol, source.snapshots);
+        return;
+      }
       const snaps = snapshotsOf(driver);
       const from = source.pool === poolName ? { info, driver } : await this.pools.usable(source.pool);
       const fromSnaps = snapshotsOf(from.driver);
@@ -209,7 +220,36 @@ export class VolumeManager {
 
   async volumeUsage(poolName: string, vol: VolumeRef): Promise<number | undefined> {
     const { info, driver } = await this.pools.usable(poolName);
-    return driver.volumeUsage?.(info, vol);
+    return canReportUsage(driver) ? driver.volumeUsage(info, vol) : undefined;
+  }
+
+  async setVolumeQuota(poolName: string, vol: VolumeRef, bytes: number): Promise<void> {
+    await this.locks.shared(poolLockKey(poolName), async () => {
+      const { info, driver } = await this.pools.usable(poolName);
+      if (canQuota(driver)) await driver.quotas.setQuota(info, vol, bytes);
+      // No limit asked: nothing to enforce, on any driver.
+      else if (bytes > 0) throw badRequest(unsupportedMessage(driver, 'quotas'));
+    });
+  }
+
+  async optimizedFormat(poolName: string): Promise<string | undefined> {
+    const { driver } = await this.pools.usable(poolName);
+    return canSendReceive(driver) ? driver.sendReceive.format : undefined;
+  }
+
+  async sendVolume(poolName: string, vol: VolumeRef, snapshots: string[], out: Writable): Promise<void> {
+    await this.locks.shared(poolLockKey(poolName), async () => {
+      const { info, driver } = await this.pools.usable(poolName);
+      await sendReceiveOf(driver).send(info, vol, snapshots, out);
+    });
+  }
+
+  async receiveVolume(poolName: string, vol: VolumeRef, snapshots: string[], input: Readable): Promise<void> {
+    await this.locks.shared(poolLockKey(poolName), async () => {
+      const { info, driver } = await this.pools.usable(poolName);
+      if (await exists(driver.volumePath(info, vol))) throw conflict(`Volume "${vol.name}" already exists on storage pool "${poolName}"`);
+      await sendReceiveOf(driver).receive(info, vol, snapshots, input);
+    });
   }
 
   async listVolumes(poolName: string, type: VolumeType): Promise<VolumeRef[]> {

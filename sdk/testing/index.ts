@@ -76,3 +76,4 @@ export async function startTestKernel(opts: TestKernelOptions): Promise<TestKern
     },
   };
 }
+export * from './storage-conformance.js';

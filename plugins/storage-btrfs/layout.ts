@@ -1,0 +1,71 @@
+/**
+ * Where volumes live in a btrfs pool: the reference's layout (one directory per volume type, one
+ * subvolume per volume named `<name>` in the default project and `<project>_<name>` elsewhere,
+ * snapshots under `<type>-snapshots/<volume>/<snapshot>`). Names starting with a dot are this
+ * driver's scratch entries (volume and snapshot names cannot start with one here).
+ */
+import path from 'node:path';
+import { badRequest, notFound, type VolumeRef, type VolumeType } from '../../sdk/index.js';
+
+export const TYPE_DIRS: Record<VolumeType, string> = {
+  container: 'containers',
+  'virtual-machine': 'virtual-machines',
+  image: 'images',
+  custom: 'custom',
+};
+
+export const SNAPSHOT_DIRS: Partial<Record<VolumeType, string>> = {
+  container: 'containers-snapshots',
+  'virtual-machine': 'virtual-machines-snapshots',
+  custom: 'custom-snapshots',
+};
+
+/** Plain directories of the pool root, with the reference's modes (instance trees must be traversable). */
+export const LAYOUT: { dir: string; mode: number }[] = [
+  { dir: 'containers', mode: 0o711 },
+  { dir: 'containers-snapshots', mode: 0o711 },
+  { dir: 'custom', mode: 0o700 },
+  { dir: 'custom-snapshots', mode: 0o700 },
+  { dir: 'images', mode: 0o700 },
+  { dir: 'virtual-machines', mode: 0o700 },
+  { dir: 'virtual-machines-snapshots', mode: 0o700 },
+];
+
+export const VOLUME_MODE = 0o711;
+
+/** Scratch prefixes: a volume being filled, a snapshot being filled, a restore's or refresh's halves. */
+export const BUILDING = '.building-';
+export const RESTORE_NEW = '.restore-new-';
+export const RESTORE_OLD = '.restore-old-';
+/** Per-operation scratch directories under the pool root (send and receive). */
+export const SCRATCH_DIR = '.scratch';
+
+export function checkName(name: string, what = 'volume'): void {
+  if (!name || name.startsWith('.') || name.includes('/') || name.includes('\0')) throw badRequest(`Invalid ${what} name "${name}"`);
+}
+
+export function volumeDirName(vol: VolumeRef): string {
+  // Image volumes are shared by every project; their scratch names (`<fp>.unpacking`) are the family's.
+  if (vol.type === 'image') {
+    if (!vol.name || vol.name.includes('/') || vol.name.startsWith('.')) throw badRequest(`Invalid volume name "${vol.name}"`);
+    return vol.name;
+  }
+  checkName(vol.name);
+  if (vol.project === 'default') return vol.name;
+  checkName(vol.project, 'project');
+  return `${vol.project}_${vol.name}`;
+}
+
+export function volumeFromDirName(type: VolumeType, entry: string): VolumeRef {
+  const cut = entry.indexOf('_');
+  if (type === 'image' || cut <= 0) return { type, project: 'default', name: entry };
+  return { type, project: entry.slice(0, cut), name: entry.slice(cut + 1) };
+}
+
+export const typeDir = (root: string, type: VolumeType) => path.join(root, TYPE_DIRS[type]);
+
+export function snapshotRoot(root: string, type: VolumeType): string {
+  const dir = SNAPSHOT_DIRS[type];
+  if (!dir) throw notFound(`Volumes of type "${type}" have no snapshots`);
+  return path.join(root, dir);
+}
