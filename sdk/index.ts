@@ -30,6 +30,7 @@ export * from './metrics.js';
 export * from './identity.js';
 export * from './device.js';
 export * from './storage.js';
+export * from './storage-volumes.js';
 export * from './network.js';
 export * from './images.js';
 export * from './profiles.js';

@@ -3,7 +3,7 @@
  * drivers and device types (InstancesServiceRef).
  */
 import {
-  definePlugin, featureProjectOf, ImagesServiceRef, InstancesServiceRef, ProfilesServiceRef, StorageServiceRef, instanceUrl, resourceUrl,
+  CustomVolumesServiceRef, definePlugin, featureProjectOf, ImagesServiceRef, InstancesServiceRef, ProfilesServiceRef, StorageServiceRef, instanceUrl, resourceUrl,
   type InstanceDriver, type InstanceType, type InstancesService, type PluginContext,
 } from '../../sdk/index.js';
 import { INSTANCE_KEYS } from './keys.js';
@@ -48,7 +48,7 @@ export default definePlugin({
     const images = need(ctx, ImagesServiceRef, ctx.services.get(ImagesServiceRef));
     const profiles = need(ctx, ProfilesServiceRef, ctx.services.get(ProfilesServiceRef));
     for (const key of [...INSTANCE_KEYS, ...SNAPSHOT_KEYS]) ctx.keys.register(key);
-    devices.register(diskDevice(() => storage));
+    devices.register(diskDevice(() => storage, () => ctx.services.get(CustomVolumesServiceRef)));
     devices.register(noneDevice);
 
     // Per daemon, never module-wide: a test process may run several kernels.

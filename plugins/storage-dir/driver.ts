@@ -8,7 +8,7 @@ import {
 import { TYPE_DIRS, VOLUME_MODE, checkVolumeName, typeDir, volumeDirName, volumeFromDirName } from './layout.js';
 import { removeInside } from './remove.js';
 import { clearSource, makeLayout, prepareSource, type SourceRegistry } from './source.js';
-import { DirSnapshots } from './snapshots.js';
+import { DirSnapshots, treeUsage } from './snapshots.js';
 
 const LONG_MS = 30 * 60_000;
 
@@ -125,6 +125,11 @@ export class DirDriver implements StorageDriver {
       await rename(to, from).catch(() => {});
       throw err;
     }
+  }
+
+  /** Bytes the volume's files take (a walk of its tree). */
+  volumeUsage(pool: PoolInfo, vol: VolumeRef): Promise<number> {
+    return treeUsage(this.volumePath(pool, vol));
   }
 
   async listVolumes(pool: PoolInfo, type: VolumeType): Promise<VolumeRef[]> {

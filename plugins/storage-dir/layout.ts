@@ -1,7 +1,8 @@
 /**
  * Where volumes live in a dir pool, as the reference lays it out: one directory per volume type
  * under the pool's source, and one directory per volume, named `<name>` in the default project
- * and `<project>_<name>` elsewhere (project names cannot contain `_`).
+ * and `<project>_<name>` elsewhere (project names cannot contain `_`); custom volumes are
+ * `<project>_<name>` in every project.
  */
 import path from 'node:path';
 import { badRequest, type VolumeRef, type VolumeType } from '../../sdk/index.js';
@@ -24,7 +25,8 @@ export const SNAPSHOT_DIRS: Partial<Record<VolumeType, string>> = {
 export const LAYOUT: { dir: string; mode: number }[] = [
   { dir: 'containers', mode: 0o711 },
   { dir: 'containers-snapshots', mode: 0o711 },
-  { dir: 'custom', mode: 0o700 },
+  // Custom volumes are mounted into unprivileged containers: their user namespace must traverse this.
+  { dir: 'custom', mode: 0o711 },
   { dir: 'custom-snapshots', mode: 0o700 },
   { dir: 'images', mode: 0o700 },
   { dir: 'virtual-machines', mode: 0o700 },
@@ -42,8 +44,8 @@ export function checkVolumeName(name: string): void {
 
 export function volumeDirName(vol: VolumeRef): string {
   checkVolumeName(vol.name);
-  // Image volumes are shared by every project.
-  if (vol.type === 'image' || vol.project === 'default') return vol.name;
+  // Image volumes are shared by every project; custom volumes always carry their project, as the reference lays them out.
+  if (vol.type === 'image' || (vol.project === 'default' && vol.type !== 'custom')) return vol.name;
   checkVolumeName(vol.project);
   return `${vol.project}_${vol.name}`;
 }

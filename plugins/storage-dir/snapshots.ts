@@ -161,7 +161,7 @@ export class DirSnapshots implements VolumeSnapshots {
 const exists = (p: string) => lstat(p).then(() => true, () => false);
 
 /** Bytes allocated under a tree, each hard-linked inode counted once (what `du` says). */
-async function treeUsage(root: string): Promise<number> {
+export async function treeUsage(root: string): Promise<number> {
   const seen = new Set<string>();
   let total = 0;
   const walk = async (dir: string): Promise<void> => {

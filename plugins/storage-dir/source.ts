@@ -4,7 +4,7 @@
  * pool does: a directory the driver made goes away, one the user brought is emptied and kept,
  * as the reference does. That fact lives in this plugin's store.
  */
-import { mkdir, readdir, rmdir, stat } from 'node:fs/promises';
+import { chmod, mkdir, readdir, rmdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { badRequest, type Collection, type HostTools } from '../../sdk/index.js';
 import { LAYOUT } from './layout.js';
@@ -57,6 +57,8 @@ export async function makeLayout(source: string): Promise<void> {
     await mkdir(path.join(source, dir), { mode }).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'EEXIST') throw err;
     });
+    // Pools made by older versions get the current modes too (and mkdir's umask is undone).
+    await chmod(path.join(source, dir), mode);
   }
 }
 

@@ -10,9 +10,11 @@ import { PoolManager } from './pools.js';
 import { poolRoutes } from './routes.js';
 import { SharedLock } from './shared-lock.js';
 import { VolumeManager } from './volumes.js';
+import { registerVolumeApi, type VolumeApi } from './volume-api/setup.js';
 
 /** Per kernel: several test kernels may load this module in one process. */
 const poolManagers = new WeakMap<PluginContext, PoolManager>();
+const volumeApis = new WeakMap<PluginContext, VolumeApi>();
 
 export default definePlugin({
   register(ctx) {
@@ -55,9 +57,11 @@ export default definePlugin({
     ctx.hooks.environment.tap(storageEnvironment(drivers, pools));
     // Late: instances stop first on a host shutdown. Loop-backed pools give their loop device back.
     ctx.hooks.shutdown.tap(() => pools.unmountAll(), { stage: Stage.LATE });
+    volumeApis.set(ctx, registerVolumeApi(ctx, pools, volumes, locks));
   },
 
   async boot(ctx) {
     await poolManagers.get(ctx)!.mountAll();
+    await volumeApis.get(ctx)!.boot();
   },
 });

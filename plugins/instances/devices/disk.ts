@@ -1,10 +1,13 @@
 /**
- * `disk`: the root disk (path `/` on a pool) and host paths bind-mounted into the instance.
- * Custom volumes (`pool` + `source`) arrive with the storage volume API.
+ * `disk`: the root disk (path `/` on a pool), host paths bind-mounted into the instance, and
+ * custom storage volumes (`pool` + `source` naming the volume) mounted the same way.
  */
 import { existsSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { isBool, truthy, type DeviceConfig, type DeviceType, type StorageService } from '../../../sdk/index.js';
+import {
+  isBool, parseSize, truthy,
+  type CustomVolumeInfo, type CustomVolumesService, type DeviceConfig, type DeviceType, type InstanceType, type StorageService,
+} from '../../../sdk/index.js';
 import { checkOptions } from './device-types.js';
 
 const OPTIONS = ['path', 'source', 'pool', 'readonly', 'required', 'optional', 'shift', 'propagation', 'size', 'size.state', 'recursive', 'boot.priority'];
@@ -14,7 +17,18 @@ export function isRootDisk(config: Record<string, string>): boolean {
   return config.type === 'disk' && config.path === '/' && !config.source;
 }
 
-export function diskDevice(storage: () => StorageService): DeviceType {
+/** A disk naming a custom volume rather than a host path. */
+export const isVolumeDisk = (config: Record<string, string>): boolean =>
+  Boolean(config.pool) && Boolean(config.source) && !config.source!.startsWith('/');
+
+function checkVolumeUse(vol: CustomVolumeInfo, instanceType: InstanceType | 'any', device: string): void {
+  if (vol.contentType === 'block' && instanceType === 'container') {
+    throw new Error(`custom block volume "${vol.name}" cannot be attached to a container (block volumes are for virtual machines)`);
+  }
+  if (vol.contentType === 'block') throw new Error(`disk "${device}": block volumes need a virtual machine driver, which this build does not have`);
+}
+
+export function diskDevice(storage: () => StorageService, volumes: () => CustomVolumesService | undefined = () => undefined): DeviceType {
   return {
     type: 'disk',
     hotplug: false,
@@ -26,12 +40,27 @@ export function diskDevice(storage: () => StorageService): DeviceType {
       if (config.propagation && !PROPAGATIONS.includes(config.propagation)) throw new Error(`invalid propagation "${config.propagation}"`);
       if (!config.path) throw new Error('missing "path"');
       if (!config.path.startsWith('/')) throw new Error(`"path" must be absolute, got "${config.path}"`);
+      for (const key of ['size', 'size.state']) {
+        if (config[key] === undefined) continue;
+        parseSize(config[key]!);
+        if (!isRootDisk(config)) throw new Error(`"${key}" applies to the root disk only`);
+      }
       if (isRootDisk(config)) {
         if (!config.pool) throw new Error('the root disk needs a "pool"');
         return;
       }
       if (!config.source) throw new Error('missing "source"');
-      if (config.pool) throw new Error('custom storage volumes are not supported by this build yet');
+      if (isVolumeDisk(config)) {
+        if (config.path === '/') throw new Error('a custom volume cannot be mounted at "/"');
+        const service = volumes();
+        if (!service) throw new Error('custom storage volumes are not enabled in this build');
+        if (ctx.profile) return;
+        const vol = service.find(config.pool!, ctx.project, config.source);
+        if (!vol) throw new Error(`storage volume "${config.source}" not found on pool "${config.pool}"`);
+        checkVolumeUse(vol, ctx.instanceType, ctx.name);
+        return;
+      }
+      if (config.pool) throw new Error(`"source" must be a custom volume name or an absolute host path, got "${config.source}"`);
       if (!config.source.startsWith('/')) throw new Error(`"source" must be an absolute host path, got "${config.source}"`);
       if (!ctx.profile && truthy(config.required ?? 'true') && !existsSync(config.source)) {
         throw new Error(`source path "${config.source}" doesn't exist`);
@@ -44,6 +73,29 @@ export function diskDevice(storage: () => StorageService): DeviceType {
         return { rootfs: { path: path.join(volume, 'rootfs') } };
       }
       const optional = config.required !== undefined ? !truthy(config.required) : truthy(config.optional);
+      if (isVolumeDisk(config)) {
+        const service = volumes();
+        const vol = await service?.lookup(config.pool!, ctx.project, config.source!);
+        if (!service || !vol) throw new Error(`Disk device "${ctx.name}": storage volume "${config.source}" not found on pool "${config.pool}"`);
+        try {
+          checkVolumeUse(vol, ctx.instanceType, ctx.name);
+        } catch (err) {
+          throw new Error(`Disk device "${ctx.name}": ${(err as Error).message}`);
+        }
+        return {
+          mounts: [{
+            source: await service.path(vol),
+            target: config.path,
+            readonly: truthy(config.readonly),
+            propagation: config.propagation || undefined,
+            // Volumes keep container ids on disk, as root disks do: an idmapped mount shows them to
+            // each instance through its own map (so `security.shifted` volumes share freely too).
+            shift: true,
+            optional: false,
+            file: false,
+          }],
+        };
+      }
       let file = false;
       try {
         file = !statSync(config.source).isDirectory();

@@ -1,0 +1,285 @@
+/**
+ * /1.0/storage-pools/{pool}/volumes[/{type}[/{name}[/state]]]: volumes of every type, custom
+ * volumes created, edited, renamed, copied and moved. Custom volumes live in the project that
+ * `features.storage.volumes` names; instance volumes in their instance's project.
+ */
+import {
+  async, badRequest, bodyObject, collection, empty, featureProjectOf, instanceUrl, isPlainObject, notFound, optionalBool, optionalString,
+  stringMap, sync,
+  type ApiRequest, type ApiResponse, type InstanceSummary, type PluginContext, type RouteDescriptor, type VolumeType,
+} from '../../../sdk/index.js';
+import type { PoolManager } from '../pools.js';
+import type { VolumeManager } from '../volumes.js';
+import { contentTypeOf, customRef, type CustomVolumes } from './custom-volumes.js';
+import { checkVolumeName } from './names.js';
+import { customView, editableView, NEVER, VOLUME_TYPES, volumeSnapshotUrl, volumeUrl, type VolumeView } from './record.js';
+import type { VolumeUsers } from './users.js';
+
+const BASE = '/1.0/storage-pools/{pool}/volumes';
+
+/** Types in the order the reference lists them. */
+const LIST_ORDER: VolumeType[] = ['container', 'custom', 'image', 'virtual-machine'];
+
+export function volumeType(value: string | undefined): VolumeType {
+  if (!VOLUME_TYPES.includes(value as VolumeType)) throw badRequest(`Invalid storage volume type "${value}"`);
+  return value as VolumeType;
+}
+
+interface Listed {
+  url: string;
+  view: VolumeView;
+}
+
+export interface VolumeRouteDeps {
+  ctx: PluginContext;
+  pools: PoolManager;
+  volumes: VolumeManager;
+  custom: CustomVolumes;
+  users: VolumeUsers;
+  /** Snapshot and backup routes of custom volumes. */
+  more?: RouteDescriptor[];
+  /** PUT with `restore`: the volume takes a snapshot's content. */
+  restore?: (pool: string, project: string, volume: string, snapshot: string, req: ApiRequest) => Promise<void>;
+}
+
+export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
+  const { ctx, pools, volumes, custom, users } = deps;
+  const customProject = (req: ApiRequest) => featureProjectOf(ctx.services, req.project, 'storage.volumes');
+
+  const instanceView = (inst: InstanceSummary, name: string, usedBy: string): VolumeView => ({
+    config: {}, description: '', name, type: inst.type, used_by: [usedBy], location: 'none',
+    content_type: inst.type === 'virtual-machine' ? 'block' : 'filesystem', project: inst.project, created_at: NEVER,
+  });
+
+  /** Everything of `type` on the pool that the request's project sees. */
+  async function listType(pool: string, type: VolumeType, req: ApiRequest): Promise<Listed[]> {
+    if (type === 'custom') {
+      const project = await customProject(req);
+      const entries = custom.catalog.list(pool, project);
+      const usersOf = await users.customVolumeUsers([project]);
+      const out: Listed[] = [];
+      for (const e of entries) {
+        out.push({ url: volumeUrl(pool, 'custom', e.doc.name, project), view: customView(e.doc, project, usersOf(project, pool, e.doc.name)) });
+        for (const s of custom.catalog.snapshotsOf(project, pool, e.doc.name)) {
+          out.push({
+            url: volumeSnapshotUrl(pool, e.doc.name, s.doc.name, project),
+            view: customView({ ...e.doc, name: `${e.doc.name}/${s.doc.name}`, description: s.doc.description, config: s.doc.config, createdAt: s.doc.createdAt }, project, []),
+          });
+        }
+      }
+      return out;
+    }
+    if (type === 'image') {
+      const refs = await volumes.listVolumes(pool, 'image');
+      return refs.filter((r) => !r.name.includes('.')).map((r) => ({
+        url: volumeUrl(pool, 'image', r.name, 'default'),
+        view: { config: {}, description: '', name: r.name, type: 'image', used_by: [`/1.0/images/${r.name}`], location: 'none', content_type: 'filesystem', project: 'default', created_at: NEVER },
+      }));
+    }
+    const out: Listed[] = [];
+    for (const inst of await users.instancesOnPool(pool, req.allProjects ? undefined : req.project)) {
+      if (inst.type !== type) continue;
+      out.push({ url: volumeUrl(pool, type, inst.name, inst.project), view: instanceView(inst, inst.name, instanceUrl(inst.project, inst.name)) });
+      for (const snap of await volumes.listSnapshots(pool, { type, project: inst.project, name: inst.name }).catch(() => [])) {
+        const snapUser = instanceUrl(inst.project, inst.name).replace(/(\?|$)/, `/snapshots/${encodeURIComponent(snap)}$1`);
+        out.push({
+          url: volumeUrl(pool, type, inst.name, inst.project).replace(/(\?|$)/, `/snapshots/${encodeURIComponent(snap)}$1`),
+          view: instanceView(inst, `${inst.name}/${snap}`, snapUser),
+        });
+      }
+    }
+    return out;
+  }
+
+  const listing = (items: Listed[]): ApiResponse => collection(items, (i) => i.url, (i) => i.view);
+
+  async function findInstanceVolume(pool: string, type: VolumeType, name: string, req: ApiRequest): Promise<VolumeView> {
+    const inst = (await users.instancesOnPool(pool, req.project)).find((i) => i.type === type && i.name === name);
+    if (!inst) throw notFound(`Storage volume "${name}" not found on pool "${pool}"`);
+    return instanceView(inst, inst.name, instanceUrl(inst.project, inst.name));
+  }
+
+  const onlyCustom = (type: VolumeType, doing: string) => {
+    if (type !== 'custom') throw badRequest(`Only custom volumes can be ${doing} through this API`);
+  };
+
+  function editBody(req: ApiRequest): { description: string; config: Record<string, string>; restore?: string } {
+    const body = bodyObject(req.body);
+    return {
+      description: optionalString(body.description, 'description') ?? '',
+      config: stringMap(body.config, 'config'),
+      restore: optionalString(body.restore, 'restore') || undefined,
+    };
+  }
+
+  const routes: RouteDescriptor[] = [
+    {
+      path: BASE,
+      extension: 'storage',
+      get: {
+        description: 'List the volumes of a storage pool',
+        handler: async (req) => {
+          await pools.get(req.params.pool!);
+          const all: Listed[] = [];
+          for (const type of LIST_ORDER) all.push(...(await listType(req.params.pool!, type, req)));
+          return listing(all);
+        },
+      },
+    },
+    {
+      path: `${BASE}/{type}`,
+      extension: 'storage',
+      get: {
+        description: 'List the volumes of one type on a storage pool',
+        handler: async (req) => {
+          await pools.get(req.params.pool!);
+          return listing(await listType(req.params.pool!, volumeType(req.params.type), req));
+        },
+      },
+      post: {
+        description: 'Create a custom storage volume, possibly as a copy of another',
+        handler: async (req) => {
+          const pool = req.params.pool!;
+          onlyCustom(volumeType(req.params.type), 'created');
+          await pools.usable(pool);
+          const project = await customProject(req);
+          const body = bodyObject(req.body);
+          const name = checkVolumeName(body.name);
+          const description = optionalString(body.description, 'description') ?? '';
+          const config = stringMap(body.config, 'config');
+          const source = isPlainObject(body.source) ? body.source : {};
+          const sourceType = optionalString(source.type, 'source.type') ?? '';
+          if (sourceType === '' || sourceType === 'none') {
+            await custom.create(pool, project, { name, description, config, contentType: contentTypeOf(body.content_type) }, req.requestor);
+            return sync({}, { location: volumeUrl(pool, 'custom', name, project) });
+          }
+          if (sourceType !== 'copy') throw badRequest(`Volume source type "${sourceType}" is not supported`);
+          const sourcePool = optionalString(source.pool, 'source.pool') || pool;
+          const sourceName = optionalString(source.name, 'source.name') ?? '';
+          if (!sourceName) throw badRequest('No source volume name provided');
+          const sourceProject = optionalString(source.project, 'source.project')
+            ? await featureProjectOf(ctx.services, String(source.project), 'storage.volumes')
+            : project;
+          const copySource = {
+            pool: sourcePool, project: sourceProject, name: sourceName,
+            volumeOnly: optionalBool(source.volume_only, 'source.volume_only') ?? false,
+            refresh: optionalBool(source.refresh, 'source.refresh') ?? false,
+          };
+          // Checked before the operation starts so that bad input gets its 4xx at once.
+          await pools.usable(sourcePool);
+          custom.get(sourceProject, sourcePool, sourceName.split('/')[0]!);
+          return async(ctx.operations.create({
+            class: 'task',
+            description: 'Copying storage volume',
+            project,
+            requestor: req.requestor,
+            resources: { storage_volumes: [volumeUrl(pool, 'custom', name, project)] },
+            run: async () => {
+              await custom.copy(pool, project, { name, description: body.description === undefined ? undefined : description, config }, copySource, req.requestor);
+            },
+          }));
+        },
+      },
+    },
+    {
+      path: `${BASE}/{type}/{name}`,
+      extension: 'storage',
+      current: async (req) => {
+        onlyCustom(volumeType(req.params.type), 'edited');
+        return editableView(custom.get(await customProject(req), req.params.pool!, req.params.name!).doc);
+      },
+      get: {
+        description: 'Show a storage volume',
+        handler: async (req) => {
+          const pool = req.params.pool!;
+          const type = volumeType(req.params.type);
+          await pools.get(pool);
+          if (type !== 'custom') return sync(await findInstanceVolume(pool, type, req.params.name!, req));
+          const project = await customProject(req);
+          const entry = custom.get(project, pool, req.params.name!);
+          return sync(customView(entry.doc, project, await users.usersOf(project, pool, entry.doc.name)), { etag: editableView(entry.doc) });
+        },
+      },
+      put: {
+        description: 'Replace the configuration of a custom volume, or restore one of its snapshots',
+        handler: async (req) => {
+          onlyCustom(volumeType(req.params.type), 'edited');
+          const project = await customProject(req);
+          const edit = editBody(req);
+          if (edit.restore) {
+            if (!deps.restore) throw badRequest('Volume snapshots are not available');
+            await deps.restore(req.params.pool!, project, req.params.name!, edit.restore, req);
+            return empty();
+          }
+          await custom.update(req.params.pool!, project, req.params.name!, edit, undefined, req.requestor);
+          return empty();
+        },
+      },
+      delete: {
+        description: 'Delete a custom volume',
+        handler: async (req) => {
+          onlyCustom(volumeType(req.params.type), 'deleted');
+          await custom.delete(req.params.pool!, await customProject(req), req.params.name!, req.requestor);
+          return empty();
+        },
+      },
+      post: {
+        description: 'Rename a custom volume, or move it to another pool or project',
+        handler: async (req) => {
+          onlyCustom(volumeType(req.params.type), 'renamed or moved');
+          const pool = req.params.pool!;
+          const project = await customProject(req);
+          const name = req.params.name!;
+          const body = bodyObject(req.body);
+          if (optionalBool(body.migration, 'migration')) throw badRequest('Moving volumes to another server is not supported');
+          custom.get(project, pool, name);
+          const newName = body.name === undefined || body.name === '' ? name : checkVolumeName(body.name);
+          const toPool = optionalString(body.pool, 'pool') || pool;
+          const toProject = optionalString(body.project, 'project')
+            ? await featureProjectOf(ctx.services, body.project, 'storage.volumes')
+            : project;
+          if (toPool === pool && optionalString(body.project, 'project') === undefined) {
+            await custom.rename(pool, project, name, { name: newName, project }, req.requestor);
+            return sync({}, { location: volumeUrl(pool, 'custom', newName, project) });
+          }
+          await pools.usable(toPool);
+          return async(ctx.operations.create({
+            class: 'task',
+            description: 'Moving storage volume',
+            project,
+            requestor: req.requestor,
+            resources: { storage_volumes: [volumeUrl(pool, 'custom', name, project)] },
+            run: async () => {
+              await custom.move(pool, project, name, { pool: toPool, project: toProject, name: newName }, req.requestor);
+            },
+          }));
+        },
+      },
+    },
+    {
+      path: `${BASE}/{type}/{name}/state`,
+      extension: 'storage_volume_state',
+      get: {
+        description: 'Usage of a storage volume',
+        handler: async (req) => {
+          const pool = req.params.pool!;
+          const type = volumeType(req.params.type);
+          let ref;
+          if (type === 'custom') {
+            const project = await customProject(req);
+            custom.get(project, pool, req.params.name!);
+            ref = customRef(project, req.params.name!);
+          } else {
+            const view = await findInstanceVolume(pool, type, req.params.name!, req);
+            ref = { type, project: view.project, name: view.name };
+          }
+          const used = await volumes.volumeUsage(pool, ref);
+          return sync({ usage: used === undefined ? null : { used } });
+        },
+      },
+    },
+    ...(deps.more ?? []),
+  ];
+  return routes;
+}
+

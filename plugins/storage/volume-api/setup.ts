@@ -1,0 +1,65 @@
+/** Wires the volume API into the storage family host: keys, routes, services and boot recovery. */
+import path from 'node:path';
+import {
+  CustomVolumesServiceRef, featureProjectOf, ProjectsServiceRef, resourceUrl,
+  type CustomVolumeInfo, type CustomVolumesService, type PluginContext,
+} from '../../../sdk/index.js';
+import type { PoolManager } from '../pools.js';
+import type { SharedLock } from '../shared-lock.js';
+import type { VolumeManager } from '../volumes.js';
+import { VolumeCatalog } from './catalog.js';
+import { BLOCK_FILE, CustomVolumes } from './custom-volumes.js';
+import { VOLUME_KEYS } from './keys.js';
+import type { CustomVolumeRecord } from './record.js';
+import { volumeRoutes } from './routes.js';
+import { snapshotRoutes, VolumeSnapshots } from './snapshots.js';
+import { VolumeUsers } from './users.js';
+
+export interface VolumeApi {
+  boot(): Promise<void>;
+}
+
+export function registerVolumeApi(ctx: PluginContext, pools: PoolManager, volumes: VolumeManager, locks: SharedLock): VolumeApi {
+  for (const key of VOLUME_KEYS) ctx.keys.register(key);
+  const catalog = new VolumeCatalog(ctx);
+  const users = new VolumeUsers(ctx);
+  const custom = new CustomVolumes(ctx, pools, volumes, locks, catalog, users);
+
+  const info = (project: string, doc: CustomVolumeRecord): CustomVolumeInfo =>
+    ({ pool: doc.pool, project, name: doc.name, contentType: doc.contentType, config: doc.config });
+  const service: CustomVolumesService = {
+    find(pool, project, name) {
+      const entry = catalog.find(project, pool, name) ?? (project === 'default' ? undefined : catalog.find('default', pool, name));
+      return entry && info(entry.project, entry.doc);
+    },
+    async lookup(pool, project, name) {
+      const home = await featureProjectOf(ctx.services, project, 'storage.volumes');
+      const entry = catalog.find(home, pool, name);
+      return entry && info(home, entry.doc);
+    },
+    path: (vol) => custom.path(vol.pool, vol.project, vol.name),
+    blockFile: async (vol) => path.join(await custom.path(vol.pool, vol.project, vol.name), BLOCK_FILE),
+  };
+  ctx.services.provide(CustomVolumesServiceRef, service);
+
+  const snapshots = new VolumeSnapshots(ctx, volumes, catalog);
+  const routes = volumeRoutes({
+    ctx, pools, volumes, custom, users,
+    more: snapshotRoutes(ctx, snapshots, catalog),
+    restore: (pool, project, volume, snapshot, req) => snapshots.restore(project, pool, volume, snapshot, req.requestor),
+  });
+  for (const route of routes) ctx.routes.add(route);
+
+  // Pools that hold custom volumes are in use by them.
+  pools.usedBy.add((_project, pool) => catalog.list(pool).map((e) => resourceUrl(`/1.0/storage-pools/${encodeURIComponent(pool)}/volumes/custom/${encodeURIComponent(e.doc.name)}`, e.project)));
+
+  return {
+    async boot() {
+      // Projects see their custom volumes (used_by, no rename or delete while they hold some).
+      ctx.services.get(ProjectsServiceRef)?.contents.add((project) => catalog.list(undefined, project)
+        .map((e) => resourceUrl(`/1.0/storage-pools/${encodeURIComponent(e.doc.pool)}/volumes/custom/${encodeURIComponent(e.doc.name)}`, e.project)));
+      await custom.recover();
+      snapshots.start();
+    },
+  };
+}
