@@ -5,10 +5,10 @@
 import test from 'ava';
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { startDaemon, stopDaemons, killContainers, waitFor, type Daemon } from '../helpers/daemon.js';
+import { projectRoot, startDaemon, stopDaemons, killContainers, waitFor, type Daemon } from '../helpers/daemon.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { importImage } from '../helpers/api.js';
-import { lxc, lxcOk, lxcWithInput } from '../helpers/clients.js';
+import { lxc, lxcOk, lxcWithInput, python } from '../helpers/clients.js';
 
 let d: Daemon;
 let image: BusyboxImage;
@@ -225,4 +225,14 @@ test.serial('lxc storage volume snapshot/restore/show/delete, snapshot rename an
     ['/1.0/storage-pools/default/volumes/custom/sv/snapshots/two']);
   for (const v of ['sv', 'svcopy', 'fromsnap']) await run(t, 'storage', 'volume', 'delete', 'default', v);
   t.false(existsSync(path.join(d.dir, 'storage-pools', 'default', 'custom-snapshots', 'default_sv')));
+});
+
+test.serial('pylxd: storage pools and custom volumes (create, save, get, list, delete)', async (t) => {
+  const res = await python(path.join(projectRoot, 'test', 'e2e', 'pylxd_volumes.py'), [d.socket]);
+  t.is(res.status, 0, res.stderr);
+  const seen = JSON.parse(res.stdout.trim().split('\n').pop()!);
+  t.deepEqual(seen.pools, ['default']);
+  t.deepEqual(seen.config, { 'user.x': '1', 'user.y': '2' }, 'save() sent the changed config');
+  t.true(seen.names.includes('pyvol'));
+  t.false(seen.after_delete.includes('pyvol'));
 });
