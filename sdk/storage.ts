@@ -61,6 +61,12 @@ export interface StorageDriver {
   renameVolume(pool: PoolInfo, vol: VolumeRef, newName: string, newProject?: string): Promise<void>;
   /** Names of the volumes of a type that exist on the host (to find leftovers after a crash). */
   listVolumes(pool: PoolInfo, type: VolumeType): Promise<VolumeRef[]>;
+  /**
+   * Apply a change of the pool's config to the live pool before the record is stored: `changed`
+   * holds the new value of every changed key ('' for a key unset). Throw to refuse the change.
+   * Without this method a driver takes config changes as they come (stored, used at next mount).
+   */
+  update?(pool: PoolInfo, changed: Record<string, string>): Promise<void>;
   /** Unmount the pool (daemon shutdown); it stays defined and `mount` makes it usable again. */
   unmount?(pool: PoolInfo): Promise<void>;
   /** Capability `usage`: bytes used, when the backend can tell cheaply. */

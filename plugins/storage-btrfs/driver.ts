@@ -116,6 +116,12 @@ export class BtrfsDriver implements StorageDriver {
     await this.recover(pool);
   }
 
+  /** `size` grows a loop file (never shrinks it); `btrfs.mount_options` remounts the pool. */
+  async update(pool: PoolInfo, changed: Record<string, string>): Promise<void> {
+    if ('size' in changed) await this.source.grow(pool, changed.size!);
+    if ('btrfs.mount_options' in changed) await this.source.remount(pool);
+  }
+
   async unmount(pool: PoolInfo): Promise<void> {
     await this.source.unmount(pool);
   }

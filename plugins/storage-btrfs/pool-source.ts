@@ -155,6 +155,35 @@ export class PoolSource {
     }
   }
 
+  /** A bigger loop file, and the file system grown into it while mounted. */
+  async grow(pool: PoolInfo, size: string): Promise<void> {
+    if (sourceKind(this.dataDir, pool) !== 'loop') throw badRequest('"size" applies only to loop-backed btrfs pools');
+    if (size === '') throw badRequest('The "size" of a loop-backed pool cannot be unset');
+    const file = pool.config.source!;
+    const bytes = parseSize(size);
+    const current = (await stat(file)).size;
+    if (bytes < current) throw badRequest('A btrfs loop pool cannot shrink');
+    if (bytes === current) return;
+    const device = (await this.loopsOf(file))[0];
+    if (!device) throw badRequest(`Storage pool "${pool.name}" is not mounted`);
+    const handle = await open(file, 'r+');
+    try {
+      await handle.truncate(bytes);
+    } finally {
+      await handle.close();
+    }
+    await this.tools.run('losetup', ['-c', device]);
+    await this.tools.run('btrfs', ['filesystem', 'resize', 'max', mountPoint(this.dataDir, pool.name)]);
+  }
+
+  /** New mount options on the mounted file system (a directory source is not ours to remount). */
+  async remount(pool: PoolInfo): Promise<void> {
+    if (sourceKind(this.dataDir, pool) === 'directory') throw badRequest('"btrfs.mount_options" does not apply to a pool on an existing btrfs directory');
+    const options = pool.config['btrfs.mount_options'] || 'user_subvol_rm_allowed';
+    const res = await this.tools.run('mount', ['-o', `remount,${options}`, mountPoint(this.dataDir, pool.name)], { allowFailure: true });
+    if (res.exitCode !== 0) throw badRequest(`Invalid btrfs.mount_options "${options}": ${res.stderr.trim().split('\n').pop()}`);
+  }
+
   async unmount(pool: PoolInfo): Promise<void> {
     if (sourceKind(this.dataDir, pool) === 'directory') return;
     const target = mountPoint(this.dataDir, pool.name);

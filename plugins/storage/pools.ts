@@ -157,6 +157,15 @@ export class PoolManager {
       // An empty value unsets the key.
       for (const [key, value] of Object.entries(config)) if (value === '') delete config[key];
       this.drivers.validate(doc.driver, config);
+      const changed: Record<string, string> = {};
+      for (const key of new Set([...Object.keys(config), ...Object.keys(doc.config)])) {
+        if (config[key] !== doc.config[key]) changed[key] = config[key] ?? '';
+      }
+      const driver = this.drivers.get(doc.driver);
+      if (driver?.update && Object.keys(changed).length) {
+        const { info } = await this.usable(name);
+        await driver.update({ ...info, config }, changed);
+      }
       const stored = await this.records.put(POOL_PROJECT, name, { ...doc, description: edit.description, config }, rev);
       this.cache.set(name, { rev: stored.rev, doc: stored.doc });
     });
