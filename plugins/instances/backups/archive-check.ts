@@ -8,7 +8,9 @@
  * types. Device nodes in `rootfs/` are kept, as the reference keeps them: the caller is trusted
  * with privileged containers, which can make them anyway, and the device cgroup still applies.
  */
-import { backupMemberParts as components, invalidBackup as invalid, walkBackupArchive, type BackupAlgorithm, type HostTools, type TarEntry } from '../../../sdk/index.js';
+import { createReadStream } from 'node:fs';
+import { badRequest, isApiError, TarWalker, type HostTools, type TarEntry } from '../../../sdk/index.js';
+import type { Algorithm } from './compression.js';
 
 export interface ArchiveScan {
   /** Content of `backup/index.yaml`. */
@@ -21,9 +23,19 @@ export interface ArchiveScan {
   members: number;
 }
 
+const invalid = (why: string) => badRequest(`Invalid backup: ${why}`);
+
 const REGULAR = new Set(['0', '7', 'S']);
 const DEVICES = new Set(['3', '4', '6']);
 const KNOWN = new Set([...REGULAR, '1', '2', '5', ...DEVICES]);
+
+/** Name components; throws on absolute names and `..`. Empty and `.` components are what tar drops too. */
+function components(name: string, what: string): string[] {
+  if (name.startsWith('/')) throw invalid(`${what} "${name}" is an absolute path`);
+  const parts = name.split('/').filter((p) => p !== '' && p !== '.');
+  if (parts.includes('..')) throw invalid(`${what} "${name}" contains ".."`);
+  return parts;
+}
 
 /** `container` or `snapshots/<name>` for members inside a part, undefined for the skeleton above them. */
 function partOf(parts: string[]): string | undefined {
@@ -104,8 +116,29 @@ export class ArchiveRules {
 }
 
 /** Decompress and walk the whole archive; resolves with what it holds, throws a 400 naming the first problem. */
-export async function scanArchive(hostTools: HostTools, file: string, algorithm: BackupAlgorithm): Promise<ArchiveScan> {
+export async function scanArchive(hostTools: HostTools, file: string, algorithm: Algorithm): Promise<ArchiveScan> {
   const rules = new ArchiveRules();
-  await walkBackupArchive(hostTools, file, algorithm, (entry) => rules.check(entry), (entry, content) => rules.collect(entry, content));
+  const walker = new TarWalker('backup', (entry) => rules.check(entry), (entry, content) => rules.collect(entry, content));
+  if (algorithm === 'none') {
+    for await (const chunk of createReadStream(file)) walker.push(chunk as Buffer);
+    walker.finish();
+    return rules.scan;
+  }
+  const child = hostTools.spawn(algorithm, ['-d', '-c', '--', file]);
+  child.stdin.end();
+  let stderr = '';
+  child.stderr?.on('data', (c: Buffer) => {
+    if (stderr.length < 4096) stderr += c.toString('utf8');
+  });
+  try {
+    for await (const chunk of child.stdout) walker.push(chunk as Buffer);
+  } catch (err) {
+    child.kill('SIGKILL');
+    await child.exited;
+    throw isApiError(err) ? err : invalid(`reading the archive failed: ${(err as Error).message}`);
+  }
+  const code = await child.exited;
+  if (code !== 0) throw invalid(`the ${algorithm} stream is damaged or truncated (${stderr.trim().split('\n').pop() || `exit ${code}`})`);
+  walker.finish();
   return rules.scan;
 }

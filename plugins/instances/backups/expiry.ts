@@ -1,7 +1,8 @@
 /** The hourly task that removes expired backups, visible as an operation like the reference's. */
-import { backupExpired as hasExpired, type PluginContext } from '../../../sdk/index.js';
+import type { PluginContext } from '../../../sdk/index.js';
 import type { InstanceManager } from '../manager.js';
 import type { BackupManager } from './manager.js';
+import { hasExpired } from './names.js';
 
 const HOUR_MS = 3600_000;
 
