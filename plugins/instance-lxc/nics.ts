@@ -24,13 +24,11 @@ function safe(what: string, value: string): string {
 }
 
 export function nicConfigLines(nics: NicRunConfig[]): string[] {
-  if (!nics.length) {
-    // `none` would share the host's network namespace, where a container's sysfs cannot be mounted.
-    return ['lxc.net.0.type = empty'];
-  }
-  const lines: string[] = [];
-  nics.forEach((nic, i) => {
-    const key = `lxc.net.${i}`;
+  // A network namespace of the container's own, its loopback up (`empty` with the up flag): `none`
+  // would share the host's namespace, where a container's sysfs cannot be mounted.
+  const lines: string[] = ['lxc.net.0.type = empty', 'lxc.net.0.flags = up'];
+  nics.forEach((nic, n) => {
+    const key = `lxc.net.${n + 1}`;
     lines.push(`${key}.type = ${nic.kind}`, `${key}.name = ${safe('interface name', nic.name)}`, `${key}.flags = up`);
     if (nic.kind === 'veth') {
       if (nic.hostName) lines.push(`${key}.veth.pair = ${safe('host interface name', nic.hostName)}`);
