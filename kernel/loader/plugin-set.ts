@@ -42,7 +42,10 @@ export function readRegistry(file: string): RegistryFile {
   return registry;
 }
 
-/** `selection` is a set name from the registry or a comma-separated list of plugin ids. */
+/**
+ * `selection` is a set name from the registry or a comma-separated list of plugin ids and set
+ * names (`full,storage-example`: a set plus a vendor's plugin).
+ */
 export function resolvePluginSet(registry: RegistryFile, selection: string, baseDir: string): PluginSet {
   const problems: string[] = [];
   const byId = new Map<string, PluginManifest>();
@@ -56,7 +59,7 @@ export function resolvePluginSet(registry: RegistryFile, selection: string, base
     byId.set(m.id, m);
   }
 
-  const ids = registry.sets?.[selection] ?? selection.split(',').map((s) => s.trim()).filter(Boolean);
+  const ids = registry.sets?.[selection] ?? [...new Set(selection.split(',').map((s) => s.trim()).filter(Boolean).flatMap((s) => registry.sets?.[s] ?? [s]))];
   if (!registry.sets?.[selection] && ids.length === 1 && !byId.has(ids[0]!)) {
     problems.push(`"${selection}" is neither a plugin set (${Object.keys(registry.sets ?? {}).join(', ') || 'none defined'}) nor a plugin id`);
   }

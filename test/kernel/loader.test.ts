@@ -27,6 +27,15 @@ test('dependencies come first; registry order otherwise', (t) => {
   t.deepEqual(set.plugins.map((p) => p.id), ['a', 'b', 'c']);
 });
 
+test('a selection mixes set names and plugin ids (a set plus a vendor plugin)', (t) => {
+  const set = resolvePluginSet({
+    plugins: [manifest('a'), manifest('b'), manifest('vendor', { entry: 'examples/vendor/index.ts', requires: { a: '^1.0.0' } })],
+    sets: { base: ['a', 'b'] },
+  }, 'base,vendor,a', '/');
+  t.deepEqual(set.plugins.map((p) => p.id), ['a', 'b', 'vendor']);
+  t.deepEqual(problems({ plugins: [manifest('a')], sets: { base: ['a'] } }, 'base,nope'), ['unknown plugin "nope" in "base,nope"']);
+});
+
 test('a missing, disabled or out-of-range dependency is refused naming the culprits', (t) => {
   const registry: RegistryFile = {
     plugins: [manifest('a', { requires: { ghost: '^1.0.0' } }), manifest('b', { requires: { c: '^2.0.0' } }), manifest('c'), manifest('d', { requires: { c: '^1.0.0' } })],
