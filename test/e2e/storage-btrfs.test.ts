@@ -206,3 +206,25 @@ test.serial('kill -9 during a copy into a btrfs pool: after restart no half volu
     await teardown(d, dir);
   }
 });
+
+test.serial('a vendor driver outside plugins/ is picked up with --plugins edge,storage-example: lxc storage create and launch on it', async (t) => {
+  const d = await startDaemon({ plugins: 'edge,storage-example', args: ['--init', 'auto'] });
+  try {
+    const ok = (...args: string[]) => lxcOk(t, d.socket, ...args);
+    const drivers = JSON.parse(await ok('query', '/1.0')).environment.storage_supported_drivers.map((x: any) => x.Name);
+    t.true(drivers.includes('example'));
+    t.false(drivers.includes('btrfs'), 'btrfs is not in the edge set');
+    await ok('image', 'import', image.unified, '--alias', 'bb');
+    await ok('storage', 'create', 'vend', 'example');
+    t.regex(await ok('storage', 'show', 'vend'), /driver: example/);
+    await ok('launch', 'bb', 'v1', '-s', 'vend');
+    t.is((await ok('exec', 'v1', '--', 'cat', '/etc/hostname')).trim(), 'v1');
+    const snap = await lxc(d.socket, 'snapshot', 'v1', 's0');
+    t.regex(snap.stderr, /Storage driver "example" does not support snapshots/, 'the family answers for a missing capability');
+    await ok('delete', '--force', 'v1');
+    await ok('storage', 'delete', 'vend');
+    t.false(existsSync(path.join(d.dir, 'storage-pools', 'vend')));
+  } finally {
+    await teardown(d);
+  }
+});
