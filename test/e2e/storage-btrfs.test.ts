@@ -9,8 +9,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startDaemon, stopDaemons, waitFor, killContainers, type Daemon } from '../helpers/daemon.js';
-import { lxc, lxcOk, lxcWithInput } from '../helpers/clients.js';
+import { projectRoot, startDaemon, stopDaemons, waitFor, killContainers, type Daemon } from '../helpers/daemon.js';
+import { lxc, lxcOk, lxcWithInput, python } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 
 let image: BusyboxImage;
@@ -224,6 +224,27 @@ test.serial('a vendor driver outside plugins/ is picked up with --plugins edge,s
     await ok('delete', '--force', 'v1');
     await ok('storage', 'delete', 'vend');
     t.false(existsSync(path.join(d.dir, 'storage-pools', 'vend')));
+  } finally {
+    await teardown(d);
+  }
+});
+
+test.serial('pylxd: btrfs storage pool create, get, resources, save, patch, delete', async (t) => {
+  const d = await start();
+  try {
+    const run = await python(path.join(projectRoot, 'test', 'e2e', 'pylxd_btrfs.py'), [d.socket]);
+    t.is(run.status, 0, run.stderr);
+    const out = JSON.parse(run.stdout);
+    t.true(out.exists);
+    t.is(out.driver, 'btrfs');
+    t.is(out.status, 'Created');
+    t.deepEqual(out.config, { size: '1GiB', source: path.join(d.dir, 'disks', 'pyb.img') });
+    t.is(out.total, 1024 ** 3);
+    t.is(out.description, 'from pylxd');
+    t.is(out.mount_options, 'user_subvol_rm_allowed,noatime');
+    t.regex(out.bad, /Invalid size "huge"/);
+    t.false(out.exists_after);
+    t.deepEqual(loopsOf(path.join(d.dir, 'disks', 'pyb.img')), []);
   } finally {
     await teardown(d);
   }
