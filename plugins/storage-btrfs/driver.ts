@@ -65,14 +65,10 @@ export class BtrfsDriver implements StorageDriver {
     const kind = await this.source.prepare(pool);
     try {
       await this.source.mount(pool);
-      const root = this.root(pool);
-      if (kind === 'directory' && (await readdir(root)).some((e) => !LAYOUT.some((l) => l.dir === e))) {
-        throw badRequest(`Source path "${pool.config.source}" isn't empty`);
-      }
-      await this.makeLayout(root);
+      await this.makeLayout(this.root(pool));
     } catch (err) {
       await this.source.unmount(pool).catch(() => {});
-      if (kind !== 'directory') await this.source.remove(pool).catch(() => {});
+      await this.source.remove(pool).catch(() => {});
       throw err;
     }
   }

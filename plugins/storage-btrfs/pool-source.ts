@@ -8,12 +8,15 @@
  * unmount nor a daemon killed while mounted can leave one behind: a restart finds the mount and
  * reuses it.
  */
-import { mkdir, open, readFile, realpath, rm, rmdir, stat, statfs } from 'node:fs/promises';
+import { mkdir, open, readFile, readdir, realpath, rm, rmdir, stat, statfs, writeFile } from 'node:fs/promises';
+import { LAYOUT } from './layout.js';
 import { statSync } from 'node:fs';
 import path from 'node:path';
 import { badRequest, parseSize, type HostTools, type PoolInfo } from '../../sdk/index.js';
 
 const BTRFS_MAGIC = 0x9123683e;
+/** In a directory source: the pool using it (a second pool on the same directory is refused). */
+const OWNER_MARKER = '.corral-pool';
 const GiB = 1024 ** 3;
 
 export type SourceKind = 'loop' | 'block' | 'directory';
@@ -121,6 +124,17 @@ export class PoolSource {
       const st = await stat(resolved).catch(() => undefined);
       if (!st?.isDirectory()) throw badRequest(`Source path "${source}" isn't a directory, a block device or empty (for a loop file)`);
       if ((await statfs(resolved)).type !== BTRFS_MAGIC) throw badRequest(`Source path "${source}" is not on a btrfs file system`);
+      // Empty, or the empty layout a creation cut short left; a marker names the pool that owns it.
+      for (const entry of await readdir(resolved)) {
+        if (entry === OWNER_MARKER) {
+          // A creation of this same pool that a crash cut short may have left it.
+          if ((await readFile(path.join(resolved, entry), 'utf8')).trim() === pool.name) continue;
+          throw badRequest(`Source path "${source}" is used by another storage pool`);
+        }
+        const inner = await readdir(path.join(resolved, entry)).catch(() => ['(a file)']);
+        if (!LAYOUT.some((l) => l.dir === entry) || inner.length) throw badRequest(`Source path "${source}" isn't empty`);
+      }
+      await writeFile(path.join(resolved, OWNER_MARKER), `${pool.name}\n`, { mode: 0o600 });
     }
     return kind;
   }
@@ -196,7 +210,10 @@ export class PoolSource {
   /** After `unmount`: remove what `prepare` made (the loop file and the mount point). */
   async remove(pool: PoolInfo): Promise<void> {
     const kind = sourceKind(this.dataDir, pool);
-    if (kind === 'directory') return;
+    if (kind === 'directory') {
+      await rm(path.join(pool.config.source!, OWNER_MARKER), { force: true });
+      return;
+    }
     await rmdir(mountPoint(this.dataDir, pool.name)).catch(() => {});
     if (kind === 'loop') await rm(pool.config.source!, { force: true });
   }
