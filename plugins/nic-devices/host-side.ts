@@ -6,6 +6,7 @@
  */
 import { badRequest, type HostTools } from '../../sdk/index.js';
 import { bitsPerSecond } from './addresses.js';
+import { hasVlanFiltering, VLAN_FILTERING_MISSING } from './options.js';
 
 export class HostSide {
   constructor(private readonly tools: HostTools) {}
@@ -22,6 +23,7 @@ export class HostSide {
    */
   async bridgeVlans(bridge: string, port: string, untagged: string | undefined, tagged: string[]): Promise<void> {
     if (untagged === undefined && !tagged.length) return;
+    if (!hasVlanFiltering(bridge)) throw badRequest(VLAN_FILTERING_MISSING);
     await this.run('ip', ['link', 'set', 'dev', bridge, 'type', 'bridge', 'vlan_filtering', '1']);
     if (untagged !== undefined && untagged !== '1') await this.run('bridge', ['vlan', 'del', 'dev', port, 'vid', '1']);
     if (untagged !== undefined) await this.run('bridge', ['vlan', 'add', 'dev', port, 'vid', untagged, 'pvid', 'untagged']);
@@ -45,8 +47,12 @@ export class HostSide {
     if (egress) {
       const rate = String(bitsPerSecond(egress));
       await this.run('tc', ['qdisc', 'replace', 'dev', port, 'handle', 'ffff:', 'ingress']);
-      await this.run('tc', ['filter', 'replace', 'dev', port, 'parent', 'ffff:', 'protocol', 'all', 'u32', 'match', 'u32', '0', '0',
-        'police', 'rate', `${rate}bit`, 'burst', '1024k', 'mtu', '64kb', 'drop', 'flowid', ':1']);
+      const r = await this.tools.run('tc', ['filter', 'replace', 'dev', port, 'parent', 'ffff:', 'protocol', 'all', 'u32', 'match', 'u32', '0', '0',
+        'police', 'rate', `${rate}bit`, 'burst', '1024k', 'mtu', '64kb', 'drop', 'flowid', ':1'], { allowFailure: true, timeoutMs: 10_000 });
+      if (r.exitCode !== 0) {
+        if (/TC action module/.test(r.stderr)) throw badRequest('"limits.egress" (and the egress part of "limits.max") is not supported here: this kernel has no tc police action');
+        throw badRequest(`Failed to limit the NIC's egress: ${r.stderr.trim()}`);
+      }
     }
   }
 

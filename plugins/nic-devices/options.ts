@@ -31,6 +31,9 @@ const REFUSED: Record<string, string> = {
 
 export const hostInterfaceExists = (name: string) => existsSync(`/sys/class/net/${name}`);
 export const isBridge = (name: string) => existsSync(`/sys/class/net/${name}/bridge`);
+/** Kernels built without bridge VLAN filtering show no such file. */
+export const hasVlanFiltering = (bridge: string) => existsSync(`/sys/class/net/${bridge}/bridge/vlan_filtering`);
+export const VLAN_FILTERING_MISSING = '"vlan" and "vlan.tagged" are not supported here: this kernel has no bridge VLAN filtering';
 
 function checkVlan(value: string): void {
   if (!/^\d+$/.test(value) || Number(value) > 4094) throw new Error(`invalid VLAN ID "${value}" (0 to 4094)`);
@@ -98,5 +101,6 @@ export function checkNic(config: DeviceConfig, ctx: DeviceValidationContext): vo
     checkInterfaceName('"parent"', config.parent);
     if (!hostInterfaceExists(config.parent)) throw new Error(`parent interface "${config.parent}" does not exist on this host`);
     if (type === 'bridged' && !isBridge(config.parent)) throw new Error(`parent "${config.parent}" is not a bridge`);
+    if (type === 'bridged' && (config.vlan || config['vlan.tagged']) && !hasVlanFiltering(config.parent)) throw new Error(VLAN_FILTERING_MISSING);
   }
 }

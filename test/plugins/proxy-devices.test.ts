@@ -15,6 +15,7 @@ import path from 'node:path';
 import { startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { callAndWait, importImage } from '../helpers/api.js';
+import { claimsNamed } from '../helpers/claims.js';
 
 const RUN = randomBytes(3).toString('hex');
 let d: Daemon;
@@ -257,7 +258,7 @@ test.serial('the PROXY protocol header goes first to the server (proxy_haproxy_p
   t.regex(nc.out(), new RegExp(`^PROXY TCP4 127\\.0\\.0\\.1 127\\.0\\.0\\.1 ${from} ${listen}\\r\\npayload\\n$`));
 });
 
-test.serial('security.uid and security.gid: the forwarder drops its privileges', async (t) => {
+test.serial('security.uid and security.gid: the forwarder drops its privileges (proxy_priv_drop)', async (t) => {
   const listen = port();
   background('px', 'echo dropped | nc -l -p 8086');
   await waitFor(() => inside('px', 'netstat -ltn').out.includes(':8086'), 10000, 'nc listening');
@@ -324,4 +325,12 @@ test.serial('bad proxy input: clear 400s, nothing created', async (t) => {
   t.is((await d.request('GET', '/1.0/instances/px')).json.metadata.devices.p, undefined);
   t.is(forwarders().length, before);
   busy.close();
+});
+
+test('every extension name proxy-devices claims is named by a test that exercises it, and advertised', async (t) => {
+  const { claims, unnamed } = claimsNamed('proxy-devices');
+  t.true(claims.length > 0);
+  t.deepEqual(unnamed, []);
+  const advertised: string[] = (await d.request('GET', '/1.0')).json.metadata.api_extensions;
+  t.deepEqual(claims.filter((c) => !advertised.includes(c)), []);
 });
