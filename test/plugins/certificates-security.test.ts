@@ -105,7 +105,7 @@ test.serial('certificate_project: a restricted certificate reaches no other proj
     ['storage', 'GET', '/1.0/storage-pools/default/volumes'],
     ['storage', 'GET', '/1.0/storage-pools/default/volumes/container/victim'],
     ['storage', 'GET', '/1.0/storage-pools/default/volumes/container/victim?project=p1'],
-    ['storage', 'POST', '/1.0/storage-pools/default/volumes', { name: 'v', type: 'custom' }],
+    ['storage', 'POST', '/1.0/storage-pools/default/volumes/custom', { name: 'v', type: 'custom' }],
     ['storage', 'DELETE', '/1.0/storage-pools/default'],
     ['operations', 'GET', '/1.0/operations'],
     ['operations', 'GET', '/1.0/operations?project=p1&all-projects=true'],
