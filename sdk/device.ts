@@ -86,6 +86,8 @@ export interface DeviceStartContext {
   volatile: Record<string, string>;
   /** Names inside the instance already taken by its other NICs (for picking `ethN`). */
   takenNicNames?: string[];
+  /** The instance's expanded devices (a proxy in NAT mode looks for its NIC's static address). */
+  devices?: Record<string, DeviceConfig>;
 }
 
 /** A device of a running instance (after start or hot-plug). */

@@ -42,7 +42,7 @@ export class DeviceRuntime {
       .filter(([other, d]) => other !== name && d.type === 'nic')
       .map(([other, d]) => d.name || config[`${prefix(other)}name`])
       .filter((n): n is string => Boolean(n));
-    return { project: handle.project, instanceName: handle.name, instanceType: handle.record.type, name, config: device, volatile, takenNicNames };
+    return { project: handle.project, instanceName: handle.name, instanceType: handle.record.type, name, config: device, volatile, takenNicNames, devices };
   }
 
   private static prefixed(device: string, changes: Record<string, string> | void | undefined): VolatileChanges {

@@ -2,7 +2,7 @@
  * The `proxy` device type: forwards connections between the host and an instance through a
  * forwarder process per device (forwarder.ts), started once the instance runs and stopped with
  * it (or when the device goes away). What runs is recorded in a small file per device, so a
- * restarted daemon still finds and stops it.
+ * restarted daemon still finds and stops it. In NAT mode there is no process: DNAT rules (nat.ts).
  */
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -14,6 +14,7 @@ import {
 import { parseProxyAddress } from './address.js';
 import { processStart, type ForwarderConfig } from './forwarder.js';
 import { mapToHost } from './idmap.js';
+import { checkNatOptions, natTarget, NatRules } from './nat.js';
 
 const OPTIONS = ['listen', 'connect', 'bind', 'nat', 'proxy_protocol', 'uid', 'gid', 'mode', 'security.uid', 'security.gid'];
 const FORWARDER = path.join(path.dirname(fileURLToPath(import.meta.url)), 'forwarder.js');
@@ -44,14 +45,27 @@ export function checkProxy(config: DeviceConfig): void {
     throw new Error('"uid", "gid" and "mode" apply to a unix socket path as the listen address only');
   }
   if (truthy(config.proxy_protocol) && connect.protocol === 'udp') throw new Error('"proxy_protocol" needs a tcp or unix connect address');
-  if (truthy(config.nat)) throw new Error('"nat" mode is not supported by this build: leave it unset and the device forwards through a process');
+  if (truthy(config.nat)) {
+    checkNatOptions(config, listen, connect);
+    const extra = ['uid', 'gid', 'mode', 'security.uid', 'security.gid'].filter((k) => config[k]);
+    if (truthy(config.proxy_protocol)) extra.push('proxy_protocol');
+    if (extra.length) throw new Error(`"${extra[0]}" does not apply in "nat" mode`);
+  }
 }
 
 export class ProxyDevice implements DeviceType {
   readonly type = 'proxy';
   readonly hotplug = true;
 
-  constructor(private readonly ctx: PluginContext) {}
+  private readonly nat: NatRules;
+
+  constructor(private readonly ctx: PluginContext) {
+    this.nat = new NatRules(ctx.hostTools);
+  }
+
+  private static key(ctx: DeviceStartContext): string {
+    return `${ctx.project}/${ctx.instanceName}/${ctx.name}`;
+  }
 
   validate(config: DeviceConfig, _ctx: DeviceValidationContext): void {
     checkProxy(config);
@@ -68,6 +82,11 @@ export class ProxyDevice implements DeviceType {
   async started(ctx: DeviceRunningContext): Promise<void> {
     await this.stop(ctx);
     const c = ctx.config;
+    if (truthy(c.nat)) {
+      const connect = parseProxyAddress(c.connect!, 'connect');
+      await this.nat.apply(ProxyDevice.key(ctx), parseProxyAddress(c.listen!, 'listen'), connect, natTarget(connect, ctx.devices ?? {}));
+      return;
+    }
     const bind = (c.bind ?? 'host') as 'host' | 'instance';
     const pidStart = processStart(ctx.pid);
     if (!pidStart) throw badRequest('The instance is not running');
@@ -116,6 +135,7 @@ export class ProxyDevice implements DeviceType {
   }
 
   async stop(ctx: DeviceStartContext): Promise<void> {
+    if (truthy(ctx.config.nat)) await this.nat.remove(ProxyDevice.key(ctx));
     const file = this.recordFile(ctx);
     let rec: Recorded | undefined;
     try {

@@ -6,7 +6,7 @@
  * with the instance, bad input. Every socket is on loopback or a unix path.
  */
 import test from 'ava';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
@@ -291,6 +291,36 @@ test.serial('hot-unplug stops the forwarder; stopping the instance stops them al
   t.is(forwarders().length, running.length);
 });
 
+test.serial('NAT mode: DNAT rules to the static address of a NIC on a managed bridge, gone with the device (proxy_nat)', async (t) => {
+  const net = `pn${RUN}`;
+  const made = await call('POST', '/1.0/networks', { name: net, type: 'bridge', config: { 'ipv4.address': '10.188.0.1/24', 'ipv4.nat': 'false', 'ipv6.address': 'none' } });
+  t.true(made.status < 300, made.body);
+  try {
+    const res = await call('POST', '/1.0/instances', { name: 'natc', source: { type: 'image', alias: 'bb' }, devices: { eth0: { type: 'nic', network: net, 'ipv4.address': '10.188.0.50' } } });
+    t.is(res.op?.status, 'Success', res.op?.err);
+    t.is((await call('PUT', '/1.0/instances/natc/state', { action: 'start' })).op?.status, 'Success');
+    t.is(inside('natc', 'ip addr add 10.188.0.50/24 dev eth0').code, 0);
+    const nc = background('natc', 'nc -l -p 8080 -e sh -c "echo served-over-nat; cat >/dev/null"');
+    await waitFor(() => inside('natc', 'netstat -ltn').out.includes(':8080'), 10000, 'nc listening');
+    // Not to an address the instance does not hold.
+    t.regex(await edit('natc', { devices: { web: { type: 'proxy', nat: 'true', listen: 'tcp:10.188.0.1:8443', connect: 'tcp:10.188.0.77:8080' } } }), /not one/);
+    const before = forwarders().length;
+    t.is(await edit('natc', { devices: { web: { type: 'proxy', nat: 'true', listen: 'tcp:10.188.0.1:8443', connect: 'tcp:0.0.0.0:8080' } } }), '');
+    t.is(forwarders().length, before, 'no forwarder process in NAT mode');
+    t.regex(execFileSync('/usr/sbin/nft', ['list', 'table', 'inet', 'corral-proxy'], { encoding: 'utf8' }), /tcp dport 8443 dnat ip to 10\.188\.0\.50:8080/);
+    t.is(await exchange({ host: '10.188.0.1', port: 8443 }, 'x'), 'served-over-nat\n');
+    void nc;
+    const body = (await d.request('GET', '/1.0/instances/natc')).json.metadata;
+    delete body.devices.web;
+    t.is((await call('PUT', '/1.0/instances/natc', body)).op?.status, 'Success');
+    t.notRegex(spawnSync('/usr/sbin/nft', ['list', 'table', 'inet', 'corral-proxy'], { encoding: 'utf8' }).stdout, /8443/);
+    await call('PUT', '/1.0/instances/natc/state', { action: 'stop', force: true });
+    await call('DELETE', '/1.0/instances/natc');
+  } finally {
+    await call('DELETE', `/1.0/networks/${net}`);
+  }
+});
+
 test.serial('bad proxy input: clear 400s, nothing created', async (t) => {
   const cases: [Record<string, string>, RegExp][] = [
     [{ listen: 'tcp:127.0.0.1:1000-1002', connect: 'tcp:127.0.0.1:2000-2001' }, /connect ports \(2\).*listen ports \(3\)/],
@@ -304,7 +334,9 @@ test.serial('bad proxy input: clear 400s, nothing created', async (t) => {
     [{ listen: 'tcp:127.0.0.1:80', connect: 'tcp:127.0.0.1:80', mode: '0600' }, /unix socket path/],
     [{ listen: 'unix:/tmp/x.sock', connect: 'tcp:127.0.0.1:80', mode: 'rw' }, /octal/],
     [{ listen: 'tcp:127.0.0.1:80', connect: 'udp:127.0.0.1:80', proxy_protocol: 'true' }, /proxy_protocol/],
-    [{ listen: 'tcp:127.0.0.1:80', connect: 'tcp:127.0.0.1:80', nat: 'true' }, /"nat" mode is not supported/],
+    [{ listen: 'tcp:127.0.0.1:80', connect: 'tcp:127.0.0.1:80', nat: 'true' }, /cannot listen on a loopback/],
+    [{ listen: 'tcp:10.0.0.1:80', connect: 'unix:/run/x.sock', nat: 'true' }, /tcp to tcp or udp to udp only/],
+    [{ listen: 'tcp:10.0.0.1:80', connect: 'tcp:10.0.0.2:80', nat: 'true', bind: 'instance' }, /bind=host only/],
     [{ listen: 'tcp:127.0.0.1:80', connect: 'tcp:127.0.0.1:80', colour: 'blue' }, /unknown option "colour"/],
   ];
   for (const [device, message] of cases) {
