@@ -8,9 +8,7 @@
  * types. Device nodes in `rootfs/` are kept, as the reference keeps them: the caller is trusted
  * with privileged containers, which can make them anyway, and the device cgroup still applies.
  */
-import { createReadStream } from 'node:fs';
-import { badRequest, isApiError, TarWalker, type HostTools, type TarEntry } from '../../../sdk/index.js';
-import type { Algorithm } from './compression.js';
+import { BackupMemberTracker, backupMemberParts as components, invalidBackup as invalid, walkBackupArchive, type BackupAlgorithm, type HostTools, type TarEntry } from '../../../sdk/index.js';
 
 export interface ArchiveScan {
   /** Content of `backup/index.yaml`. */
@@ -23,19 +21,9 @@ export interface ArchiveScan {
   members: number;
 }
 
-const invalid = (why: string) => badRequest(`Invalid backup: ${why}`);
-
 const REGULAR = new Set(['0', '7', 'S']);
 const DEVICES = new Set(['3', '4', '6']);
 const KNOWN = new Set([...REGULAR, '1', '2', '5', ...DEVICES]);
-
-/** Name components; throws on absolute names and `..`. Empty and `.` components are what tar drops too. */
-function components(name: string, what: string): string[] {
-  if (name.startsWith('/')) throw invalid(`${what} "${name}" is an absolute path`);
-  const parts = name.split('/').filter((p) => p !== '' && p !== '.');
-  if (parts.includes('..')) throw invalid(`${what} "${name}" contains ".."`);
-  return parts;
-}
 
 /** `container` or `snapshots/<name>` for members inside a part, undefined for the skeleton above them. */
 function partOf(parts: string[]): string | undefined {
@@ -52,9 +40,7 @@ function inRootfs(parts: string[]): boolean {
 
 export class ArchiveRules {
   readonly scan: ArchiveScan = { hasContainer: false, snapshots: new Set(), members: 0 };
-  private readonly symlinks = new Set<string>();
-  private readonly nonDirs = new Set<string>();
-  private readonly seen = new Set<string>();
+  private readonly tracker = new BackupMemberTracker();
 
   /** Returns true for the members whose content is wanted (the YAML files). */
   check(entry: TarEntry): boolean {
@@ -63,12 +49,7 @@ export class ArchiveRules {
     const name = parts.join('/');
     if (parts[0] !== 'backup') throw invalid(`member "${entry.name}" is outside "backup/"`);
     if (!KNOWN.has(entry.type)) throw invalid(`member "${name}" has an unsupported type ("${entry.type}")`);
-    for (let i = 1; i < parts.length; i++) {
-      const ancestor = parts.slice(0, i).join('/');
-      if (this.symlinks.has(ancestor)) throw invalid(`member "${name}" is below the symlink "${ancestor}"`);
-      if (this.nonDirs.has(ancestor)) throw invalid(`member "${name}" is below the file "${ancestor}"`);
-    }
-    if (this.symlinks.has(name)) throw invalid(`member "${name}" replaces a symlink of the archive`);
+    this.tracker.checkPlace(parts);
 
     const isDir = entry.type === '5';
     let wanted = false;
@@ -86,26 +67,12 @@ export class ArchiveRules {
       if (part === 'container') this.scan.hasContainer = true;
       else this.scan.snapshots.add(parts[2]!);
       if (DEVICES.has(entry.type) && !inRootfs(parts)) throw invalid(`device node or fifo "${name}" is outside a root filesystem`);
-      if (entry.type === '1') this.checkHardLink(name, part, entry.linkname);
+      if (entry.type === '1') this.tracker.checkHardLink(name, entry.linkname, part, partOf);
       wanted = part === 'container' && parts.length === 3 && parts[2] === 'backup.yaml' && REGULAR.has(entry.type);
     }
-    if (entry.type === '2') this.symlinks.add(name);
-    if (!isDir) this.nonDirs.add(name);
-    this.seen.add(name);
+    this.tracker.record(parts, entry.type);
     this.scan.members++;
     return wanted;
-  }
-
-  private checkHardLink(name: string, part: string, linkname: string): void {
-    if (!linkname) throw invalid(`hard link "${name}" has no target`);
-    const target = components(linkname, 'hard link target');
-    const targetName = target.join('/');
-    if (target[0] !== 'backup' || partOf(target) !== part) throw invalid(`hard link "${name}" points outside its part of the archive ("${linkname}")`);
-    for (let i = 1; i < target.length; i++) {
-      const ancestor = target.slice(0, i).join('/');
-      if (this.symlinks.has(ancestor)) throw invalid(`hard link "${name}" points below the symlink "${ancestor}"`);
-    }
-    if (!this.seen.has(targetName) || !this.nonDirs.has(targetName)) throw invalid(`hard link "${name}" points at "${linkname}", which is not a file archived before it`);
   }
 
   collect(entry: TarEntry, content: Buffer): void {
@@ -116,29 +83,8 @@ export class ArchiveRules {
 }
 
 /** Decompress and walk the whole archive; resolves with what it holds, throws a 400 naming the first problem. */
-export async function scanArchive(hostTools: HostTools, file: string, algorithm: Algorithm): Promise<ArchiveScan> {
+export async function scanArchive(hostTools: HostTools, file: string, algorithm: BackupAlgorithm): Promise<ArchiveScan> {
   const rules = new ArchiveRules();
-  const walker = new TarWalker('backup', (entry) => rules.check(entry), (entry, content) => rules.collect(entry, content));
-  if (algorithm === 'none') {
-    for await (const chunk of createReadStream(file)) walker.push(chunk as Buffer);
-    walker.finish();
-    return rules.scan;
-  }
-  const child = hostTools.spawn(algorithm, ['-d', '-c', '--', file]);
-  child.stdin.end();
-  let stderr = '';
-  child.stderr?.on('data', (c: Buffer) => {
-    if (stderr.length < 4096) stderr += c.toString('utf8');
-  });
-  try {
-    for await (const chunk of child.stdout) walker.push(chunk as Buffer);
-  } catch (err) {
-    child.kill('SIGKILL');
-    await child.exited;
-    throw isApiError(err) ? err : invalid(`reading the archive failed: ${(err as Error).message}`);
-  }
-  const code = await child.exited;
-  if (code !== 0) throw invalid(`the ${algorithm} stream is damaged or truncated (${stderr.trim().split('\n').pop() || `exit ${code}`})`);
-  walker.finish();
+  await walkBackupArchive(hostTools, file, algorithm, (entry) => rules.check(entry), (entry, content) => rules.collect(entry, content));
   return rules.scan;
 }

@@ -1,8 +1,7 @@
 /** The hourly task that removes expired backups, visible as an operation like the reference's. */
-import type { PluginContext } from '../../../sdk/index.js';
+import { backupExpired as hasExpired, type PluginContext } from '../../../sdk/index.js';
 import type { InstanceManager } from '../manager.js';
 import type { BackupManager } from './manager.js';
-import { hasExpired } from './names.js';
 
 const HOUR_MS = 3600_000;
 

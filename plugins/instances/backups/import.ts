@@ -8,15 +8,11 @@
  * written last (by the manager): after a crash the instance is either whole or absent, and the
  * work area and any volume without a record are removed at boot.
  */
-import { createReadStream, createWriteStream } from 'node:fs';
-import { mkdir, readdir, rename, rm, stat } from 'node:fs/promises';
+import { mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
-import { Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import {
-  async, badRequest, drain, internalError, isApiError, notFound, tarFlags,
-  type ApiRequest, type ApiResponse, type DeviceConfig, type Operation, type OperationControl, type PluginContext,
+  async, backupProgressText as progressText, backupUploadAlgorithm, badRequest, extractBackup, isApiError, moveBackupTree, notFound,
+  receiveBackupUpload, type BackupAlgorithm as Algorithm, type ApiRequest, type ApiResponse, type DeviceConfig, type Operation, type OperationControl, type PluginContext,
 } from '../../../sdk/index.js';
 import { isRootDisk, withRootOn } from '../devices/disk.js';
 import type { CreateSpec, InstanceManager } from '../manager.js';
@@ -25,13 +21,9 @@ import { NEVER } from '../record.js';
 import { operationResources } from '../routes/paths.js';
 import { NO_EXPIRY, type SnapshotRecord } from '../snapshots/record.js';
 import { scanArchive } from './archive-check.js';
-import { checkAlgorithm, detectAlgorithm, type Algorithm } from './compression.js';
 import { BackupFiles } from './files.js';
 import { readIndex, type BackupIndex, type InstanceSection } from './index-file.js';
-import { progressText } from './progress.js';
 import { parseShift, unshiftTree } from './unshift.js';
-
-const DAY_MS = 24 * 3600_000;
 
 function header(value: string | string[] | undefined): string {
   return (Array.isArray(value) ? value[0] : value)?.trim() ?? '';
@@ -52,18 +44,12 @@ export class BackupImporter {
   }
 
   async post(req: ApiRequest): Promise<ApiResponse> {
-    const body = req.rawBody;
-    if (!body) throw badRequest('The request has no body');
+    if (!req.rawBody) throw badRequest('The request has no body');
     const work = await this.files.scratch('import');
     let handedOver = false;
     try {
       const upload = path.join(work, 'upload');
-      try {
-        await pipeline(body as Readable, createWriteStream(upload, { mode: 0o600 }));
-      } catch (err) {
-        await drain(body);
-        throw badRequest(`The backup upload was interrupted (${(err as Error).message})`);
-      }
+      await receiveBackupUpload(req.rawBody, upload);
       const plan = await this.plan(req, upload);
       const op = await this.start(req, plan, upload, work);
       handedOver = true;
@@ -75,10 +61,7 @@ export class BackupImporter {
 
   /** Everything that can be refused before extraction. */
   private async plan(req: ApiRequest, upload: string): Promise<ImportPlan> {
-    if ((await stat(upload)).size === 0) throw badRequest('Invalid backup: the body is empty');
-    const detected = await detectAlgorithm(upload);
-    if (!detected) throw badRequest('Invalid backup: not a tar archive (plain, or compressed with gzip, bzip2, xz or zstd)');
-    const algorithm = await checkAlgorithm(this.ctx.hostTools, detected);
+    const algorithm = await backupUploadAlgorithm(this.ctx.hostTools, upload);
     const scan = await scanArchive(this.ctx.hostTools, upload, algorithm);
     const index = readIndex(scan);
 
@@ -198,54 +181,20 @@ export class BackupImporter {
   }
 
   private async extract(upload: string, algorithm: Algorithm, into: string, op: OperationControl): Promise<void> {
-    const total = (await stat(upload)).size;
     const started = Date.now();
-    let read = 0;
     let reported = 0;
-    const counter = new Transform({
-      transform(chunk: Buffer, _enc, done) {
-        read += chunk.length;
-        if (Date.now() - reported >= 1000) {
-          reported = Date.now();
-          op.updateMetadata({ create_instance_from_backup_progress: progressText(read, started, total) });
-        }
-        done(null, chunk);
+    await extractBackup(this.ctx.hostTools, {
+      upload, algorithm, into, signal: op.signal,
+      onProgress: (read, total) => {
+        if (Date.now() - reported < 1000) return;
+        reported = Date.now();
+        op.updateMetadata({ create_instance_from_backup_progress: progressText(read, started, total) });
       },
     });
-    const tar = this.ctx.hostTools.spawn('tar', [
-      '-x', '-f', '-', ...tarFlags(algorithm), '-C', into, '--numeric-owner', '--same-owner', '--same-permissions',
-      '--xattrs', '--xattrs-include=*',
-    ], { endWithDaemon: true });
-    let stderr = '';
-    tar.stderr?.on('data', (c: Buffer) => {
-      if (stderr.length < 16 * 1024) stderr += c.toString('utf8');
-    });
-    const kill = () => tar.kill('SIGKILL');
-    op.signal.addEventListener('abort', kill, { once: true });
-    try {
-      const [fed, code] = await Promise.allSettled([pipeline(createReadStream(upload), counter, tar.stdin), tar.exited]);
-      if (op.signal.aborted) throw internalError('The restore was cancelled');
-      const exit = (code as PromiseFulfilledResult<number>).value;
-      if (exit !== 0) throw internalError(`Extracting the backup failed (tar exit ${exit}): ${stderr.trim().split('\n').slice(-3).join(' ')}`);
-      if (fed.status === 'rejected') throw internalError(`Extracting the backup failed: ${(fed.reason as Error).message}`);
-    } finally {
-      op.signal.removeEventListener('abort', kill);
-    }
   }
 
-  /** Move a part's content into the new volume; across filesystems, copy it. */
-  private async moveInto(from: string, dir: string): Promise<void> {
-    for (const entry of await readdir(from)) {
-      // Written afresh by every backup; a stale one is no part of the instance.
-      if (entry === 'backup.yaml') continue;
-      const source = path.join(from, entry);
-      const target = path.join(dir, entry);
-      try {
-        await rename(source, target);
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
-        await this.ctx.hostTools.run('cp', ['-a', '--', source, target], { timeoutMs: DAY_MS, endWithDaemon: true });
-      }
-    }
+  /** Move a part's content into the new volume (its backup.yaml is written afresh by every backup: no part of the instance). */
+  private moveInto(from: string, dir: string): Promise<void> {
+    return moveBackupTree(this.ctx.hostTools, from, dir, ['backup.yaml']);
   }
 }

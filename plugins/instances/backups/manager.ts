@@ -7,19 +7,16 @@
 import { link, mkdir, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  badRequest, conflict, notFound, ProjectsServiceRef, resourceUrl,
-  type ApiRequest, type Collection, type OperationControl, type PluginContext, type StoredDoc,
+  backupProgressText as progressText, backupTime as apiTime, badRequest, checkBackupAlgorithm as checkAlgorithm, checkBackupName, conflict,
+  nextBackupName, notFound, parseBackupExpiry as parseExpiresAt, ProjectsServiceRef, resourceUrl, writeBackupTarball as writeTarball,
+  type BackupAlgorithm as Algorithm, type ApiRequest, type Collection, type OperationControl, type PluginContext, type StoredDoc,
 } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
 import type { SnapshotRecord } from '../snapshots/record.js';
 import { backupConfig, indexDocument, snapshotBackupConfig, toYaml } from './backup-config.js';
-import { checkAlgorithm, type Algorithm } from './compression.js';
 import { BackupFiles } from './files.js';
-import { apiTime, checkBackupName, nextBackupName, parseExpiresAt } from './names.js';
-import { progressText } from './progress.js';
 import { backupKey, byName, type BackupRecord } from './record.js';
-import { writeTarball } from './tarball.js';
 
 export interface BackupRequest {
   name: string;

@@ -13,7 +13,7 @@ export interface BackupRecord {
   compression_algorithm: string;
 }
 
-export const NO_EXPIRY = '0001-01-01T00:00:00Z';
+export { BACKUP_NO_EXPIRY as NO_EXPIRY } from '../../../sdk/index.js';
 
 export const backupKey = (instance: string, backup: string) => `${instance}/${backup}`;
 

@@ -7,11 +7,10 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import {
   async, bodyObject, collection, formatExtension, notFound, raw, resourceUrl, sync,
-  type ApiRequest, type OperationControl, type PluginContext, type RouteDescriptor,
+  type ApiRequest, type BackupAlgorithm as Algorithm, type OperationControl, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
-import type { Algorithm } from '../backups/compression.js';
 import type { BackupManager } from '../backups/manager.js';
 import { backupView } from '../backups/record.js';
 import { instancePaths, operationResources, subresourcePath } from './paths.js';

@@ -49,6 +49,13 @@ export function contentTypeOf(value: unknown): ContentType {
 }
 
 export class CustomVolumes {
+  /** What goes with a volume (its backups) when it is renamed or moved (`to`) or deleted (no `to`). */
+  followers: ((from: { pool: string; project: string; name: string }, to?: { pool: string; project: string; name: string }) => Promise<void>)[] = [];
+
+  private async follow(from: { pool: string; project: string; name: string }, to?: { pool: string; project: string; name: string }): Promise<void> {
+    for (const f of this.followers) await f(from, to);
+  }
+
   /** Names being created right now (pool/project/name): a second create waits for none, it gets a 409. */
   private readonly reserved = new Set<string>();
 
@@ -155,6 +162,7 @@ export class CustomVolumes {
       await this.catalog.delete(project, poolName, name);
       await driver.deleteVolume(info, customRef(project, name));
     });
+    await this.follow({ pool: poolName, project, name });
     this.ctx.events.lifecycle('storage-volume-deleted', volumeUrl(poolName, 'custom', name, project), { project, requestor });
   }
 
@@ -174,6 +182,7 @@ export class CustomVolumes {
         throw err;
       }
     });
+    await this.follow({ pool: poolName, project, name }, { pool: poolName, project: to.project, name: to.name });
     this.ctx.events.lifecycle('storage-volume-renamed', volumeUrl(poolName, 'custom', to.name, to.project), {
       project: to.project, requestor, context: { old_name: name },
     });
@@ -259,7 +268,55 @@ export class CustomVolumes {
       this.ctx.log.error({ err, pool: poolName, volume: name }, 'removing a moved volume from its old pool failed');
       throw err;
     }
+    await this.follow({ pool: poolName, project, name }, to);
     this.ctx.events.lifecycle('storage-volume-deleted', volumeUrl(poolName, 'custom', name, project), { project, requestor });
+  }
+
+  /** Everything a new volume from outside (a backup) is checked for before any work starts: name, config, project limits, a free name. */
+  async checkNew(poolName: string, project: string, name: string, config: Record<string, string>, contentType: ContentType): Promise<void> {
+    checkVolumeName(name);
+    this.checkConfig(config, contentType);
+    await this.pools.usable(poolName);
+    if (this.catalog.find(project, poolName, name)) throw conflict(`Storage volume "${name}" already exists on pool "${poolName}"`);
+    await this.vet(project, poolName, name, config);
+  }
+
+  /**
+   * A new volume written by `fill` (a backup import), with snapshots filled first, oldest first.
+   * Made under the scratch name and renamed once whole; the records are written last.
+   */
+  async createFilled(
+    poolName: string, project: string, vol: NewVolume, fill: (dir: string) => Promise<void>,
+    snapshots: { name: string; description: string; expiresAt: string; createdAt?: string; fill: (dir: string) => Promise<void> }[],
+    requestor?: Requestor,
+  ): Promise<void> {
+    await this.checkNew(poolName, project, vol.name, vol.config, vol.contentType);
+    await this.reserving(project, poolName, vol.name, async () => {
+      const scratch = customRef(project, PARTIAL_PREFIX + vol.name);
+      await this.volumes.deleteVolume(poolName, scratch).catch(() => {});
+      await this.volumes.createInstanceVolume(poolName, scratch, { kind: 'fill', fill, snapshots: snapshots.map((s) => ({ name: s.name, fill: s.fill })) });
+      try {
+        await this.volumes.renameVolume(poolName, scratch, vol.name);
+      } catch (err) {
+        await this.volumes.deleteVolume(poolName, scratch).catch(() => {});
+        throw err;
+      }
+      const now = new Date().toISOString();
+      try {
+        await this.catalog.put(project, { pool: poolName, name: vol.name, description: vol.description, config: vol.config, contentType: vol.contentType, createdAt: now }, 0);
+        for (const s of snapshots) {
+          await this.catalog.putSnapshot(project, {
+            pool: poolName, volume: vol.name, name: s.name, description: s.description, config: {}, contentType: vol.contentType,
+            createdAt: s.createdAt ?? now, expiresAt: s.expiresAt,
+          }, 0);
+        }
+      } catch (err) {
+        await this.catalog.delete(project, poolName, vol.name).catch(() => {});
+        await this.volumes.deleteVolume(poolName, customRef(project, vol.name)).catch(() => {});
+        throw err;
+      }
+    });
+    this.ctx.events.lifecycle('storage-volume-created', volumeUrl(poolName, 'custom', vol.name, project), { project, requestor });
   }
 
   /** Host path where the volume's files are (filesystem volumes) or its block file's directory. */

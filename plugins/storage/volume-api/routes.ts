@@ -4,9 +4,9 @@
  * `features.storage.volumes` names; instance volumes in their instance's project.
  */
 import {
-  async, badRequest, bodyObject, collection, empty, featureProjectOf, instanceUrl, isPlainObject, notFound, optionalBool, optionalString,
+  acceptingBackupUploads, async, badRequest, bodyObject, collection, empty, featureProjectOf, instanceUrl, isPlainObject, notFound, optionalBool, optionalString,
   stringMap, sync,
-  type ApiRequest, type ApiResponse, type InstanceSummary, type PluginContext, type RouteDescriptor, type VolumeType,
+  type ApiRequest, type ApiResponse, type InstanceSummary, type PluginContext, type RouteDescriptor, type VerbSpec, type VolumeType,
 } from '../../../sdk/index.js';
 import type { PoolManager } from '../pools.js';
 import type { VolumeManager } from '../volumes.js';
@@ -38,6 +38,8 @@ export interface VolumeRouteDeps {
   users: VolumeUsers;
   /** Snapshot and backup routes of custom volumes. */
   more?: RouteDescriptor[];
+  /** POST /volumes/custom with a backup tarball (`Content-Type: application/octet-stream`). */
+  importBackup?: (req: ApiRequest, pool: string, project: string) => Promise<ApiResponse>;
   /** PUT with `restore`: the volume takes a snapshot's content. */
   restore?: (pool: string, project: string, volume: string, snapshot: string, req: ApiRequest) => Promise<void>;
 }
@@ -91,6 +93,15 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
     return out;
   }
 
+  /** The create verb also takes backup tarballs when the backup part is wired in. */
+  const withImport = (verb: VerbSpec): VerbSpec => (deps.importBackup
+    ? acceptingBackupUploads(verb, async (req) => {
+      onlyCustom(volumeType(req.params.type), 'imported');
+      await pools.usable(req.params.pool!);
+      return deps.importBackup!(req, req.params.pool!, await customProject(req));
+    })
+    : verb);
+
   const listing = (items: Listed[]): ApiResponse => collection(items, (i) => i.url, (i) => i.view);
 
   async function findInstanceVolume(pool: string, type: VolumeType, name: string, req: ApiRequest): Promise<VolumeView> {
@@ -136,7 +147,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
           return listing(await listType(req.params.pool!, volumeType(req.params.type), req));
         },
       },
-      post: {
+      post: withImport({
         description: 'Create a custom storage volume, possibly as a copy of another',
         handler: async (req) => {
           const pool = req.params.pool!;
@@ -179,7 +190,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
             },
           }));
         },
-      },
+      }),
     },
     {
       path: `${BASE}/{type}/{name}`,

@@ -1,12 +1,14 @@
 /** Wires the volume API into the storage family host: keys, routes, services and boot recovery. */
 import path from 'node:path';
 import {
-  CustomVolumesServiceRef, featureProjectOf, ProjectsServiceRef, resourceUrl,
+  BACKUP_COMPRESSION_KEY, CustomVolumesServiceRef, featureProjectOf, ProjectsServiceRef, resourceUrl,
   type CustomVolumeInfo, type CustomVolumesService, type PluginContext,
 } from '../../../sdk/index.js';
 import type { PoolManager } from '../pools.js';
 import type { SharedLock } from '../shared-lock.js';
 import type { VolumeManager } from '../volumes.js';
+import { volumeBackupRoutes, VolumeBackupImporter } from './backup-routes.js';
+import { VolumeBackups } from './backups.js';
 import { VolumeCatalog } from './catalog.js';
 import { BLOCK_FILE, CustomVolumes } from './custom-volumes.js';
 import { VOLUME_KEYS } from './keys.js';
@@ -43,9 +45,15 @@ export function registerVolumeApi(ctx: PluginContext, pools: PoolManager, volume
   ctx.services.provide(CustomVolumesServiceRef, service);
 
   const snapshots = new VolumeSnapshots(ctx, volumes, catalog);
+  // Shared with instance backups: whichever family loads first registers it.
+  if (!ctx.keys.lookup('server', BACKUP_COMPRESSION_KEY.key!)) ctx.keys.register(BACKUP_COMPRESSION_KEY);
+  const backups = new VolumeBackups(ctx, pools, volumes, catalog);
+  custom.followers.push((from, to) => backups.follow(from, to));
+  const importer = new VolumeBackupImporter(ctx, backups, custom);
   const routes = volumeRoutes({
     ctx, pools, volumes, custom, users,
-    more: snapshotRoutes(ctx, snapshots, catalog),
+    more: [...snapshotRoutes(ctx, snapshots, catalog), ...volumeBackupRoutes(ctx, backups)],
+    importBackup: (req, pool, project) => importer.post(req, pool, project),
     restore: (pool, project, volume, snapshot, req) => snapshots.restore(project, pool, volume, snapshot, req.requestor),
   });
   for (const route of routes) ctx.routes.add(route);
@@ -53,13 +61,33 @@ export function registerVolumeApi(ctx: PluginContext, pools: PoolManager, volume
   // Pools that hold custom volumes are in use by them.
   pools.usedBy.add((_project, pool) => catalog.list(pool).map((e) => resourceUrl(`/1.0/storage-pools/${encodeURIComponent(pool)}/volumes/custom/${encodeURIComponent(e.doc.name)}`, e.project)));
 
+  let expiryTimer: NodeJS.Timeout | undefined;
+  const scheduleExpiry = () => {
+    const run = () => ctx.operations.create({
+      class: 'task',
+      description: 'Cleaning up expired volume backups',
+      run: async () => {
+        const removed = await backups.expire();
+        if (removed) ctx.log.info({ removed }, 'removed expired volume backups');
+      },
+    });
+    run();
+    expiryTimer = setInterval(run, 3600_000);
+    expiryTimer.unref();
+  };
+  ctx.hooks.shutdown.tap(async () => {
+    if (expiryTimer) clearInterval(expiryTimer);
+  });
+
   return {
     async boot() {
       // Projects see their custom volumes (used_by, no rename or delete while they hold some).
       ctx.services.get(ProjectsServiceRef)?.contents.add((project) => catalog.list(undefined, project)
         .map((e) => resourceUrl(`/1.0/storage-pools/${encodeURIComponent(e.doc.pool)}/volumes/custom/${encodeURIComponent(e.doc.name)}`, e.project)));
       await custom.recover();
+      await backups.cleanup();
       snapshots.start();
+      scheduleExpiry();
     },
   };
 }

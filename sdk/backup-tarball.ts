@@ -1,7 +1,8 @@
 /**
- * Writing a backup tarball in the reference's layout: `backup/index.yaml`, then
- * `backup/snapshots/<name>/` for each snapshot, then `backup/container/`, each holding the
- * volume's content plus a generated `backup.yaml`.
+ * Writing a backup tarball in the reference's layout: `backup/index.yaml`, then one member
+ * directory per part (instances: `backup/snapshots/<name>/` for each snapshot, then
+ * `backup/container/`, each with a generated `backup.yaml`; custom volumes:
+ * `backup/volume-snapshots/<name>/`, then `backup/volume/`), each holding a volume's content.
  *
  * tar runs in a private mount namespace where a tmpfs staging tree gets the generated files and
  * read-only bind mounts of the volume's entries, so member names come out right without copying
@@ -13,28 +14,29 @@ import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Transform } from 'node:stream';
 import { finished, pipeline } from 'node:stream/promises';
-import { internalError, type HostProcess, type HostTools } from '../../../sdk/index.js';
-import { compressArgs, type Algorithm } from './compression.js';
+import { backupCompressArgs, type BackupAlgorithm } from './backup-compression.js';
+import { internalError } from './errors.js';
+import type { HostProcess, HostTools } from './host-tools.js';
 
-export interface TarballPart {
-  /** Member directory: `backup/container` or `backup/snapshots/<name>`. */
+export interface BackupTarballPart {
+  /** Member directory, e.g. `backup/container` or `backup/volume-snapshots/<name>`. */
   member: string;
   /** Host directory whose content goes in. */
   dir: string;
-  /** File holding the part's generated backup.yaml. */
-  backupYaml: string;
+  /** File holding the part's generated backup.yaml (instances); the volume's own is then left out. */
+  backupYaml?: string;
 }
 
-export interface TarballSpec {
+export interface BackupTarballSpec {
   /** Where the compressed tarball is written (a temporary name; the caller renames it). */
   output: string;
-  algorithm: Algorithm;
+  algorithm: BackupAlgorithm;
   /** An empty directory the staging tmpfs is mounted on, inside the namespace only. */
   stagingMount: string;
   /** File holding index.yaml. */
   indexYaml: string;
   /** In archive order: snapshots (oldest first), then the instance. */
-  parts: TarballPart[];
+  parts: BackupTarballPart[];
   onProgress?: (bytes: number) => void;
   signal?: AbortSignal;
 }
@@ -71,11 +73,11 @@ fail "no tar operation"
 `;
 
 /** The top-level entries of a part: bind mounts for files and directories, copies for symlinks. */
-async function partOperations(part: TarballPart): Promise<string[]> {
+async function partOperations(part: BackupTarballPart): Promise<string[]> {
   const ops = ['dir', part.dir, part.member];
   for (const entry of (await readdir(part.dir)).sort()) {
     // Ours is generated; a stale one from an imported volume is left out.
-    if (entry === 'backup.yaml') continue;
+    if (part.backupYaml && entry === 'backup.yaml') continue;
     const source = path.join(part.dir, entry);
     const st = await lstat(source);
     const dest = `${part.member}/${entry}`;
@@ -83,7 +85,7 @@ async function partOperations(part: TarballPart): Promise<string[]> {
     else if (st.isDirectory() || st.isFile()) ops.push('bind', source, dest);
     // Sockets and the like at the top of a volume are nothing a backup needs.
   }
-  ops.push('file', part.backupYaml, `${part.member}/backup.yaml`, '0400');
+  if (part.backupYaml) ops.push('file', part.backupYaml, `${part.member}/backup.yaml`, '0400');
   return ops;
 }
 
@@ -127,7 +129,7 @@ function withoutTrailer(): Transform {
  * `backup/container` (as the reference's does). Snapshots share symlink inodes with their volume
  * on dir pools, so links must stay within a part.
  */
-export async function writeTarball(hostTools: HostTools, spec: TarballSpec): Promise<void> {
+export async function writeBackupTarball(hostTools: HostTools, spec: BackupTarballSpec): Promise<void> {
   const groups: { ops: string[]; members: string[] }[] = [{ ops: ['file', spec.indexYaml, 'backup/index.yaml', '0644'], members: ['backup/index.yaml'] }];
   for (const part of spec.parts) groups.push({ ops: [...(await partOperations(part)), 'times', part.dir, part.member], members: [part.member] });
   const tarArgs = [
@@ -135,7 +137,7 @@ export async function writeTarball(hostTools: HostTools, spec: TarballSpec): Pro
     // Without these every member gets a pax header for its sub-second times.
     '--pax-option=delete=atime,delete=ctime,delete=mtime',
   ];
-  const compressor = spec.algorithm === 'none' ? undefined : hostTools.spawn(spec.algorithm, compressArgs[spec.algorithm], { endWithDaemon: true });
+  const compressor = spec.algorithm === 'none' ? undefined : hostTools.spawn(spec.algorithm, backupCompressArgs[spec.algorithm], { endWithDaemon: true });
   const compressorErr = compressor ? collectStderr(compressor) : () => '';
   let current: HostProcess | undefined;
   const kill = () => {

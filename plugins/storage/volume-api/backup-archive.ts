@@ -1,0 +1,163 @@
+/**
+ * A custom volume backup as the reference writes it: `backup/index.yaml`, then
+ * `backup/volume-snapshots/<name>/` for each snapshot (oldest first), then `backup/volume/`. The
+ * index carries the volume's config and its snapshots' under `config`.
+ *
+ * An upload is walked once before anything is extracted: members must stay in those parts, no
+ * absolute names or `..`, nothing below a symlink or file of the archive, hard links within their
+ * part, no device nodes (a volume is data, never a root filesystem). Any problem is a 400.
+ */
+import { parse } from 'yaml';
+import {
+  BackupMemberTracker, backupMemberParts, invalidBackup as invalid, isPlainObject, stringMap, walkBackupArchive,
+  type BackupAlgorithm, type HostTools, type TarEntry,
+} from '../../../sdk/index.js';
+import { contentTypeOf } from './custom-volumes.js';
+import { checkVolumeSnapshotName } from './names.js';
+import type { ContentType } from './record.js';
+
+export const VOLUME_PART = 'backup/volume';
+export const SNAPSHOTS_PART = 'backup/volume-snapshots';
+
+const REGULAR = new Set(['0', '7', 'S']);
+/** Regular files, hard links, symlinks, directories and fifos. */
+const ALLOWED = new Set([...REGULAR, '1', '2', '5', '6']);
+
+/** `volume` or `volume-snapshots/<name>` for members inside a part; undefined for the skeleton above them. */
+function partOf(parts: string[]): string | undefined {
+  if (parts[1] === 'volume') return 'volume';
+  if (parts[1] === 'volume-snapshots' && parts.length >= 3) return `volume-snapshots/${parts[2]}`;
+  return undefined;
+}
+
+export interface VolumeArchiveScan {
+  index?: Buffer;
+  hasVolume: boolean;
+  snapshots: Set<string>;
+}
+
+class VolumeArchiveRules {
+  readonly scan: VolumeArchiveScan = { hasVolume: false, snapshots: new Set() };
+  private readonly tracker = new BackupMemberTracker();
+
+  check(entry: TarEntry): boolean {
+    const parts = backupMemberParts(entry.name);
+    if (parts.length === 0) throw invalid(`member "${entry.name}" has no name`);
+    const name = parts.join('/');
+    if (parts[0] !== 'backup') throw invalid(`member "${entry.name}" is outside "backup/"`);
+    if (entry.type === '3' || entry.type === '4') throw invalid(`device node "${name}" has no place in a volume backup`);
+    if (!ALLOWED.has(entry.type)) throw invalid(`member "${name}" has an unsupported type ("${entry.type}")`);
+    this.tracker.checkPlace(parts);
+    const isDir = entry.type === '5';
+    let wanted = false;
+    if (parts.length === 1 || (parts.length === 2 && parts[1] === 'volume-snapshots')) {
+      if (!isDir) throw invalid(`"${name}" must be a directory`);
+    } else if (parts.length === 2 && parts[1] === 'index.yaml') {
+      if (!REGULAR.has(entry.type)) throw invalid('"backup/index.yaml" must be a regular file');
+      wanted = true;
+    } else {
+      const part = partOf(parts);
+      if (!part) throw invalid(`unexpected member "${name}" (a volume backup holds backup/index.yaml, backup/volume/ and backup/volume-snapshots/<name>/)`);
+      const depth = part === 'volume' ? 2 : 3;
+      if (parts.length === depth && !isDir) throw invalid(`"${name}" must be a directory`);
+      if (part === 'volume') this.scan.hasVolume = true;
+      else this.scan.snapshots.add(parts[2]!);
+      if (entry.type === '1') this.tracker.checkHardLink(name, entry.linkname, part, partOf);
+    }
+    this.tracker.record(parts, entry.type);
+    return wanted;
+  }
+
+  collect(_entry: TarEntry, content: Buffer): void {
+    this.scan.index = content;
+  }
+}
+
+export async function scanVolumeArchive(hostTools: HostTools, file: string, algorithm: BackupAlgorithm): Promise<VolumeArchiveScan> {
+  const rules = new VolumeArchiveRules();
+  await walkBackupArchive(hostTools, file, algorithm, (e) => rules.check(e), (e, c) => rules.collect(e, c));
+  return rules.scan;
+}
+
+export interface VolumeBackupIndex {
+  name: string;
+  pool: string;
+  description: string;
+  config: Record<string, string>;
+  contentType: ContentType;
+  /** Oldest first, as archived. */
+  snapshots: { name: string; description: string; expiresAt: string; createdAt?: string }[];
+}
+
+const text = (value: unknown, what: string): string | undefined => {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === 'string') return value;
+  if (value instanceof Date) return value.toISOString();
+  throw invalid(`${what} must be a string`);
+};
+
+/** A time kept only when it is a real one (the reference writes the zero time for "never" and "unknown"). */
+const time = (value: unknown, what: string): string | undefined => {
+  const t = text(value, what);
+  return t && !t.startsWith('0001-') && !Number.isNaN(Date.parse(t)) ? t : undefined;
+};
+
+export function readVolumeIndex(scan: VolumeArchiveScan): VolumeBackupIndex {
+  if (!scan.index) throw invalid('backup/index.yaml is missing');
+  let doc: unknown;
+  try {
+    doc = parse(scan.index.toString('utf8'));
+  } catch (err) {
+    throw invalid(`backup/index.yaml is not valid YAML (${(err as Error).message.split('\n')[0]})`);
+  }
+  if (!isPlainObject(doc)) throw invalid('backup/index.yaml is not a map');
+  const type = text(doc.type, 'type');
+  if (type !== 'custom') throw invalid(`it is a backup of a${type === 'container' || !type ? 'n instance' : ` "${type}"`}, not of a custom volume`);
+  if (doc.optimized === true) {
+    throw invalid(`it is in the optimized format of the "${text(doc.backend, 'backend') ?? 'unknown'}" storage driver, which this daemon cannot read; make the backup without optimized storage`);
+  }
+  const name = text(doc.name, 'name');
+  if (!name) throw invalid('backup/index.yaml has no volume "name"');
+  const names = doc.snapshots ?? [];
+  if (!Array.isArray(names) || names.some((s) => typeof s !== 'string')) throw invalid('"snapshots" must be a list of names');
+  for (const s of names as string[]) {
+    try {
+      checkVolumeSnapshotName(s);
+    } catch (err) {
+      throw invalid(`snapshot name "${s}": ${(err as Error).message}`);
+    }
+  }
+  if (new Set(names).size !== names.length) throw invalid('"snapshots" lists a snapshot twice');
+  const config = isPlainObject(doc.config) ? doc.config : {};
+  const volume = isPlainObject(config.volume) ? config.volume : {};
+  const wrap = <T>(fn: () => T, what: string): T => {
+    try {
+      return fn();
+    } catch (err) {
+      throw invalid(`${what}: ${(err as Error).message}`);
+    }
+  };
+  const contentType = wrap(() => contentTypeOf(volume.content_type), 'config.volume.content_type');
+  const sections = Array.isArray(config.volume_snapshots) ? config.volume_snapshots : [];
+  const byName = new Map<string, Record<string, unknown>>();
+  for (const s of sections) if (isPlainObject(s) && typeof s.name === 'string') byName.set(s.name, s);
+
+  if (!scan.hasVolume) throw invalid('the archive has no backup/volume/');
+  return {
+    name,
+    pool: text(doc.pool, 'pool') ?? '',
+    description: text(volume.description, 'config.volume.description') ?? '',
+    config: wrap(() => stringMap(volume.config, 'config'), 'config.volume'),
+    contentType,
+    snapshots: (names as string[]).map((s) => {
+      if (!scan.snapshots.has(s)) throw invalid(`backup/index.yaml lists snapshot "${s}" but the archive has no backup/volume-snapshots/${s}/`);
+      const section = byName.get(s) ?? {};
+      return {
+        name: s,
+        description: text(section.description, `config.volume_snapshots[${s}].description`) ?? '',
+        expiresAt: time(section.expires_at, `config.volume_snapshots[${s}].expires_at`) ?? '',
+        createdAt: time(section.created_at, `config.volume_snapshots[${s}].created_at`),
+      };
+    }),
+  };
+}

@@ -1,0 +1,336 @@
+/**
+ * Custom volume backups: records in the `volume-backups` collection (key
+ * `<pool>/<volume>/<backup>`, in the volume's project) and their tarballs at
+ * `<dataDir>/backups/custom/<pool>/<project>_<volume>/<backup>`, as the reference lays them out.
+ * The file first, the record last on create; the record first, the file last on delete; a rename
+ * links the new name before the record moves. A crash leaves at worst a file without a record or a
+ * work area, which the boot cleanup removes. Backups follow their volume when it is renamed or
+ * moved and go with it when it is deleted.
+ */
+import { randomUUID } from 'node:crypto';
+import { link, mkdir, readdir, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { stringify } from 'yaml';
+import {
+  backupExpired, backupProgressText, backupTime, badRequest, checkBackupAlgorithm, checkBackupName, conflict,
+  nextBackupName, notFound, parseBackupExpiry, ProjectsServiceRef, resourceUrl, writeBackupTarball,
+  type BackupAlgorithm, type OperationControl, type PluginContext, type Requestor, type StoredDoc,
+} from '../../../sdk/index.js';
+import type { PoolManager } from '../pools.js';
+import type { VolumeManager } from '../volumes.js';
+import { SNAPSHOTS_PART, VOLUME_PART } from './backup-archive.js';
+import type { VolumeCatalog } from './catalog.js';
+import { customRef } from './custom-volumes.js';
+import { customView, NEVER } from './record.js';
+
+export interface VolumeBackupRecord {
+  name: string;
+  created_at: string;
+  /** `0001-01-01T00:00:00Z` when it never expires. */
+  expires_at: string;
+  volume_only: boolean;
+  optimized_storage: boolean;
+  compression_algorithm: string;
+}
+
+export interface VolumeBackupRequest {
+  name: string;
+  expiresAt: string;
+  volumeOnly: boolean;
+  algorithm: BackupAlgorithm;
+}
+
+/** A custom volume: its pool, its project and its name. */
+export interface VolumeOwner {
+  pool: string;
+  project: string;
+  name: string;
+}
+
+export const VOLUME_BACKUPS_COLLECTION = 'volume-backups';
+
+const key = (owner: VolumeOwner, backup: string) => `${owner.pool}/${owner.name}/${backup}`;
+const SCRATCH = /^\.custom-(import|create)-[0-9a-f-]{36}$/;
+
+export const volumeBackupView = (r: VolumeBackupRecord) => ({
+  name: r.name, created_at: r.created_at, expires_at: r.expires_at, volume_only: r.volume_only, optimized_storage: r.optimized_storage,
+});
+
+export const volumeBackupUrl = (owner: VolumeOwner, backup: string) =>
+  resourceUrl(`/1.0/storage-pools/${encodeURIComponent(owner.pool)}/volumes/custom/${encodeURIComponent(owner.name)}/backups/${encodeURIComponent(backup)}`, owner.project);
+
+/** YAML as the reference's encoder writes it: block style, strings quoted only when they must be. */
+const toYaml = (doc: unknown) => stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false, indentSeq: false });
+
+export class VolumeBackups {
+  readonly root: string;
+  readonly customRoot: string;
+  private readonly stagingMount: string;
+  private readonly reserved = new Set<string>();
+
+  constructor(
+    private readonly ctx: PluginContext, private readonly pools: PoolManager, private readonly volumes: VolumeManager, private readonly catalog: VolumeCatalog,
+  ) {
+    this.root = path.join(ctx.dataDir, 'backups');
+    this.customRoot = path.join(this.root, 'custom');
+    this.stagingMount = path.join(this.root, '.staging-custom');
+  }
+
+  private get records() {
+    return this.ctx.store.collection<VolumeBackupRecord>(VOLUME_BACKUPS_COLLECTION);
+  }
+
+  dirOf(owner: VolumeOwner): string {
+    return path.join(this.customRoot, owner.pool, `${owner.project}_${owner.name}`);
+  }
+
+  file(owner: VolumeOwner, backup: string): string {
+    return path.join(this.dirOf(owner), backup);
+  }
+
+  /** A private work area beside the backups (same filesystem as the data dir). */
+  async scratch(kind: 'import' | 'create'): Promise<string> {
+    await mkdir(this.root, { recursive: true, mode: 0o700 });
+    const dir = path.join(this.root, `.custom-${kind}-${randomUUID()}`);
+    await mkdir(dir, { mode: 0o700 });
+    return dir;
+  }
+
+  private volume(owner: VolumeOwner) {
+    const entry = this.catalog.find(owner.project, owner.pool, owner.name);
+    if (!entry) throw notFound(`Storage volume "${owner.name}" not found on pool "${owner.pool}"`);
+    return entry;
+  }
+
+  async list(owner: VolumeOwner): Promise<StoredDoc<VolumeBackupRecord>[]> {
+    this.volume(owner);
+    const stored = await this.records.list(owner.project, `${owner.pool}/${owner.name}/`);
+    return stored.sort((a, b) => (a.doc.name < b.doc.name ? -1 : a.doc.name > b.doc.name ? 1 : 0));
+  }
+
+  async load(owner: VolumeOwner, backup: string): Promise<StoredDoc<VolumeBackupRecord>> {
+    this.volume(owner);
+    const stored = await this.records.get(owner.project, key(owner, backup));
+    if (!stored) throw notFound('Storage volume backup not found');
+    return stored;
+  }
+
+  /** Everything in a create request that can be refused before any work starts. */
+  async plan(owner: VolumeOwner, body: Record<string, unknown>): Promise<VolumeBackupRequest> {
+    const vol = this.volume(owner);
+    if (vol.doc.contentType === 'block') throw badRequest('Backups of block volumes are not supported');
+    if (body.name !== undefined && body.name !== null && typeof body.name !== 'string') throw badRequest('"name" must be a string');
+    for (const field of ['volume_only', 'optimized_storage']) {
+      if (body[field] !== undefined && body[field] !== null && typeof body[field] !== 'boolean') throw badRequest(`"${field}" must be true or false`);
+    }
+    if (body.compression_algorithm !== undefined && body.compression_algorithm !== null && typeof body.compression_algorithm !== 'string') {
+      throw badRequest('"compression_algorithm" must be a string');
+    }
+    const taken = new Set((await this.list(owner)).map((s) => s.doc.name));
+    const prefix = `${owner.project}\u0000${key(owner, '')}`;
+    for (const k of this.reserved) if (k.startsWith(prefix)) taken.add(k.slice(prefix.length));
+    const name = (body.name as string | undefined) || nextBackupName(taken);
+    checkBackupName(name);
+    if (taken.has(name)) throw conflict(`Backup "${name}" already exists`);
+    // The project's backups.compression_algorithm comes before the server's.
+    const projectAlgorithm = (await this.ctx.services.get(ProjectsServiceRef)?.get(owner.project))?.config['backups.compression_algorithm'];
+    const algorithm = await checkBackupAlgorithm(this.ctx.hostTools,
+      (body.compression_algorithm as string | undefined) || projectAlgorithm || this.ctx.serverConfig.get('backups.compression_algorithm') || 'gzip');
+    return { name, expiresAt: parseBackupExpiry(body.expires_at), volumeOnly: body.volume_only === true, algorithm };
+  }
+
+  /** Hold the name until the create finishes; 409 when it is already held. */
+  reserve(owner: VolumeOwner, backup: string): () => void {
+    const k = `${owner.project}\u0000${key(owner, backup)}`;
+    if (this.reserved.has(k)) throw conflict(`Backup "${backup}" already exists`);
+    this.reserved.add(k);
+    return () => this.reserved.delete(k);
+  }
+
+  async create(owner: VolumeOwner, request: VolumeBackupRequest, op?: OperationControl, requestor?: Requestor): Promise<VolumeBackupRecord> {
+    const now = new Date();
+    const vol = this.volume(owner);
+    if (await this.records.get(owner.project, key(owner, request.name))) throw conflict(`Backup "${request.name}" already exists`);
+    const snapshots = request.volumeOnly ? [] : this.catalog.snapshotsOf(owner.project, owner.pool, owner.name).map((s) => s.doc);
+    const { info } = await this.pools.usable(owner.pool);
+    const work = await this.scratch('create');
+    try {
+      const index: Record<string, unknown> = { name: owner.name, backend: info.driver, pool: owner.pool };
+      if (snapshots.length) index.snapshots = snapshots.map((s) => s.name);
+      const config: Record<string, unknown> = { volume: { ...customView(vol.doc, owner.project, []) } };
+      if (snapshots.length) {
+        config.volume_snapshots = snapshots.map((s) => ({
+          description: s.description, expires_at: s.expiresAt || NEVER, name: s.name, config: s.config, content_type: s.contentType, created_at: s.createdAt,
+        }));
+      }
+      Object.assign(index, { optimized: false, optimized_header: false, type: 'custom', config });
+      const indexYaml = path.join(work, 'index.yaml');
+      await writeFile(indexYaml, toYaml(index));
+      const ref = customRef(owner.project, owner.name);
+      const parts = [];
+      for (const s of snapshots) parts.push({ member: `${SNAPSHOTS_PART}/${s.name}`, dir: await this.volumes.snapshotPath(owner.pool, ref, s.name) });
+      parts.push({ member: VOLUME_PART, dir: await this.volumes.volumePath(owner.pool, ref) });
+
+      const dir = this.dirOf(owner);
+      await mkdir(dir, { recursive: true, mode: 0o700 });
+      await mkdir(this.stagingMount, { recursive: true, mode: 0o700 });
+      const temp = path.join(dir, `.partial-${randomUUID()}`);
+      const started = Date.now();
+      let reported = 0;
+      try {
+        await writeBackupTarball(this.ctx.hostTools, {
+          output: temp, algorithm: request.algorithm, stagingMount: this.stagingMount, indexYaml, parts, signal: op?.signal,
+          onProgress: (bytes) => {
+            if (!op || Date.now() - reported < 1000) return;
+            reported = Date.now();
+            op.updateMetadata({ create_backup_progress: backupProgressText(bytes, started) });
+          },
+        });
+        const record: VolumeBackupRecord = {
+          name: request.name,
+          created_at: backupTime(now),
+          expires_at: request.expiresAt,
+          volume_only: request.volumeOnly,
+          // No driver here writes an optimized volume backup: the plain layout is what any daemon reads.
+          optimized_storage: false,
+          compression_algorithm: request.algorithm,
+        };
+        const file = this.file(owner, request.name);
+        await rename(temp, file);
+        try {
+          await this.records.put(owner.project, key(owner, request.name), record, 0);
+        } catch (err) {
+          await rm(file, { force: true });
+          throw err;
+        }
+        this.lifecycle('storage-volume-backup-created', owner, request.name, requestor);
+        return record;
+      } finally {
+        await rm(temp, { force: true });
+      }
+    } finally {
+      await rm(work, { recursive: true, force: true });
+    }
+  }
+
+  async remove(owner: VolumeOwner, backup: string, requestor?: Requestor): Promise<void> {
+    await this.load(owner, backup);
+    await this.records.delete(owner.project, key(owner, backup));
+    await rm(this.file(owner, backup), { force: true });
+    this.lifecycle('storage-volume-backup-deleted', owner, backup, requestor);
+  }
+
+  async checkRename(owner: VolumeOwner, backup: string, newName: unknown): Promise<string> {
+    await this.load(owner, backup);
+    if (typeof newName !== 'string' || newName === '') throw badRequest('The new backup "name" is missing');
+    checkBackupName(newName);
+    if (newName === backup) throw badRequest('The new name is the current name');
+    if (this.reserved.has(`${owner.project}\u0000${key(owner, newName)}`) || await this.records.get(owner.project, key(owner, newName))) {
+      throw conflict(`Backup "${newName}" already exists`);
+    }
+    return newName;
+  }
+
+  async rename(owner: VolumeOwner, backup: string, newName: string, requestor?: Requestor): Promise<void> {
+    const stored = await this.load(owner, backup);
+    await this.checkRename(owner, backup, newName);
+    const from = this.file(owner, backup);
+    const to = this.file(owner, newName);
+    await link(from, to);
+    try {
+      await this.ctx.store.transaction(async (tx) => {
+        const records = tx.collection<VolumeBackupRecord>(VOLUME_BACKUPS_COLLECTION);
+        const moved = await records.rename(owner.project, stored.name, owner.project, key(owner, newName));
+        await records.put(owner.project, moved.name, { ...stored.doc, name: newName }, moved.rev);
+      });
+    } catch (err) {
+      await unlink(to).catch(() => {});
+      throw err;
+    }
+    await unlink(from).catch((err) => this.ctx.log.warn({ err, file: from }, 'removing the old name of a renamed backup failed'));
+    this.lifecycle('storage-volume-backup-renamed', owner, newName, requestor, { old_name: backup });
+  }
+
+  /**
+   * The volume was renamed or moved (`to`), or deleted (no `to`): its backups go along. Never
+   * throws (the volume change has happened); what a failure leaves is removed at boot.
+   */
+  async follow(from: VolumeOwner, to?: VolumeOwner): Promise<void> {
+    try {
+      const stored = await this.records.list(from.project, `${from.pool}/${from.name}/`);
+      if (to && stored.length) {
+        const dir = this.dirOf(to);
+        await rm(dir, { recursive: true, force: true });
+        await mkdir(dir, { recursive: true, mode: 0o700 });
+        for (const s of stored) await link(this.file(from, s.doc.name), this.file(to, s.doc.name));
+        await this.ctx.store.transaction(async (tx) => {
+          const records = tx.collection<VolumeBackupRecord>(VOLUME_BACKUPS_COLLECTION);
+          for (const s of stored) await records.rename(from.project, s.name, to.project, key(to, s.doc.name));
+        });
+      } else {
+        await this.ctx.store.transaction(async (tx) => {
+          const records = tx.collection<VolumeBackupRecord>(VOLUME_BACKUPS_COLLECTION);
+          for (const s of stored) await records.delete(from.project, s.name);
+        });
+      }
+      await rm(this.dirOf(from), { recursive: true, force: true });
+    } catch (err) {
+      this.ctx.log.error({ err, volume: from, to }, 'moving or removing the backups of a custom volume failed (the boot cleanup removes what is left)');
+    }
+  }
+
+  /** Removes expired backups; resolves with how many. */
+  async expire(now = Date.now()): Promise<number> {
+    let removed = 0;
+    for (const stored of await this.records.list()) {
+      if (!backupExpired(stored.doc.expires_at, now)) continue;
+      const [pool, name] = stored.name.split('/') as [string, string];
+      await this.remove({ pool, project: stored.project, name }, stored.doc.name).then(() => removed++, (err) => {
+        this.ctx.log.error({ err, backup: stored.name }, 'removing an expired volume backup failed');
+      });
+    }
+    return removed;
+  }
+
+  /** Boot: work areas of a crash, records whose volume or tarball is gone, files without a record. */
+  async cleanup(): Promise<void> {
+    for (const entry of await readdir(this.root).catch(() => [] as string[])) {
+      if (!SCRATCH.test(entry)) continue;
+      this.ctx.log.warn({ entry }, 'removing a volume backup work area left by a crash');
+      await rm(path.join(this.root, entry), { recursive: true, force: true });
+    }
+    const expected = new Set<string>();
+    for (const stored of await this.records.list()) {
+      const [pool, name] = stored.name.split('/') as [string, string];
+      const owner = { pool, project: stored.project, name };
+      const file = this.file(owner, stored.doc.name);
+      const present = await stat(file).then((st) => st.isFile(), () => false);
+      if (present && this.catalog.find(stored.project, pool, name)) {
+        expected.add(file);
+        continue;
+      }
+      this.ctx.log.warn({ project: stored.project, backup: stored.name, present }, 'removing a volume backup record whose volume or tarball is gone');
+      await this.records.delete(stored.project, stored.name).catch(() => {});
+    }
+    for (const pool of await readdir(this.customRoot).catch(() => [] as string[])) {
+      for (const dir of await readdir(path.join(this.customRoot, pool)).catch(() => [] as string[])) {
+        const full = path.join(this.customRoot, pool, dir);
+        let kept = 0;
+        for (const entry of await readdir(full).catch(() => [] as string[])) {
+          const file = path.join(full, entry);
+          if (expected.has(file)) {
+            kept++;
+            continue;
+          }
+          this.ctx.log.warn({ file }, 'removing a volume backup file that has no record');
+          await rm(file, { recursive: true, force: true });
+        }
+        if (kept === 0) await rm(full, { recursive: true, force: true });
+      }
+    }
+  }
+
+  lifecycle(action: string, owner: VolumeOwner, backup: string, requestor?: Requestor, context?: Record<string, unknown>): void {
+    this.ctx.events.lifecycle(action, volumeBackupUrl(owner, backup), { project: owner.project, requestor, context });
+  }
+}
