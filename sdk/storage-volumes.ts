@@ -19,6 +19,8 @@ export interface CustomVolumesService {
    * names); synchronous so that device validation can use it. Undefined when there is none.
    */
   find(pool: string, project: string, name: string): CustomVolumeInfo | undefined;
+  /** The custom volumes `project` holds itself (every pool), for project limits. */
+  list(project: string): CustomVolumeInfo[];
   /** The same lookup with the project mapping done exactly (async). */
   lookup(pool: string, project: string, name: string): Promise<CustomVolumeInfo | undefined>;
   /** Host directory of a filesystem volume's files (or of a block volume's image file). */

@@ -6,7 +6,7 @@
  */
 import { totalmem } from 'node:os';
 import {
-  ImagesServiceRef, InstancesServiceRef, parseSize, ProjectsServiceRef,
+  CustomVolumesServiceRef, featureProjectOf, ImagesServiceRef, InstancesServiceRef, parseSize, ProjectsServiceRef,
   type DeviceConfig, type InstanceType, type ServiceRegistry,
 } from '../../sdk/index.js';
 
@@ -63,15 +63,19 @@ export function memoryBytes(value: string | undefined): number {
   }
 }
 
-/** Bytes of the root disk's `size`; 0 when it has none. */
-export function rootDiskBytes(devices: Record<string, DeviceConfig>): number {
-  const root = Object.values(devices).find((d) => d.type === 'disk' && d.path === '/' && !d.source);
-  if (!root?.size) return 0;
+/** Bytes of a `size` value; 0 when unset or unreadable. */
+function sizeBytes(value: string | undefined): number {
+  if (!value) return 0;
   try {
-    return parseSize(root.size);
+    return parseSize(value);
   } catch {
     return 0;
   }
+}
+
+/** Bytes of the root disk's `size`; 0 when it has none. */
+export function rootDiskBytes(devices: Record<string, DeviceConfig>): number {
+  return sizeBytes(Object.values(devices).find((d) => d.type === 'disk' && d.path === '/' && !d.source)?.size);
 }
 
 /** What one instance adds to its project's allocations. */
@@ -112,6 +116,11 @@ export async function projectAllocations(services: ServiceRegistry, project: str
   // Images count only where they live: a project without features.images keeps none of its own.
   const images = services.get(ImagesServiceRef);
   if (images) for (const image of await images.list(project)) total.disk += image.size;
+  // Custom volumes by their `size` (one without a size counts nothing here; the gate refuses it under limits.disk).
+  const volumes = services.get(CustomVolumesServiceRef);
+  if (volumes && (await featureProjectOf(services, project, 'storage.volumes')) === project) {
+    for (const v of volumes.list(project)) total.disk += sizeBytes(v.config.size);
+  }
   const contents = await services.get(ProjectsServiceRef)?.contents.collect(project, project);
   total.networks = (contents ?? []).filter((url) => url.startsWith('/1.0/networks/')).length;
   return total;

@@ -5,7 +5,7 @@
  * config read.
  */
 import {
-  ImagesServiceRef, InstancesServiceRef, ProfilesServiceRef,
+  CustomVolumesServiceRef, ImagesServiceRef, InstancesServiceRef, ProfilesServiceRef,
   type ProjectFeature, type ProjectProposal, type ProjectView, type ServiceRegistry,
 } from '../../../sdk/index.js';
 import { emptyContents, type ProjectContents } from './contents.js';
@@ -54,7 +54,11 @@ export class PolicyGate {
     // Images count where they live: a project without features.images holds none of its own.
     const images = this.services.get(ImagesServiceRef);
     if (images) for (const image of await images.list(project)) contents.imageBytes += image.size;
-    // Custom volumes and networks join the count when their families exist in this build.
+    // Custom volumes count where they live, as images do.
+    const volumes = this.services.get(CustomVolumesServiceRef);
+    if (volumes && (await this.featureProject(project, 'storage.volumes')) === project) {
+      contents.volumes = volumes.list(project).map((v) => ({ pool: v.pool, name: v.name, size: v.config.size }));
+    }
     return contents;
   }
 }

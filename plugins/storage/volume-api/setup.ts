@@ -34,6 +34,7 @@ export function registerVolumeApi(ctx: PluginContext, pools: PoolManager, volume
       const entry = catalog.find(project, pool, name) ?? (project === 'default' ? undefined : catalog.find('default', pool, name));
       return entry && info(entry.project, entry.doc);
     },
+    list: (project) => catalog.list(undefined, project).map((e) => info(e.project, e.doc)),
     async lookup(pool, project, name) {
       const home = await featureProjectOf(ctx.services, project, 'storage.volumes');
       const entry = catalog.find(home, pool, name);
