@@ -104,6 +104,11 @@ export interface DeviceType {
   validate(config: DeviceConfig, ctx: DeviceValidationContext): void;
   start(ctx: DeviceStartContext): Promise<DeviceRunConfig>;
   /**
+   * Volatile keys a device gets as soon as it is added to an instance, running or not (a NIC's
+   * MAC address and interface name), without the `volatile.<device>.` prefix.
+   */
+  prepare?(ctx: DeviceStartContext): Record<string, string>;
+  /**
    * Once the instance runs with the device (at start or hot-plug): host-side work that needs the
    * instance or its interfaces (firewall rules, shaping, host routes, forwarder processes). A
    * throw fails the start (or the hot-plug) and `stop` is called.

@@ -7,7 +7,7 @@
 import { isDeepStrictEqual } from 'node:util';
 import {
   badRequest,
-  type DeviceConfig, type DeviceRunConfig, type DeviceStartContext, type DeviceType, type PluginContext,
+  type DeviceConfig, type DeviceRunConfig, type DeviceStartContext, type DeviceType, type DriverInstance, type PluginContext,
 } from '../../sdk/index.js';
 import type { InstanceHandle } from './access.js';
 import type { DeviceTypes } from './devices/device-types.js';
@@ -49,6 +49,24 @@ export class DeviceRuntime {
     const out: VolatileChanges = {};
     for (const [k, v] of Object.entries(changes ?? {})) out[`${prefix(device)}${k}`] = v;
     return out;
+  }
+
+  /**
+   * Volatile keys follow device edits, as the reference keeps them: a device that goes away, or
+   * changes type, loses its keys; a new one gets what its type prepares (a NIC's MAC address).
+   * `config` (the record's own config) is changed in place.
+   */
+  prepareVolatile(target: { project: string; name: string; type: DriverInstance['type'] }, before: Record<string, DeviceConfig>, after: Record<string, DeviceConfig>, config: Record<string, string>): void {
+    for (const [name, old] of Object.entries(before)) {
+      if (after[name]?.type === old.type) continue;
+      for (const k of Object.keys(config)) if (k.startsWith(prefix(name))) delete config[k];
+    }
+    const handle = { project: target.project, name: target.name, record: { type: target.type } } as InstanceHandle;
+    for (const [name, device] of Object.entries(after)) {
+      const type = this.types.get(device.type);
+      if (!type?.prepare) continue;
+      applyVolatile(config, DeviceRuntime.prefixed(name, type.prepare(this.context(handle, name, device, after, config))));
+    }
   }
 
   /**

@@ -190,6 +190,7 @@ export class InstanceManager implements InstanceAccess {
       pool,
     };
     record.config['volatile.uuid'] ??= randomUUID();
+    this.deviceRuntime.prepareVolatile(spec, {}, expandDevices(await this.loadProfiles(spec.project, spec.profiles), spec.devices), record.config);
     record.config['volatile.last_state.power'] = 'STOPPED';
     const volumePath = await this.deps.storage.createInstanceVolume(pool, vol, spec.source);
     let stored: StoredDoc<InstanceRecord> | undefined;
@@ -239,6 +240,7 @@ export class InstanceManager implements InstanceAccess {
     // Volatile keys are the daemon's: a client echoing an old copy must not roll them back.
     const config = { ...edit.config };
     for (const [k, v] of Object.entries(handle.record.config)) if (k.startsWith('volatile.') && !(k in config)) config[k] = v;
+    this.deviceRuntime.prepareVolatile({ project: handle.project, name: handle.name, type: handle.record.type }, handle.inst.devices, checked.devices, config);
     if (running) {
       const changed = liveChanges(before, checked.config);
       if (Object.keys(changed).length) await handle.driver.update?.(handle.inst, changed);

@@ -53,6 +53,15 @@ export class NicDevice implements DeviceType {
     checkNic(config, ctx);
   }
 
+  /** A MAC address and an interface name as soon as the NIC is added (kept across starts). */
+  prepare(ctx: DeviceStartContext): Record<string, string> {
+    const c = ctx.config;
+    const out: Record<string, string> = {};
+    if (!c.hwaddr && !ctx.volatile.hwaddr && c.nictype !== 'physical') out.hwaddr = generateHwaddr();
+    if (!c.name && !ctx.volatile.name) out.name = freeEthName(ctx.takenNicNames ?? []);
+    return out;
+  }
+
   private async resolve(ctx: DeviceStartContext): Promise<Resolved> {
     const c = ctx.config;
     const networks = this.networks();

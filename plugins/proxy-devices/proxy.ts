@@ -63,8 +63,9 @@ export class ProxyDevice implements DeviceType {
     this.nat = new NatRules(ctx.hostTools);
   }
 
-  private static key(ctx: DeviceStartContext): string {
-    return `${ctx.project}/${ctx.instanceName}/${ctx.name}`;
+  /** Unique on the host: daemons with other data directories may hold a device of the same name. */
+  private key(ctx: DeviceStartContext): string {
+    return `${this.ctx.dataDir}:${ctx.project}/${ctx.instanceName}/${ctx.name}`;
   }
 
   validate(config: DeviceConfig, _ctx: DeviceValidationContext): void {
@@ -84,7 +85,7 @@ export class ProxyDevice implements DeviceType {
     const c = ctx.config;
     if (truthy(c.nat)) {
       const connect = parseProxyAddress(c.connect!, 'connect');
-      await this.nat.apply(ProxyDevice.key(ctx), parseProxyAddress(c.listen!, 'listen'), connect, natTarget(connect, ctx.devices ?? {}));
+      await this.nat.apply(this.key(ctx), parseProxyAddress(c.listen!, 'listen'), connect, natTarget(connect, ctx.devices ?? {}));
       return;
     }
     const bind = (c.bind ?? 'host') as 'host' | 'instance';
@@ -135,7 +136,7 @@ export class ProxyDevice implements DeviceType {
   }
 
   async stop(ctx: DeviceStartContext): Promise<void> {
-    if (truthy(ctx.config.nat)) await this.nat.remove(ProxyDevice.key(ctx));
+    if (truthy(ctx.config.nat)) await this.nat.remove(this.key(ctx));
     const file = this.recordFile(ctx);
     let rec: Recorded | undefined;
     try {

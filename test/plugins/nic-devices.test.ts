@@ -105,6 +105,35 @@ test.serial('a p2p NIC: the container gets it with its MAC and MTU, and reaches 
   await remove('p2p');
 });
 
+test.serial('volatile keys: a NIC gets its MAC address and name when added, loses them when removed, keeps them across starts', async (t) => {
+  const res = await call('POST', '/1.0/instances', { name: 'vk', source: { type: 'image', alias: 'bb' }, devices: { eth0: { type: 'nic', nictype: 'p2p' } } });
+  t.is(res.op?.status, 'Success', res.op?.err);
+  let cfg = (await config('vk')).config;
+  t.regex(cfg['volatile.eth0.hwaddr'], /^00:16:3e(:[0-9a-f]{2}){3}$/);
+  t.is(cfg['volatile.eth0.name'], 'eth0');
+  t.is(cfg['volatile.eth0.host_name'], undefined);
+  t.is(await edit('PATCH', 'vk', { devices: { net1: { type: 'nic', nictype: 'p2p' } } }), '');
+  cfg = (await config('vk')).config;
+  t.regex(cfg['volatile.net1.hwaddr'], /^00:16:3e/);
+  t.is(cfg['volatile.net1.name'], 'eth1', 'the next free name');
+  const mac = cfg['volatile.net1.hwaddr'];
+  // An option change keeps the MAC address; a removal drops the keys.
+  t.is(await edit('PATCH', 'vk', { devices: { net1: { type: 'nic', nictype: 'p2p', mtu: '1400' } } }), '');
+  t.is((await config('vk')).config['volatile.net1.hwaddr'], mac);
+  await call('PUT', '/1.0/instances/vk/state', { action: 'start' });
+  const net = await network('vk');
+  t.is(net.eth1.hwaddr, mac);
+  t.is(net.eth1.mtu, 1400);
+  t.is(net.eth0.hwaddr, cfg['volatile.eth0.hwaddr']);
+  const body = (await d.request('GET', '/1.0/instances/vk')).json.metadata;
+  delete body.devices.net1;
+  t.is(await edit('PUT', 'vk', body), '');
+  cfg = (await config('vk')).config;
+  t.deepEqual(Object.keys(cfg).filter((k) => k.startsWith('volatile.net1.')), []);
+  t.is((await network('vk')).eth1, undefined);
+  await remove('vk');
+});
+
 test.serial('a bridged NIC on an unmanaged bridge: MAC, MTU, reaching the bridge, MAC filtering, port isolation (instance_nic_bridged_port_isolation)', async (t) => {
   const bridge = `cbr${RUN}`;
   links.push(bridge);
