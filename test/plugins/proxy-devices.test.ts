@@ -9,10 +9,11 @@ import test from 'ava';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import dgram from 'node:dgram';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
-import { startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { killContainers, startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { callAndWait, importImage } from '../helpers/api.js';
 import { claimsNamed } from '../helpers/claims.js';
@@ -318,6 +319,42 @@ test.serial('NAT mode: DNAT rules to the static address of a NIC on a managed br
     await call('DELETE', '/1.0/instances/natc');
   } finally {
     await call('DELETE', `/1.0/networks/${net}`);
+  }
+});
+
+test.serial('a daemon killed with -9: forwarders and hot-plugged NICs keep working, the next daemon unplugs and stops them', async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'corral-proxy-restart-'));
+  try {
+    let d2 = await startWithPool({ dir });
+    await importImage(d2, image.unified, 'bb');
+    const req = (daemon: Daemon, method: string, url: string, body?: unknown) => callAndWait(daemon, method, url, body);
+    const listen = port();
+    t.is((await req(d2, 'POST', '/1.0/instances', { name: 'rs', source: { type: 'image', alias: 'bb' }, devices: { web: { type: 'proxy', listen: `tcp:127.0.0.1:${listen}`, connect: 'tcp:127.0.0.1:8088' } } })).op?.status, 'Success');
+    t.is((await req(d2, 'PUT', '/1.0/instances/rs/state', { action: 'start' })).op?.status, 'Success');
+    const hostName = `rs${RUN}`;
+    t.is((await req(d2, 'PATCH', '/1.0/instances/rs', { devices: { eth1: { type: 'nic', nictype: 'p2p', name: 'eth1', host_name: hostName } } })).op?.status, 'Success');
+    const exited = new Promise((resolve) => d2.child.once('exit', resolve));
+    d2.child.kill('SIGKILL');
+    await exited;
+    d2 = await startDaemon({ plugins: 'edge', dir });
+    const lxcpath = path.join(dir, 'containers');
+    const nc = spawn('lxc-attach', ['-n', 'rs', '-P', lxcpath, '--clear-env', '--', '/bin/sh', '-c', 'echo still-here | nc -l -p 8088']);
+    children.push(nc);
+    await waitFor(() => spawnSync('lxc-attach', ['-n', 'rs', '-P', lxcpath, '--clear-env', '--', 'netstat', '-ltn'], { encoding: 'utf8' }).stdout.includes(':8088'), 10000, 'nc listening');
+    t.is(await exchange({ host: '127.0.0.1', port: listen }, 'x'), 'still-here\n', 'the forwarder outlived the daemon');
+    const body = (await d2.request('GET', '/1.0/instances/rs')).json.metadata;
+    delete body.devices.eth1;
+    t.is((await req(d2, 'PUT', '/1.0/instances/rs', body)).op?.status, 'Success');
+    t.false(existsSync(`/sys/class/net/${hostName}`), 'the new daemon unplugged the NIC the old one plugged');
+    const record = JSON.parse(readFileSync(path.join(dir, 'devices', 'proxy', 'default_rs.web.json'), 'utf8')) as { pid: number };
+    t.true(alive(record.pid));
+    t.is((await req(d2, 'PUT', '/1.0/instances/rs/state', { action: 'stop', force: true })).op?.status, 'Success');
+    await waitFor(() => !alive(record.pid), 5000, 'the forwarder gone');
+    t.true(await refused(listen));
+    await d2.stop();
+  } finally {
+    killContainers(dir);
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
