@@ -14,6 +14,7 @@ import { networkScenarios } from './networks.js';
 import { volumeScenarios } from './volumes.js';
 import { storageScenarios } from './storage.js';
 import { proxyScenarios } from './proxy.js';
+import { nicScenarios } from './nics.js';
 
 interface Row { scenario: string; value: string; target?: string }
 const rows: Row[] = [];
@@ -108,7 +109,7 @@ async function fanout(d: Daemon, listeners: number): Promise<void> {
   rows.push({ scenario: `  same, measured from the request's start`, value: `p50 ${sendP50.toFixed(3)} ms, p99 ${sendP99.toFixed(3)} ms` });
 }
 
-/** `npm run bench -- tls startup` runs only those groups (startup, api, tls, containers, networks, volumes, storage, proxy); no argument runs them all. */
+/** `npm run bench -- tls startup` runs only those groups (startup, api, tls, containers, networks, volumes, storage, proxy, nics); no argument runs them all. */
 const only = new Set(process.argv.slice(2));
 const want = (group: string) => only.size === 0 || only.has(group);
 
@@ -131,6 +132,7 @@ if (want('networks')) await networkScenarios(rows, results);
 if (want('volumes')) await volumeScenarios(rows, results);
 if (want('storage')) await storageScenarios(rows, results);
 if (want('proxy')) await proxyScenarios(rows, results);
+if (want('nics')) await nicScenarios(rows, results);
 
 const width = Math.max(...rows.map((r) => r.scenario.length));
 const valueWidth = Math.max(...rows.map((r) => r.value.length));
