@@ -1,10 +1,12 @@
 /**
- * A profile edit reaches running instances that use it: their live keys (limits) change at once.
+ * A profile edit reaches running instances that use it: their live keys (limits) change at once,
+ * and devices of hot-pluggable types (NICs, proxies) are plugged and unplugged.
  * Runs before the profile is written; if one instance refuses, those already changed go back and
  * the edit is refused, so the profile and what runs never disagree.
  */
 import type { ProfileChange } from '../../sdk/index.js';
-import { expandConfig } from './expand.js';
+import { expandConfig, expandDevices } from './expand.js';
+import { applyVolatile } from './device-runtime.js';
 import { liveChanges } from './live-keys.js';
 import type { InstanceManager } from './manager.js';
 
@@ -21,10 +23,16 @@ export async function applyProfileToRunning(manager: InstanceManager, change: Pr
         .map((p) => (p.name === change.name ? edited : p));
       const after = expandConfig(profiles, stored.doc.config);
       const changed = liveChanges(handle.inst.config, after);
-      if (!Object.keys(changed).length) continue;
-      await handle.driver.update(handle.inst, changed);
-      const back = liveChanges(after, handle.inst.config);
-      undo.push(() => handle.driver.update!(handle.inst, back));
+      if (Object.keys(changed).length) {
+        await handle.driver.update(handle.inst, changed);
+        const back = liveChanges(after, handle.inst.config);
+        undo.push(() => handle.driver.update!(handle.inst, back));
+      }
+      // Devices the profile adds, changes or removes are hot-plugged where their type allows it.
+      const devices = expandDevices(profiles, stored.doc.devices);
+      const volatile = await manager.deviceRuntime.hotplug(handle, handle.inst.devices, devices, handle.inst.config);
+      if (Object.keys(volatile).length) await manager.touch(handle.project, handle.name, (r) => applyVolatile(r.config, volatile));
+      undo.push(async () => void await manager.deviceRuntime.hotplug(handle, devices, handle.inst.devices, { ...handle.inst.config, ...volatile }));
     }
   } catch (err) {
     for (const step of undo.reverse()) await step().catch(() => undefined);

@@ -194,6 +194,29 @@ test.serial('hot-plug and hot-unplug of NICs on a running container', async (t) 
   await remove('hot');
 });
 
+test.serial('NICs from a profile: plugged when the profile is applied or edited, unplugged when it drops them', async (t) => {
+  await launch('prof');
+  t.is((await call('POST', '/1.0/profiles', { name: `np${RUN}`, devices: { pn: { type: 'nic', nictype: 'p2p', name: 'eth3' } } })).status, 200);
+  t.is(await edit('PATCH', 'prof', { profiles: ['default', `np${RUN}`] }), '');
+  t.truthy((await network('prof')).eth3, 'applying the profile plugged its NIC');
+  const host = (await config('prof')).config['volatile.pn.host_name'];
+  t.true(hostLink(host));
+  // The profile edited: the NIC follows (its MTU changes, so it is plugged again).
+  const put = await call('PUT', `/1.0/profiles/np${RUN}`, { config: {}, description: '', devices: { pn: { type: 'nic', nictype: 'p2p', name: 'eth3', mtu: '1280' } } });
+  t.is(put.status, 200, put.body);
+  t.is((await network('prof')).eth3?.mtu, 1280);
+  const dropped = await call('PUT', `/1.0/profiles/np${RUN}`, { config: {}, description: '', devices: {} });
+  t.is(dropped.status, 200, dropped.body);
+  t.is((await network('prof')).eth3, undefined);
+  t.false(hostLink((await config('prof')).config['volatile.pn.host_name'] ?? host));
+  // A profile NIC that cannot be plugged (its parent is missing) refuses the profile edit whole.
+  const bad = await call('PUT', `/1.0/profiles/np${RUN}`, { config: {}, description: '', devices: { pn: { type: 'nic', nictype: 'macvlan', parent: `gone${RUN}` } } });
+  t.is(bad.status, 400, bad.body);
+  t.deepEqual((await d.request('GET', `/1.0/profiles/np${RUN}`)).json.metadata.devices, {});
+  await remove('prof');
+  await call('DELETE', `/1.0/profiles/np${RUN}`);
+});
+
 test.serial('a macvlan NIC on a veth pair as the parent', async (t) => {
   const parent = `cmp${RUN}`;
   const peer = `cmq${RUN}`;
