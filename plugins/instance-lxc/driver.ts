@@ -3,7 +3,7 @@
  * tools, daemonized (`lxc-start -d`) so that they outlive the daemon. Nothing here depends on
  * memory a restart loses: what runs is read back from the monitor pid files and /proc.
  */
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { chmod, mkdir, open, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import path from 'node:path';
@@ -24,6 +24,7 @@ import { LXC_KEYS } from './keys.js';
 import { cgroupLimit, formatCpuList, LIMIT_KEYS, parseCpuList, parseMemory, parseOnlineCpus, startLimits, unlimitedValue, type HostCapacity } from './limits.js';
 import { BlockDeviceNames, readMetrics } from './metrics.js';
 import { MonitorTable } from './monitor.js';
+import { MountInjector, mountsFile, readMounts, writeMounts, type RecordedMount } from './mount-injection.js';
 import { NicPlumber, readRecorded, writeRecorded, type RecordedNic } from './nics.js';
 import { LxcPaths, lxcName } from './paths.js';
 import { checkRawLxc } from './raw-lxc.js';
@@ -64,12 +65,14 @@ export class LxcDriver implements InstanceDriver {
   private readonly searchable = new Set<string>();
   private readonly blockDevices = new BlockDeviceNames();
   private readonly plumber: NicPlumber;
+  private readonly injector: MountInjector;
 
   constructor(private readonly opts: LxcDriverOptions) {
     this.paths = new LxcPaths(path.join(opts.dataDir, 'containers'));
     this.cgroups = CgroupHost.read();
     this.monitors = new MonitorTable(this.paths, this.cgroups);
     this.plumber = new NicPlumber(opts.hostTools);
+    this.injector = new MountInjector(opts.hostTools);
   }
 
   private ids(): SubordinateIds {
@@ -199,6 +202,7 @@ export class LxcDriver implements InstanceDriver {
     if (!plan.privileged) await this.traversable(rootfs);
     const configFile = this.paths.config(name);
     await writeRecorded(this.paths.nicsFile(name), devices.flatMap((d) => (d.nics ?? []).map((nic) => ({ device: d.device ?? '', nic, hotplugged: false }))));
+    await writeMounts(mountsFile(dir), devices.flatMap((d) => (d.mounts ?? []).map((m) => ({ device: d.device ?? '', target: m.target }))));
     await writeFile(`${configFile}.new`, text);
     await rename(`${configFile}.new`, configFile);
     const idmapFile = this.paths.idmapFile(name);
@@ -300,10 +304,14 @@ export class LxcDriver implements InstanceDriver {
     return this.monitors.find(this.nameOf(inst))?.initPid;
   }
 
-  /** Hot-plug: NICs are made and moved in; anything else needs a restart. */
+  /** Hot-plug: NICs are made and moved in, disk mounts attached inside; the root filesystem stays. */
   async attachDevice(inst: DriverInstance, run: DeviceRunConfig): Promise<void> {
     const name = this.nameOf(inst);
-    if (run.rootfs || run.mounts?.length) throw badRequest(`Device "${run.device}" cannot be added to a running container`);
+    // A root disk edit (its size) keeps the root filesystem in use; another one cannot replace it.
+    if (run.rootfs && path.resolve(run.rootfs.path) !== path.resolve(inst.volumePath, 'rootfs')) {
+      throw badRequest(`Device "${run.device}" cannot be added to a running container`);
+    }
+    if (run.mounts?.length) await this.attachMounts(inst, run);
     if (!run.nics?.length) return;
     const pid = this.runningInit(inst);
     const recorded = readRecorded(this.paths.nicsFile(name));
@@ -326,12 +334,43 @@ export class LxcDriver implements InstanceDriver {
 
   async detachDevice(inst: DriverInstance, device: string): Promise<void> {
     const name = this.nameOf(inst);
+    await this.detachMounts(inst, device);
     const recorded = readRecorded(this.paths.nicsFile(name));
     const mine = recorded.filter((r) => r.device === device);
     if (!mine.length) return;
     const pid = this.runningInit(inst);
     for (const r of mine) await this.plumber.remove(pid, r.nic);
     await writeRecorded(this.paths.nicsFile(name), recorded.filter((r) => r.device !== device));
+  }
+
+  /** A disk device's mounts on a running container, recorded for detach; undone together on failure. */
+  private async attachMounts(inst: DriverInstance, run: DeviceRunConfig): Promise<void> {
+    const pid = this.runningInit(inst);
+    const file = mountsFile(this.paths.dir(this.nameOf(inst)));
+    const recorded = readMounts(file);
+    const done: RecordedMount[] = [];
+    try {
+      for (const m of run.mounts ?? []) {
+        if (m.optional && !existsSync(m.source)) continue;
+        await this.injector.attach(pid, m);
+        done.push({ device: run.device ?? '', target: m.target });
+      }
+      await writeMounts(file, [...recorded, ...done]);
+    } catch (err) {
+      for (const r of done.reverse()) await this.injector.detach(pid, r.target).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private async detachMounts(inst: DriverInstance, device: string): Promise<void> {
+    const file = mountsFile(this.paths.dir(this.nameOf(inst)));
+    const recorded = readMounts(file);
+    const mine = recorded.filter((r) => r.device === device);
+    if (!mine.length) return;
+    const pid = this.runningInit(inst);
+    // Nested mounts first.
+    for (const r of [...mine].reverse()) await this.injector.detach(pid, r.target);
+    await writeMounts(file, recorded.filter((r) => r.device !== device));
   }
 
   /** lxc-stop may report success a moment before the liblxc monitor has exited: give it `graceMs`. */

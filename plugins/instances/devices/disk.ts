@@ -31,7 +31,7 @@ function checkVolumeUse(vol: CustomVolumeInfo, instanceType: InstanceType | 'any
 export function diskDevice(storage: () => StorageService, volumes: () => CustomVolumesService | undefined = () => undefined): DeviceType {
   return {
     type: 'disk',
-    hotplug: false,
+    hotplug: true,
     validate(config, ctx) {
       checkOptions(config, OPTIONS);
       for (const flag of ['readonly', 'required', 'optional', 'shift', 'recursive']) {
