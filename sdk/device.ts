@@ -102,6 +102,11 @@ export interface DeviceType {
   readonly type: string;
   /** Throws an ApiError (400) naming the bad option. */
   validate(config: DeviceConfig, ctx: DeviceValidationContext): void;
+  /**
+   * Checks of an instance's device that need other families (a managed network exists), after
+   * `validate`; not run for profiles. Throws an Error whose message names the problem.
+   */
+  check?(config: DeviceConfig, ctx: DeviceValidationContext): Promise<void>;
   start(ctx: DeviceStartContext): Promise<DeviceRunConfig>;
   /**
    * Volatile keys a device gets as soon as it is added to an instance, running or not (a NIC's

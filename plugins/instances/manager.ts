@@ -15,7 +15,7 @@ import {
 import type { InstanceAccess, InstanceHandle } from './access.js';
 import { expandConfig, expandDevices } from './expand.js';
 import { isRootDisk } from './devices/disk.js';
-import type { DeviceTypes } from './devices/device-types.js';
+import { checkDevices, type DeviceTypes } from './devices/device-types.js';
 import { liveChanges } from './live-keys.js';
 import { applyVolatile, DeviceRuntime } from './device-runtime.js';
 import { NEVER, type InstanceRecord } from './record.js';
@@ -148,6 +148,7 @@ export class InstanceManager implements InstanceAccess {
     this.ctx.keys.validate('instance', edit.config);
     driver.validate?.(config);
     this.deps.devices.validate(devices, { instanceType: type, profile: false, project });
+    await checkDevices(this.deps.devices, devices, { instanceType: type, profile: false, project });
     const roots = Object.values(devices).filter(isRootDisk);
     if (roots.length === 0) throw badRequest('No root disk device: add one to the instance or a profile (type=disk path=/ pool=<pool>)');
     if (roots.length > 1) throw badRequest('More than one root disk device');

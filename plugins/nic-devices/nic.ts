@@ -53,6 +53,23 @@ export class NicDevice implements DeviceType {
     checkNic(config, ctx);
   }
 
+  /** The managed network named by `network` (or a managed bridge named by `parent`) must exist and fit. */
+  async check(config: DeviceConfig, ctx: Parameters<DeviceType['validate']>[1]): Promise<void> {
+    const networks = this.networks();
+    if (config.network) {
+      if (!networks) throw new Error('"network" needs the networks plugin, which is not enabled in this build');
+      const net = await networks.get(ctx.project, config.network).catch((err: Error) => {
+        throw new Error(`network "${config.network}": ${err.message}`);
+      });
+      if (!NETWORK_NICTYPE[net.type]) throw new Error(`networks of type "${net.type}" cannot be used by NICs here`);
+      return;
+    }
+    if (config.nictype === 'bridged' && (config['ipv4.address'] || config['ipv6.address'])) {
+      const net = config.parent && networks ? await networks.get(ctx.project, config.parent).catch(() => undefined) : undefined;
+      if (net?.type !== 'bridge') throw new Error(`static addresses need a managed bridge network as the parent ("${config.parent}" is not one)`);
+    }
+  }
+
   /** A MAC address and an interface name as soon as the NIC is added (kept across starts). */
   prepare(ctx: DeviceStartContext): Record<string, string> {
     const c = ctx.config;

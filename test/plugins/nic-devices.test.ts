@@ -380,6 +380,8 @@ test.serial('bad NIC input: clear 400s and nothing created', async (t) => {
     [{ type: 'nic', nictype: 'warp' }, /unknown nictype/],
     [{ type: 'nic', nictype: 'routed', 'ipv4.address': '10.0.0.300' }, /IPv4/],
     [{ type: 'nic', nictype: 'bridged', parent: 'lo' }, /not a bridge/],
+    [{ type: 'nic', network: `nosuch${RUN}` }, /network "nosuch\w+".*not found/i],
+    [{ type: 'nic', network: 'x', nictype: 'p2p' }, /cannot be used together/],
   ];
   for (const [device, message] of cases) {
     const res = await call('POST', '/1.0/instances', { name: 'bad', source: { type: 'image', alias: 'bb' }, devices: { eth0: device } });

@@ -40,6 +40,19 @@ export class DeviceTypes {
   }
 }
 
+/** The asynchronous checks of device types (after `validate`), for an instance's devices. */
+export async function checkDevices(types: DeviceTypes, devices: Record<string, DeviceConfig>, ctx: Omit<DeviceValidationContext, 'name'>): Promise<void> {
+  for (const [name, config] of Object.entries(devices)) {
+    const type = types.get(config.type);
+    if (!type?.check) continue;
+    try {
+      await type.check(config, { ...ctx, name });
+    } catch (err) {
+      throw badRequest(`Invalid device "${name}": ${(err as Error).message}`);
+    }
+  }
+}
+
 /** Checks shared by device types: every option must be one the type knows. */
 export function checkOptions(config: DeviceConfig, known: string[]): void {
   for (const key of Object.keys(config)) {
