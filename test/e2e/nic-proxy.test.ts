@@ -9,8 +9,9 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import { rmSync } from 'node:fs';
-import { stopDaemons, waitFor, type Daemon, startWithPool } from '../helpers/daemon.js';
-import { lxc, lxcOk } from '../helpers/clients.js';
+import { projectRoot, stopDaemons, waitFor, type Daemon, startWithPool } from '../helpers/daemon.js';
+import path from 'node:path';
+import { lxc, lxcOk, python } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 
 const RUN = randomBytes(3).toString('hex');
@@ -106,6 +107,28 @@ test.serial('lxc shows the daemon\'s errors for bad NIC and proxy devices, and a
     t.regex(res.stderr, message, args.join(' '));
   }
   t.notRegex(await ok(t, 'config', 'device', 'show', 'c'), /^bad:/m);
+});
+
+test.serial('pylxd adds a proxy and a NIC to a running container and reads its state back; a bad device is refused', async (t) => {
+  const port = 30000 + Math.floor(Math.random() * 20000);
+  const nc = lxc(d.socket, 'exec', 'c', '--', 'sh', '-c', 'echo via-pylxd-proxy | nc -l -p 8089');
+  await waitFor(async () => (await lxc(d.socket, 'exec', 'c', '--', 'netstat', '-ltn')).stdout.includes(':8089'), 10000, 'nc listening');
+  const run = await python(path.join(projectRoot, 'test', 'e2e', 'pylxd_devices.py'), [d.socket, String(port)]);
+  t.is(run.status, 0, run.stderr);
+  const seen = JSON.parse(run.stdout);
+  t.regex(seen.volatile_hwaddr, /^00:16:3e/);
+  t.is(seen.eth4.hwaddr, seen.volatile_hwaddr);
+  t.is(seen.eth4.host_name, seen.host_name);
+  t.regex(seen.bad, /MAC address/);
+  const answer = await new Promise<string>((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1', () => s.end('x'));
+    let got = '';
+    s.on('data', (b) => (got += b));
+    s.on('end', () => resolve(got));
+    s.on('error', reject);
+  });
+  t.is(answer, 'via-pylxd-proxy\n');
+  await nc;
 });
 
 function existsLink(name: string): boolean {
