@@ -111,6 +111,7 @@ export class NicDevice implements DeviceType {
     }
     const volatile: Record<string, string> = {};
     const name = c.name || ctx.volatile.name || freeEthName(ctx.takenNicNames ?? []);
+    if (ctx.takenNicNames?.includes(name)) throw badRequest(`Device "${ctx.name}": another NIC of the instance is already named "${name}"`);
     if (!c.name && ctx.volatile.name !== name) volatile.name = name;
     const hwaddr = c.hwaddr || ctx.volatile.hwaddr || generateHwaddr();
     if (!c.hwaddr && ctx.volatile.hwaddr !== hwaddr) volatile.hwaddr = hwaddr;

@@ -398,6 +398,9 @@ test.serial('bad NIC input: clear 400s and nothing created', async (t) => {
   // A host name already taken on the host: refused at hot-plug, nothing left behind.
   t.regex(await edit('PATCH', 'ok', { devices: { eth0: { type: 'nic', nictype: 'p2p', host_name: 'lo' } } }), /already exists/);
   t.deepEqual((await config('ok')).devices, before.devices);
+  // Two NICs of one name: the second is refused at hot-plug.
+  t.regex(await edit('PATCH', 'ok', { devices: { a: { type: 'nic', nictype: 'p2p', name: 'eth7' }, b: { type: 'nic', nictype: 'p2p', name: 'eth7' } } }), /already named "eth7"/);
+  t.deepEqual(Object.keys(await network('ok')), ['lo'], 'the first one was unplugged again');
   // Static addresses need a managed network.
   const bridge = `cbs${RUN}`;
   links.push(bridge);
