@@ -31,6 +31,7 @@ import { SnapshotScheduler } from './snapshots/scheduler.js';
 import { scheduleLogExpiry } from './log-expiry.js';
 import { cleanupLeftovers } from './leftovers.js';
 import { applyProfileToRunning } from './profile-updates.js';
+import { applyProfileRootQuotas } from './root-quota.js';
 import { registerImageSources } from './publish.js';
 import { collectMetrics } from './metrics.js';
 
@@ -109,7 +110,11 @@ export default definePlugin({
       for (const dev of Object.values(change.profile.devices)) {
         if (isRootDisk(dev)) await storage.pool(dev.pool);
       }
-      await applyProfileToRunning(manager, change);
+      const quotasBack = await applyProfileRootQuotas(manager, storage, change);
+      await applyProfileToRunning(manager, change).catch(async (err) => {
+        await quotasBack();
+        throw err;
+      });
     });
 
     for (const route of [

@@ -18,6 +18,7 @@ import { isRootDisk } from './devices/disk.js';
 import { checkDevices, type DeviceTypes } from './devices/device-types.js';
 import { liveChanges } from './live-keys.js';
 import { applyVolatile, DeviceRuntime } from './device-runtime.js';
+import { applyRootQuota } from './root-quota.js';
 import { NEVER, type InstanceRecord } from './record.js';
 import { snapshotKey, type SnapshotRecord } from './snapshots/record.js';
 import type { ChildKinds } from './children.js';
@@ -204,6 +205,7 @@ export class InstanceManager implements InstanceAccess {
         volumePath, logDir: this.logDir(spec.project, spec.name),
       };
       Object.assign(record.config, await driver.initialize?.(draft, await this.idmapNeighbours(draft)));
+      await applyRootQuota(this.deps.storage, pool, vol, undefined, draft.devices);
       // A plain create is one write; only snapshots carried along need a transaction.
       stored = !spec.snapshots?.length ? await this.records.put(spec.project, spec.name, record, 0) : await this.ctx.store.transaction(async (tx) => {
         const snapshots = tx.collection<SnapshotRecord>('snapshots');
@@ -242,14 +244,20 @@ export class InstanceManager implements InstanceAccess {
     const config = { ...edit.config };
     for (const [k, v] of Object.entries(handle.record.config)) if (k.startsWith('volatile.') && !(k in config)) config[k] = v;
     this.deviceRuntime.prepareVolatile({ project: handle.project, name: handle.name, type: handle.record.type }, handle.inst.devices, checked.devices, config);
-    if (running) {
-      const changed = liveChanges(before, checked.config);
-      if (Object.keys(changed).length) await handle.driver.update?.(handle.inst, changed);
-      // Devices of hot-pluggable types (NICs, proxies) follow the edit at once.
-      applyVolatile(config, await this.deviceRuntime.hotplug(handle, handle.inst.devices, checked.devices, { ...checked.config, ...config }));
+    const quotaBack = await applyRootQuota(this.deps.storage, handle.record.pool, { type: handle.record.type, project: handle.project, name: handle.name }, handle.inst.devices, checked.devices);
+    try {
+      if (running) {
+        const changed = liveChanges(before, checked.config);
+        if (Object.keys(changed).length) await handle.driver.update?.(handle.inst, changed);
+        // Devices of hot-pluggable types (NICs, proxies, disks) follow the edit at once.
+        applyVolatile(config, await this.deviceRuntime.hotplug(handle, handle.inst.devices, checked.devices, { ...checked.config, ...config }));
+      }
+      const record: InstanceRecord = { ...handle.record, ...edit, config };
+      await this.records.put(handle.project, handle.name, record, handle.rev);
+    } catch (err) {
+      await quotaBack().catch(() => undefined);
+      throw err;
     }
-    const record: InstanceRecord = { ...handle.record, ...edit, config };
-    await this.records.put(handle.project, handle.name, record, handle.rev);
     this.lifecycle('instance-updated', handle, req);
   }
 

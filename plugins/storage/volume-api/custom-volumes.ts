@@ -8,7 +8,7 @@
 import { open } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  badRequest, conflict, notFound, parseSize, ProjectsServiceRef,
+  badRequest, canQuota, conflict, notFound, parseSize, ProjectsServiceRef,
   type PluginContext, type PoolInfo, type Requestor, type StorageDriver, type VolumeRef,
 } from '../../../sdk/index.js';
 import { poolLockKey, type PoolManager } from '../pools.js';
@@ -116,6 +116,8 @@ export class CustomVolumes {
         const ref = customRef(project, vol.name);
         await driver.createVolume(pool, ref, vol.contentType === 'block' ? (dir) => makeBlockFile(dir, parseSize(config.size!)) : undefined);
         try {
+          // `size` is a quota where the driver has them; dir takes it and enforces nothing, as the reference.
+          if (vol.contentType !== 'block' && config.size && canQuota(driver)) await driver.quotas.setQuota(pool, ref, parseSize(config.size));
           await this.catalog.put(project, {
             pool: poolName, name: vol.name, description: vol.description, config, contentType: vol.contentType, createdAt: new Date().toISOString(),
           }, 0);
@@ -142,9 +144,23 @@ export class CustomVolumes {
         throw badRequest(`"${key}" cannot be changed while the volume is attached`);
       }
     }
+    const resized = entry.doc.contentType !== 'block' && config.size !== entry.doc.config.size;
     if (config.size !== entry.doc.config.size) await this.vet(project, poolName, name, config);
-    await this.catalog.put(project, { ...entry.doc, description: edit.description, config }, expectedRev ?? entry.rev);
+    if (resized) await this.applyQuota(poolName, project, name, config.size);
+    try {
+      await this.catalog.put(project, { ...entry.doc, description: edit.description, config }, expectedRev ?? entry.rev);
+    } catch (err) {
+      if (resized) await this.applyQuota(poolName, project, name, entry.doc.config.size).catch(() => {});
+      throw err;
+    }
     this.ctx.events.lifecycle('storage-volume-updated', volumeUrl(poolName, 'custom', name, project), { project, requestor });
+  }
+
+  /** A filesystem volume's `size` as a quota (none when unset) where the pool's driver has quotas; ignored elsewhere. */
+  private async applyQuota(poolName: string, project: string, name: string, size: string | undefined): Promise<void> {
+    const { driver } = await this.pools.usable(poolName);
+    if (!canQuota(driver)) return;
+    await this.volumes.setVolumeQuota(poolName, customRef(project, name), size ? parseSize(size) : 0);
   }
 
   /** Refuses while anything uses the volume, naming the users. */
@@ -225,6 +241,7 @@ export class CustomVolumes {
         throw err;
       }
       try {
+        if (src.doc.contentType !== 'block' && config.size) await this.applyQuota(poolName, project, target.name, config.size);
         await this.catalog.put(project, {
           pool: poolName, name: target.name, description: target.description ?? src.doc.description, config,
           contentType: src.doc.contentType, createdAt: new Date().toISOString(),
@@ -303,6 +320,7 @@ export class CustomVolumes {
       }
       const now = new Date().toISOString();
       try {
+        if (vol.contentType !== 'block' && vol.config.size) await this.applyQuota(poolName, project, vol.name, vol.config.size);
         await this.catalog.put(project, { pool: poolName, name: vol.name, description: vol.description, config: vol.config, contentType: vol.contentType, createdAt: now }, 0);
         for (const s of snapshots) {
           await this.catalog.putSnapshot(project, {

@@ -1,0 +1,63 @@
+/**
+ * The root disk's `size` as a quota on the instance's volume, where the pool's driver has quotas
+ * (btrfs qgroups). dir takes `size` and enforces nothing, as the reference does. Applied when an
+ * instance is created with one, when an edit of the instance or of a profile changes the size the
+ * instance ends up with (running or not), and again when an edit fails after it.
+ */
+import { canQuota, parseSize, type DeviceConfig, type ProfileChange, type StorageService, type VolumeRef } from '../../sdk/index.js';
+import { isRootDisk } from './devices/disk.js';
+import { expandDevices } from './expand.js';
+import type { InstanceManager } from './manager.js';
+
+/** Bytes of the root disk's `size` among expanded devices; 0 when unset. */
+export function rootSize(devices: Record<string, DeviceConfig>): number {
+  const size = Object.values(devices).find(isRootDisk)?.size;
+  return size ? parseSize(size) : 0;
+}
+
+async function hasQuotas(storage: StorageService, pool: string): Promise<boolean> {
+  const driver = storage.driver((await storage.pool(pool)).driver);
+  return driver !== undefined && canQuota(driver);
+}
+
+/**
+ * Set the quota when the root size goes from `before` (undefined: a new volume, no limit yet) to
+ * `after`. Resolves with a step that puts the old limit back (for a caller whose later step fails).
+ */
+export async function applyRootQuota(
+  storage: StorageService, pool: string, vol: VolumeRef, before: Record<string, DeviceConfig> | undefined, after: Record<string, DeviceConfig>,
+): Promise<() => Promise<void>> {
+  const from = before ? rootSize(before) : 0;
+  const to = rootSize(after);
+  if (from === to || !(await hasQuotas(storage, pool))) return async () => {};
+  await storage.setVolumeQuota(pool, vol, to);
+  return () => storage.setVolumeQuota(pool, vol, from);
+}
+
+/**
+ * A profile edit: every instance using the profile (running or not) whose root size changes gets
+ * its new quota; on a failure those already changed go back and the edit is refused. Resolves
+ * with a step that puts them all back (the edit failing later).
+ */
+export async function applyProfileRootQuotas(manager: InstanceManager, storage: StorageService, change: ProfileChange): Promise<() => Promise<void>> {
+  const edited = change.profile;
+  const undo: (() => Promise<void>)[] = [];
+  const back = async () => {
+    for (const step of undo.reverse()) await step().catch(() => undefined);
+  };
+  if (!edited) return back;
+  try {
+    for (const stored of await manager.records.list(change.project)) {
+      if (!stored.doc.profiles.includes(change.name)) continue;
+      const profiles = await manager.loadProfiles(change.project, stored.doc.profiles);
+      const before = expandDevices(profiles, stored.doc.devices);
+      const after = expandDevices(profiles.map((p) => (p.name === change.name ? edited : p)), stored.doc.devices);
+      const vol = { type: stored.doc.type, project: change.project, name: stored.name };
+      undo.push(await applyRootQuota(storage, stored.doc.pool, vol, before, after));
+    }
+  } catch (err) {
+    await back();
+    throw err;
+  }
+  return back;
+}
