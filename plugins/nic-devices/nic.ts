@@ -42,7 +42,7 @@ export class NicDevice implements DeviceType {
 
   constructor(private readonly ctx: PluginContext) {
     this.host = new HostSide(ctx.hostTools);
-    this.filters = new PortFilters(ctx.hostTools);
+    this.filters = new PortFilters(ctx.hostTools, ctx.dataDir);
   }
 
   private networks(): NetworksService | undefined {

@@ -1,7 +1,8 @@
 /**
  * Proxy devices in NAT mode (`nat=true`): no forwarder, but DNAT rules that send the listen
  * address and ports to the instance's static address on a bridged NIC, so the server sees the
- * real client address. The rules live in the daemon's own `inet corral-proxy` table, each device
+ * real client address. The rules live in the daemon's own `inet corral-proxy` table (another
+ * data directory's daemon has `corral-proxy_<hash>`), each device
  * in base chains of its own (prerouting for other hosts, output for this host, postrouting for the
  * instance reaching itself through the listen address): a device's rules come and go in one
  * atomic batch without touching the others'.
@@ -9,11 +10,15 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
+import path from 'node:path';
 import { badRequest, type DeviceConfig, type HostTools } from '../../sdk/index.js';
 import { connectPort, type ProxyAddress } from './address.js';
 
-export const NAT_TABLE = 'corral-proxy';
-const T = `inet ${NAT_TABLE}`;
+/** The default data directory's table; any other data directory (tests, a second daemon) gets its own. */
+export function natTable(dataDir: string): string {
+  const resolved = path.resolve(dataDir);
+  return resolved === '/var/lib/corral' ? 'corral-proxy' : `corral-proxy_${createHash('sha256').update(resolved).digest('hex').slice(0, 8)}`;
+}
 /** npm puts node_modules/.bin first on PATH, where a JavaScript tool is also called `nft`. */
 const NFT = existsSync('/usr/sbin/nft') ? '/usr/sbin/nft' : 'nft';
 
@@ -54,7 +59,13 @@ export function natTarget(connect: ProxyAddress, devices: Record<string, DeviceC
 export class NatRules {
   private queue: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly tools: HostTools) {}
+  private readonly table: string;
+  private readonly T: string;
+
+  constructor(private readonly tools: HostTools, dataDir: string) {
+    this.table = natTable(dataDir);
+    this.T = `inet ${this.table}`;
+  }
 
   private serial<R>(fn: () => Promise<R>): Promise<R> {
     const next = this.queue.then(fn, fn);
@@ -81,18 +92,18 @@ export class NatRules {
       const to = (port: number) => (v6 ? `[${target}]:${port}` : `${target}:${port}`);
       const match = isWildcard(listen.host) ? `meta nfproto ${v6 ? 'ipv6' : 'ipv4'} fib daddr type local` : `${fam} daddr ${listen.host}`;
       const lines = [
-        `add table ${T}`,
+        `add table ${this.T}`,
         ...this.dropLines(base),
-        `add chain ${T} ${base}_pre { type nat hook prerouting priority dstnat; policy accept; }`,
-        `add chain ${T} ${base}_out { type nat hook output priority -100; policy accept; }`,
-        `add chain ${T} ${base}_post { type nat hook postrouting priority srcnat; policy accept; }`,
+        `add chain ${this.T} ${base}_pre { type nat hook prerouting priority dstnat; policy accept; }`,
+        `add chain ${this.T} ${base}_out { type nat hook output priority -100; policy accept; }`,
+        `add chain ${this.T} ${base}_post { type nat hook postrouting priority srcnat; policy accept; }`,
       ];
       listen.ports.forEach((lp, i) => {
         const cp = connectPort(connect, i);
-        lines.push(`add rule ${T} ${base}_pre ${match} ${proto} dport ${lp} dnat ${fam} to ${to(cp)}`);
-        lines.push(`add rule ${T} ${base}_out ${match} ${proto} dport ${lp} dnat ${fam} to ${to(cp)}`);
+        lines.push(`add rule ${this.T} ${base}_pre ${match} ${proto} dport ${lp} dnat ${fam} to ${to(cp)}`);
+        lines.push(`add rule ${this.T} ${base}_out ${match} ${proto} dport ${lp} dnat ${fam} to ${to(cp)}`);
         // The instance reaching its own service through the listen address: answers must come back through the host.
-        lines.push(`add rule ${T} ${base}_post ${fam} saddr ${target} ${fam} daddr ${target} ${proto} dport ${cp} masquerade`);
+        lines.push(`add rule ${this.T} ${base}_post ${fam} saddr ${target} ${fam} daddr ${target} ${proto} dport ${cp} masquerade`);
       });
       const r = await this.nft(`${lines.join('\n')}\n`);
       if (!r.ok) throw badRequest(`nftables refused the proxy NAT rules: ${r.stderr}`);
@@ -101,12 +112,17 @@ export class NatRules {
 
   private dropLines(base: string): string[] {
     // `add` first makes the flush and delete safe when a chain is absent.
-    return ['pre', 'out', 'post'].flatMap((c) => [`add chain ${T} ${base}_${c}`, `flush chain ${T} ${base}_${c}`, `delete chain ${T} ${base}_${c}`]);
+    return ['pre', 'out', 'post'].flatMap((c) => [`add chain ${this.T} ${base}_${c}`, `flush chain ${this.T} ${base}_${c}`, `delete chain ${this.T} ${base}_${c}`]);
   }
 
   remove(key: string): Promise<void> {
     return this.serial(async () => {
-      await this.nft(`add table ${T}\n${this.dropLines(NatRules.chainBase(key)).join('\n')}\n`);
+      await this.nft(`add table ${this.T}\n${this.dropLines(NatRules.chainBase(key)).join('\n')}\n`);
+      // The table goes with its last device (and comes back with the next one).
+      const r = await this.tools.run(NFT, ['-j', 'list', 'table', 'inet', this.table], { allowFailure: true, timeoutMs: 15_000 });
+      if (r.exitCode !== 0) return;
+      const items = (JSON.parse(r.stdout) as { nftables: { chain?: unknown }[] }).nftables;
+      if (!items.some((i) => i.chain)) await this.nft(`delete table ${this.T}\n`);
     });
   }
 }

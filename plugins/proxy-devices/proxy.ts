@@ -60,7 +60,7 @@ export class ProxyDevice implements DeviceType {
   private readonly nat: NatRules;
 
   constructor(private readonly ctx: PluginContext) {
-    this.nat = new NatRules(ctx.hostTools);
+    this.nat = new NatRules(ctx.hostTools, ctx.dataDir);
   }
 
   /** Unique on the host: daemons with other data directories may hold a device of the same name. */

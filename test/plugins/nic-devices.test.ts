@@ -10,6 +10,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
 import { claimsNamed } from '../helpers/claims.js';
+import { nicTable } from '../../plugins/nic-devices/filtering.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { callAndWait, importImage } from '../helpers/api.js';
 
@@ -157,9 +158,10 @@ test.serial('a bridged NIC on an unmanaged bridge: MAC, MTU, reaching the bridge
   t.not(inside('brd', 'ping -c 1 -W 2 10.178.0.1').code, 0, 'a spoofed MAC address gets nowhere');
   t.is(inside('brd', `ip link set eth0 address ${hw}`).code, 0);
   t.is(inside('brd', 'ping -c 3 -i 0.2 -W 3 10.178.0.1').code, 0);
-  t.regex(execFileSync('/usr/sbin/nft', ['list', 'table', 'bridge', 'corral-nic'], { encoding: 'utf8' }), new RegExp(hostName));
+  t.regex(execFileSync('/usr/sbin/nft', ['list', 'table', 'bridge', nicTable(d.dir)], { encoding: 'utf8' }), new RegExp(hostName));
   await call('PUT', '/1.0/instances/brd/state', { action: 'stop', force: true });
-  t.notRegex(spawnSync('/usr/sbin/nft', ['list', 'table', 'bridge', 'corral-nic'], { encoding: 'utf8' }).stdout, new RegExp(hostName), 'the filter went with the NIC');
+  t.notRegex(spawnSync('/usr/sbin/nft', ['list', 'table', 'bridge', nicTable(d.dir)], { encoding: 'utf8' }).stdout, new RegExp(hostName), 'the filter went with the NIC');
+  t.not(spawnSync('/usr/sbin/nft', ['list', 'table', 'bridge', nicTable(d.dir)]).status, 0, 'and the table with its last filter');
   await remove('brd');
 });
 
@@ -334,7 +336,7 @@ test.serial('a NIC on a managed bridge network: network=, static DHCP reservatio
     // Another source address is dropped at the bridge port.
     t.is(inside('mn', 'ip addr del 10.184.0.50/24 dev eth0 && ip addr add 10.184.0.51/24 dev eth0').code, 0);
     t.not(inside('mn', 'ping -c 1 -W 2 10.184.0.1').code, 0, 'a spoofed IPv4 source gets nowhere');
-    t.regex(execFileSync('/usr/sbin/nft', ['list', 'table', 'bridge', 'corral-nic'], { encoding: 'utf8' }), new RegExp(`ether saddr != ${hw}`));
+    t.regex(execFileSync('/usr/sbin/nft', ['list', 'table', 'bridge', nicTable(d.dir)], { encoding: 'utf8' }), new RegExp(`ether saddr != ${hw}`));
     await remove('mn');
   } finally {
     await call('DELETE', `/1.0/networks/${net}`);

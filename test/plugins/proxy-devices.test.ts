@@ -17,6 +17,7 @@ import { killContainers, startDaemon, startWithPool, stopDaemons, waitFor, type 
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { callAndWait, importImage } from '../helpers/api.js';
 import { claimsNamed } from '../helpers/claims.js';
+import { natTable } from '../../plugins/proxy-devices/nat.js';
 
 const RUN = randomBytes(3).toString('hex');
 let d: Daemon;
@@ -308,13 +309,13 @@ test.serial('NAT mode: DNAT rules to the static address of a NIC on a managed br
     const before = forwarders().length;
     t.is(await edit('natc', { devices: { web: { type: 'proxy', nat: 'true', listen: 'tcp:10.188.0.1:8443', connect: 'tcp:0.0.0.0:8080' } } }), '');
     t.is(forwarders().length, before, 'no forwarder process in NAT mode');
-    t.regex(execFileSync('/usr/sbin/nft', ['list', 'table', 'inet', 'corral-proxy'], { encoding: 'utf8' }), /tcp dport 8443 dnat ip to 10\.188\.0\.50:8080/);
+    t.regex(execFileSync('/usr/sbin/nft', ['list', 'table', 'inet', natTable(d.dir)], { encoding: 'utf8' }), /tcp dport 8443 dnat ip to 10\.188\.0\.50:8080/);
     t.is(await exchange({ host: '10.188.0.1', port: 8443 }, 'x'), 'served-over-nat\n');
     void nc;
     const body = (await d.request('GET', '/1.0/instances/natc')).json.metadata;
     delete body.devices.web;
     t.is((await call('PUT', '/1.0/instances/natc', body)).op?.status, 'Success');
-    t.notRegex(spawnSync('/usr/sbin/nft', ['list', 'table', 'inet', 'corral-proxy'], { encoding: 'utf8' }).stdout, /8443/);
+    t.notRegex(spawnSync('/usr/sbin/nft', ['list', 'table', 'inet', natTable(d.dir)], { encoding: 'utf8' }).stdout, /8443/);
     await call('PUT', '/1.0/instances/natc/state', { action: 'stop', force: true });
     await call('DELETE', '/1.0/instances/natc');
   } finally {
