@@ -73,7 +73,18 @@ async function udpEcho(name: string, p: number): Promise<void> {
   const code = `const s=require('dgram').createSocket('udp4');s.on('message',(m,r)=>s.send(Buffer.concat([Buffer.from('echo:'),m]),r.port,r.address));s.bind(${p},'127.0.0.1',()=>console.log('up'))`;
   const child = spawn('nsenter', ['-t', String(await initPid(name)), '-n', process.execPath, '-e', code]);
   children.push(child);
-  await new Promise<void>((resolve) => child.stdout!.once('data', () => resolve()));
+  await within<void>(10000, 'the UDP echo server', (resolve) => child.stdout!.once('data', () => resolve()));
+}
+
+/** A promise that gives up after `ms` (a lost packet fails the test instead of hanging it). */
+function within<T>(ms: number, what: string, executor: (resolve: (v: T) => void) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
+    executor((v) => {
+      clearTimeout(timer);
+      resolve(v);
+    });
+  });
 }
 
 /** A whole exchange with a TCP or unix server: send, half-close, collect the answer. */
@@ -193,7 +204,7 @@ test.serial('UDP both ways, TCP and unix to UDP (proxy_udp)', async (t) => {
     xu: { type: 'proxy', listen: `unix:${sock}`, connect: 'udp:127.0.0.1:5353' },
   } }), '');
   t.is(await udpExchange(udp, 'ping'), 'echo:ping');
-  const viaTcp = await new Promise<string>((resolve) => {
+  const viaTcp = await within<string>(5000, 'the answer over TCP', (resolve) => {
     const s = net.connect(tcp, '127.0.0.1', () => s.write('over-tcp'));
     s.on('data', (b) => {
       s.destroy();
@@ -201,7 +212,7 @@ test.serial('UDP both ways, TCP and unix to UDP (proxy_udp)', async (t) => {
     });
   });
   t.is(viaTcp, 'echo:over-tcp');
-  const viaUnix = await new Promise<string>((resolve) => {
+  const viaUnix = await within<string>(5000, 'the answer over unix', (resolve) => {
     const s = net.connect(sock, () => s.write('over-unix'));
     s.on('data', (b) => {
       s.destroy();
@@ -213,17 +224,18 @@ test.serial('UDP both ways, TCP and unix to UDP (proxy_udp)', async (t) => {
   // The other way: busybox syslogd inside sends its log over UDP to a listener the device makes
   // in the container; the host's UDP socket receives it.
   const hostUdp = port();
-  const got = new Promise<string>((resolve) => {
-    const s = dgram.createSocket('udp4');
-    s.on('message', (m) => {
-      s.close();
-      resolve(String(m));
-    });
-    s.bind(hostUdp, '127.0.0.1');
-  });
+  const receiver = dgram.createSocket('udp4');
+  const got = within<string>(15000, 'the log line over UDP', (resolve) => receiver.on('message', (m) => resolve(String(m))));
+  receiver.bind(hostUdp, '127.0.0.1');
   t.is(await edit('px', { devices: { logs: { type: 'proxy', bind: 'instance', listen: 'udp:127.0.0.1:514', connect: `udp:127.0.0.1:${hostUdp}` } } }), '');
-  t.is((await insideAsync('px', 'syslogd -R 127.0.0.1:514 && logger corral-udp-test')).code, 0);
-  t.regex(await got, /corral-udp-test/);
+  // logger writes to /dev/log, which syslogd makes a moment after it forks: wait for it.
+  const sent = await insideAsync('px', 'syslogd -R 127.0.0.1:514 && for i in 1 2 3 4 5 6 7 8 9 10; do [ -S /dev/log ] && break; sleep 0.2; done; logger corral-udp-test');
+  t.is(sent.code, 0, sent.out);
+  try {
+    t.regex(await got, /corral-udp-test/);
+  } finally {
+    receiver.close();
+  }
 });
 
 test.serial('port ranges: a range to one port, ranges of equal size (proxy_tcp_udp_multi_port_handling)', async (t) => {
