@@ -358,7 +358,8 @@ export class BridgeDriver implements NetworkDriver {
           hostname: reserved?.hostname ?? (f[3] === '*' ? '' : f[3]!),
           hwaddr,
           address: f[2]!,
-          type: reserved ? 'static' : 'dynamic',
+          // Every plugged NIC has a reservation (for its DNS name); only one naming this address makes it static.
+          type: reserved && (reserved.ipv4 === f[2] || reserved.ipv6 === f[2]) ? 'static' : 'dynamic',
           location: '',
         });
         seen.add(`${hwaddr}/${f[2]}`);
