@@ -3,6 +3,8 @@
  * directory per part (instances: `backup/snapshots/<name>/` for each snapshot, then
  * `backup/container/`, each with a generated `backup.yaml`; custom volumes:
  * `backup/volume-snapshots/<name>/`, then `backup/volume/`), each holding a volume's content.
+ * An optimized backup has one file per part instead (`backup/snapshots/<name>.bin`, ...,
+ * `backup/container.bin`: the driver's stream) and `backup/optimized_header.yaml`.
  *
  * tar runs in a private mount namespace where a tmpfs staging tree gets the generated files and
  * read-only bind mounts of the volume's entries, so member names come out right without copying
@@ -19,10 +21,12 @@ import { internalError } from './errors.js';
 import type { HostProcess, HostTools } from './host-tools.js';
 
 export interface BackupTarballPart {
-  /** Member directory, e.g. `backup/container` or `backup/volume-snapshots/<name>`. */
+  /** Member directory, e.g. `backup/container` or `backup/volume-snapshots/<name>`; or member file (`backup/container.bin`). */
   member: string;
   /** Host directory whose content goes in. */
-  dir: string;
+  dir?: string;
+  /** Or a host file that goes in as the member (an optimized part, written by the caller). */
+  file?: string;
   /** File holding the part's generated backup.yaml (instances); the volume's own is then left out. */
   backupYaml?: string;
 }
@@ -35,6 +39,8 @@ export interface BackupTarballSpec {
   stagingMount: string;
   /** File holding index.yaml. */
   indexYaml: string;
+  /** File holding optimized_header.yaml (optimized backups whose driver describes its parts). */
+  optimizedHeader?: string;
   /** In archive order: snapshots (oldest first), then the instance. */
   parts: BackupTarballPart[];
   onProgress?: (bytes: number) => void;
@@ -61,7 +67,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     file) mkdir -p "$(dirname "$stage/$3")" && cp "$2" "$stage/$3" && chmod "$4" "$stage/$3" || fail "$3"; shift 4 ;;
     dir) mkdir -p "$stage/$3" && chown --reference="$2" "$stage/$3" && chmod --reference="$2" "$stage/$3" || fail "$3"; shift 3 ;;
-    bind) { if [ -d "$2" ]; then mkdir "$stage/$3"; else : > "$stage/$3"; fi; } &&
+    bind) mkdir -p "$(dirname "$stage/$3")" && { if [ -d "$2" ]; then mkdir "$stage/$3"; else : > "$stage/$3"; fi; } &&
       mount --bind "$2" "$stage/$3" && mount -o remount,bind,ro "$stage/$3" || fail "$3"; shift 3 ;;
     link) cp -P "$2" "$stage/$3" || fail "$3"; shift 3 ;;
     times) touch -h -r "$2" "$stage/$3" || fail "$3"; shift 3 ;;
@@ -74,6 +80,8 @@ fail "no tar operation"
 
 /** The top-level entries of a part: bind mounts for files and directories, copies for symlinks. */
 async function partOperations(part: BackupTarballPart): Promise<string[]> {
+  if (part.file) return ['bind', part.file, part.member];
+  if (!part.dir) throw internalError(`backup part ${part.member} has neither a directory nor a file`);
   const ops = ['dir', part.dir, part.member];
   for (const entry of (await readdir(part.dir)).sort()) {
     // Ours is generated; a stale one from an imported volume is left out.
@@ -86,6 +94,7 @@ async function partOperations(part: BackupTarballPart): Promise<string[]> {
     // Sockets and the like at the top of a volume are nothing a backup needs.
   }
   if (part.backupYaml) ops.push('file', part.backupYaml, `${part.member}/backup.yaml`, '0400');
+  ops.push('times', part.dir, part.member);
   return ops;
 }
 
@@ -130,8 +139,13 @@ function withoutTrailer(): Transform {
  * on dir pools, so links must stay within a part.
  */
 export async function writeBackupTarball(hostTools: HostTools, spec: BackupTarballSpec): Promise<void> {
-  const groups: { ops: string[]; members: string[] }[] = [{ ops: ['file', spec.indexYaml, 'backup/index.yaml', '0644'], members: ['backup/index.yaml'] }];
-  for (const part of spec.parts) groups.push({ ops: [...(await partOperations(part)), 'times', part.dir, part.member], members: [part.member] });
+  const head = { ops: ['file', spec.indexYaml, 'backup/index.yaml', '0644'], members: ['backup/index.yaml'] };
+  if (spec.optimizedHeader) {
+    head.ops.push('file', spec.optimizedHeader, 'backup/optimized_header.yaml', '0644');
+    head.members.push('backup/optimized_header.yaml');
+  }
+  const groups: { ops: string[]; members: string[] }[] = [head];
+  for (const part of spec.parts) groups.push({ ops: await partOperations(part), members: [part.member] });
   const tarArgs = [
     '-c', '-f', '-', '--blocking-factor=1', '--numeric-owner', '--format=posix', '--xattrs', '--xattrs-include=*',
     // Without these every member gets a pax header for its sub-second times.

@@ -35,6 +35,7 @@ export * from './backup-compression.js';
 export * from './backup-names.js';
 export * from './backup-tarball.js';
 export * from './backup-import.js';
+export * from './backup-optimized.js';
 export * from './network.js';
 export * from './images.js';
 export * from './profiles.js';

@@ -9,7 +9,7 @@
  * guard and answers "not supported by driver X" itself, so a driver never has to stub what it
  * cannot do. `sdk/testing` has the conformance suite every driver runs against itself.
  */
-import type { Readable, Writable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { createServiceRef } from './services.js';
 import type { ConfigKeyDescriptor } from './config-keys.js';
 import type { UsedByRegistry } from './used-by.js';
@@ -86,17 +86,34 @@ export interface StorageDriver {
   readonly refresh?: VolumeRefresh;
 }
 
-/** Optimized backups: a stream only this driver (`format`) can read back. */
+/** A part of an optimized backup: a snapshot by name, or `undefined` for the volume's current content. */
+export type OptimizedPart = string | undefined;
+
+/**
+ * Optimized backups: the volume and its snapshots as the backend's own streams, one per part,
+ * which only a driver of the same `format` reads back. Parts come in a fixed order, the snapshots
+ * oldest first and then the volume, and each part after the first may be relative to the one
+ * before it (shared data travels once): they are received in the same order.
+ */
 export interface VolumeSendReceive {
   /** Recorded as the backup's `backend`; a stream is received only by a driver with the same format. */
   readonly format: string;
-  /** Write the given snapshots (oldest first) and then the volume's current content to `out`. */
-  send(pool: PoolInfo, vol: VolumeRef, snapshots: string[], out: Writable): Promise<void>;
   /**
-   * Create `vol`, which must not exist, with the `snapshots` (oldest first) from a stream `send`
-   * wrote. On failure nothing of `vol` is left.
+   * Send the given snapshots (oldest first), then the volume's current content, handing each part's
+   * stream to `write`, which consumes it whole before resolving. Resolves with what the driver
+   * wants the archive to carry about the parts (`backup/optimized_header.yaml`), or undefined.
    */
-  receive(pool: PoolInfo, vol: VolumeRef, snapshots: string[], input: Readable): Promise<void>;
+  send(pool: PoolInfo, vol: VolumeRef, snapshots: string[], write: (part: OptimizedPart, stream: Readable) => Promise<void>): Promise<unknown>;
+  /**
+   * Create `vol`, which must not exist, with the `snapshots` (oldest first) from streams `send`
+   * wrote, each opened by `open` in send's order. `prepare` sees each part's content writable
+   * before it becomes a snapshot or the volume (ids shifted back, stale files dropped). On failure
+   * nothing of `vol` is left.
+   */
+  receive(
+    pool: PoolInfo, vol: VolumeRef, snapshots: string[], open: (part: OptimizedPart) => Promise<Readable>,
+    prepare?: (dir: string, part: OptimizedPart) => Promise<void>,
+  ): Promise<void>;
 }
 
 /** Quotas: limits the backend enforces (writes past them fail with ENOSPC or EDQUOT). */
@@ -198,7 +215,15 @@ export type VolumeSource =
    */
   | { kind: 'copy'; pool: string; volume: VolumeRef; snapshot?: string; snapshots?: string[] }
   /** Written by `fill` (a backup import); `snapshots` are filled first, oldest first. */
-  | { kind: 'fill'; fill: (dir: string) => Promise<void>; snapshots?: { name: string; fill: (dir: string) => Promise<void> }[] };
+  | { kind: 'fill'; fill: (dir: string) => Promise<void>; snapshots?: { name: string; fill: (dir: string) => Promise<void> }[] }
+  /**
+   * Received from an optimized backup of driver format `format` (see VolumeSendReceive.receive);
+   * a 400 when the pool's driver has another format or none.
+   */
+  | {
+    kind: 'receive'; format: string; snapshots: string[]; open: (part: OptimizedPart) => Promise<Readable>;
+    prepare?: (dir: string, part: OptimizedPart) => Promise<void>;
+  };
 
 export interface StorageService {
   registerDriver(driver: StorageDriver): void;
@@ -236,10 +261,12 @@ export interface StorageService {
   setVolumeQuota(pool: string, vol: VolumeRef, bytes: number): Promise<void>;
   /** The optimized backup format of the pool's driver, undefined when it has none. */
   optimizedFormat(pool: string): Promise<string | undefined>;
-  /** The driver's stream of a volume and its snapshots; 400 without optimized backups. */
-  sendVolume(pool: string, vol: VolumeRef, snapshots: string[], out: Writable): Promise<void>;
-  /** Create a volume from a `sendVolume` stream of the same format; 400 without optimized backups. */
-  receiveVolume(pool: string, vol: VolumeRef, snapshots: string[], input: Readable): Promise<void>;
+  /**
+   * The driver's streams of a volume's snapshots (oldest first) and then the volume, each handed to
+   * `write`; resolves with the driver's header for the archive. 400 without optimized backups.
+   * Volumes are received with a `receive` VolumeSource.
+   */
+  sendVolume(pool: string, vol: VolumeRef, snapshots: string[], write: (part: OptimizedPart, stream: Readable) => Promise<void>): Promise<unknown>;
   /** A registered driver by name (driver tests and the conformance suite reach drivers this way). */
   driver(name: string): StorageDriver | undefined;
 }

@@ -12,7 +12,7 @@ import {
 } from '../../sdk/index.js';
 import { BtrfsBlockVolumes } from './block.js';
 import { BTRFS_KEYS } from './keys.js';
-import { BUILDING, LAYOUT, RESTORE_NEW, RESTORE_OLD, SCRATCH_DIR, TYPE_DIRS, VOLUME_MODE, checkName, typeDir, volumeDirName, volumeFromDirName } from './layout.js';
+import { BUILDING, LAYOUT, RESTORE_NEW, RESTORE_OLD, SCRATCH_DIR, TYPE_DIRS, VOLUME_MODE, checkName, isDriverScratch, typeDir, volumeDirName, volumeFromDirName } from './layout.js';
 import { PoolSource, defaultLoopSize, loopFilePath, poolRoot } from './pool-source.js';
 import { BtrfsQuotas } from './quotas.js';
 import { BtrfsRefresh } from './refresh.js';
@@ -224,7 +224,7 @@ export class BtrfsDriver implements StorageDriver {
       throw err;
     });
     return entries
-      .filter((e) => e.isDirectory() && !e.name.startsWith('.'))
+      .filter((e) => e.isDirectory() && !isDriverScratch(e.name))
       .map((e) => volumeFromDirName(type, e.name))
       .sort((a, b) => a.name.localeCompare(b.name));
   }

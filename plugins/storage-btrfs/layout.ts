@@ -1,8 +1,9 @@
 /**
  * Where volumes live in a btrfs pool: the reference's layout (one directory per volume type, one
  * subvolume per volume named `<name>` in the default project and `<project>_<name>` elsewhere,
- * snapshots under `<type>-snapshots/<volume>/<snapshot>`). Names starting with a dot are this
- * driver's scratch entries (volume and snapshot names cannot start with one here).
+ * snapshots under `<type>-snapshots/<volume>/<snapshot>`). Names starting with one dot are this
+ * driver's scratch entries (volume and snapshot names cannot start with one here); names starting
+ * with two are the storage family's own scratch volumes (`..partial-<name>`), kept and listed.
  */
 import path from 'node:path';
 import { badRequest, notFound, type VolumeRef, type VolumeType } from '../../sdk/index.js';
@@ -40,8 +41,11 @@ export const RESTORE_OLD = '.restore-old-';
 /** Per-operation scratch directories under the pool root (send and receive). */
 export const SCRATCH_DIR = '.scratch';
 
+/** An entry of this driver's own (a scratch subvolume or directory), never a volume or snapshot. */
+export const isDriverScratch = (entry: string) => entry.startsWith('.') && !entry.startsWith('..');
+
 export function checkName(name: string, what = 'volume'): void {
-  if (!name || name.startsWith('.') || name.includes('/') || name.includes('\0')) throw badRequest(`Invalid ${what} name "${name}"`);
+  if (!name || name === '..' || isDriverScratch(name) || name.includes('/') || name.includes('\0')) throw badRequest(`Invalid ${what} name "${name}"`);
 }
 
 export function volumeDirName(vol: VolumeRef): string {

@@ -1,22 +1,39 @@
 /**
- * Optimized backups with `btrfs send/receive`. The stream is one `btrfs send` per snapshot (oldest
- * first, each after the first relative to the one before, so shared extents travel once) and a
- * last one of a read-only snapshot of the volume's current content, named `.volume` (snapshot
- * names cannot start with a dot). `btrfs receive` takes the concatenated streams into a scratch
- * directory of the pool; the volume is then a writable snapshot of `.volume` and the snapshots
- * are read-only snapshots of the received ones. Scratch directories a killed daemon left are removed at the next mount.
+ * Optimized backups with `btrfs send/receive`, one stream per part as the reference's archives
+ * hold them: each snapshot (oldest first; each after the first relative to the one before, so
+ * shared extents travel once), then a read-only snapshot of the volume's current content (named
+ * `.volume`: snapshot names cannot start with a dot) relative to the last snapshot. The header
+ * lists the parts with their subvolume UUIDs, as the reference's `optimized_header.yaml` does.
+ *
+ * Receiving takes each stream into a scratch directory of the pool, in order (a relative stream
+ * finds its parent there by received UUID), and checks that each made exactly one subvolume.
+ * Then every part is snapshotted writable under a scratch name beside its final place, prepared
+ * by the caller, made read-only when it is a snapshot, and renamed into place. Scratch
+ * directories a killed daemon left are removed at the next mount.
  */
-import { mkdir, readdir, rename } from 'node:fs/promises';
+import { chmod, mkdir, readdir, rename } from 'node:fs/promises';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { Readable, Writable } from 'node:stream';
-import { badRequest, conflict, notFound, type HostTools, type PoolInfo, type VolumeRef, type VolumeSendReceive } from '../../sdk/index.js';
+import type { Readable } from 'node:stream';
+import {
+  badRequest, conflict, notFound, type HostTools, type OptimizedPart, type PoolInfo, type VolumeRef, type VolumeSendReceive,
+} from '../../sdk/index.js';
 import { BUILDING, SCRATCH_DIR, VOLUME_MODE } from './layout.js';
 import type { BtrfsSnapshots } from './snapshots.js';
 import { Subvolumes, exists } from './subvolumes.js';
-import { chmod } from 'node:fs/promises';
 
 const VOLUME_ENTRY = '.volume';
+
+/** One entry of the header: `path` is `/` for the part's own subvolume (nested ones are not sent). */
+export interface SentSubvolume {
+  path: string;
+  /** The snapshot's name, '' for the volume. */
+  snapshot: string;
+  readonly: boolean;
+  uuid: string;
+}
+
+const partName = (part: OptimizedPart) => (part === undefined ? 'the volume' : `snapshot "${part}"`);
 
 export class BtrfsSendReceive implements VolumeSendReceive {
   readonly format = 'btrfs';
@@ -40,76 +57,117 @@ export class BtrfsSendReceive implements VolumeSendReceive {
     await this.subvolumes.removeEmptyDir(dir);
   }
 
-  async send(pool: PoolInfo, vol: VolumeRef, snapshots: string[], out: Writable): Promise<void> {
+  async send(pool: PoolInfo, vol: VolumeRef, snapshots: string[], write: (part: OptimizedPart, stream: Readable) => Promise<void>): Promise<{ subvolumes: SentSubvolume[] }> {
     const current = this.volumePath(pool, vol);
     if (!(await exists(current))) throw notFound(`Volume "${vol.name}" not found on storage pool "${pool.name}"`);
     const dir = await this.scratch(pool, 'send');
     try {
       const frozen = path.join(dir, VOLUME_ENTRY);
       await this.subvolumes.snapshot(current, frozen, true);
+      const parts: { part: OptimizedPart; at: string; uuidOf: string }[] = snapshots.map((s) => {
+        const at = this.snapshots.path(pool, vol, s);
+        return { part: s, at, uuidOf: at };
+      });
+      // The header names the volume by its own UUID, as the reference's does; the stream carries the frozen copy.
+      parts.push({ part: undefined, at: frozen, uuidOf: current });
+      const header: SentSubvolume[] = [];
       let parent: string | undefined;
-      for (const at of [...snapshots.map((s) => this.snapshots.path(pool, vol, s)), frozen]) {
-        if (!(await exists(at))) throw notFound(`Snapshot "${path.basename(at)}" of volume "${vol.name}" not found`);
-        await this.sendOne(at, parent, out);
-        parent = at;
+      for (const p of parts) {
+        if (!(await exists(p.at))) throw notFound(`Snapshot "${p.part}" of volume "${vol.name}" not found`);
+        header.push({ path: '/', snapshot: p.part ?? '', readonly: p.part !== undefined, uuid: await this.uuid(p.uuidOf) });
+        await this.sendOne(p.at, parent, (stream) => write(p.part, stream));
+        parent = p.at;
       }
+      return { subvolumes: header };
     } finally {
       await this.dropScratch(dir);
     }
   }
 
-  private async sendOne(at: string, parent: string | undefined, out: Writable): Promise<void> {
+  private async uuid(at: string): Promise<string> {
+    const shown = await this.tools.run('btrfs', ['subvolume', 'show', at]);
+    return /^\s*UUID:\s*(\S+)/m.exec(shown.stdout)?.[1] ?? '';
+  }
+
+  private async sendOne(at: string, parent: string | undefined, write: (stream: Readable) => Promise<void>): Promise<void> {
     const child = this.tools.spawn('btrfs', ['send', '-q', ...(parent ? ['-p', parent] : []), at], { endWithDaemon: true });
     child.stdin.end();
     const stderr = collect(child.stderr);
-    const piped = new Promise<void>((resolve, reject) => {
-      child.stdout.on('error', reject);
-      out.on('error', reject);
-      child.stdout.on('end', resolve);
-      child.stdout.pipe(out, { end: false });
-    });
-    const code = await child.exited;
-    await piped;
-    if (code !== 0) throw new Error(`btrfs send failed: ${(await stderr).trim()}`);
+    const [written, code] = await Promise.allSettled([write(child.stdout), child.exited]);
+    if (written.status === 'rejected') {
+      child.kill('SIGKILL');
+      throw written.reason;
+    }
+    const exit = code.status === 'fulfilled' ? code.value : -1;
+    if (exit !== 0) throw new Error(`btrfs send of ${path.basename(at)} failed: ${(await stderr).trim()}`);
   }
 
-  async receive(pool: PoolInfo, vol: VolumeRef, snapshots: string[], input: Readable): Promise<void> {
+  async receive(
+    pool: PoolInfo, vol: VolumeRef, snapshots: string[], open: (part: OptimizedPart) => Promise<Readable>,
+    prepare?: (dir: string, part: OptimizedPart) => Promise<void>,
+  ): Promise<void> {
     const final = this.volumePath(pool, vol);
     if (await exists(final)) throw conflict(`Volume "${vol.name}" already exists on storage pool "${pool.name}"`);
     const dir = await this.scratch(pool, 'receive');
-    const moved: string[] = [];
+    let placed = false;
     try {
-      const child = this.tools.spawn('btrfs', ['receive', dir], { endWithDaemon: true });
-      const stderr = collect(child.stderr);
-      input.on('error', () => child.kill('SIGKILL'));
-      child.stdin.on('error', () => {});
-      input.pipe(child.stdin);
-      const code = await child.exited;
-      if (code !== 0) throw badRequest(`The optimized backup could not be received: ${(await stderr).trim().split('\n').pop()}`);
-      const received = new Set(await readdir(dir));
-      for (const name of [...snapshots, VOLUME_ENTRY]) {
-        if (!received.has(name)) throw badRequest(`The optimized backup has no "${name === VOLUME_ENTRY ? 'volume' : name}" in its stream`);
-      }
-      const scratch = path.join(path.dirname(final), BUILDING + path.basename(final));
-      await this.subvolumes.delete(scratch);
-      await this.subvolumes.snapshot(path.join(dir, VOLUME_ENTRY), scratch);
-      await chmod(scratch, VOLUME_MODE);
-      await rename(scratch, final);
+      const received = new Map<OptimizedPart, string>();
+      for (const part of [...snapshots, undefined]) received.set(part, await this.receiveOne(dir, part, await open(part)));
       for (const name of snapshots) {
         const to = this.snapshots.path(pool, vol, name);
         await mkdir(path.dirname(to), { recursive: true, mode: 0o700 });
-        // A read-only subvolume cannot change parent directory: it is snapshotted into place.
-        await this.subvolumes.snapshot(path.join(dir, name), to, true);
-        moved.push(name);
+        placed = true;
+        await this.place(received.get(name)!, to, name, prepare);
       }
+      placed = true;
+      await this.place(received.get(undefined)!, final, undefined, prepare);
     } catch (err) {
-      if (moved.length || (await exists(final))) {
+      if (placed) {
         await this.snapshots.deleteAll(pool, vol).catch(() => {});
         await this.subvolumes.delete(final).catch(() => {});
       }
       throw err;
     } finally {
       await this.dropScratch(dir);
+    }
+  }
+
+  /** Receive one part's stream into `dir`; resolves with the one subvolume it made. */
+  private async receiveOne(dir: string, part: OptimizedPart, input: Readable): Promise<string> {
+    const before = new Set(await readdir(dir));
+    // -e: stop at the stream's end marker (one subvolume per part); -C: paths in the stream stay inside dir.
+    const child = this.tools.spawn('btrfs', ['receive', '-e', '-C', dir], { endWithDaemon: true });
+    const stderr = collect(child.stderr);
+    input.on('error', () => child.kill('SIGKILL'));
+    child.stdin.on('error', () => {});
+    input.pipe(child.stdin);
+    const code = await child.exited;
+    input.unpipe(child.stdin);
+    input.destroy();
+    if (code !== 0) {
+      const why = (await stderr).trim().split('\n').pop() || `exit ${code}`;
+      throw badRequest(`The optimized backup's stream of ${partName(part)} could not be received: ${why}`);
+    }
+    const made = (await readdir(dir)).filter((e) => !before.has(e));
+    if (made.length !== 1 || !(await this.subvolumes.isSubvolume(path.join(dir, made[0]!)))) {
+      throw badRequest(`The optimized backup's stream of ${partName(part)} does not hold exactly one subvolume`);
+    }
+    return path.join(dir, made[0]!);
+  }
+
+  /** A writable copy of `from` beside `to`, prepared, read-only for snapshots, renamed into place. */
+  private async place(from: string, to: string, part: OptimizedPart, prepare?: (dir: string, part: OptimizedPart) => Promise<void>): Promise<void> {
+    const building = path.join(path.dirname(to), BUILDING + path.basename(to));
+    await this.subvolumes.delete(building);
+    try {
+      await this.subvolumes.snapshot(from, building);
+      await chmod(building, VOLUME_MODE);
+      await prepare?.(building, part);
+      if (part !== undefined) await this.subvolumes.setReadonly(building, true);
+      await rename(building, to);
+    } catch (err) {
+      await this.subvolumes.delete(building).catch(() => {});
+      throw err;
     }
   }
 }

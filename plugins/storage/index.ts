@@ -48,8 +48,7 @@ export default definePlugin({
       poolUsedBy,
       setVolumeQuota: (pool, vol, bytes) => volumes.setVolumeQuota(pool, vol, bytes),
       optimizedFormat: (pool) => volumes.optimizedFormat(pool),
-      sendVolume: (pool, vol, snapshots, out) => volumes.sendVolume(pool, vol, snapshots, out),
-      receiveVolume: (pool, vol, snapshots, input) => volumes.receiveVolume(pool, vol, snapshots, input),
+      sendVolume: (pool, vol, snapshots, write) => volumes.sendVolume(pool, vol, snapshots, write),
       driver: (name) => drivers.get(name),
     };
     ctx.services.provide(StorageServiceRef, service);

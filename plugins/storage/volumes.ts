@@ -8,9 +8,9 @@ import { lstat, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import {
   badRequest, canQuota, canRefresh, canReportUsage, canSendReceive, canSnapshot, conflict, unsupportedMessage,
-  type PluginContext, type PoolInfo, type StorageDriver, type VolumeRef, type VolumeSendReceive, type VolumeSnapshots, type VolumeSource, type VolumeType,
+  type OptimizedPart, type PluginContext, type PoolInfo, type StorageDriver, type VolumeRef, type VolumeSendReceive, type VolumeSnapshots, type VolumeSource, type VolumeType,
 } from '../../sdk/index.js';
-import type { Readable, Writable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { poolLockKey, type PoolManager } from './pools.js';
 import type { SharedLock } from './shared-lock.js';
 
@@ -57,6 +57,14 @@ export class VolumeManager {
         case 'copy':
           await this.copy(info, driver, vol, source);
           break;
+        case 'receive': {
+          const receiver = sendReceiveOf(driver);
+          if (receiver.format !== source.format) {
+            throw badRequest(`The backup is in the optimized format of storage driver "${source.format}", which storage pool "${poolName}" (driver "${driver.name}") cannot read`);
+          }
+          await receiver.receive(info, vol, source.snapshots, source.open, source.prepare);
+          break;
+        }
         case 'fill':
           await driver.createVolume(info, vol, source.fill);
           try {
@@ -237,18 +245,10 @@ export class VolumeManager {
     return canSendReceive(driver) ? driver.sendReceive.format : undefined;
   }
 
-  async sendVolume(poolName: string, vol: VolumeRef, snapshots: string[], out: Writable): Promise<void> {
-    await this.locks.shared(poolLockKey(poolName), async () => {
+  async sendVolume(poolName: string, vol: VolumeRef, snapshots: string[], write: (part: OptimizedPart, stream: Readable) => Promise<void>): Promise<unknown> {
+    return this.locks.shared(poolLockKey(poolName), async () => {
       const { info, driver } = await this.pools.usable(poolName);
-      await sendReceiveOf(driver).send(info, vol, snapshots, out);
-    });
-  }
-
-  async receiveVolume(poolName: string, vol: VolumeRef, snapshots: string[], input: Readable): Promise<void> {
-    await this.locks.shared(poolLockKey(poolName), async () => {
-      const { info, driver } = await this.pools.usable(poolName);
-      if (await exists(driver.volumePath(info, vol))) throw conflict(`Volume "${vol.name}" already exists on storage pool "${poolName}"`);
-      await sendReceiveOf(driver).receive(info, vol, snapshots, input);
+      return sendReceiveOf(driver).send(info, vol, snapshots, write);
     });
   }
 

@@ -18,7 +18,7 @@ import { lstat, mkdir, mkdtemp, readFile, readdir, readlink, rm, stat, symlink, 
 import { createReadStream, createWriteStream } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { finished } from 'node:stream/promises';
+import { pipeline } from 'node:stream/promises';
 import {
   canBlock, canQuota, canRefresh, canReportUsage, canSendReceive, canSnapshot, driverCapabilities, isApiError,
   StorageServiceRef, type PoolInfo, type StorageCapability, type StorageDriver, type VolumeRef, type VolumeType,
@@ -288,22 +288,46 @@ export function storageDriverConformance(opts: ConformanceOptions): void {
     await writeFile(path.join(sut.driver.volumePath(pool, v), 'rootfs', 'etc', 'marker'), 'second');
     await sut.driver.snapshots.create(pool, v, 'two');
     await writeFile(path.join(sut.driver.volumePath(pool, v), 'rootfs', 'etc', 'marker'), 'third');
-    const stream = path.join(scratch, 'volume.stream');
-    const out = createWriteStream(stream);
-    await sut.driver.sendReceive.send(pool, v, ['one', 'two'], out);
-    out.end();
-    await finished(out);
-    await sut.driver.sendReceive.receive(pool, vol('b2'), ['one', 'two'], createReadStream(stream));
+    // One stream per part, in send's order: the snapshots oldest first, then the volume.
+    const files = new Map<string | undefined, string>();
+    const order: (string | undefined)[] = [];
+    await sut.driver.sendReceive.send(pool, v, ['one', 'two'], async (part, stream) => {
+      const file = path.join(scratch, `part-${order.length}.stream`);
+      await pipeline(stream, createWriteStream(file));
+      files.set(part, file);
+      order.push(part);
+    });
+    t.deepEqual(order, ['one', 'two', undefined], 'parts come oldest snapshot first, the volume last');
+    const open = async (part: string | undefined) => createReadStream(files.get(part)!);
+    const prepared: (string | undefined)[] = [];
+    await sut.driver.sendReceive.receive(pool, vol('b2'), ['one', 'two'], open, async (dir, part) => {
+      prepared.push(part);
+      await writeFile(path.join(dir, 'prepared'), String(part));
+    });
+    t.deepEqual([...prepared].sort(), ['one', 'two', undefined].sort(), 'prepare sees every part');
     t.is(await checkSample(sut.driver.volumePath(pool, vol('b2')), 'third'), undefined);
     t.deepEqual(await sut.driver.snapshots.list(pool, vol('b2')), ['one', 'two']);
     t.is(await checkSample(sut.driver.snapshots.path(pool, vol('b2'), 'one'), 'first'), undefined);
     t.is(await checkSample(sut.driver.snapshots.path(pool, vol('b2'), 'two'), 'second'), undefined);
+    t.is(await readFile(path.join(sut.driver.snapshots.path(pool, vol('b2'), 'one'), 'prepared'), 'utf8'), 'one', 'what prepare wrote is in the snapshot');
+    t.is(await readFile(path.join(sut.driver.volumePath(pool, vol('b2')), 'prepared'), 'utf8'), 'undefined');
     await writeFile(path.join(sut.driver.volumePath(pool, vol('b2')), 'rootfs', 'etc', 'marker'), 'writable');
+    // The volume alone (no snapshots) is a whole stream of its own.
+    files.clear();
+    await sut.driver.sendReceive.send(pool, v, [], async (part, stream) => {
+      const file = path.join(scratch, 'alone.stream');
+      await pipeline(stream, createWriteStream(file));
+      files.set(part, file);
+    });
+    await sut.driver.sendReceive.receive(pool, vol('b4'), [], open);
+    t.is(await checkSample(sut.driver.volumePath(pool, vol('b4')), 'third'), undefined);
+    t.deepEqual(await sut.driver.snapshots.list(pool, vol('b4')), []);
     await writeFile(path.join(scratch, 'garbage.stream'), 'not a stream at all');
-    t.not(await statusOf(sut.driver.sendReceive.receive(pool, vol('b3'), [], createReadStream(path.join(scratch, 'garbage.stream')))), 'resolved');
+    t.not(await statusOf(sut.driver.sendReceive.receive(pool, vol('b3'), [], async () => createReadStream(path.join(scratch, 'garbage.stream')))), 'resolved');
     t.false(await present(sut.driver.volumePath(pool, vol('b3'))), 'a bad stream leaves no volume');
     await sut.driver.deleteVolume(pool, v);
     await sut.driver.deleteVolume(pool, vol('b2'));
+    await sut.driver.deleteVolume(pool, vol('b4'));
     await assertEmpty(t);
   });
 
