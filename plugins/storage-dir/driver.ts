@@ -127,8 +127,13 @@ export class DirDriver implements StorageDriver {
     }
   }
 
-  /** Bytes the volume's files take (a walk of its tree). */
-  volumeUsage(pool: PoolInfo, vol: VolumeRef): Promise<number> {
+  /**
+   * Bytes a custom volume's files take (a walk of its tree). Instance volumes answer nothing, as the
+   * reference's dir driver does: their state is read for every instance of a listing, and a walk per
+   * instance would make recursion=2 cost a tree walk times the number of instances.
+   */
+  async volumeUsage(pool: PoolInfo, vol: VolumeRef): Promise<number | undefined> {
+    if (vol.type === 'container' || vol.type === 'virtual-machine') return undefined;
     return treeUsage(this.volumePath(pool, vol));
   }
 
