@@ -37,6 +37,7 @@ export * from './backup-tarball.js';
 export * from './backup-import.js';
 export * from './backup-optimized.js';
 export * from './network.js';
+export * from './network-parent.js';
 export * from './images.js';
 export * from './profiles.js';
 export * from './projects.js';

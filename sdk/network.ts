@@ -49,8 +49,16 @@ export interface NetworkDriver {
   delete(net: NetworkInfo): Promise<void>;
   /** Move on-disk state to a new name (called between `stop` under the old name and `start` under the new). */
   rename?(net: NetworkInfo, newName: string): Promise<void>;
-  /** The host interface of the network (what `state` reads and what NICs attach to). */
+  /**
+   * The host interface of the network: what `state` reads, and what NICs attach to unless
+   * `nicSettings` names another parent.
+   */
   interfaceName(net: NetworkInfo): string;
+  /**
+   * Networks that are descriptions of a host interface (macvlan, physical) and own none: the
+   * parent their NICs attach to and the settings they impose on those NICs.
+   */
+  nicSettings?(net: NetworkInfo): NetworkNicSettings;
   readonly leases?: NetworkLeases;
   readonly nics?: NetworkNicHooks;
   readonly cleanup?: NetworkCleanup;
@@ -70,6 +78,17 @@ export interface NetworkLease {
 /** Drivers that hand out addresses (DHCP) can list them. */
 export interface NetworkLeases {
   list(net: NetworkInfo): Promise<NetworkLease[]>;
+}
+
+/** What a network imposes on the NICs attached to it with `network=`. */
+export interface NetworkNicSettings {
+  /** Host interface the NIC attaches to (macvlan) or takes into the instance (physical). */
+  parent: string;
+  /** VLAN the NIC's traffic goes on (a `<parent>.<vlan>` interface made when the NIC starts). */
+  vlan?: string;
+  /** GARP VLAN Registration Protocol on that VLAN interface. */
+  gvrp?: boolean;
+  mtu?: number;
 }
 
 /** A NIC of an instance attached to a managed network. */
@@ -143,6 +162,8 @@ export interface NetworksService {
   list(project: string): Promise<NetworkInfo[]>;
   /** The host interface a NIC on this network attaches to (the bridge for `bridge` networks). */
   parentInterface(project: string, name: string): Promise<string>;
+  /** The parent and the settings the network imposes on its NICs (just the parent for a bridge). */
+  nicSettings(project: string, name: string): Promise<NetworkNicSettings>;
   /** Tell the network's driver a NIC was attached (400 when the driver refuses it) or detached. */
   nicPlugged(project: string, network: string, nic: NicAttachment): Promise<void>;
   nicUnplugged(project: string, network: string, nic: NicAttachment): Promise<void>;

@@ -4,7 +4,7 @@
  */
 import {
   badRequest, createUsedByRegistry, definePlugin, featureProjectOf, featureScopedRoute, NetworksServiceRef, Stage,
-  type NetworkInfo, type NetworksService, type PluginContext,
+  type NetworkInfo, type NetworkNicSettings, type NetworksService, type PluginContext,
 } from '../../sdk/index.js';
 import { NetworkDriverTable } from './drivers.js';
 import { NetworkManager } from './manager.js';
@@ -29,6 +29,12 @@ export default definePlugin({
       manager.driverOf(doc);
       return networkInfo(home, doc);
     };
+    const nicSettings = async (project: string, name: string): Promise<NetworkNicSettings> => {
+      const net = await resolve(project, name);
+      if (manager.status(net.project, net.name) === 'Unavailable') throw badRequest(`Network "${name}" is unavailable`);
+      const driver = drivers.get(net.type)!;
+      return driver.nicSettings?.(net) ?? { parent: driver.interfaceName(net) };
+    };
     const service: NetworksService = {
       registerDriver: (driver) => drivers.register(driver),
       addPolicy: (policy) => {
@@ -37,11 +43,8 @@ export default definePlugin({
       },
       get: resolve,
       list: async (project) => manager.list(await featureProjectOf(ctx.services, project, 'networks')),
-      parentInterface: async (project, name) => {
-        const net = await resolve(project, name);
-        if (manager.status(net.project, net.name) === 'Unavailable') throw badRequest(`Network "${name}" is unavailable`);
-        return drivers.get(net.type)!.interfaceName(net);
-      },
+      parentInterface: async (project, name) => (await nicSettings(project, name)).parent,
+      nicSettings: (project, name) => nicSettings(project, name),
       nicPlugged: async (project, network, nic) => {
         const net = await resolve(project, network);
         await drivers.get(net.type)!.nics?.plugged(net, nic);

@@ -79,12 +79,12 @@ export class HostSide {
   }
 
   /** `<parent>.<vlan>`, made when missing; resolves with whether this call made it. */
-  async vlanParent(parent: string, vlan: string): Promise<{ name: string; created: boolean }> {
+  async vlanParent(parent: string, vlan: string, gvrp = false): Promise<{ name: string; created: boolean }> {
     const name = `${parent}.${vlan}`;
     if (name.length > 15) throw badRequest(`The VLAN interface name "${name}" would be longer than 15 characters`);
     const r = await this.tools.run('ip', ['link', 'show', 'dev', name], { allowFailure: true, timeoutMs: 10_000 });
     if (r.exitCode === 0) return { name, created: false };
-    const made = await this.tools.run('ip', ['link', 'add', 'link', parent, 'name', name, 'type', 'vlan', 'id', vlan], { allowFailure: true, timeoutMs: 10_000 });
+    const made = await this.tools.run('ip', ['link', 'add', 'link', parent, 'name', name, 'type', 'vlan', 'id', vlan, ...(gvrp ? ['gvrp', 'on'] : [])], { allowFailure: true, timeoutMs: 10_000 });
     if (made.exitCode !== 0) {
       if (/Unknown device type/.test(made.stderr)) throw badRequest('"vlan" is not supported here: VLAN interfaces need the 8021q kernel module, which this host does not have');
       throw badRequest(`Failed to make the VLAN interface "${name}": ${made.stderr.trim()}`);

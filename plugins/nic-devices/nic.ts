@@ -22,7 +22,16 @@ interface Resolved {
   parent?: string;
   /** The managed network (in the NIC's project) the NIC attaches to, if any. */
   network?: string;
+  /** What the network imposes (macvlan and physical networks); the NIC's own keys come first. */
+  vlan?: string;
+  gvrp?: boolean;
+  mtu?: number;
 }
+
+/** The only options of a NIC on a macvlan or physical network: the network decides the rest. */
+const ON_PARENT_NETWORK = ['name', 'hwaddr', 'boot.priority', 'network'];
+/** Keys such a network sets, refused on its NICs as the reference refuses them. */
+const SET_BY_NETWORK = ['parent', 'mtu', 'vlan', 'gvrp', 'maas.subnet.ipv4', 'maas.subnet.ipv6'];
 
 const NETWORK_NICTYPE: Record<string, NicType> = { bridge: 'bridged', macvlan: 'macvlan', physical: 'physical' };
 
@@ -62,6 +71,13 @@ export class NicDevice implements DeviceType {
         throw new Error(`network "${config.network}": ${err.message}`);
       });
       if (!NETWORK_NICTYPE[net.type]) throw new Error(`networks of type "${net.type}" cannot be used by NICs here`);
+      if (net.type === 'macvlan' || net.type === 'physical') {
+        for (const key of Object.keys(config)) {
+          if (key === 'type' || key.startsWith('user.') || ON_PARENT_NETWORK.includes(key)) continue;
+          if (SET_BY_NETWORK.includes(key)) throw new Error(`"${key}" cannot be set on a NIC with "network": the ${net.type} network "${net.name}" decides it`);
+          throw new Error(`option "${key}" is not valid for a NIC on a ${net.type} network`);
+        }
+      }
       return;
     }
     if (config.nictype === 'bridged' && (config['ipv4.address'] || config['ipv6.address'])) {
@@ -87,7 +103,8 @@ export class NicDevice implements DeviceType {
       const net = await networks.get(ctx.project, c.network);
       const nictype = NETWORK_NICTYPE[net.type];
       if (!nictype) throw badRequest(`Device "${ctx.name}": networks of type "${net.type}" cannot be used by NICs here`);
-      return { nictype, parent: await networks.parentInterface(ctx.project, c.network), network: c.network };
+      const settings = await networks.nicSettings(ctx.project, c.network);
+      return { nictype, network: c.network, ...settings };
     }
     const nictype = c.nictype as NicType;
     // A bridged NIC whose parent is a managed bridge is on that network (the older way to say it).
@@ -115,7 +132,9 @@ export class NicDevice implements DeviceType {
     if (!c.name && ctx.volatile.name !== name) volatile.name = name;
     const hwaddr = c.hwaddr || ctx.volatile.hwaddr || generateHwaddr();
     if (!c.hwaddr && ctx.volatile.hwaddr !== hwaddr) volatile.hwaddr = hwaddr;
-    const mtu = c.mtu ? Number(c.mtu) : undefined;
+    const mtu = c.mtu ? Number(c.mtu) : r.mtu;
+    const vlan = c.vlan || r.vlan;
+    const gvrp = c.gvrp !== undefined ? truthy(c.gvrp) : r.gvrp === true;
     const nic: NicRunConfig = { name, kind: 'veth', hwaddr, mtu };
 
     switch (r.nictype) {
@@ -141,8 +160,8 @@ export class NicDevice implements DeviceType {
       }
       case 'macvlan': {
         let parent = r.parent!;
-        if (c.vlan) {
-          const made = await this.host.vlanParent(parent, c.vlan);
+        if (vlan) {
+          const made = await this.host.vlanParent(parent, vlan, gvrp);
           parent = made.name;
           if (made.created) volatile['last_state.created'] = 'true';
         }
@@ -151,13 +170,14 @@ export class NicDevice implements DeviceType {
       }
       case 'physical': {
         let parent = r.parent!;
-        if (c.vlan) {
-          const made = await this.host.vlanParent(parent, c.vlan);
+        if (vlan) {
+          const made = await this.host.vlanParent(parent, vlan, gvrp);
           parent = made.name;
           if (made.created) volatile['last_state.created'] = 'true';
         }
         // The interface keeps its own MAC unless one is asked for; its settings come back at stop.
         delete volatile.hwaddr;
+        if (ctx.volatile.hwaddr && !c.hwaddr) volatile.hwaddr = '';
         nic.hwaddr = c.hwaddr || undefined;
         volatile['last_state.hwaddr'] = readSys(parent, 'address') ?? '';
         volatile['last_state.mtu'] = readSys(parent, 'mtu') ?? '';
@@ -202,6 +222,20 @@ export class NicDevice implements DeviceType {
     }
   }
 
+  /**
+   * The interface a macvlan or physical NIC used, with its VLAN (`<parent>.<vlan>`): its own
+   * `parent`, or what its network says now (a network in use keeps its parent).
+   */
+  private async usedParent(ctx: DeviceStartContext): Promise<{ nictype?: string; parent?: string }> {
+    const c = ctx.config;
+    const networks = this.networks();
+    if (!c.network || !networks) return { nictype: c.nictype, parent: c.parent && c.vlan ? `${c.parent}.${c.vlan}` : c.parent };
+    const net = await networks.get(ctx.project, c.network).catch(() => undefined);
+    const settings = net && await networks.nicSettings(ctx.project, c.network).catch(() => undefined);
+    if (!net || !settings) return {};
+    return { nictype: NETWORK_NICTYPE[net.type], parent: settings.vlan ? `${settings.parent}.${settings.vlan}` : settings.parent };
+  }
+
   async stop(ctx: DeviceStartContext): Promise<Record<string, string>> {
     const c = ctx.config;
     const v = ctx.volatile;
@@ -219,8 +253,9 @@ export class NicDevice implements DeviceType {
       await this.host.removeRoutes(v4.map((a) => `${a}/32`), v6.map((a) => `${a}/128`), c['ipv4.host_table'], c['ipv6.host_table']);
       if (c.parent) await this.host.proxyNeighbours(c.parent, v4, v6, true);
     }
-    const parent = c.parent && c.vlan ? `${c.parent}.${c.vlan}` : c.parent;
-    if (c.nictype === 'physical' && parent && hostInterfaceExists(parent)) {
+    const used = await this.usedParent(ctx);
+    const parent = used.parent;
+    if (used.nictype === 'physical' && parent && hostInterfaceExists(parent)) {
       if (v['last_state.mtu']) await this.host.run('ip', ['link', 'set', parent, 'mtu', v['last_state.mtu']], true);
       if (v['last_state.hwaddr']) await this.host.run('ip', ['link', 'set', parent, 'address', v['last_state.hwaddr']], true);
       out['last_state.mtu'] = '';
