@@ -1,25 +1,29 @@
 /**
- * Image files on disk: `<dataDir>/images/<fingerprint>` (the unified tarball, or the metadata
+ * Image files on disk: `<images dir>/<fingerprint>` (the unified tarball, or the metadata
  * tarball of a split image) and `<fingerprint>.rootfs` beside it for split images. Files are
  * per fingerprint, shared by the records of every project that holds the image. Uploads land
  * in a staging directory first and are renamed into place, so a file under its final name is
- * always whole.
+ * always whole. The images dir is `<dataDir>/images` or the volume `storage.images_volume` names,
+ * asked for on every use (it moves when the key changes).
  */
 import { randomUUID } from 'node:crypto';
 import { chmod, mkdir, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { daemonStorageDir, type ServiceRegistry } from '../../sdk/index.js';
 
 const STAGING = '.staging';
 const ROOTFS_SUFFIX = '.rootfs';
 const FINGERPRINT = /^[0-9a-f]{64}$/;
 
 export class ImageFiles {
-  readonly dir: string;
-  readonly staging: string;
+  constructor(private readonly ctx: { services: ServiceRegistry; dataDir: string }) {}
 
-  constructor(dataDir: string) {
-    this.dir = path.join(dataDir, 'images');
-    this.staging = path.join(this.dir, STAGING);
+  get dir(): string {
+    return daemonStorageDir(this.ctx, 'images');
+  }
+
+  get staging(): string {
+    return path.join(this.dir, STAGING);
   }
 
   async init(): Promise<void> {

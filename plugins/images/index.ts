@@ -2,7 +2,7 @@
  * The images plugin: local images (upload, publish, aliases, export) under /1.0/images, and the
  * ImagesService the instances family unpacks images through and registers image sources with.
  */
-import { definePlugin, featureProjectOf, featureScopedRoute, ImagesServiceRef, KeyedLock, type PluginContext } from '../../sdk/index.js';
+import { daemonStorageAvailable, definePlugin, featureProjectOf, featureScopedRoute, ImagesServiceRef, KeyedLock, type PluginContext } from '../../sdk/index.js';
 import { ImageCatalog } from './catalog.js';
 import { ImageCreator } from './create.js';
 import { ImageFiles } from './files.js';
@@ -22,7 +22,7 @@ const state = new WeakMap<PluginContext, { catalog: ImageCatalog; files: ImageFi
 export default definePlugin({
   register(ctx) {
     const catalog = new ImageCatalog(ctx.store);
-    const files = new ImageFiles(ctx.dataDir);
+    const files = new ImageFiles(ctx);
     state.set(ctx, { catalog, files });
     const lock = new KeyedLock();
     const sources = new ImageSources();
@@ -39,6 +39,8 @@ export default definePlugin({
 
   async boot(ctx) {
     const { catalog, files } = state.get(ctx)!;
+    // The volume holding image files is unavailable (the storage family raised a warning): leave them alone.
+    if (!daemonStorageAvailable(ctx, 'images')) return;
     await files.init();
     await cleanupLeftovers(ctx, catalog, files);
   },

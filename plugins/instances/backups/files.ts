@@ -1,26 +1,32 @@
 /**
  * Where backups live on the host, as the reference lays them out:
- * `<dataDir>/backups/instances/<volume name>/<backup>`. Work areas of imports and creations
+ * `<backups dir>/instances/<volume name>/<backup>`, the backups dir being `<dataDir>/backups` or
+ * the volume `storage.backups_volume` names (asked for on every use). Work areas of imports and creations
  * (`.import-<uuid>`, `.create-<uuid>`) sit next to `instances/` on the same filesystem as the
- * data dir, so finished trees are moved into place rather than copied.
+ * backups, so finished trees are moved into place rather than copied.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
+import { daemonStorageDir, type ServiceRegistry } from '../../../sdk/index.js';
 import { volumeName } from '../manager.js';
 
 const SCRATCH = /^\.(import|create)-[0-9a-f-]{36}$/;
 
 export class BackupFiles {
-  readonly root: string;
-  readonly instancesRoot: string;
-  /** Mount point of the staging tmpfs, used only inside the tar process's own mount namespace. */
-  readonly stagingMount: string;
+  constructor(private readonly ctx: { services: ServiceRegistry; dataDir: string }) {}
 
-  constructor(dataDir: string) {
-    this.root = path.join(dataDir, 'backups');
-    this.instancesRoot = path.join(this.root, 'instances');
-    this.stagingMount = path.join(this.root, '.staging');
+  get root(): string {
+    return daemonStorageDir(this.ctx, 'backups');
+  }
+
+  get instancesRoot(): string {
+    return path.join(this.root, 'instances');
+  }
+
+  /** Mount point of the staging tmpfs, used only inside the tar process's own mount namespace. */
+  get stagingMount(): string {
+    return path.join(this.root, '.staging');
   }
 
   async ensure(): Promise<void> {

@@ -11,7 +11,7 @@ import { BACKUPS_COLLECTION } from './manager.js';
 import { backupKey, type BackupRecord } from './record.js';
 
 export async function removeInstanceBackups(ctx: PluginContext, project: string, name: string): Promise<void> {
-  const files = new BackupFiles(ctx.dataDir);
+  const files = new BackupFiles(ctx);
   try {
     await ctx.store.transaction(async (tx) => {
       const records = tx.collection<BackupRecord>(BACKUPS_COLLECTION);
@@ -28,7 +28,7 @@ export async function removeInstanceBackups(ctx: PluginContext, project: string,
  * records move in one transaction, then the old files go.
  */
 export async function renameInstanceBackups(ctx: PluginContext, project: string, oldName: string, newName: string, newProject = project): Promise<void> {
-  const files = new BackupFiles(ctx.dataDir);
+  const files = new BackupFiles(ctx);
   const from = files.dirOf(project, oldName);
   const to = files.dirOf(newProject, newName);
   try {

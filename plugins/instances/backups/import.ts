@@ -40,7 +40,7 @@ export class BackupImporter {
   private readonly files: BackupFiles;
 
   constructor(private readonly ctx: PluginContext, private readonly manager: InstanceManager) {
-    this.files = new BackupFiles(ctx.dataDir);
+    this.files = new BackupFiles(ctx);
   }
 
   async post(req: ApiRequest): Promise<ApiResponse> {

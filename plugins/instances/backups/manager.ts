@@ -40,7 +40,7 @@ export class BackupManager {
 
   constructor(private readonly ctx: PluginContext, private readonly instances: InstanceManager) {
     this.records = ctx.store.collection<BackupRecord>(BACKUPS_COLLECTION);
-    this.files = new BackupFiles(ctx.dataDir);
+    this.files = new BackupFiles(ctx);
   }
 
   /** Sorted by name, as the reference lists them. */

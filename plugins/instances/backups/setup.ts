@@ -2,7 +2,7 @@
  * Wires instance backups into the instances plugin: the server key, the backup records shown at
  * recursion 2, the boot cleanup and the expiry task; answers the routes.
  */
-import type { PluginContext, RouteDescriptor } from '../../../sdk/index.js';
+import { daemonStorageAvailable, type PluginContext, type RouteDescriptor } from '../../../sdk/index.js';
 import type { InstanceManager } from '../manager.js';
 import { backupRoutes } from '../routes/backups.js';
 import { scheduleBackupExpiry } from './expiry.js';
@@ -21,7 +21,8 @@ export function setupBackups(ctx: PluginContext, manager: InstanceManager): Rout
   };
   let expiry: { stop(): void } | undefined;
   ctx.hooks.ready.tap(async () => {
-    await cleanupBackupLeftovers(ctx, manager, backups);
+    // Backups on an unavailable volume (warned about by the storage family) are left alone.
+    if (daemonStorageAvailable(ctx, 'backups')) await cleanupBackupLeftovers(ctx, manager, backups);
     expiry = scheduleBackupExpiry(ctx, manager, backups);
   });
   ctx.hooks.shutdown.tap(async () => {

@@ -1,7 +1,8 @@
 /**
  * Custom volume backups: records in the `volume-backups` collection (key
  * `<pool>/<volume>/<backup>`, in the volume's project) and their tarballs at
- * `<dataDir>/backups/custom/<pool>/<project>_<volume>/<backup>`, as the reference lays them out.
+ * `<backups dir>/custom/<pool>/<project>_<volume>/<backup>`, as the reference lays them out (the
+ * backups dir is `<dataDir>/backups` or the volume `storage.backups_volume` names).
  * The file first, the record last on create; the record first, the file last on delete; a rename
  * links the new name before the record moves. A crash leaves at worst a file without a record or a
  * work area, which the boot cleanup removes. Backups follow their volume when it is renamed or
@@ -12,7 +13,7 @@ import { link, mkdir, readdir, rename, rm, stat, unlink, writeFile } from 'node:
 import path from 'node:path';
 import { stringify } from 'yaml';
 import {
-  backupExpired, backupProgressText, backupTime, badRequest, checkBackupAlgorithm, checkBackupName, conflict,
+  backupExpired, backupProgressText, daemonStorageDir, backupTime, badRequest, checkBackupAlgorithm, checkBackupName, conflict,
   nextBackupName, notFound, parseBackupExpiry, ProjectsServiceRef, resourceUrl, writeBackupTarball,
   type BackupAlgorithm, type OperationControl, type PluginContext, type Requestor, type StoredDoc,
 } from '../../../sdk/index.js';
@@ -63,17 +64,24 @@ export const volumeBackupUrl = (owner: VolumeOwner, backup: string) =>
 const toYaml = (doc: unknown) => stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false, indentSeq: false });
 
 export class VolumeBackups {
-  readonly root: string;
-  readonly customRoot: string;
-  private readonly stagingMount: string;
   private readonly reserved = new Set<string>();
 
   constructor(
     private readonly ctx: PluginContext, private readonly pools: PoolManager, private readonly volumes: VolumeManager, private readonly catalog: VolumeCatalog,
   ) {
-    this.root = path.join(ctx.dataDir, 'backups');
-    this.customRoot = path.join(this.root, 'custom');
-    this.stagingMount = path.join(this.root, '.staging-custom');
+  }
+
+  /** Asked for on every use: daemon storage can move it. */
+  get root(): string {
+    return daemonStorageDir(this.ctx, 'backups');
+  }
+
+  get customRoot(): string {
+    return path.join(this.root, 'custom');
+  }
+
+  private get stagingMount(): string {
+    return path.join(this.root, '.staging-custom');
   }
 
   private get records() {

@@ -1,7 +1,7 @@
 /** Wires the volume API into the storage family host: keys, routes, services and boot recovery. */
 import path from 'node:path';
 import {
-  BACKUP_COMPRESSION_KEY, CustomVolumesServiceRef, featureProjectOf, ProjectsServiceRef, resourceUrl,
+  BACKUP_COMPRESSION_KEY, CustomVolumesServiceRef, daemonStorageAvailable, DaemonStorageServiceRef, featureProjectOf, ProjectsServiceRef, resourceUrl,
   type CustomVolumeInfo, type CustomVolumesService, type PluginContext,
 } from '../../../sdk/index.js';
 import type { PoolManager } from '../pools.js';
@@ -10,6 +10,7 @@ import type { VolumeManager } from '../volumes.js';
 import { volumeBackupRoutes, VolumeBackupImporter } from './backup-routes.js';
 import { VolumeBackups } from './backups.js';
 import { VolumeCatalog } from './catalog.js';
+import { DaemonStorage } from './daemon-storage.js';
 import { BLOCK_FILE, CustomVolumes } from './custom-volumes.js';
 import { VOLUME_KEYS } from './keys.js';
 import type { CustomVolumeRecord } from './record.js';
@@ -45,7 +46,12 @@ export function registerVolumeApi(ctx: PluginContext, pools: PoolManager, volume
   };
   ctx.services.provide(CustomVolumesServiceRef, service);
 
-  const snapshots = new VolumeSnapshots(ctx, volumes, catalog);
+  const daemonStorage = new DaemonStorage(ctx, pools, catalog, custom, users);
+  for (const key of daemonStorage.keys()) ctx.keys.register(key);
+  users.daemonHolds = (project, pool, name) => daemonStorage.holds(project, pool, name);
+  ctx.services.provide(DaemonStorageServiceRef, daemonStorage);
+
+  const snapshots = new VolumeSnapshots(ctx, volumes, catalog, (project, pool, name) => daemonStorage.holds(project, pool, name));
   // Shared with instance backups: whichever family loads first registers it.
   if (!ctx.keys.lookup('server', BACKUP_COMPRESSION_KEY.key!)) ctx.keys.register(BACKUP_COMPRESSION_KEY);
   const backups = new VolumeBackups(ctx, pools, volumes, catalog);
@@ -86,7 +92,9 @@ export function registerVolumeApi(ctx: PluginContext, pools: PoolManager, volume
       ctx.services.get(ProjectsServiceRef)?.contents.add((project) => catalog.list(undefined, project)
         .map((e) => resourceUrl(`/1.0/storage-pools/${encodeURIComponent(e.doc.pool)}/volumes/custom/${encodeURIComponent(e.doc.name)}`, e.project)));
       await custom.recover();
-      await backups.cleanup();
+      // Before images and backups boot: they ask it for their directories.
+      await daemonStorage.boot();
+      if (daemonStorageAvailable(ctx, 'backups')) await backups.cleanup();
       snapshots.start();
       scheduleExpiry();
     },

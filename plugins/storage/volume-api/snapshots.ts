@@ -32,7 +32,11 @@ function parseExpiresAt(value: unknown): string {
 export class VolumeSnapshots {
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly ctx: PluginContext, private readonly volumes: VolumeManager, private readonly catalog: VolumeCatalog) {}
+  constructor(
+    private readonly ctx: PluginContext, private readonly volumes: VolumeManager, private readonly catalog: VolumeCatalog,
+    /** Volumes holding the daemon's own files (daemon storage) take no snapshots. */
+    private readonly daemonHolds: (project: string, pool: string, name: string) => boolean = () => false,
+  ) {}
 
   private volume(project: string, pool: string, name: string) {
     const entry = this.catalog.find(project, pool, name);
@@ -49,6 +53,7 @@ export class VolumeSnapshots {
 
   async create(project: string, pool: string, volume: string, name: string | undefined, expiresAt: string | undefined, requestor?: Requestor): Promise<string> {
     const vol = this.volume(project, pool, volume);
+    if (this.daemonHolds(project, pool, volume)) throw badRequest(`Storage volume "${volume}" holds the daemon's own files and cannot have snapshots`);
     await this.ctx.services.get(ProjectsServiceRef)?.vet({ kind: 'snapshot', project, instance: volume });
     const existing = this.catalog.snapshotsOf(project, pool, volume).map((s) => s.doc.name);
     const now = new Date();

@@ -16,6 +16,9 @@ export const isVolumeDisk = (d: DeviceConfig): boolean =>
 export const isRootDiskDevice = (d: DeviceConfig): boolean => d.type === 'disk' && d.path === '/' && !d.source;
 
 export class VolumeUsers {
+  /** Whether the daemon itself keeps files on a volume (daemon storage); it then shows `/1.0` as a user. */
+  daemonHolds?: (project: string, pool: string, name: string) => boolean;
+
   constructor(private readonly ctx: PluginContext) {}
 
   async instances(): Promise<InstanceSummary[]> {
@@ -55,7 +58,10 @@ export class VolumeUsers {
         }
       }
     }
-    return (project, pool, name) => [...(map.get(userKey(project, pool, name)) ?? [])].sort();
+    return (project, pool, name) => {
+      const users = [...(map.get(userKey(project, pool, name)) ?? [])].sort();
+      return this.daemonHolds?.(project, pool, name) ? ['/1.0', ...users] : users;
+    };
   }
 
   async usersOf(project: string, pool: string, name: string): Promise<string[]> {
