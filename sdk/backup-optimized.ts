@@ -6,12 +6,13 @@
  * (the tarball takes files of known size), then bound into the archive.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { copyFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { stringify } from 'yaml';
 import type { BackupTarballPart } from './backup-tarball.js';
+import { badRequest } from './errors.js';
 import type { OptimizedPart, StorageService, VolumeRef } from './storage.js';
 
 export interface OptimizedLayout {
@@ -32,15 +33,21 @@ export interface OptimizedParts {
   header?: string;
 }
 
-/** Have the pool's driver send the volume's parts into files of `work`; the tarball parts in archive order. */
+/**
+ * Have the pool's driver send the volume's parts into files of `work`; the tarball parts in archive
+ * order. `volumeFiles` are added to the volume's part (host file -> name in the volume).
+ */
 export async function sendOptimizedParts(
-  storage: StorageService, pool: string, vol: VolumeRef, snapshots: string[], work: string, layout: OptimizedLayout,
+  storage: Pick<StorageService, 'sendVolume'>, pool: string, vol: VolumeRef, snapshots: string[], work: string, layout: OptimizedLayout,
+  volumeFiles: Record<string, string> = {},
 ): Promise<OptimizedParts> {
   const parts: BackupTarballPart[] = [];
   const header = await storage.sendVolume(pool, vol, snapshots, async (part, stream) => {
     const file = path.join(work, `part-${parts.length}.bin`);
     await pipeline(stream, createWriteStream(file, { mode: 0o600 }));
     parts.push({ member: optimizedMember(layout, part), file });
+  }, async (dir) => {
+    for (const [name, from] of Object.entries(volumeFiles)) await copyFile(from, path.join(dir, name));
   });
   if (header === undefined) return { parts };
   const file = path.join(work, 'optimized_header.yaml');
@@ -51,4 +58,16 @@ export async function sendOptimizedParts(
 /** The parts of an extracted optimized backup under `root` (the directory holding `backup/`), opened as the driver asks for them. */
 export function openOptimizedPart(root: string, layout: OptimizedLayout): (part: OptimizedPart) => Promise<Readable> {
   return async (part) => createReadStream(path.join(root, optimizedMember(layout, part)));
+}
+
+/**
+ * An optimized backup is received only by a pool whose driver writes the same format: a 400
+ * otherwise, before anything is made (`format`: the target pool's, undefined when it has none).
+ */
+export function checkOptimizedTarget(backend: string, pool: string, format: string | undefined): void {
+  if (format === backend) return;
+  throw badRequest(
+    `The backup is in the optimized format of storage driver "${backend}"; storage pool "${pool}" ` +
+    `${format ? `takes only "${format}" streams` : 'has no optimized format'}: import it into a pool of driver "${backend}"`,
+  );
 }

@@ -100,10 +100,15 @@ export interface VolumeSendReceive {
   readonly format: string;
   /**
    * Send the given snapshots (oldest first), then the volume's current content, handing each part's
-   * stream to `write`, which consumes it whole before resolving. Resolves with what the driver
-   * wants the archive to carry about the parts (`backup/optimized_header.yaml`), or undefined.
+   * stream to `write`, which consumes it whole before resolving. `amend` writes into a copy of the
+   * volume's content before it is sent (files the archive's volume part must hold, such as the
+   * instance's backup.yaml; the volume itself is untouched). Resolves with what the driver wants
+   * the archive to carry about the parts (`backup/optimized_header.yaml`), or undefined.
    */
-  send(pool: PoolInfo, vol: VolumeRef, snapshots: string[], write: (part: OptimizedPart, stream: Readable) => Promise<void>): Promise<unknown>;
+  send(
+    pool: PoolInfo, vol: VolumeRef, snapshots: string[], write: (part: OptimizedPart, stream: Readable) => Promise<void>,
+    amend?: (dir: string) => Promise<void>,
+  ): Promise<unknown>;
   /**
    * Create `vol`, which must not exist, with the `snapshots` (oldest first) from streams `send`
    * wrote, each opened by `open` in send's order. `prepare` sees each part's content writable
@@ -266,7 +271,10 @@ export interface StorageService {
    * `write`; resolves with the driver's header for the archive. 400 without optimized backups.
    * Volumes are received with a `receive` VolumeSource.
    */
-  sendVolume(pool: string, vol: VolumeRef, snapshots: string[], write: (part: OptimizedPart, stream: Readable) => Promise<void>): Promise<unknown>;
+  sendVolume(
+    pool: string, vol: VolumeRef, snapshots: string[], write: (part: OptimizedPart, stream: Readable) => Promise<void>,
+    amend?: (dir: string) => Promise<void>,
+  ): Promise<unknown>;
   /** A registered driver by name (driver tests and the conformance suite reach drivers this way). */
   driver(name: string): StorageDriver | undefined;
 }

@@ -57,13 +57,21 @@ export class BtrfsSendReceive implements VolumeSendReceive {
     await this.subvolumes.removeEmptyDir(dir);
   }
 
-  async send(pool: PoolInfo, vol: VolumeRef, snapshots: string[], write: (part: OptimizedPart, stream: Readable) => Promise<void>): Promise<{ subvolumes: SentSubvolume[] }> {
+  async send(
+    pool: PoolInfo, vol: VolumeRef, snapshots: string[], write: (part: OptimizedPart, stream: Readable) => Promise<void>,
+    amend?: (dir: string) => Promise<void>,
+  ): Promise<{ subvolumes: SentSubvolume[] }> {
     const current = this.volumePath(pool, vol);
     if (!(await exists(current))) throw notFound(`Volume "${vol.name}" not found on storage pool "${pool.name}"`);
     const dir = await this.scratch(pool, 'send');
     try {
       const frozen = path.join(dir, VOLUME_ENTRY);
-      await this.subvolumes.snapshot(current, frozen, true);
+      // Amended in a writable copy, which becomes read-only for the send.
+      await this.subvolumes.snapshot(current, frozen, !amend);
+      if (amend) {
+        await amend(frozen);
+        await this.subvolumes.setReadonly(frozen, true);
+      }
       const parts: { part: OptimizedPart; at: string; uuidOf: string }[] = snapshots.map((s) => {
         const at = this.snapshots.path(pool, vol, s);
         return { part: s, at, uuidOf: at };

@@ -48,7 +48,7 @@ export default definePlugin({
       poolUsedBy,
       setVolumeQuota: (pool, vol, bytes) => volumes.setVolumeQuota(pool, vol, bytes),
       optimizedFormat: (pool) => volumes.optimizedFormat(pool),
-      sendVolume: (pool, vol, snapshots, write) => volumes.sendVolume(pool, vol, snapshots, write),
+      sendVolume: (pool, vol, snapshots, write, amend) => volumes.sendVolume(pool, vol, snapshots, write, amend),
       driver: (name) => drivers.get(name),
     };
     ctx.services.provide(StorageServiceRef, service);

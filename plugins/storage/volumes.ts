@@ -245,10 +245,13 @@ export class VolumeManager {
     return canSendReceive(driver) ? driver.sendReceive.format : undefined;
   }
 
-  async sendVolume(poolName: string, vol: VolumeRef, snapshots: string[], write: (part: OptimizedPart, stream: Readable) => Promise<void>): Promise<unknown> {
+  async sendVolume(
+    poolName: string, vol: VolumeRef, snapshots: string[], write: (part: OptimizedPart, stream: Readable) => Promise<void>,
+    amend?: (dir: string) => Promise<void>,
+  ): Promise<unknown> {
     return this.locks.shared(poolLockKey(poolName), async () => {
       const { info, driver } = await this.pools.usable(poolName);
-      return sendReceiveOf(driver).send(info, vol, snapshots, write);
+      return sendReceiveOf(driver).send(info, vol, snapshots, write, amend);
     });
   }
 

@@ -296,7 +296,8 @@ export function storageDriverConformance(opts: ConformanceOptions): void {
       await pipeline(stream, createWriteStream(file));
       files.set(part, file);
       order.push(part);
-    });
+    }, (dir) => writeFile(path.join(dir, 'amended'), 'only in the sent copy'));
+    t.false(await present(path.join(sut.driver.volumePath(pool, v), 'amended')), 'amend leaves the volume itself untouched');
     t.deepEqual(order, ['one', 'two', undefined], 'parts come oldest snapshot first, the volume last');
     const open = async (part: string | undefined) => createReadStream(files.get(part)!);
     const prepared: (string | undefined)[] = [];
@@ -311,6 +312,8 @@ export function storageDriverConformance(opts: ConformanceOptions): void {
     t.is(await checkSample(sut.driver.snapshots.path(pool, vol('b2'), 'two'), 'second'), undefined);
     t.is(await readFile(path.join(sut.driver.snapshots.path(pool, vol('b2'), 'one'), 'prepared'), 'utf8'), 'one', 'what prepare wrote is in the snapshot');
     t.is(await readFile(path.join(sut.driver.volumePath(pool, vol('b2')), 'prepared'), 'utf8'), 'undefined');
+    t.is(await readFile(path.join(sut.driver.volumePath(pool, vol('b2')), 'amended'), 'utf8'), 'only in the sent copy', 'what amend wrote travels with the volume');
+    t.false(await present(path.join(sut.driver.snapshots.path(pool, vol('b2'), 'two'), 'amended')), 'and not with the snapshots');
     await writeFile(path.join(sut.driver.volumePath(pool, vol('b2')), 'rootfs', 'etc', 'marker'), 'writable');
     // The volume alone (no snapshots) is a whole stream of its own.
     files.clear();

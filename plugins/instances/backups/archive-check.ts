@@ -18,6 +18,11 @@ export interface ArchiveScan {
   /** Parts with content: `container`, and the names of the snapshots. */
   hasContainer: boolean;
   snapshots: Set<string>;
+  /** Optimized parts (the pool driver's streams): `backup/container.bin`, `backup/snapshots/<name>.bin`. */
+  hasContainerStream: boolean;
+  snapshotStreams: Set<string>;
+  /** `backup/optimized_header.yaml` is there. */
+  hasOptimizedHeader: boolean;
   members: number;
 }
 
@@ -39,7 +44,9 @@ function inRootfs(parts: string[]): boolean {
 }
 
 export class ArchiveRules {
-  readonly scan: ArchiveScan = { hasContainer: false, snapshots: new Set(), members: 0 };
+  readonly scan: ArchiveScan = {
+    hasContainer: false, snapshots: new Set(), hasContainerStream: false, snapshotStreams: new Set(), hasOptimizedHeader: false, members: 0,
+  };
   private readonly tracker = new BackupMemberTracker();
 
   /** Returns true for the members whose content is wanted (the YAML files). */
@@ -58,9 +65,17 @@ export class ArchiveRules {
     } else if (parts.length === 2 && parts[1] === 'index.yaml') {
       if (!REGULAR.has(entry.type)) throw invalid('"backup/index.yaml" must be a regular file');
       wanted = true;
+    } else if (parts.length === 2 && (parts[1] === 'optimized_header.yaml' || parts[1] === 'container.bin')) {
+      if (!REGULAR.has(entry.type)) throw invalid(`"${name}" must be a regular file`);
+      if (parts[1] === 'container.bin') this.scan.hasContainerStream = true;
+      else this.scan.hasOptimizedHeader = true;
+    } else if (parts.length === 3 && parts[1] === 'snapshots' && parts[2]!.endsWith('.bin') && REGULAR.has(entry.type)) {
+      this.scan.snapshotStreams.add(parts[2]!.slice(0, -'.bin'.length));
     } else {
       const part = partOf(parts);
-      if (!part) throw invalid(`unexpected member "${name}" (a backup holds backup/index.yaml, backup/container/ and backup/snapshots/<name>/)`);
+      if (!part) {
+        throw invalid(`unexpected member "${name}" (a backup holds backup/index.yaml, backup/container/ and backup/snapshots/<name>/, or their optimized streams)`);
+      }
       const depth = part === 'container' ? 2 : 3;
       if (parts.length === depth && !isDir) throw invalid(`"${name}" must be a directory`);
       if (parts.length === depth + 1 && parts[depth] === 'rootfs' && !isDir) throw invalid(`"${name}" must be a directory`);

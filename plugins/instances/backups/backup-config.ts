@@ -92,10 +92,11 @@ export function snapshotBackupConfig(config: BackupConfig, snap: SnapshotRecord,
   return { container, pool: config.pool, profiles: config.profiles, volume: config.volume };
 }
 
-export function indexDocument(name: string, pool: PoolInfo, type: string, config: BackupConfig): Record<string, unknown> {
+/** `optimized`: the parts are the pool driver's streams, `header`: with backup/optimized_header.yaml. */
+export function indexDocument(name: string, pool: PoolInfo, type: string, config: BackupConfig, optimized?: { header: boolean }): Record<string, unknown> {
   const index: Record<string, unknown> = { name, backend: pool.driver, pool: pool.name };
   if (config.snapshots?.length) index.snapshots = config.snapshots.map((s) => s.name);
-  Object.assign(index, { optimized: false, optimized_header: false, type, config });
+  Object.assign(index, { optimized: optimized !== undefined, optimized_header: optimized?.header === true, type, config });
   return index;
 }
 

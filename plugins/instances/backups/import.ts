@@ -12,7 +12,7 @@ import { mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import {
   async, backupProgressText as progressText, backupUploadAlgorithm, badRequest, extractBackup, isApiError, moveBackupTree, notFound,
-  receiveBackupUpload, type BackupAlgorithm as Algorithm, type ApiRequest, type ApiResponse, type DeviceConfig, type Operation, type OperationControl, type PluginContext,
+  checkOptimizedTarget, openOptimizedPart, receiveBackupUpload, type BackupAlgorithm as Algorithm, type VolumeSource, type ApiRequest, type ApiResponse, type DeviceConfig, type Operation, type OperationControl, type PluginContext,
 } from '../../../sdk/index.js';
 import { isRootDisk, withRootOn } from '../devices/disk.js';
 import type { CreateSpec, InstanceManager } from '../manager.js';
@@ -22,6 +22,7 @@ import { operationResources } from '../routes/paths.js';
 import { NO_EXPIRY, type SnapshotRecord } from '../snapshots/record.js';
 import { scanArchive } from './archive-check.js';
 import { BackupFiles } from './files.js';
+import { INSTANCE_OPTIMIZED_LAYOUT } from './manager.js';
 import { readIndex, type BackupIndex, type InstanceSection } from './index-file.js';
 import { parseShift, unshiftTree } from './unshift.js';
 
@@ -68,6 +69,7 @@ export class BackupImporter {
     const project = req.project;
     const name = checkInstanceName(header(req.headers['x-lxd-name']) || index.name);
     const pool = await this.targetPool(project, header(req.headers['x-lxd-pool']), index.pool);
+    if (index.optimized) checkOptimizedTarget(index.backend, pool, await this.manager.deps.storage.optimizedFormat(pool));
     const c = index.container;
     const profiles = c.profiles;
     const loaded = await this.manager.loadProfiles(project, profiles);
@@ -157,27 +159,50 @@ export class BackupImporter {
     await mkdir(tree, { mode: 0o700 });
     await this.extract(upload, plan.algorithm, tree, op);
     const root = path.join(tree, 'backup');
+    const spec: CreateSpec = { ...plan.spec, source: plan.index.optimized ? this.received(plan.index, tree) : await this.extracted(plan.index, root) };
+    await this.manager.create(spec, plan.pool, req);
+    const createdAt = plan.index.container.created_at;
+    // The manager stamps the time of creation; a restored instance keeps the time it was made.
+    if (createdAt) await this.manager.touch(spec.project, spec.name, (r) => { r.created_at = createdAt; });
+  }
+
+  /** Plain parts: shifted back where the archive's tree was shifted, then moved into the new volume and snapshots. */
+  private async extracted(index: BackupIndex, root: string): Promise<VolumeSource> {
     const parts = [
-      { dir: path.join(root, 'container'), section: plan.index.container },
-      ...plan.index.snapshots.map((s) => ({ dir: path.join(root, 'snapshots', s.name), section: s })),
+      { dir: path.join(root, 'container'), section: index.container },
+      ...index.snapshots.map((s) => ({ dir: path.join(root, 'snapshots', s.name), section: s })),
     ];
     for (const part of parts) {
       const rootfs = path.join(part.dir, 'rootfs');
       const exists = await stat(rootfs).then((st) => st.isDirectory(), () => false);
       if (exists) await unshiftTree(rootfs, parseShift(part.section.config['volatile.last_state.idmap']));
     }
-    const spec: CreateSpec = {
-      ...plan.spec,
-      source: {
-        kind: 'fill',
-        fill: (dir) => this.moveInto(path.join(root, 'container'), dir),
-        snapshots: plan.index.snapshots.map((s) => ({ name: s.name, fill: (dir: string) => this.moveInto(path.join(root, 'snapshots', s.name), dir) })),
+    return {
+      kind: 'fill',
+      fill: (dir) => this.moveInto(path.join(root, 'container'), dir),
+      snapshots: index.snapshots.map((s) => ({ name: s.name, fill: (dir: string) => this.moveInto(path.join(root, 'snapshots', s.name), dir) })),
+    };
+  }
+
+  /**
+   * Optimized parts: the pool's driver receives its own streams; each part, still writable, loses
+   * the backup.yaml the reference keeps in its volumes and is shifted back like a plain one.
+   */
+  private received(index: BackupIndex, tree: string): VolumeSource {
+    const sections = new Map(index.snapshots.map((s) => [s.name as string | undefined, s]));
+    sections.set(undefined, index.container);
+    return {
+      kind: 'receive',
+      format: index.backend,
+      snapshots: index.snapshots.map((s) => s.name),
+      open: openOptimizedPart(tree, INSTANCE_OPTIMIZED_LAYOUT),
+      prepare: async (dir, part) => {
+        await rm(path.join(dir, 'backup.yaml'), { force: true });
+        const rootfs = path.join(dir, 'rootfs');
+        const exists = await stat(rootfs).then((st) => st.isDirectory(), () => false);
+        if (exists) await unshiftTree(rootfs, parseShift(sections.get(part)?.config['volatile.last_state.idmap']));
       },
     };
-    await this.manager.create(spec, plan.pool, req);
-    const createdAt = plan.index.container.created_at;
-    // The manager stamps the time of creation; a restored instance keeps the time it was made.
-    if (createdAt) await this.manager.touch(spec.project, spec.name, (r) => { r.created_at = createdAt; });
   }
 
   private async extract(upload: string, algorithm: Algorithm, into: string, op: OperationControl): Promise<void> {

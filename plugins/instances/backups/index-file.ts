@@ -30,6 +30,8 @@ export interface BackupIndex {
   pool: string;
   backend: string;
   type: InstanceType;
+  /** The parts are streams of the `backend` storage driver (backup/container.bin, backup/snapshots/<name>.bin). */
+  optimized: boolean;
   container: InstanceSection;
   /** In archive order (oldest first), each with its config. */
   snapshots: InstanceSection[];
@@ -90,9 +92,8 @@ export function readIndex(scan: ArchiveScan): BackupIndex {
   if (!name) throw invalid('backup/index.yaml has no instance "name"');
   const type = (text(doc.type, 'type') || 'container') as InstanceType;
   if (type !== 'container' && type !== 'virtual-machine') throw invalid(`unknown instance type "${type}"`);
-  if (doc.optimized === true) {
-    throw invalid(`it is in the optimized format of the "${text(doc.backend, 'backend') ?? 'unknown'}" storage driver, which this daemon cannot read; make the backup without optimized storage`);
-  }
+  const optimized = doc.optimized === true;
+  if (optimized && !text(doc.backend, 'backend')) throw invalid('an optimized backup must name its storage driver ("backend")');
   const snapshotNames = doc.snapshots ?? [];
   if (!Array.isArray(snapshotNames) || snapshotNames.some((s) => typeof s !== 'string')) throw invalid('"snapshots" must be a list of names');
   for (const s of snapshotNames as string[]) {
@@ -114,9 +115,19 @@ export function readIndex(scan: ArchiveScan): BackupIndex {
   const byName = new Map<string, unknown>();
   for (const s of snapshotConfigs) if (isPlainObject(s) && typeof s.name === 'string') byName.set(s.name, s);
 
-  if (!scan.hasContainer) throw invalid('the archive has no backup/container/');
+  if (optimized) {
+    if (scan.hasContainer || scan.snapshots.size) throw invalid('an optimized backup holds streams (.bin), not directories');
+    if (!scan.hasContainerStream) throw invalid('the optimized archive has no backup/container.bin');
+    const extra = [...scan.snapshotStreams].find((s) => !snapshotNames.includes(s));
+    if (extra !== undefined) throw invalid(`the archive has backup/snapshots/${extra}.bin, which backup/index.yaml does not list`);
+  } else {
+    if (scan.hasContainerStream || scan.snapshotStreams.size || scan.hasOptimizedHeader) throw invalid('the archive has optimized streams (.bin) but backup/index.yaml does not say it is optimized');
+    if (!scan.hasContainer) throw invalid('the archive has no backup/container/');
+  }
   const snapshots = (snapshotNames as string[]).map((s) => {
-    if (!scan.snapshots.has(s)) throw invalid(`backup/index.yaml lists snapshot "${s}" but the archive has no backup/snapshots/${s}/`);
+    if (optimized ? !scan.snapshotStreams.has(s) : !scan.snapshots.has(s)) {
+      throw invalid(`backup/index.yaml lists snapshot "${s}" but the archive has no backup/snapshots/${s}${optimized ? '.bin' : '/'}`);
+    }
     // A snapshot without its own config takes the instance's, as it was when archived.
     const snap = byName.has(s) ? section(byName.get(s), `config.snapshots[${s}]`) : { ...container };
     return { ...snap, name: s };
@@ -126,6 +137,7 @@ export function readIndex(scan: ArchiveScan): BackupIndex {
     pool: text(doc.pool, 'pool') ?? '',
     backend: text(doc.backend, 'backend') ?? '',
     type,
+    optimized,
     container,
     snapshots,
   };

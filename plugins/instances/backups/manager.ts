@@ -8,7 +8,8 @@ import { link, mkdir, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
   backupProgressText as progressText, backupTime as apiTime, badRequest, checkBackupAlgorithm as checkAlgorithm, checkBackupName, conflict,
-  nextBackupName, notFound, parseBackupExpiry as parseExpiresAt, ProjectsServiceRef, resourceUrl, writeBackupTarball as writeTarball,
+  nextBackupName, notFound, parseBackupExpiry as parseExpiresAt, ProjectsServiceRef, resourceUrl, sendOptimizedParts, writeBackupTarball as writeTarball,
+  type BackupTarballPart,
   type BackupAlgorithm as Algorithm, type ApiRequest, type Collection, type OperationControl, type PluginContext, type StoredDoc,
 } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
@@ -22,8 +23,13 @@ export interface BackupRequest {
   name: string;
   expiresAt: string;
   instanceOnly: boolean;
+  /** Asked for the pool driver's own format (used when the driver has one). */
+  optimized: boolean;
   algorithm: Algorithm;
 }
+
+/** Where an instance backup keeps its optimized parts, as the reference names them. */
+export const INSTANCE_OPTIMIZED_LAYOUT = { snapshot: (name: string) => `backup/snapshots/${name}.bin`, volume: 'backup/container.bin' };
 
 export const backupUrl = (project: string, instance: string, backup: string) =>
   resourceUrl(`/1.0/instances/${encodeURIComponent(instance)}/backups/${encodeURIComponent(backup)}`, project);
@@ -82,6 +88,7 @@ export class BackupManager {
       expiresAt: parseExpiresAt(body.expires_at),
       // Both names mean the same; the reference answers with both set.
       instanceOnly: body.instance_only === true || body.container_only === true,
+      optimized: body.optimized_storage === true,
       algorithm,
     };
   }
@@ -103,18 +110,31 @@ export class BackupManager {
     const work = await this.files.scratch('create');
     try {
       const config = await backupConfig(this.instances, handle, snapshots);
-      const indexYaml = path.join(work, 'index.yaml');
-      await writeFile(indexYaml, toYaml(indexDocument(handle.name, pool, handle.record.type, config)));
-      const parts = [];
-      for (const [i, snap] of snapshots.entries()) {
-        const backupYaml = path.join(work, `snapshot-${i}.yaml`);
-        await writeFile(backupYaml, toYaml(snapshotBackupConfig(config, snap.doc, i)));
-        const dir = await storage.snapshotPath(handle.record.pool, { type: handle.record.type, project: handle.project, name: handle.name }, snap.doc.name);
-        parts.push({ member: `backup/snapshots/${snap.doc.name}`, dir, backupYaml });
+      const ref = { type: handle.record.type, project: handle.project, name: handle.name };
+      // The reference answers a pool without an optimized format with a plain backup.
+      const format = request.optimized ? await storage.optimizedFormat(handle.record.pool) : undefined;
+      let parts: BackupTarballPart[] = [];
+      let optimizedHeader: string | undefined;
+      if (format) {
+        // The reference reads (and rewrites) backup.yaml inside the instance's volume.
+        const containerYaml = path.join(work, 'container.yaml');
+        await writeFile(containerYaml, toYaml(config), { mode: 0o600 });
+        const sent = await sendOptimizedParts(storage, handle.record.pool, ref, snapshots.map((s) => s.doc.name), work, INSTANCE_OPTIMIZED_LAYOUT, { 'backup.yaml': containerYaml });
+        parts = sent.parts;
+        optimizedHeader = sent.header;
+      } else {
+        for (const [i, snap] of snapshots.entries()) {
+          const backupYaml = path.join(work, `snapshot-${i}.yaml`);
+          await writeFile(backupYaml, toYaml(snapshotBackupConfig(config, snap.doc, i)));
+          const dir = await storage.snapshotPath(handle.record.pool, ref, snap.doc.name);
+          parts.push({ member: `backup/snapshots/${snap.doc.name}`, dir, backupYaml });
+        }
+        const containerYaml = path.join(work, 'container.yaml');
+        await writeFile(containerYaml, toYaml(config));
+        parts.push({ member: 'backup/container', dir: handle.inst.volumePath, backupYaml: containerYaml });
       }
-      const containerYaml = path.join(work, 'container.yaml');
-      await writeFile(containerYaml, toYaml(config));
-      parts.push({ member: 'backup/container', dir: handle.inst.volumePath, backupYaml: containerYaml });
+      const indexYaml = path.join(work, 'index.yaml');
+      await writeFile(indexYaml, toYaml(indexDocument(handle.name, pool, handle.record.type, config, format ? { header: optimizedHeader !== undefined } : undefined)));
 
       await mkdir(this.files.dirOf(handle.project, handle.name), { recursive: true, mode: 0o700 });
       await this.files.ensure();
@@ -127,6 +147,7 @@ export class BackupManager {
           algorithm: request.algorithm,
           stagingMount: this.files.stagingMount,
           indexYaml,
+          optimizedHeader,
           parts,
           signal: op?.signal,
           onProgress: (bytes) => {
@@ -141,8 +162,8 @@ export class BackupManager {
           expires_at: request.expiresAt,
           instance_only: request.instanceOnly,
           container_only: request.instanceOnly,
-          // The dir driver has no optimized format: the reference ignores the flag for it.
-          optimized_storage: false,
+          // Without an optimized format (dir) the reference ignores the flag.
+          optimized_storage: format !== undefined,
           compression_algorithm: request.algorithm,
         };
         const file = this.file(handle, request.name);

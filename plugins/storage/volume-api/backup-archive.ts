@@ -18,6 +18,8 @@ import type { ContentType } from './record.js';
 
 export const VOLUME_PART = 'backup/volume';
 export const SNAPSHOTS_PART = 'backup/volume-snapshots';
+/** Where an optimized volume backup keeps the pool driver's streams, as the reference names them. */
+export const VOLUME_OPTIMIZED_LAYOUT = { snapshot: (name: string) => `${SNAPSHOTS_PART}/${name}.bin`, volume: `${VOLUME_PART}.bin` };
 
 const REGULAR = new Set(['0', '7', 'S']);
 /** Regular files, hard links, symlinks, directories and fifos. */
@@ -34,10 +36,14 @@ export interface VolumeArchiveScan {
   index?: Buffer;
   hasVolume: boolean;
   snapshots: Set<string>;
+  /** Optimized parts (the pool driver's streams): `backup/volume.bin`, `backup/volume-snapshots/<name>.bin`. */
+  hasVolumeStream: boolean;
+  snapshotStreams: Set<string>;
+  hasOptimizedHeader: boolean;
 }
 
 class VolumeArchiveRules {
-  readonly scan: VolumeArchiveScan = { hasVolume: false, snapshots: new Set() };
+  readonly scan: VolumeArchiveScan = { hasVolume: false, snapshots: new Set(), hasVolumeStream: false, snapshotStreams: new Set(), hasOptimizedHeader: false };
   private readonly tracker = new BackupMemberTracker();
 
   check(entry: TarEntry): boolean {
@@ -55,9 +61,17 @@ class VolumeArchiveRules {
     } else if (parts.length === 2 && parts[1] === 'index.yaml') {
       if (!REGULAR.has(entry.type)) throw invalid('"backup/index.yaml" must be a regular file');
       wanted = true;
+    } else if (parts.length === 2 && (parts[1] === 'optimized_header.yaml' || parts[1] === 'volume.bin')) {
+      if (!REGULAR.has(entry.type)) throw invalid(`"${name}" must be a regular file`);
+      if (parts[1] === 'volume.bin') this.scan.hasVolumeStream = true;
+      else this.scan.hasOptimizedHeader = true;
+    } else if (parts.length === 3 && parts[1] === 'volume-snapshots' && parts[2]!.endsWith('.bin') && REGULAR.has(entry.type)) {
+      this.scan.snapshotStreams.add(parts[2]!.slice(0, -'.bin'.length));
     } else {
       const part = partOf(parts);
-      if (!part) throw invalid(`unexpected member "${name}" (a volume backup holds backup/index.yaml, backup/volume/ and backup/volume-snapshots/<name>/)`);
+      if (!part) {
+        throw invalid(`unexpected member "${name}" (a volume backup holds backup/index.yaml, backup/volume/ and backup/volume-snapshots/<name>/, or their optimized streams)`);
+      }
       const depth = part === 'volume' ? 2 : 3;
       if (parts.length === depth && !isDir) throw invalid(`"${name}" must be a directory`);
       if (part === 'volume') this.scan.hasVolume = true;
@@ -82,6 +96,9 @@ export async function scanVolumeArchive(hostTools: HostTools, file: string, algo
 export interface VolumeBackupIndex {
   name: string;
   pool: string;
+  /** The parts are streams of the `backend` storage driver. */
+  optimized: boolean;
+  backend: string;
   description: string;
   config: Record<string, string>;
   contentType: ContentType;
@@ -113,9 +130,9 @@ export function readVolumeIndex(scan: VolumeArchiveScan): VolumeBackupIndex {
   if (!isPlainObject(doc)) throw invalid('backup/index.yaml is not a map');
   const type = text(doc.type, 'type');
   if (type !== 'custom') throw invalid(`it is a backup of a${type === 'container' || !type ? 'n instance' : ` "${type}"`}, not of a custom volume`);
-  if (doc.optimized === true) {
-    throw invalid(`it is in the optimized format of the "${text(doc.backend, 'backend') ?? 'unknown'}" storage driver, which this daemon cannot read; make the backup without optimized storage`);
-  }
+  const optimized = doc.optimized === true;
+  const backend = text(doc.backend, 'backend') ?? '';
+  if (optimized && !backend) throw invalid('an optimized backup must name its storage driver ("backend")');
   const name = text(doc.name, 'name');
   if (!name) throw invalid('backup/index.yaml has no volume "name"');
   const names = doc.snapshots ?? [];
@@ -142,15 +159,27 @@ export function readVolumeIndex(scan: VolumeArchiveScan): VolumeBackupIndex {
   const byName = new Map<string, Record<string, unknown>>();
   for (const s of sections) if (isPlainObject(s) && typeof s.name === 'string') byName.set(s.name, s);
 
-  if (!scan.hasVolume) throw invalid('the archive has no backup/volume/');
+  if (optimized) {
+    if (scan.hasVolume || scan.snapshots.size) throw invalid('an optimized backup holds streams (.bin), not directories');
+    if (!scan.hasVolumeStream) throw invalid('the optimized archive has no backup/volume.bin');
+    const extra = [...scan.snapshotStreams].find((s) => !(names as string[]).includes(s));
+    if (extra !== undefined) throw invalid(`the archive has backup/volume-snapshots/${extra}.bin, which backup/index.yaml does not list`);
+  } else {
+    if (scan.hasVolumeStream || scan.snapshotStreams.size || scan.hasOptimizedHeader) throw invalid('the archive has optimized streams (.bin) but backup/index.yaml does not say it is optimized');
+    if (!scan.hasVolume) throw invalid('the archive has no backup/volume/');
+  }
   return {
     name,
     pool: text(doc.pool, 'pool') ?? '',
+    optimized,
+    backend,
     description: text(volume.description, 'config.volume.description') ?? '',
     config: wrap(() => stringMap(volume.config, 'config'), 'config.volume'),
     contentType,
     snapshots: (names as string[]).map((s) => {
-      if (!scan.snapshots.has(s)) throw invalid(`backup/index.yaml lists snapshot "${s}" but the archive has no backup/volume-snapshots/${s}/`);
+      if (optimized ? !scan.snapshotStreams.has(s) : !scan.snapshots.has(s)) {
+        throw invalid(`backup/index.yaml lists snapshot "${s}" but the archive has no backup/volume-snapshots/${s}${optimized ? '.bin' : '/'}`);
+      }
       const section = byName.get(s) ?? {};
       return {
         name: s,

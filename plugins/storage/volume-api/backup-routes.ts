@@ -11,10 +11,10 @@ import { mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import {
   async, backupProgressText, backupUploadAlgorithm, badRequest, bodyObject, collection, extractBackup, featureProjectOf, formatExtension,
-  moveBackupTree, notFound, raw, receiveBackupUpload, sync,
-  type ApiRequest, type ApiResponse, type BackupAlgorithm, type OperationControl, type PluginContext, type RouteDescriptor,
+  checkOptimizedTarget, moveBackupTree, notFound, openOptimizedPart, raw, receiveBackupUpload, sync,
+  type ApiRequest, type ApiResponse, type BackupAlgorithm, type OperationControl, type PluginContext, type RouteDescriptor, type VolumeSource,
 } from '../../../sdk/index.js';
-import { readVolumeIndex, scanVolumeArchive, SNAPSHOTS_PART, VOLUME_PART, type VolumeBackupIndex } from './backup-archive.js';
+import { readVolumeIndex, scanVolumeArchive, SNAPSHOTS_PART, VOLUME_OPTIMIZED_LAYOUT, VOLUME_PART, type VolumeBackupIndex } from './backup-archive.js';
 import { volumeBackupUrl, volumeBackupView, type VolumeBackups, type VolumeOwner } from './backups.js';
 import type { CustomVolumes } from './custom-volumes.js';
 import { volumeUrl } from './record.js';
@@ -128,6 +128,9 @@ interface ImportPlan {
   algorithm: BackupAlgorithm;
 }
 
+/** What a custom volume is made from in a backup import. */
+type ImportSource = Extract<VolumeSource, { kind: 'fill' | 'receive' }>;
+
 /** POST /volumes/custom with a tarball body: checked now, restored by an operation. */
 export class VolumeBackupImporter {
   constructor(private readonly ctx: PluginContext, private readonly backups: VolumeBackups, private readonly custom: CustomVolumes) {}
@@ -143,6 +146,7 @@ export class VolumeBackupImporter {
       const name = header(req.headers['x-lxd-name']) || index.name;
       await this.custom.checkNew(pool, project, name, index.config, index.contentType);
       if (index.contentType === 'block') throw badRequest('Backups of block volumes are not supported');
+      if (index.optimized) checkOptimizedTarget(index.backend, pool, await this.backups.optimizedFormat(pool));
       const plan: ImportPlan = { vol: { pool, project, name }, index, algorithm };
       const op = this.ctx.operations.create({
         class: 'task',
@@ -178,6 +182,15 @@ export class VolumeBackupImporter {
         op.updateMetadata({ create_volume_from_backup_progress: backupProgressText(read, started, total) });
       },
     });
+    const source = plan.index.optimized ? this.received(plan.index, tree) : await this.extracted(plan.index, tree);
+    const { vol, index } = plan;
+    await this.custom.createFilled(vol.pool, vol.project, {
+      name: vol.name, description: index.description, config: index.config, contentType: index.contentType,
+    }, source, index.snapshots, req.requestor);
+  }
+
+  /** Plain parts moved into the new volume and its snapshots. */
+  private async extracted(index: VolumeBackupIndex, tree: string): Promise<ImportSource> {
     // An empty part may have no member of its own; it is then an empty directory.
     const partDir = async (member: string) => {
       const dir = path.join(tree, member);
@@ -186,13 +199,15 @@ export class VolumeBackupImporter {
     };
     const volumeDir = await partDir(VOLUME_PART);
     const snapshots = [];
-    for (const s of plan.index.snapshots) {
+    for (const s of index.snapshots) {
       const dir = await partDir(`${SNAPSHOTS_PART}/${s.name}`);
-      snapshots.push({ ...s, fill: (target: string) => moveBackupTree(this.ctx.hostTools, dir, target) });
+      snapshots.push({ name: s.name, fill: (target: string) => moveBackupTree(this.ctx.hostTools, dir, target) });
     }
-    const { vol, index } = plan;
-    await this.custom.createFilled(vol.pool, vol.project, {
-      name: vol.name, description: index.description, config: index.config, contentType: index.contentType,
-    }, (target) => moveBackupTree(this.ctx.hostTools, volumeDir, target), snapshots, req.requestor);
+    return { kind: 'fill', fill: (target) => moveBackupTree(this.ctx.hostTools, volumeDir, target), snapshots };
+  }
+
+  /** Optimized parts: the pool's driver receives its own streams. */
+  private received(index: VolumeBackupIndex, tree: string): ImportSource {
+    return { kind: 'receive', format: index.backend, snapshots: index.snapshots.map((s) => s.name), open: openOptimizedPart(tree, VOLUME_OPTIMIZED_LAYOUT) };
   }
 }

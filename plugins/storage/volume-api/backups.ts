@@ -14,12 +14,12 @@ import path from 'node:path';
 import { stringify } from 'yaml';
 import {
   backupExpired, backupProgressText, daemonStorageDir, backupTime, badRequest, checkBackupAlgorithm, checkBackupName, conflict,
-  nextBackupName, notFound, parseBackupExpiry, ProjectsServiceRef, resourceUrl, writeBackupTarball,
-  type BackupAlgorithm, type OperationControl, type PluginContext, type Requestor, type StoredDoc,
+  nextBackupName, notFound, parseBackupExpiry, ProjectsServiceRef, resourceUrl, sendOptimizedParts, writeBackupTarball,
+  type BackupAlgorithm, type BackupTarballPart, type OperationControl, type PluginContext, type Requestor, type StoredDoc,
 } from '../../../sdk/index.js';
 import type { PoolManager } from '../pools.js';
 import type { VolumeManager } from '../volumes.js';
-import { SNAPSHOTS_PART, VOLUME_PART } from './backup-archive.js';
+import { SNAPSHOTS_PART, VOLUME_OPTIMIZED_LAYOUT, VOLUME_PART } from './backup-archive.js';
 import type { VolumeCatalog } from './catalog.js';
 import { customRef } from './custom-volumes.js';
 import { customView, NEVER } from './record.js';
@@ -38,6 +38,8 @@ export interface VolumeBackupRequest {
   name: string;
   expiresAt: string;
   volumeOnly: boolean;
+  /** Asked for the pool driver's own format (used when the driver has one). */
+  optimized: boolean;
   algorithm: BackupAlgorithm;
 }
 
@@ -144,7 +146,12 @@ export class VolumeBackups {
     const projectAlgorithm = (await this.ctx.services.get(ProjectsServiceRef)?.get(owner.project))?.config['backups.compression_algorithm'];
     const algorithm = await checkBackupAlgorithm(this.ctx.hostTools,
       (body.compression_algorithm as string | undefined) || projectAlgorithm || this.ctx.serverConfig.get('backups.compression_algorithm') || 'gzip');
-    return { name, expiresAt: parseBackupExpiry(body.expires_at), volumeOnly: body.volume_only === true, algorithm };
+    return { name, expiresAt: parseBackupExpiry(body.expires_at), volumeOnly: body.volume_only === true, optimized: body.optimized_storage === true, algorithm };
+  }
+
+  /** The optimized backup format of a pool's driver (undefined: none). */
+  optimizedFormat(pool: string): Promise<string | undefined> {
+    return this.volumes.optimizedFormat(pool);
   }
 
   /** Hold the name until the create finishes; 409 when it is already held. */
@@ -171,13 +178,22 @@ export class VolumeBackups {
           description: s.description, expires_at: s.expiresAt || NEVER, name: s.name, config: s.config, content_type: s.contentType, created_at: s.createdAt,
         }));
       }
-      Object.assign(index, { optimized: false, optimized_header: false, type: 'custom', config });
+      const ref = customRef(owner.project, owner.name);
+      // The reference answers a pool without an optimized format with a plain backup.
+      const format = request.optimized ? await this.volumes.optimizedFormat(owner.pool) : undefined;
+      let parts: BackupTarballPart[] = [];
+      let optimizedHeader: string | undefined;
+      if (format) {
+        const sent = await sendOptimizedParts(this.volumes, owner.pool, ref, snapshots.map((s) => s.name), work, VOLUME_OPTIMIZED_LAYOUT);
+        parts = sent.parts;
+        optimizedHeader = sent.header;
+      } else {
+        for (const s of snapshots) parts.push({ member: `${SNAPSHOTS_PART}/${s.name}`, dir: await this.volumes.snapshotPath(owner.pool, ref, s.name) });
+        parts.push({ member: VOLUME_PART, dir: await this.volumes.volumePath(owner.pool, ref) });
+      }
+      Object.assign(index, { optimized: format !== undefined, optimized_header: optimizedHeader !== undefined, type: 'custom', config });
       const indexYaml = path.join(work, 'index.yaml');
       await writeFile(indexYaml, toYaml(index));
-      const ref = customRef(owner.project, owner.name);
-      const parts = [];
-      for (const s of snapshots) parts.push({ member: `${SNAPSHOTS_PART}/${s.name}`, dir: await this.volumes.snapshotPath(owner.pool, ref, s.name) });
-      parts.push({ member: VOLUME_PART, dir: await this.volumes.volumePath(owner.pool, ref) });
 
       const dir = this.dirOf(owner);
       await mkdir(dir, { recursive: true, mode: 0o700 });
@@ -187,7 +203,7 @@ export class VolumeBackups {
       let reported = 0;
       try {
         await writeBackupTarball(this.ctx.hostTools, {
-          output: temp, algorithm: request.algorithm, stagingMount: this.stagingMount, indexYaml, parts, signal: op?.signal,
+          output: temp, algorithm: request.algorithm, stagingMount: this.stagingMount, indexYaml, optimizedHeader, parts, signal: op?.signal,
           onProgress: (bytes) => {
             if (!op || Date.now() - reported < 1000) return;
             reported = Date.now();
@@ -199,8 +215,7 @@ export class VolumeBackups {
           created_at: backupTime(now),
           expires_at: request.expiresAt,
           volume_only: request.volumeOnly,
-          // No driver here writes an optimized volume backup: the plain layout is what any daemon reads.
-          optimized_storage: false,
+          optimized_storage: format !== undefined,
           compression_algorithm: request.algorithm,
         };
         const file = this.file(owner, request.name);

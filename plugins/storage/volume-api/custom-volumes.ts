@@ -9,7 +9,7 @@ import { open } from 'node:fs/promises';
 import path from 'node:path';
 import {
   badRequest, canQuota, conflict, notFound, parseSize, ProjectsServiceRef,
-  type PluginContext, type PoolInfo, type Requestor, type StorageDriver, type VolumeRef,
+  type PluginContext, type PoolInfo, type Requestor, type StorageDriver, type VolumeRef, type VolumeSource,
 } from '../../../sdk/index.js';
 import { poolLockKey, type PoolManager } from '../pools.js';
 import type { SharedLock } from '../shared-lock.js';
@@ -299,19 +299,20 @@ export class CustomVolumes {
   }
 
   /**
-   * A new volume written by `fill` (a backup import), with snapshots filled first, oldest first.
-   * Made under the scratch name and renamed once whole; the records are written last.
+   * A new volume from a backup import: written by a `fill` source (snapshots filled first, oldest
+   * first) or received from the pool driver's own streams. Made under the scratch name and renamed
+   * once whole; the records are written last.
    */
   async createFilled(
-    poolName: string, project: string, vol: NewVolume, fill: (dir: string) => Promise<void>,
-    snapshots: { name: string; description: string; expiresAt: string; createdAt?: string; fill: (dir: string) => Promise<void> }[],
+    poolName: string, project: string, vol: NewVolume, source: Extract<VolumeSource, { kind: 'fill' | 'receive' }>,
+    snapshots: { name: string; description: string; expiresAt: string; createdAt?: string }[],
     requestor?: Requestor,
   ): Promise<void> {
     await this.checkNew(poolName, project, vol.name, vol.config, vol.contentType);
     await this.reserving(project, poolName, vol.name, async () => {
       const scratch = customRef(project, PARTIAL_PREFIX + vol.name);
       await this.volumes.deleteVolume(poolName, scratch).catch(() => {});
-      await this.volumes.createInstanceVolume(poolName, scratch, { kind: 'fill', fill, snapshots: snapshots.map((s) => ({ name: s.name, fill: s.fill })) });
+      await this.volumes.createInstanceVolume(poolName, scratch, source);
       try {
         await this.volumes.renameVolume(poolName, scratch, vol.name);
       } catch (err) {
