@@ -6,30 +6,21 @@
 import test from 'ava';
 import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { startDaemon, stopDaemons, killContainers, waitFor, type Daemon } from '../helpers/daemon.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { importImage } from '../helpers/api.js';
+import type { Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
 import { lxc, lxcOk } from '../helpers/clients.js';
 
 let d: Daemon;
-let image: BusyboxImage;
 
 const run = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
 const customDir = (name: string) => path.join(d.dir, 'storage-pools', 'default', 'custom', `default_${name}`);
 const inside = (...command: string[]) => lxc(d.socket, 'exec', 'c', '--', ...command);
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
-  d = await startDaemon({ plugins: 'full', args: ['--init', 'auto'] });
-  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
-  await importImage(d, image.unified, 'bb');
+  d = await startWithImage({ plugins: 'full' });
 });
 
-test.after.always(async () => {
-  killContainers(d?.dir);
-  await stopDaemons();
-  rmSync(image.dir, { recursive: true, force: true });
-});
+test.after.always(stopImageDaemons);
 
 test.serial('lxc storage volume attach/detach and config device add/remove on a running container', async (t) => {
   await run(t, 'launch', 'bb', 'c');

@@ -5,14 +5,13 @@
  */
 import test from 'ava';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
-import { startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
+import { readFileSync } from 'node:fs';
+import type { Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
 import { lxc, lxcOk } from '../helpers/clients.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { linkExists, uniqueName } from '../helpers/netns.js';
 
 let d: Daemon;
-let image: BusyboxImage;
 const links: string[] = [];
 const namespaces: string[] = [];
 const ok = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
@@ -33,18 +32,14 @@ function vethIntoNamespace(address: string): string {
 }
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
-  d = await startWithPool({ plugins: 'full' });
-  const imported = await lxc(d.socket, 'image', 'import', image.unified, '--alias', 'bb');
-  if (imported.status !== 0) throw new Error(`image import failed: ${imported.stderr}`);
+  d = await startWithImage({ plugins: 'full', importWith: 'lxc' });
 });
 
 test.after.always(async () => {
   for (const c of ['mc', 'pc']) await lxc(d.socket, 'delete', '--force', c).catch(() => undefined);
-  await stopDaemons();
+  await stopImageDaemons();
   for (const l of links) spawnSync('ip', ['link', 'del', l], { stdio: 'ignore' });
   for (const ns of namespaces) spawnSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
-  rmSync(image.dir, { recursive: true, force: true });
 });
 
 test.serial('lxc network create --type=macvlan (network_type_macvlan), lxc launch -n: a macvlan NIC that reaches the parent\'s peer; list, show, delete', async (t) => {

@@ -4,14 +4,11 @@
  * refused below current use. The launches that pass run real containers.
  */
 import test from 'ava';
-import { rmSync } from 'node:fs';
-import { startDaemon, stopDaemons, killContainers, waitFor, type Daemon } from '../helpers/daemon.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { importImage } from '../helpers/api.js';
+import type { Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
 import { lxc, lxcOk } from '../helpers/clients.js';
 
 let d: Daemon;
-let image: BusyboxImage;
 
 const run = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
 
@@ -23,17 +20,10 @@ async function refused(t: any, ...args: string[]): Promise<string> {
 }
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
-  d = await startDaemon({ plugins: 'full', args: ['--init', 'auto'] });
-  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
-  await importImage(d, image.unified, 'bb');
+  d = await startWithImage({ plugins: 'full' });
 });
 
-test.after.always(async () => {
-  killContainers(d?.dir);
-  await stopDaemons();
-  rmSync(image.dir, { recursive: true, force: true });
-});
+test.after.always(stopImageDaemons);
 
 test.serial('lxc --project p launch is refused by limits.containers and limits.memory, with the limit named', async (t) => {
   await run(t, 'project', 'create', 'lim', '-c', 'features.images=false', '-c', 'limits.containers=1', '-c', 'limits.memory=256MB');

@@ -9,16 +9,14 @@ import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { killContainers, projectRoot, startDaemon, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { importImage } from '../helpers/api.js';
+import { projectRoot, type Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
 import { lxcOk, python, type ClientRun } from '../helpers/clients.js';
 import { selfSigned } from '../helpers/pki.js';
 import { freePort } from '../helpers/tls-client.js';
 
 const PASSWORD = 'remote-pass-5d1c';
 let d: Daemon;
-let image: BusyboxImage;
 let url = '';
 const homes: string[] = [];
 
@@ -53,16 +51,11 @@ async function ok(t: any, home: string, ...args: string[]): Promise<string> {
 }
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
-  d = await startDaemon({ plugins: 'full', args: ['--init', 'auto'] });
-  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
-  await importImage(d, image.unified, 'bb');
+  d = await startWithImage({ plugins: 'full' });
 });
 
 test.after.always(async () => {
-  if (d) killContainers(d.dir);
-  await stopDaemons();
-  if (image) rmSync(image.dir, { recursive: true, force: true });
+  await stopImageDaemons();
   for (const home of homes) rmSync(home, { recursive: true, force: true });
 });
 

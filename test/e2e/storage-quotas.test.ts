@@ -4,24 +4,18 @@
  * without enforcement on dir, as the reference does.
  */
 import test from 'ava';
-import { rmSync } from 'node:fs';
-import { startDaemon, stopDaemons, killContainers, waitFor, type Daemon } from '../helpers/daemon.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { importImage } from '../helpers/api.js';
+import type { Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
 import { lxc, lxcOk, lxcWithInput } from '../helpers/clients.js';
 
 let d: Daemon;
-let image: BusyboxImage;
 
 const run = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
 /** Write `mib` MiB into `file` inside container `c`, synced so the quota accounting sees it. */
 const write = (c: string, file: string, mib: number) => lxc(d.socket, 'exec', c, '--', 'dd', 'if=/dev/zero', `of=${file}`, 'bs=1M', `count=${mib}`, 'conv=fsync');
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
-  d = await startDaemon({ plugins: 'full', args: ['--init', 'auto'] });
-  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
-  await importImage(d, image.unified, 'bb');
+  d = await startWithImage({ plugins: 'full' });
 });
 
 test.after.always(async () => {
@@ -30,10 +24,8 @@ test.after.always(async () => {
     for (const v of ['q']) await lxc(d.socket, 'storage', 'volume', 'delete', 'bp', v);
     await lxc(d.socket, 'profile', 'delete', 'small');
     await lxc(d.socket, 'storage', 'delete', 'bp');
-    killContainers(d.dir);
   }
-  await stopDaemons();
-  rmSync(image.dir, { recursive: true, force: true });
+  await stopImageDaemons();
 });
 
 test.serial('custom volume size on btrfs: writes past it fail inside the container; set and unset change the limit', async (t) => {

@@ -3,32 +3,23 @@
  * rename, copy and move between pools and projects, state, attach to a container, refusals.
  */
 import test from 'ava';
-import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { projectRoot, startDaemon, stopDaemons, killContainers, waitFor, type Daemon } from '../helpers/daemon.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { importImage } from '../helpers/api.js';
+import { projectRoot, type Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
 import { lxc, lxcOk, lxcWithInput, python } from '../helpers/clients.js';
 
 let d: Daemon;
-let image: BusyboxImage;
 
 const run = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
 const customDir = (pool: string, dirName: string) => path.join(d.dir, 'storage-pools', pool, 'custom', dirName);
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
   // The full set: projects take part (volumes moved between projects).
-  d = await startDaemon({ plugins: 'full', args: ['--init', 'auto'] });
-  await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
-  await importImage(d, image.unified, 'bb');
+  d = await startWithImage({ plugins: 'full' });
 });
 
-test.after.always(async () => {
-  killContainers(d?.dir);
-  await stopDaemons();
-  rmSync(image.dir, { recursive: true, force: true });
-});
+test.after.always(stopImageDaemons);
 
 test.serial('lxc storage volume create/list/show/set/get/unset/edit/info and the API view (storage_volume_state)', async (t) => {
   t.regex(await run(t, 'storage', 'volume', 'create', 'default', 'v1', 'user.team=blue'), /v1 created/);

@@ -4,28 +4,22 @@
  * plugin claims is named by a test that exercises it.
  */
 import test from 'ava';
-import { readFileSync, readdirSync, rmSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import type WebSocket from 'ws';
-import { projectRoot, stopDaemons, waitFor, type Daemon, startWithPool } from '../helpers/daemon.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { callAndWait, importImage } from '../helpers/api.js';
+import { projectRoot, waitFor, type Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
+import { callAndWait } from '../helpers/api.js';
 
 let d: Daemon;
-let image: BusyboxImage;
 
 const call = (method: string, url: string, body?: unknown) => callAndWait(d, method, url, body);
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
-  d = await startWithPool();
-  await importImage(d, image.unified, 'bb');
+  d = await startWithImage();
 });
 
-test.after.always(async () => {
-  await stopDaemons();
-  rmSync(image.dir, { recursive: true, force: true });
-});
+test.after.always(stopImageDaemons);
 
 test.serial('description (entity_description) and instance_type (instance_types) at creation', async (t) => {
   const created = await call('POST', '/1.0/instances', { name: 'typed', description: 'a typed one', instance_type: 't2.micro', source: { type: 'image', alias: 'bb' } });

@@ -2,29 +2,23 @@
 import test from 'ava';
 import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { startDaemon, stopDaemons, waitFor, killContainers, type Daemon, startWithPool } from '../helpers/daemon.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { startDaemon, startWithPool, waitFor, killContainers, type Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons, type ImageDaemon } from '../helpers/image-daemon.js';
 import { callAndWait, importImage } from '../helpers/api.js';
 import { instanceTypeLimits } from '../../plugins/instances/instance-types.js';
 import { checkInstanceName } from '../../plugins/instances/names.js';
 import { expireLogs } from '../../plugins/instances/logs.js';
 import { pidsMaxFile } from '../helpers/cgroup.js';
 
-let d: Daemon;
-let image: BusyboxImage;
+let d: ImageDaemon;
 
-const call = (method: string, url: string, body?: unknown, daemon = d) => callAndWait(daemon, method, url, body);
+const call = (method: string, url: string, body?: unknown, daemon: Daemon = d) => callAndWait(daemon, method, url, body);
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
-  d = await startWithPool();
-  await importImage(d, image.unified, 'bb');
+  d = await startWithImage();
 });
 
-test.after.always(async () => {
-  await stopDaemons();
-  rmSync(image.dir, { recursive: true, force: true });
-});
+test.after.always(stopImageDaemons);
 
 test('instance names follow host name rules', (t) => {
   for (const bad of ['', 'a/b', 'a b', '-lead', '1abc', 'x'.repeat(64), 'café', 'trail-']) {
@@ -119,7 +113,7 @@ test.serial('copy within the server gets fresh volatile keys', async (t) => {
 test.serial('kill -9 mid-flight: after a restart every instance is whole or gone, running ones are adopted', async (t) => {
   const d2 = await startWithPool();
   try {
-    await importImage(d2, image.unified, 'bb');
+    await importImage(d2, d.image.unified, 'bb');
     await call('POST', '/1.0/instances', { name: 'keep', source: { type: 'image', alias: 'bb' } }, d2);
     await call('PUT', '/1.0/instances/keep/state', { action: 'start' }, d2);
     const pid = (await call('GET', '/1.0/instances/keep/state', undefined, d2)).json.metadata.pid;

@@ -6,15 +6,14 @@
  */
 import test from 'ava';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { callAndWait, importImage } from '../helpers/api.js';
+import type { Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
+import { callAndWait } from '../helpers/api.js';
 import { linkExists, uniqueName } from '../helpers/netns.js';
 
 let d: Daemon;
-let image: BusyboxImage;
 const links: string[] = [];
 const namespaces: string[] = [];
 
@@ -65,16 +64,13 @@ async function linkInside(name: string, iface: string): Promise<any> {
 }
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
-  d = await startWithPool({ plugins: 'full' });
-  await importImage(d, image.unified, 'bb');
+  d = await startWithImage({ plugins: 'full' });
 });
 
 test.after.always(async () => {
-  await stopDaemons();
+  await stopImageDaemons();
   for (const l of links) spawnSync('ip', ['link', 'del', l], { stdio: 'ignore' });
   for (const ns of namespaces) spawnSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
-  rmSync(image.dir, { recursive: true, force: true });
 });
 
 test.serial('macvlan networks (network_type_macvlan): keys checked, bad ones refused with nothing recorded, nothing made on the host', async (t) => {

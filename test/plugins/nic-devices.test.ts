@@ -6,17 +6,16 @@
 import test from 'ava';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
+import type { Daemon } from '../helpers/daemon.js';
 import { claimsNamed } from '../helpers/claims.js';
 import { nicTable } from '../../plugins/nic-devices/filtering.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { callAndWait, importImage } from '../helpers/api.js';
+import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
+import { callAndWait } from '../helpers/api.js';
 
 const RUN = randomBytes(3).toString('hex');
 let d: Daemon;
-let image: BusyboxImage;
 const links: string[] = [];
 
 const call = (method: string, url: string, body?: unknown) => callAndWait(d, method, url, body);
@@ -52,15 +51,12 @@ const config = async (name: string) => (await d.request('GET', `/1.0/instances/$
 const network = async (name: string) => (await d.request('GET', `/1.0/instances/${name}/state`)).json.metadata.network;
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
-  d = await startWithPool();
-  await importImage(d, image.unified, 'bb');
+  d = await startWithImage();
 });
 
 test.after.always(async () => {
-  await stopDaemons();
+  await stopImageDaemons();
   for (const l of links) spawnSync('ip', ['link', 'del', l], { stdio: 'ignore' });
-  rmSync(image.dir, { recursive: true, force: true });
 });
 
 test.serial('a p2p NIC: the container gets it with its MAC and MTU, and reaches the host end', async (t) => {

@@ -4,28 +4,20 @@
  * snapshots on start.
  */
 import test from 'ava';
-import { rmSync } from 'node:fs';
-import { startWithPool, stopDaemons, waitFor, killContainers, type Daemon } from '../helpers/daemon.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { callAndWait, importImage } from '../helpers/api.js';
+import { waitFor, type Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
+import { callAndWait } from '../helpers/api.js';
 
 let d: Daemon;
-let image: BusyboxImage;
 
 const call = (method: string, url: string, body?: unknown) => callAndWait(d, method, url, body);
 const snapshots = async (name: string) => ((await d.request('GET', `/1.0/instances/${name}/snapshots?recursion=1`)).json.metadata as any[]);
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
-  d = await startWithPool();
-  await importImage(d, image.unified, 'bb');
+  d = await startWithImage();
 });
 
-test.after.always(async () => {
-  killContainers(d?.dir);
-  await stopDaemons();
-  rmSync(image.dir, { recursive: true, force: true });
-});
+test.after.always(stopImageDaemons);
 
 test.serial('a cron schedule snapshots within a minute and expired snapshots are removed (snapshot_scheduling)', async (t) => {
   t.timeout(150_000);
