@@ -31,6 +31,8 @@ export * from './identity.js';
 export * from './device.js';
 export * from './storage.js';
 export * from './storage-volumes.js';
+export * from './storage-layout.js';
+export * from './tree-usage.js';
 export * from './daemon-storage.js';
 export * from './backup-compression.js';
 export * from './backup-names.js';

@@ -1,25 +1,15 @@
 /**
- * Where volumes live in a btrfs pool: the reference's layout (one directory per volume type, one
+ * Where volumes live in a btrfs pool: the reference's layout (the sdk's storage layout), one
  * subvolume per volume named `<name>` in the default project and `<project>_<name>` elsewhere,
- * snapshots under `<type>-snapshots/<volume>/<snapshot>`). Names starting with one dot are this
+ * snapshots under `<type>-snapshots/<volume>/<snapshot>`. Names starting with one dot are this
  * driver's scratch entries (volume and snapshot names cannot start with one here); names starting
  * with two are the storage family's own scratch volumes (`..partial-<name>`), kept and listed.
  */
 import path from 'node:path';
-import { badRequest, notFound, type VolumeRef, type VolumeType } from '../../sdk/index.js';
+import { badRequest, notFound, SNAPSHOT_DIRS, type VolumeRef, type VolumeType } from '../../sdk/index.js';
 
-export const TYPE_DIRS: Record<VolumeType, string> = {
-  container: 'containers',
-  'virtual-machine': 'virtual-machines',
-  image: 'images',
-  custom: 'custom',
-};
-
-export const SNAPSHOT_DIRS: Partial<Record<VolumeType, string>> = {
-  container: 'containers-snapshots',
-  'virtual-machine': 'virtual-machines-snapshots',
-  custom: 'custom-snapshots',
-};
+// The shared layout, offered again here so this driver's files keep one place to import it from.
+export { SNAPSHOT_DIRS, TYPE_DIRS, VOLUME_MODE, typeDir, volumeFromDirName } from '../../sdk/index.js';
 
 /** Plain directories of the pool root, with the reference's modes (instance trees must be traversable). */
 export const LAYOUT: { dir: string; mode: number }[] = [
@@ -31,8 +21,6 @@ export const LAYOUT: { dir: string; mode: number }[] = [
   { dir: 'virtual-machines', mode: 0o700 },
   { dir: 'virtual-machines-snapshots', mode: 0o700 },
 ];
-
-export const VOLUME_MODE = 0o711;
 
 /** Scratch prefixes: a volume being filled, a snapshot being filled, a restore's or refresh's halves. */
 export const BUILDING = '.building-';
@@ -59,14 +47,6 @@ export function volumeDirName(vol: VolumeRef): string {
   checkName(vol.project, 'project');
   return `${vol.project}_${vol.name}`;
 }
-
-export function volumeFromDirName(type: VolumeType, entry: string): VolumeRef {
-  const cut = entry.indexOf('_');
-  if (type === 'image' || cut <= 0) return { type, project: 'default', name: entry };
-  return { type, project: entry.slice(0, cut), name: entry.slice(cut + 1) };
-}
-
-export const typeDir = (root: string, type: VolumeType) => path.join(root, TYPE_DIRS[type]);
 
 export function snapshotRoot(root: string, type: VolumeType): string {
   const dir = SNAPSHOT_DIRS[type];

@@ -2,13 +2,13 @@
 import { chmod, lstat, mkdir, readdir, rename, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  badRequest, conflict, notFound,
+  badRequest, conflict, notFound, TYPE_DIRS, VOLUME_MODE, treeUsage, typeDir, volumeFromDirName,
   type HostTools, type PoolInfo, type PoolResources, type StorageDriver, type VolumeRef, type VolumeType,
 } from '../../sdk/index.js';
-import { TYPE_DIRS, VOLUME_MODE, checkVolumeName, typeDir, volumeDirName, volumeFromDirName } from './layout.js';
+import { checkVolumeName, volumeDirName } from './layout.js';
 import { removeInside } from './remove.js';
 import { clearSource, makeLayout, prepareSource, type SourceRegistry } from './source.js';
-import { DirSnapshots, treeUsage } from './snapshots.js';
+import { DirSnapshots } from './snapshots.js';
 
 const LONG_MS = 30 * 60_000;
 

@@ -6,8 +6,8 @@
  */
 import { lstat, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
 import path from 'node:path';
-import { conflict, notFound, type HostTools, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType } from '../../sdk/index.js';
-import { SNAPSHOT_DIRS, checkVolumeName, typeDir, volumeDirName } from './layout.js';
+import { conflict, notFound, SNAPSHOT_DIRS, treeUsage, typeDir, type HostTools, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType } from '../../sdk/index.js';
+import { checkVolumeName, volumeDirName } from './layout.js';
 import { removeInside } from './remove.js';
 import { copyTreeSharingSymlinks } from './tree-copy.js';
 
@@ -160,24 +160,3 @@ export class DirSnapshots implements VolumeSnapshots {
 
 const exists = (p: string) => lstat(p).then(() => true, () => false);
 
-/** Bytes allocated under a tree, each hard-linked inode counted once (what `du` says). */
-export async function treeUsage(root: string): Promise<number> {
-  const seen = new Set<string>();
-  let total = 0;
-  const walk = async (dir: string): Promise<void> => {
-    for (const entry of await readdir(dir, { withFileTypes: true })) {
-      const full = path.join(dir, entry.name);
-      const st = await lstat(full);
-      if (st.nlink > 1 && !st.isDirectory()) {
-        const id = `${st.dev}:${st.ino}`;
-        if (seen.has(id)) continue;
-        seen.add(id);
-      }
-      total += st.blocks * 512;
-      if (entry.isDirectory()) await walk(full);
-    }
-  };
-  total += (await lstat(root)).blocks * 512;
-  await walk(root);
-  return total;
-}

@@ -1,0 +1,35 @@
+/**
+ * The reference's on-disk layout of a storage pool, shared by the drivers that keep volumes as
+ * directories or subvolumes: one directory per volume type under the pool root, snapshots under
+ * `<type>-snapshots/<volume>/<snapshot>`, and volume directories named `<project>_<name>` outside
+ * the default project (project names cannot contain `_`). How a driver names a volume's directory
+ * (and which names it refuses) stays the driver's own.
+ */
+import path from 'node:path';
+import type { VolumeRef, VolumeType } from './storage.js';
+
+export const TYPE_DIRS: Record<VolumeType, string> = {
+  container: 'containers',
+  'virtual-machine': 'virtual-machines',
+  image: 'images',
+  custom: 'custom',
+};
+
+/** Where each volume type keeps its snapshots (image volumes have none). */
+export const SNAPSHOT_DIRS: Partial<Record<VolumeType, string>> = {
+  container: 'containers-snapshots',
+  'virtual-machine': 'virtual-machines-snapshots',
+  custom: 'custom-snapshots',
+};
+
+/** Volume directories themselves: the instance driver maps ids at mount time and needs to pass. */
+export const VOLUME_MODE = 0o711;
+
+export const typeDir = (root: string, type: VolumeType) => path.join(root, TYPE_DIRS[type]);
+
+/** The volume a directory under typeDir(type) holds: `<project>_<name>`, or a bare name in the default project (images always). */
+export function volumeFromDirName(type: VolumeType, entry: string): VolumeRef {
+  const cut = entry.indexOf('_');
+  if (type === 'image' || cut <= 0) return { type, project: 'default', name: entry };
+  return { type, project: entry.slice(0, cut), name: entry.slice(cut + 1) };
+}
