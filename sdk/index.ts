@@ -41,6 +41,7 @@ export * from './backup-import.js';
 export * from './backup-optimized.js';
 export * from './network.js';
 export * from './network-parent.js';
+export * from './nftables.js';
 export * from './images.js';
 export * from './profiles.js';
 export * from './projects.js';

@@ -7,20 +7,11 @@
  * the forward hook when br_netfilter hands bridged frames to the IP hooks (bridge-nf-call-*).
  * Rules run drop first, then reject, then allow, then the network's default action.
  */
-import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import type { HostTools } from '../../sdk/index.js';
+import { dataDirTableName, NFT_PATH as NFT, type HostTools } from '../../sdk/index.js';
 import type { AclRecord, AclRule, Direction } from './acl.js';
 import { splitList, parseSubject } from './rules.js';
 
-/** The system's nft: under npm, node_modules/.bin (first on PATH) holds an unrelated `nft`. */
-const NFT = existsSync('/usr/sbin/nft') ? '/usr/sbin/nft' : 'nft';
-
-export function aclTableName(dataDir: string): string {
-  const dir = path.resolve(dataDir);
-  return dir === '/var/lib/corral' ? 'corral_acl' : `corral_acl_${createHash('sha256').update(dir).digest('hex').slice(0, 8)}`;
-}
+export const aclTableName = (dataDir: string) => dataDirTableName('corral_acl', dataDir);
 
 /** A bridge with ACLs: its interface, the ACLs in `security.acls` order and the default actions. */
 export interface BridgeAcls {

@@ -9,7 +9,7 @@ import { createHash, randomInt } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import {
-  badRequest, KeyedLock,
+  badRequest, dataDirTableName, KeyedLock,
   type HostTools, type NetworkCleanup, type NetworkDriver, type NetworkInfo, type NetworkLease, type NetworkLeases,
   type NetworkLifetime, type NetworkNicHooks, type NicAttachment, type WarningsService,
 } from '../../sdk/index.js';
@@ -61,7 +61,7 @@ export class BridgeDriver implements NetworkDriver {
     const id = createHash('sha256').update(path.resolve(deps.dataDir)).digest('hex').slice(0, 8);
     this.marker = `corral:${id}`;
     // The default data directory gets the plain table name; test daemons get their own tables.
-    this.firewall = new Firewall(deps.tools, path.resolve(deps.dataDir) === '/var/lib/corral' ? 'corral' : `corral_${id}`);
+    this.firewall = new Firewall(deps.tools, dataDirTableName('corral', deps.dataDir));
     this.dnsmasq = new Dnsmasq(deps.tools);
   }
 

@@ -4,8 +4,7 @@
  * (NAT). Every change rewrites a network's chains in one atomic `nft -f` batch that first
  * creates, empties and drops each chain, so running it twice never duplicates a rule.
  */
-import { existsSync } from 'node:fs';
-import type { HostTools } from '../../sdk/index.js';
+import { NFT_PATH as NFT, type HostTools } from '../../sdk/index.js';
 import { subnetText, type Cidr } from './cidr.js';
 
 export interface FirewallPlan {
@@ -15,12 +14,6 @@ export interface FirewallPlan {
   /** Whether the bridge's DNS server runs. */
   dns: boolean;
 }
-
-/**
- * The system's nft by its path: under npm, node_modules/.bin comes first on PATH and holds an
- * unrelated `nft` (a Node file tracer).
- */
-const NFT = existsSync('/usr/sbin/nft') ? '/usr/sbin/nft' : 'nft';
 
 export const CHAIN_KINDS = ['in', 'out', 'fwd', 'pstrt'] as const;
 const chainName = (kind: string, bridge: string) => `${kind}.${bridge}`;

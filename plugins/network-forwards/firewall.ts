@@ -4,19 +4,11 @@
  * change: prerouting for traffic arriving at the listen address, output for connections made on
  * this host, and a masquerade for a target reaching its own forward (hairpin).
  */
-import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import type { HostTools } from '../../sdk/index.js';
+import { dataDirTableName, NFT_PATH as NFT, type HostTools } from '../../sdk/index.js';
 import { expandPorts, parseIp } from './checks.js';
 import type { ForwardRecord } from './forward.js';
 
-const NFT = existsSync('/usr/sbin/nft') ? '/usr/sbin/nft' : 'nft';
-
-export function forwardTableName(dataDir: string): string {
-  const dir = path.resolve(dataDir);
-  return dir === '/var/lib/corral' ? 'corral_fwd' : `corral_fwd_${createHash('sha256').update(dir).digest('hex').slice(0, 8)}`;
-}
+export const forwardTableName = (dataDir: string) => dataDirTableName('corral_fwd', dataDir);
 
 /** DNAT rules (without hook) and hairpin masquerades for some forwards. */
 export function forwardRules(forwards: ForwardRecord[]): { dnat: string[]; hairpin: string[] } {

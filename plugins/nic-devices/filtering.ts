@@ -7,18 +7,10 @@
  * interface, reached through a verdict map keyed by interface name, so a NIC's rules are added
  * and removed in one atomic batch without touching the others'.
  */
-import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import type { HostTools } from '../../sdk/index.js';
+import { dataDirTableName, NftTable, type HostTools } from '../../sdk/index.js';
 
 /** The default data directory's table; any other data directory (tests, a second daemon) gets its own. */
-export function nicTable(dataDir: string): string {
-  const resolved = path.resolve(dataDir);
-  return resolved === '/var/lib/corral' ? 'corral-nic' : `corral-nic_${createHash('sha256').update(resolved).digest('hex').slice(0, 8)}`;
-}
-/** npm puts node_modules/.bin first on PATH, where a JavaScript tool is also called `nft`. */
-const NFT = existsSync('/usr/sbin/nft') ? '/usr/sbin/nft' : 'nft';
+export const nicTable = (dataDir: string) => dataDirTableName('corral-nic', dataDir);
 
 export interface PortFilter {
   port: string;
@@ -49,39 +41,20 @@ export function filterRules(T: string, f: PortFilter): string[] {
   return rules;
 }
 
-export class PortFilters {
-  private queue: Promise<unknown> = Promise.resolve();
-
-  private readonly table: string;
-  private readonly T: string;
-
-  constructor(private readonly tools: HostTools, dataDir: string) {
-    this.table = nicTable(dataDir);
-    this.T = `bridge ${this.table}`;
-  }
-
-  /** One batch at a time: the table's creation must not race. */
-  private serial<R>(fn: () => Promise<R>): Promise<R> {
-    const next = this.queue.then(fn, fn);
-    this.queue = next.catch(() => undefined);
-    return next;
-  }
-
-  private async nft(script: string): Promise<{ ok: boolean; stderr: string }> {
-    const r = await this.tools.run(NFT, ['-f', '-'], { input: script, allowFailure: true, timeoutMs: 15_000 });
-    return { ok: r.exitCode === 0, stderr: r.stderr.trim() };
+export class PortFilters extends NftTable {
+  constructor(tools: HostTools, dataDir: string) {
+    super(tools, 'bridge', 'corral-nic', dataDir);
   }
 
   private async ensureTable(): Promise<void> {
-    const r = await this.tools.run(NFT, ['list', 'table', 'bridge', this.table], { allowFailure: true, timeoutMs: 15_000 });
-    if (r.exitCode === 0) return;
-    const made = await this.nft([
-      `add table ${this.T}`,
-      `add map ${this.T} ports { type ifname : verdict; }`,
-      `add chain ${this.T} prerouting { type filter hook prerouting priority -200; policy accept; }`,
-      `add rule ${this.T} prerouting iifname vmap @ports`,
+    if (await this.listJson('table', this.family, this.name)) return;
+    const made = await this.batch([
+      `add table ${this.ref}`,
+      `add map ${this.ref} ports { type ifname : verdict; }`,
+      `add chain ${this.ref} prerouting { type filter hook prerouting priority -200; policy accept; }`,
+      `add rule ${this.ref} prerouting iifname vmap @ports`,
     ].join('\n'));
-    if (!made.ok) throw new Error(`creating the nftables table ${this.table} failed: ${made.stderr}`);
+    if (!made.ok) throw new Error(`creating the nftables table ${this.name} failed: ${made.stderr}`);
   }
 
   apply(f: PortFilter): Promise<void> {
@@ -89,46 +62,46 @@ export class PortFilters {
       await this.ensureTable();
       const name = chain(f.port);
       const script = [
-        `add chain ${this.T} ${name}`,
-        `flush chain ${this.T} ${name}`,
-        ...filterRules(this.T, f),
-        `add element ${this.T} ports { "${f.port}" : jump ${name} }`,
+        `add chain ${this.ref} ${name}`,
+        `flush chain ${this.ref} ${name}`,
+        ...filterRules(this.ref, f),
+        `add element ${this.ref} ports { "${f.port}" : jump ${name} }`,
       ].join('\n');
-      const r = await this.nft(script);
+      const r = await this.batch(script);
       if (!r.ok) throw new Error(`nftables refused the NIC filter: ${r.stderr}`);
     });
   }
 
   remove(port: string): Promise<void> {
     return this.serial(async () => {
-      const name = chain(port);
-      await this.nft(`delete element ${this.T} ports { "${port}" }`);
-      await this.nft(`delete chain ${this.T} ${name}`);
+      await this.dropPort(port);
       await this.dropTableIfUnused();
     });
   }
 
+  private async dropPort(port: string): Promise<void> {
+    await this.batch(`delete element ${this.ref} ports { "${port}" }`);
+    await this.batch(`delete chain ${this.ref} ${chain(port)}`);
+  }
+
+  /** The verdict map's elements (`[port, verdict]`); undefined when there is no table. */
+  private async portElements(): Promise<[unknown, unknown][] | undefined> {
+    const items = await this.listJson<{ map?: { elem?: [unknown, unknown][] } }>('map', this.family, this.name, 'ports');
+    return items?.flatMap((i) => i.map?.elem ?? []);
+  }
+
   /** The table goes when no port is filtered any more (and comes back with the next filter). */
   private async dropTableIfUnused(): Promise<void> {
-    const r = await this.tools.run(NFT, ['-j', 'list', 'map', 'bridge', this.table, 'ports'], { allowFailure: true, timeoutMs: 15_000 });
-    if (r.exitCode !== 0) return;
-    const items = (JSON.parse(r.stdout) as { nftables: { map?: { elem?: unknown[] } }[] }).nftables;
-    if (items.some((i) => (i.map?.elem ?? []).length > 0)) return;
-    await this.nft(`delete table ${this.T}`);
+    const elements = await this.portElements();
+    if (!elements || elements.length > 0) return;
+    await this.batch(`delete table ${this.ref}`);
   }
 
   /** Chains whose interface is gone (a crash, an instance that stopped while no daemon ran). */
   leftovers(exists: (port: string) => boolean): Promise<void> {
     return this.serial(async () => {
-      const r = await this.tools.run(NFT, ['-j', 'list', 'map', 'bridge', this.table, 'ports'], { allowFailure: true, timeoutMs: 15_000 });
-      if (r.exitCode !== 0) return;
-      const items = (JSON.parse(r.stdout) as { nftables: { map?: { elem?: [string, unknown][] } }[] }).nftables;
-      const ports = items.flatMap((i) => i.map?.elem ?? []).map((e) => e[0]).filter((p) => typeof p === 'string');
-      for (const port of ports) {
-        if (exists(port)) continue;
-        await this.nft(`delete element ${this.T} ports { "${port}" }`);
-        await this.nft(`delete chain ${this.T} ${chain(port)}`);
-      }
+      const ports = (await this.portElements() ?? []).map((e) => e[0]).filter((p): p is string => typeof p === 'string');
+      for (const port of ports) if (!exists(port)) await this.dropPort(port);
       await this.dropTableIfUnused();
     });
   }

@@ -8,19 +8,12 @@
  * atomic batch without touching the others'.
  */
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
-import path from 'node:path';
-import { badRequest, type DeviceConfig, type HostTools } from '../../sdk/index.js';
+import { badRequest, dataDirTableName, NftTable, type DeviceConfig, type HostTools } from '../../sdk/index.js';
 import { connectPort, type ProxyAddress } from './address.js';
 
 /** The default data directory's table; any other data directory (tests, a second daemon) gets its own. */
-export function natTable(dataDir: string): string {
-  const resolved = path.resolve(dataDir);
-  return resolved === '/var/lib/corral' ? 'corral-proxy' : `corral-proxy_${createHash('sha256').update(resolved).digest('hex').slice(0, 8)}`;
-}
-/** npm puts node_modules/.bin first on PATH, where a JavaScript tool is also called `nft`. */
-const NFT = existsSync('/usr/sbin/nft') ? '/usr/sbin/nft' : 'nft';
+export const natTable = (dataDir: string) => dataDirTableName('corral-proxy', dataDir);
 
 const isWildcard = (host: string) => host === '0.0.0.0' || host === '::';
 const isLoopback = (host: string) => host.startsWith('127.') || host === '::1';
@@ -56,30 +49,13 @@ export function natTarget(connect: ProxyAddress, devices: Record<string, DeviceC
   return connect.host;
 }
 
-export class NatRules {
-  private queue: Promise<unknown> = Promise.resolve();
-
-  private readonly table: string;
-  private readonly T: string;
-
-  constructor(private readonly tools: HostTools, dataDir: string) {
-    this.table = natTable(dataDir);
-    this.T = `inet ${this.table}`;
-  }
-
-  private serial<R>(fn: () => Promise<R>): Promise<R> {
-    const next = this.queue.then(fn, fn);
-    this.queue = next.catch(() => undefined);
-    return next;
+export class NatRules extends NftTable {
+  constructor(tools: HostTools, dataDir: string) {
+    super(tools, 'inet', 'corral-proxy', dataDir);
   }
 
   static chainBase(key: string): string {
     return `d${createHash('sha1').update(key).digest('hex').slice(0, 12)}`;
-  }
-
-  private async nft(script: string): Promise<{ ok: boolean; stderr: string }> {
-    const r = await this.tools.run(NFT, ['-f', '-'], { input: script, allowFailure: true, timeoutMs: 15_000 });
-    return { ok: r.exitCode === 0, stderr: r.stderr.trim() };
   }
 
   /** Rules for one device: listen port i to connect port i (or the single connect port). */
@@ -92,37 +68,35 @@ export class NatRules {
       const to = (port: number) => (v6 ? `[${target}]:${port}` : `${target}:${port}`);
       const match = isWildcard(listen.host) ? `meta nfproto ${v6 ? 'ipv6' : 'ipv4'} fib daddr type local` : `${fam} daddr ${listen.host}`;
       const lines = [
-        `add table ${this.T}`,
+        `add table ${this.ref}`,
         ...this.dropLines(base),
-        `add chain ${this.T} ${base}_pre { type nat hook prerouting priority dstnat; policy accept; }`,
-        `add chain ${this.T} ${base}_out { type nat hook output priority -100; policy accept; }`,
-        `add chain ${this.T} ${base}_post { type nat hook postrouting priority srcnat; policy accept; }`,
+        `add chain ${this.ref} ${base}_pre { type nat hook prerouting priority dstnat; policy accept; }`,
+        `add chain ${this.ref} ${base}_out { type nat hook output priority -100; policy accept; }`,
+        `add chain ${this.ref} ${base}_post { type nat hook postrouting priority srcnat; policy accept; }`,
       ];
       listen.ports.forEach((lp, i) => {
         const cp = connectPort(connect, i);
-        lines.push(`add rule ${this.T} ${base}_pre ${match} ${proto} dport ${lp} dnat ${fam} to ${to(cp)}`);
-        lines.push(`add rule ${this.T} ${base}_out ${match} ${proto} dport ${lp} dnat ${fam} to ${to(cp)}`);
+        lines.push(`add rule ${this.ref} ${base}_pre ${match} ${proto} dport ${lp} dnat ${fam} to ${to(cp)}`);
+        lines.push(`add rule ${this.ref} ${base}_out ${match} ${proto} dport ${lp} dnat ${fam} to ${to(cp)}`);
         // The instance reaching its own service through the listen address: answers must come back through the host.
-        lines.push(`add rule ${this.T} ${base}_post ${fam} saddr ${target} ${fam} daddr ${target} ${proto} dport ${cp} masquerade`);
+        lines.push(`add rule ${this.ref} ${base}_post ${fam} saddr ${target} ${fam} daddr ${target} ${proto} dport ${cp} masquerade`);
       });
-      const r = await this.nft(`${lines.join('\n')}\n`);
+      const r = await this.batch(`${lines.join('\n')}\n`);
       if (!r.ok) throw badRequest(`nftables refused the proxy NAT rules: ${r.stderr}`);
     });
   }
 
   private dropLines(base: string): string[] {
     // `add` first makes the flush and delete safe when a chain is absent.
-    return ['pre', 'out', 'post'].flatMap((c) => [`add chain ${this.T} ${base}_${c}`, `flush chain ${this.T} ${base}_${c}`, `delete chain ${this.T} ${base}_${c}`]);
+    return ['pre', 'out', 'post'].flatMap((c) => [`add chain ${this.ref} ${base}_${c}`, `flush chain ${this.ref} ${base}_${c}`, `delete chain ${this.ref} ${base}_${c}`]);
   }
 
   remove(key: string): Promise<void> {
     return this.serial(async () => {
-      await this.nft(`add table ${this.T}\n${this.dropLines(NatRules.chainBase(key)).join('\n')}\n`);
+      await this.batch(`add table ${this.ref}\n${this.dropLines(NatRules.chainBase(key)).join('\n')}\n`);
       // The table goes with its last device (and comes back with the next one).
-      const r = await this.tools.run(NFT, ['-j', 'list', 'table', 'inet', this.table], { allowFailure: true, timeoutMs: 15_000 });
-      if (r.exitCode !== 0) return;
-      const items = (JSON.parse(r.stdout) as { nftables: { chain?: unknown }[] }).nftables;
-      if (!items.some((i) => i.chain)) await this.nft(`delete table ${this.T}\n`);
+      const items = await this.listJson<{ chain?: unknown }>('table', this.family, this.name);
+      if (items && !items.some((i) => i.chain)) await this.batch(`delete table ${this.ref}\n`);
     });
   }
 }
