@@ -23,7 +23,7 @@ import {
 import { LXC_KEYS } from './keys.js';
 import { cgroupLimit, formatCpuList, LIMIT_KEYS, parseCpuList, parseMemory, parseOnlineCpus, startLimits, unlimitedValue, type HostCapacity } from './limits.js';
 import { BlockDeviceNames, readMetrics } from './metrics.js';
-import { MonitorTable } from './monitor.js';
+import { MonitorTable, monitorProcesses } from './monitor.js';
 import { MountInjector, mountsFile, readMounts, writeMounts, type RecordedMount } from './mount-injection.js';
 import { NicPlumber, readRecorded, writeRecorded, type RecordedNic } from './nics.js';
 import { LxcPaths, lxcName } from './paths.js';
@@ -47,6 +47,7 @@ export interface LxcDriverOptions {
 
 const START_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 30_000;
+const MONITOR_EXIT_WAIT_MS = 2_000;
 const MONITOR_EXIT_MS = 2_000;
 
 /** Volatile keys a start leaves behind (the map in effect). */
@@ -253,6 +254,23 @@ export class LxcDriver implements InstanceDriver {
     }
     this.monitors.forget(name);
     await rm(this.paths.pidFile(name), { force: true });
+    await this.reapMonitor(name);
+  }
+
+  /** A failed start's monitor may still be winding down after its pid file went: wait briefly, then kill it. */
+  private async reapMonitor(name: string): Promise<void> {
+    const deadline = Date.now() + MONITOR_EXIT_WAIT_MS;
+    for (let pids = monitorProcesses(this.paths.lxcpath, name); pids.length > 0; pids = monitorProcesses(this.paths.lxcpath, name)) {
+      if (Date.now() > deadline) {
+        for (const pid of pids) {
+          try {
+            process.kill(pid, 'SIGKILL');
+          } catch { /* already gone */ }
+        }
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
   }
 
   /** A 400 when liblxc refused the config (only raw.lxc can make it do so), a 500 otherwise. */

@@ -5,7 +5,7 @@
  * restarted daemon sees exactly what the previous one started. The table only caches what was
  * found; each lookup re-checks that the monitor is still there (one small read).
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { CgroupHost, ContainerCgroup, readText } from './cgroups.js';
 import type { LxcPaths } from './paths.js';
 
@@ -69,4 +69,14 @@ export class MonitorTable {
   forget(name: string): void {
     this.cache.delete(name);
   }
+}
+
+/**
+ * Every monitor process of a container, found by scanning /proc (its pid file may already be gone).
+ * Only for the failure path: a scan costs one read per process on the host.
+ */
+export function monitorProcesses(lxcpath: string, name: string): number[] {
+  const wanted = `[lxc monitor] ${lxcpath} ${name}`;
+  return readdirSync('/proc').filter((p) => /^\d+$/.test(p)).map(Number)
+    .filter((pid) => readText(`/proc/${pid}/cmdline`)?.replace(/\0+$/, '') === wanted);
 }
