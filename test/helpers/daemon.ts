@@ -30,10 +30,13 @@ export interface HttpResult {
   json: any;
 }
 
-export function unixRequest(socketPath: string, method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<HttpResult> {
+/** The headers of a request with `payload`: JSON unless the caller says otherwise. */
+export const requestHeaders = (payload: unknown, headers: Record<string, string>) => ({ ...(payload !== undefined ? { 'content-type': 'application/json' } : {}), ...headers });
+
+/** Sends `payload` on a request not yet ended, and reads the answer whole (its JSON too, when it is JSON). */
+export function exchange(req: http.ClientRequest, payload: string | Buffer | undefined): Promise<HttpResult> {
   return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
-    const req = http.request({ socketPath, method, path: url, headers: { ...(payload !== undefined ? { 'content-type': 'application/json' } : {}), ...headers } }, (res) => {
+    req.on('response', (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
@@ -47,6 +50,12 @@ export function unixRequest(socketPath: string, method: string, url: string, bod
     if (payload !== undefined) req.write(payload);
     req.end();
   });
+}
+
+// async: a request http refuses to build (a bad path) rejects, as an answer that fails would.
+export async function unixRequest(socketPath: string, method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<HttpResult> {
+  const payload = body === undefined ? undefined : typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
+  return exchange(http.request({ socketPath, method, path: url, headers: requestHeaders(payload, headers) }), payload);
 }
 
 export function unixWebsocket(socketPath: string, url: string): Promise<WebSocket> {

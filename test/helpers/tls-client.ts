@@ -2,7 +2,7 @@
 import https from 'node:https';
 import { createServer } from 'node:net';
 import WebSocket from 'ws';
-import type { HttpResult } from './daemon.js';
+import { exchange, requestHeaders, type HttpResult } from './daemon.js';
 import type { ClientCert } from './pki.js';
 
 export interface TlsTarget {
@@ -22,27 +22,13 @@ export function freePort(): Promise<number> {
   });
 }
 
-export function tlsRequest(target: TlsTarget, client: ClientCert | undefined, method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<HttpResult> {
-  return new Promise((resolve, reject) => {
-    const payload = body === undefined ? undefined : JSON.stringify(body);
-    const req = https.request({
-      host: target.host, port: target.port, method, path: url, agent: false, rejectUnauthorized: false,
-      ...(client ? { cert: client.cert, key: client.key } : {}),
-      headers: { ...(payload !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let json: unknown;
-        try { json = JSON.parse(text); } catch { /* not JSON */ }
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text, json });
-      });
-    });
-    req.on('error', reject);
-    if (payload !== undefined) req.write(payload);
-    req.end();
-  });
+export async function tlsRequest(target: TlsTarget, client: ClientCert | undefined, method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<HttpResult> {
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  return exchange(https.request({
+    host: target.host, port: target.port, method, path: url, agent: false, rejectUnauthorized: false,
+    ...(client ? { cert: client.cert, key: client.key } : {}),
+    headers: requestHeaders(payload, headers),
+  }), payload);
 }
 
 /** Opens a websocket; resolves with the socket, or with the refusal's status and body. */
