@@ -4,32 +4,17 @@
  * pairs whose other end sits in a network namespace this test makes.
  */
 import test from 'ava';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import type { Daemon } from '../helpers/daemon.js';
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
 import { lxc, lxcOk } from '../helpers/clients.js';
-import { linkExists, uniqueName } from '../helpers/netns.js';
+import { linkExists, VethNamespaces } from '../helpers/netns.js';
 
 let d: Daemon;
-const links: string[] = [];
-const namespaces: string[] = [];
+const veths = new VethNamespaces();
 const ok = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
 const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe', encoding: 'utf8' });
-
-function vethIntoNamespace(address: string): string {
-  const parent = uniqueName('p');
-  const peer = uniqueName('q');
-  const ns = uniqueName('n');
-  ip('link', 'add', parent, 'type', 'veth', 'peer', 'name', peer);
-  links.push(parent);
-  ip('netns', 'add', ns);
-  namespaces.push(ns);
-  ip('link', 'set', peer, 'netns', ns);
-  ip('-n', ns, 'addr', 'add', address, 'dev', peer);
-  ip('-n', ns, 'link', 'set', peer, 'up');
-  return parent;
-}
 
 test.before(async () => {
   d = await startWithImage({ plugins: 'full', importWith: 'lxc' });
@@ -38,12 +23,11 @@ test.before(async () => {
 test.after.always(async () => {
   for (const c of ['mc', 'pc']) await lxc(d.socket, 'delete', '--force', c).catch(() => undefined);
   await stopImageDaemons();
-  for (const l of links) spawnSync('ip', ['link', 'del', l], { stdio: 'ignore' });
-  for (const ns of namespaces) spawnSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
+  veths.removeAll();
 });
 
 test.serial('lxc network create --type=macvlan (network_type_macvlan), lxc launch -n: a macvlan NIC that reaches the parent\'s peer; list, show, delete', async (t) => {
-  const parent = vethIntoNamespace('10.188.0.1/24');
+  const { parent } = veths.add('10.188.0.1/24');
   ip('link', 'set', parent, 'up');
   const missing = await lxc(d.socket, 'network', 'create', 'm1', '--type=macvlan', 'parent=nosuchparent9');
   t.not(missing.status, 0);
@@ -73,7 +57,7 @@ test.serial('lxc network create --type=macvlan (network_type_macvlan), lxc launc
 });
 
 test.serial('lxc network create --type=physical (network_type_physical): one network per parent; lxc launch -n takes the parent in and stop gives it back', async (t) => {
-  const parent = vethIntoNamespace('10.189.0.1/24');
+  const { parent } = veths.add('10.189.0.1/24');
   await ok(t, 'network', 'create', 'p1', '--type=physical', `parent=${parent}`, 'mtu=1450');
   t.is(readFileSync(`/sys/class/net/${parent}/mtu`, 'utf8').trim(), '1450');
   const twice = await lxc(d.socket, 'network', 'create', 'p2', '--type=physical', `parent=${parent}`);

@@ -3,7 +3,7 @@
  * bridge by a veth pair, and a look at what a bridge network left on the host. All test traffic
  * stays inside these namespaces and the bridges the tests create.
  */
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -106,4 +106,34 @@ export function joinBridge(bridge: string, mac?: string): Namespace {
       sh('ip', ['link', 'del', hostEnd]);
     },
   };
+}
+
+/**
+ * Veth pairs whose peer sits alone in a new namespace: parents for macvlan and physical networks
+ * whose traffic never leaves the test. removeAll() in `test.after.always` takes them all away.
+ */
+export class VethNamespaces {
+  private readonly links: string[] = [];
+  private readonly namespaces: string[] = [];
+
+  /** A pair: `parent` stays on the host (down), its peer goes into a new namespace `ns` with `address`. */
+  add(address: string): { parent: string; ns: string } {
+    const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe' });
+    const parent = uniqueName('p');
+    const peer = uniqueName('q');
+    const ns = uniqueName('n');
+    ip('link', 'add', parent, 'type', 'veth', 'peer', 'name', peer);
+    this.links.push(parent);
+    ip('netns', 'add', ns);
+    this.namespaces.push(ns);
+    ip('link', 'set', peer, 'netns', ns);
+    ip('-n', ns, 'addr', 'add', address, 'dev', peer);
+    ip('-n', ns, 'link', 'set', peer, 'up');
+    return { parent, ns };
+  }
+
+  removeAll(): void {
+    for (const l of this.links.splice(0)) spawnSync('ip', ['link', 'del', l], { stdio: 'ignore' });
+    for (const ns of this.namespaces.splice(0)) spawnSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
+  }
 }

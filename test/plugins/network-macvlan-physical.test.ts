@@ -11,30 +11,14 @@ import path from 'node:path';
 import type { Daemon } from '../helpers/daemon.js';
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
 import { callAndWait } from '../helpers/api.js';
-import { linkExists, uniqueName } from '../helpers/netns.js';
+import { linkExists, uniqueName, VethNamespaces } from '../helpers/netns.js';
 
 let d: Daemon;
-const links: string[] = [];
-const namespaces: string[] = [];
+const veths = new VethNamespaces();
 
 const call = (method: string, url: string, body?: unknown) => callAndWait(d, method, url, body);
 const ip = (...args: string[]) => execFileSync('ip', args, { stdio: 'pipe', encoding: 'utf8' });
 const mtuOf = (iface: string) => readFileSync(`/sys/class/net/${iface}/mtu`, 'utf8').trim();
-
-/** A veth pair: `parent` stays on the host (down), its peer goes into a new namespace with `address`. */
-function vethIntoNamespace(address: string): { parent: string; ns: string } {
-  const parent = uniqueName('p');
-  const peer = uniqueName('q');
-  const ns = uniqueName('n');
-  ip('link', 'add', parent, 'type', 'veth', 'peer', 'name', peer);
-  links.push(parent);
-  ip('netns', 'add', ns);
-  namespaces.push(ns);
-  ip('link', 'set', peer, 'netns', ns);
-  ip('-n', ns, 'addr', 'add', address, 'dev', peer);
-  ip('-n', ns, 'link', 'set', peer, 'up');
-  return { parent, ns };
-}
 
 function inside(name: string, script: string): { code: number; out: string } {
   const r = spawnSync('lxc-attach', ['-n', name, '-P', path.join(d.dir, 'containers'), '--clear-env', '--', '/bin/sh', '-c', script], { encoding: 'utf8', timeout: 20000 });
@@ -69,12 +53,11 @@ test.before(async () => {
 
 test.after.always(async () => {
   await stopImageDaemons();
-  for (const l of links) spawnSync('ip', ['link', 'del', l], { stdio: 'ignore' });
-  for (const ns of namespaces) spawnSync('ip', ['netns', 'del', ns], { stdio: 'ignore' });
+  veths.removeAll();
 });
 
 test.serial('macvlan networks (network_type_macvlan): keys checked, bad ones refused with nothing recorded, nothing made on the host', async (t) => {
-  const { parent } = vethIntoNamespace('10.183.0.1/24');
+  const { parent } = veths.add('10.183.0.1/24');
   const bad: [Record<string, string>, RegExp][] = [
     [{}, /needs a "parent"/],
     [{ parent: `nosuch${uniqueName()}`.slice(0, 15) }, /does not exist/],
@@ -113,7 +96,7 @@ test.serial('macvlan networks (network_type_macvlan): keys checked, bad ones ref
 });
 
 test.serial('a container on a macvlan network (network_type_macvlan) gets a macvlan interface on the parent and pings the peer end', async (t) => {
-  const { parent } = vethIntoNamespace('10.184.0.1/24');
+  const { parent } = veths.add('10.184.0.1/24');
   ip('link', 'set', parent, 'up');
   t.is((await createNetwork('mv1', 'macvlan', { parent, mtu: '1400' })).status, 200);
   // The network decides parent, mtu, vlan and gvrp: the NIC may not set them.
@@ -154,7 +137,7 @@ test.serial('a container on a macvlan network (network_type_macvlan) gets a macv
 });
 
 test.serial('physical networks (network_type_physical): one network per parent, MTU set on the parent, VLAN refused without 802.1Q, OVN uplink keys checked', async (t) => {
-  const { parent } = vethIntoNamespace('10.185.0.1/24');
+  const { parent } = veths.add('10.185.0.1/24');
   const bad: [Record<string, string>, RegExp][] = [
     [{ parent: 'nosuchparent1' }, /does not exist/],
     [{ parent, mtu: '70000' }, /out of range/],
@@ -193,7 +176,7 @@ test.serial('physical networks (network_type_physical): one network per parent, 
 });
 
 test.serial('a container on a physical network (network_type_physical) takes the parent in and gives it back on stop', async (t) => {
-  const { parent } = vethIntoNamespace('10.187.0.1/24');
+  const { parent } = veths.add('10.187.0.1/24');
   t.is((await createNetwork('ph3', 'physical', { parent, mtu: '1440' })).status, 200);
   const mac = readFileSync(`/sys/class/net/${parent}/address`, 'utf8').trim();
   t.is(await launch('phc', { eth0: { type: 'nic', network: 'ph3', name: 'eth0' } }), '');
