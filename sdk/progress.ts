@@ -19,7 +19,7 @@ export function byteSize(bytes: number): string {
 }
 
 export interface ProgressReporter {
-  /** Bytes done so far; reported at most once a second. */
+  /** Bytes done so far; the first call is reported, then at most one a second. */
   update(done: number): void;
   /** Drop the progress keys (the stage is over). */
   clear(): void;
@@ -30,13 +30,13 @@ const INTERVAL_MS = 1000;
 /** `total` is an estimate: the percentage stops at 99 until the stage is over. */
 export function progressReporter(op: OperationControl, stage: string, label: string, total: number): ProgressReporter {
   const started = Date.now();
-  let last = started;
+  let last = 0;
   return {
     update(done) {
       const now = Date.now();
       if (now - last < INTERVAL_MS) return;
       last = now;
-      const speed = Math.round(done / ((now - started) / 1000));
+      const speed = Math.round(done / (Math.max(1, now - started) / 1000));
       const percent = total > 0 ? Math.min(99, Math.floor((done * 100) / total)) : 0;
       const numbers: Record<string, string> = { stage, speed: String(speed) };
       if (done > 0) numbers.processed = String(done);
