@@ -17,7 +17,9 @@ import path from 'node:path';
 import { Transform } from 'node:stream';
 import { finished, pipeline } from 'node:stream/promises';
 import { backupCompressArgs, type BackupAlgorithm } from './backup-compression.js';
+import { backupProgressText } from './backup-names.js';
 import { internalError } from './errors.js';
+import type { OperationControl } from './operations.js';
 import type { HostProcess, HostTools } from './host-tools.js';
 
 export interface BackupTarballPart {
@@ -43,8 +45,8 @@ export interface BackupTarballSpec {
   optimizedHeader?: string;
   /** In archive order: snapshots (oldest first), then the instance. */
   parts: BackupTarballPart[];
-  onProgress?: (bytes: number) => void;
-  signal?: AbortSignal;
+  /** The operation that shows `create_backup_progress` (at most once a second) and can cancel the write. */
+  op?: OperationControl;
 }
 
 /** Exit status of the staging script itself, distinct from tar's own (0, 1 or 2). */
@@ -158,13 +160,21 @@ export async function writeBackupTarball(hostTools: HostTools, spec: BackupTarba
     current?.kill('SIGKILL');
     compressor?.kill('SIGKILL');
   };
-  spec.signal?.addEventListener('abort', kill, { once: true });
+  const signal = spec.op?.signal;
+  signal?.addEventListener('abort', kill, { once: true });
 
+  const started = Date.now();
+  let reported = 0;
+  const onProgress = (done: number) => {
+    if (!spec.op || Date.now() - reported < 1000) return;
+    reported = Date.now();
+    spec.op.updateMetadata({ create_backup_progress: backupProgressText(done, started) });
+  };
   let bytes = 0;
   const counter = new Transform({
     transform(chunk: Buffer, _enc, done) {
       bytes += chunk.length;
-      spec.onProgress?.(bytes);
+      onProgress(bytes);
       done(null, chunk);
     },
   });
@@ -181,7 +191,7 @@ export async function writeBackupTarball(hostTools: HostTools, spec: BackupTarba
       const tarErr = collectStderr(tar);
       const stream = last ? tar.stdout : tar.stdout.pipe(withoutTrailer());
       const [flow, code] = await Promise.allSettled([pipeline(stream, counter, { end: last }), tar.exited]);
-      if (spec.signal?.aborted) throw internalError('The backup was cancelled');
+      if (signal?.aborted) throw internalError('The backup was cancelled');
       const tarCode = code.status === 'fulfilled' ? code.value : -1;
       // tar exits 1 when a file changed while it was read (a running instance): the archive is still whole.
       if (tarCode !== 0 && tarCode !== 1) throw internalError(`Creating the backup tarball failed (tar exit ${tarCode}): ${tail(tarErr())}`);
@@ -198,6 +208,6 @@ export async function writeBackupTarball(hostTools: HostTools, spec: BackupTarba
     out.destroy();
     throw err;
   } finally {
-    spec.signal?.removeEventListener('abort', kill);
+    signal?.removeEventListener('abort', kill);
   }
 }

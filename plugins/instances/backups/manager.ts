@@ -7,7 +7,7 @@
 import { link, mkdir, rename, rm, unlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  backupProgressText as progressText, backupTime as apiTime, badRequest, checkBackupAlgorithm as checkAlgorithm, checkBackupName, conflict,
+  backupTime as apiTime, badRequest, checkBackupAlgorithm as checkAlgorithm, checkBackupName, conflict,
   nextBackupName, notFound, parseBackupExpiry as parseExpiresAt, ProjectsServiceRef, resourceUrl, sendOptimizedParts, writeBackupTarball as writeTarball,
   type BackupTarballPart,
   type BackupAlgorithm as Algorithm, type ApiRequest, type Collection, type OperationControl, type PluginContext, type StoredDoc,
@@ -139,8 +139,6 @@ export class BackupManager {
       await mkdir(this.files.dirOf(handle.project, handle.name), { recursive: true, mode: 0o700 });
       await this.files.ensure();
       const temp = this.files.tempFile(handle.project, handle.name);
-      const started = Date.now();
-      let reported = 0;
       try {
         await writeTarball(this.ctx.hostTools, {
           output: temp,
@@ -149,12 +147,7 @@ export class BackupManager {
           indexYaml,
           optimizedHeader,
           parts,
-          signal: op?.signal,
-          onProgress: (bytes) => {
-            if (!op || Date.now() - reported < 1000) return;
-            reported = Date.now();
-            op.updateMetadata({ create_backup_progress: progressText(bytes, started) });
-          },
+          op,
         });
         const record: BackupRecord = {
           name: request.name,

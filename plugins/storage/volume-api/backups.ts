@@ -13,7 +13,7 @@ import { link, mkdir, readdir, rename, rm, stat, unlink, writeFile } from 'node:
 import path from 'node:path';
 import { stringify } from 'yaml';
 import {
-  backupExpired, backupProgressText, daemonStorageDir, backupTime, badRequest, checkBackupAlgorithm, checkBackupName, conflict,
+  backupExpired, daemonStorageDir, backupTime, badRequest, checkBackupAlgorithm, checkBackupName, conflict,
   nextBackupName, notFound, parseBackupExpiry, ProjectsServiceRef, resourceUrl, sendOptimizedParts, writeBackupTarball,
   type BackupAlgorithm, type BackupTarballPart, type OperationControl, type PluginContext, type Requestor, type StoredDoc,
 } from '../../../sdk/index.js';
@@ -199,16 +199,9 @@ export class VolumeBackups {
       await mkdir(dir, { recursive: true, mode: 0o700 });
       await mkdir(this.stagingMount, { recursive: true, mode: 0o700 });
       const temp = path.join(dir, `.partial-${randomUUID()}`);
-      const started = Date.now();
-      let reported = 0;
       try {
         await writeBackupTarball(this.ctx.hostTools, {
-          output: temp, algorithm: request.algorithm, stagingMount: this.stagingMount, indexYaml, optimizedHeader, parts, signal: op?.signal,
-          onProgress: (bytes) => {
-            if (!op || Date.now() - reported < 1000) return;
-            reported = Date.now();
-            op.updateMetadata({ create_backup_progress: backupProgressText(bytes, started) });
-          },
+          output: temp, algorithm: request.algorithm, stagingMount: this.stagingMount, indexYaml, optimizedHeader, parts, op,
         });
         const record: VolumeBackupRecord = {
           name: request.name,
