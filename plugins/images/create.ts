@@ -123,19 +123,11 @@ export class ImageCreator {
     const aliases = grant?.aliases ?? [];
     await this.installer.checkAliasesFree(project, aliases);
 
-    return this.ctx.operations.create({
-      class: 'task',
-      description: 'Downloading image',
-      project,
-      requestor: req.requestor,
-      run: async (op) => {
-        try {
-          return await this.installer.install(req, op, upload, image, aliases, 'Image with same fingerprint already exists');
-        } finally {
-          await rm(area, { recursive: true, force: true });
-        }
-      },
-    });
+    return this.installer.operation(
+      req,
+      (op) => this.installer.install(req, op, upload, image, aliases, 'Image with same fingerprint already exists'),
+      () => rm(area, { recursive: true, force: true }),
+    );
   }
 
   /**

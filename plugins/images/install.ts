@@ -3,7 +3,7 @@
  * aliases in one transaction, undoing the files if that fails. Shared by uploads and publishing.
  */
 import { stat } from 'node:fs/promises';
-import { conflict, type ApiRequest, type KeyedLock, type OperationControl, type PluginContext } from '../../sdk/index.js';
+import { conflict, type ApiRequest, type KeyedLock, type Operation, type OperationControl, type PluginContext } from '../../sdk/index.js';
 import type { ImageCatalog } from './catalog.js';
 import type { ImageFiles } from './files.js';
 import { aliasUrl, imageUrl, type StoredAlias, type StoredImage } from './image.js';
@@ -28,6 +28,26 @@ export class ImageInstaller {
     private readonly files: ImageFiles,
     private readonly lock: KeyedLock,
   ) {}
+
+  /**
+   * The task an install runs in, named as the reference's clients expect; `cleanup` (the staging
+   * area, the opened source) runs however the task ends.
+   */
+  operation(req: ApiRequest, run: (op: OperationControl) => Promise<Record<string, unknown>>, cleanup: () => Promise<void>): Operation {
+    return this.ctx.operations.create({
+      class: 'task',
+      description: 'Downloading image',
+      project: req.project,
+      requestor: req.requestor,
+      run: async (op) => {
+        try {
+          return await run(op);
+        } finally {
+          await cleanup();
+        }
+      },
+    });
+  }
 
   /**
    * Install and announce the image; answers the operation result `{fingerprint, size}`.

@@ -66,20 +66,10 @@ export class ImagePublisher {
     };
     const content = opened;
     try {
-      return async(this.ctx.operations.create({
-        class: 'task',
-        description: 'Downloading image',
-        project,
-        requestor: req.requestor,
-        run: async (op) => {
-          try {
-            if (!content) throw refusal;
-            return await this.build(req, op, request, content, release);
-          } finally {
-            await release();
-          }
-        },
-      }));
+      return async(this.installer.operation(req, async (op) => {
+        if (!content) throw refusal;
+        return await this.build(req, op, request, content, release);
+      }, release));
     } catch (err) {
       await release();
       throw err;
