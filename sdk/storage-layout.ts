@@ -5,8 +5,10 @@
  * the default project (project names cannot contain `_`). How a driver names a volume's directory
  * (and which names it refuses) stays the driver's own.
  */
+import { lstat, rename } from 'node:fs/promises';
 import path from 'node:path';
-import type { VolumeRef, VolumeType } from './storage.js';
+import { conflict, notFound } from './errors.js';
+import type { PoolInfo, VolumeRef, VolumeType } from './storage.js';
 
 export const TYPE_DIRS: Record<VolumeType, string> = {
   container: 'containers',
@@ -32,4 +34,26 @@ export function volumeFromDirName(type: VolumeType, entry: string): VolumeRef {
   const cut = entry.indexOf('_');
   if (type === 'image' || cut <= 0) return { type, project: 'default', name: entry };
   return { type, project: entry.slice(0, cut), name: entry.slice(cut + 1) };
+}
+
+/**
+ * Rename a volume's directory from `from` to `to` (paths the driver computed), then let its
+ * snapshots follow; when they cannot, the volume goes back to its old name.
+ */
+export async function renameVolumeDir(
+  pool: PoolInfo, vol: VolumeRef, newName: string, from: string, to: string, moveSnapshots: () => Promise<void>,
+): Promise<void> {
+  if (await lstat(to).then(() => true, () => false)) throw conflict(`Volume "${newName}" already exists on storage pool "${pool.name}"`);
+  try {
+    await rename(from, to);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw notFound(`Volume "${vol.name}" not found on storage pool "${pool.name}"`);
+    throw err;
+  }
+  try {
+    await moveSnapshots();
+  } catch (err) {
+    await rename(to, from).catch(() => {});
+    throw err;
+  }
 }

@@ -7,7 +7,7 @@
 import { chmod, mkdir, readdir, rename } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  badRequest, conflict, notFound,
+  badRequest, conflict, notFound, renameVolumeDir, treeUsage,
   type ConfigKeyDescriptor, type HostTools, type PoolInfo, type PoolResources, type StorageDriver, type VolumeRef, type VolumeType,
 } from '../../sdk/index.js';
 import { BtrfsBlockVolumes } from './block.js';
@@ -19,7 +19,6 @@ import { BtrfsRefresh } from './refresh.js';
 import { BtrfsSendReceive } from './send-receive.js';
 import { BtrfsSnapshots } from './snapshots.js';
 import { Subvolumes, exists } from './subvolumes.js';
-import { treeUsage } from './usage.js';
 
 export class BtrfsDriver implements StorageDriver {
   readonly name = 'btrfs';
@@ -202,19 +201,7 @@ export class BtrfsDriver implements StorageDriver {
     if (vol.type !== 'image') checkName(newName);
     const from = this.volumePath(pool, vol);
     const to = this.volumePath(pool, { ...vol, project: newProject, name: newName });
-    if (await exists(to)) throw conflict(`Volume "${newName}" already exists on storage pool "${pool.name}"`);
-    try {
-      await rename(from, to);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw notFound(`Volume "${vol.name}" not found on storage pool "${pool.name}"`);
-      throw err;
-    }
-    try {
-      await this.snapshots.renameAll(pool, vol, newName, newProject);
-    } catch (err) {
-      await rename(to, from).catch(() => {});
-      throw err;
-    }
+    await renameVolumeDir(pool, vol, newName, from, to, () => this.snapshots.renameAll(pool, vol, newName, newProject));
   }
 
   async listVolumes(pool: PoolInfo, type: VolumeType): Promise<VolumeRef[]> {

@@ -1,8 +1,8 @@
 /** The dir storage driver: each volume is a plain directory under the pool's source. */
-import { chmod, lstat, mkdir, readdir, rename, stat, statfs } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readdir, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  badRequest, conflict, notFound, TYPE_DIRS, VOLUME_MODE, treeUsage, typeDir, volumeFromDirName,
+  badRequest, conflict, notFound, renameVolumeDir, TYPE_DIRS, VOLUME_MODE, treeUsage, typeDir, volumeFromDirName,
   type HostTools, type PoolInfo, type PoolResources, type StorageDriver, type VolumeRef, type VolumeType,
 } from '../../sdk/index.js';
 import { checkVolumeName, volumeDirName } from './layout.js';
@@ -112,19 +112,7 @@ export class DirDriver implements StorageDriver {
     checkVolumeName(newName);
     const from = this.volumePath(pool, vol);
     const to = this.volumePath(pool, { ...vol, project: newProject, name: newName });
-    if (await present(to)) throw conflict(`Volume "${newName}" already exists on storage pool "${pool.name}"`);
-    try {
-      await rename(from, to);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw notFound(`Volume "${vol.name}" not found on storage pool "${pool.name}"`);
-      throw err;
-    }
-    try {
-      await this.snapshots.renameAll(pool, vol, newName, newProject);
-    } catch (err) {
-      await rename(to, from).catch(() => {});
-      throw err;
-    }
+    await renameVolumeDir(pool, vol, newName, from, to, () => this.snapshots.renameAll(pool, vol, newName, newProject));
   }
 
   /**
