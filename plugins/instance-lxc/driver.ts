@@ -24,9 +24,10 @@ import { LXC_KEYS } from './keys.js';
 import { cgroupLimit, formatCpuList, LIMIT_KEYS, parseCpuList, parseMemory, parseOnlineCpus, startLimits, unlimitedValue, type HostCapacity } from './limits.js';
 import { BlockDeviceNames, readMetrics } from './metrics.js';
 import { MonitorTable, monitorProcesses } from './monitor.js';
-import { MountInjector, mountsFile, readMounts, writeMounts, type RecordedMount } from './mount-injection.js';
-import { NicPlumber, readRecorded, writeRecorded, type RecordedNic } from './nics.js';
+import { MountInjector, type RecordedMount } from './mount-injection.js';
+import { NicPlumber, type RecordedNic } from './nics.js';
 import { LxcPaths, lxcName } from './paths.js';
+import { readList, writeList } from './recorded-list.js';
 import { checkRawLxc } from './raw-lxc.js';
 import { runningState, stoppedState } from './runtime-state.js';
 import { runTool } from './tool.js';
@@ -47,7 +48,7 @@ export interface LxcDriverOptions {
 
 const START_TIMEOUT_MS = 60_000;
 const STOP_GRACE_MS = 30_000;
-const MONITOR_EXIT_WAIT_MS = 2_000;
+/** How long a liblxc monitor may take to exit after its container stopped. */
 const MONITOR_EXIT_MS = 2_000;
 
 /** Volatile keys a start leaves behind (the map in effect). */
@@ -202,8 +203,8 @@ export class LxcDriver implements InstanceDriver {
     await Promise.all([mkdir(dir, { recursive: true }), mkdir(inst.logDir, { recursive: true })]);
     if (!plan.privileged) await this.traversable(rootfs);
     const configFile = this.paths.config(name);
-    await writeRecorded(this.paths.nicsFile(name), devices.flatMap((d) => (d.nics ?? []).map((nic) => ({ device: d.device ?? '', nic, hotplugged: false }))));
-    await writeMounts(mountsFile(dir), devices.flatMap((d) => (d.mounts ?? []).map((m) => ({ device: d.device ?? '', target: m.target }))));
+    await writeList<RecordedNic>(this.paths.nicsFile(name), devices.flatMap((d) => (d.nics ?? []).map((nic) => ({ device: d.device ?? '', nic, hotplugged: false }))));
+    await writeList<RecordedMount>(this.paths.mountsFile(name), devices.flatMap((d) => (d.mounts ?? []).map((m) => ({ device: d.device ?? '', target: m.target }))));
     await writeFile(`${configFile}.new`, text);
     await rename(`${configFile}.new`, configFile);
     const idmapFile = this.paths.idmapFile(name);
@@ -259,7 +260,7 @@ export class LxcDriver implements InstanceDriver {
 
   /** A failed start's monitor may still be winding down after its pid file went: wait briefly, then kill it. */
   private async reapMonitor(name: string): Promise<void> {
-    const deadline = Date.now() + MONITOR_EXIT_WAIT_MS;
+    const deadline = Date.now() + MONITOR_EXIT_MS;
     for (let pids = monitorProcesses(this.paths.lxcpath, name); pids.length > 0; pids = monitorProcesses(this.paths.lxcpath, name)) {
       if (Date.now() > deadline) {
         for (const pid of pids) {
@@ -310,12 +311,12 @@ export class LxcDriver implements InstanceDriver {
    */
   private async returnHotpluggedPhys(name: string, pid: number | undefined): Promise<void> {
     if (pid === undefined) return;
-    const recorded = readRecorded(this.paths.nicsFile(name));
+    const recorded = readList<RecordedNic>(this.paths.nicsFile(name));
     const phys = recorded.filter((r) => r.hotplugged && r.nic.kind === 'phys');
     for (const r of phys) {
       await this.plumber.remove(pid, r.nic).catch((err) => this.opts.log.warn({ err, container: name, device: r.device }, 'returning a physical interface failed'));
     }
-    if (phys.length) await writeRecorded(this.paths.nicsFile(name), recorded.filter((r) => !phys.includes(r)));
+    if (phys.length) await writeList(this.paths.nicsFile(name), recorded.filter((r) => !phys.includes(r)));
   }
 
   async initPid(inst: DriverInstance): Promise<number | undefined> {
@@ -332,7 +333,7 @@ export class LxcDriver implements InstanceDriver {
     if (run.mounts?.length) await this.attachMounts(inst, run);
     if (!run.nics?.length) return;
     const pid = this.runningInit(inst);
-    const recorded = readRecorded(this.paths.nicsFile(name));
+    const recorded = readList<RecordedNic>(this.paths.nicsFile(name));
     const taken = new Set(recorded.map((r) => r.nic.name));
     for (const nic of run.nics) {
       if (taken.has(nic.name)) throw badRequest(`The container already has an interface named "${nic.name}"`);
@@ -347,25 +348,25 @@ export class LxcDriver implements InstanceDriver {
       for (const r of added.reverse()) await this.plumber.remove(pid, r.nic).catch(() => undefined);
       throw err;
     }
-    await writeRecorded(this.paths.nicsFile(name), [...recorded, ...added]);
+    await writeList(this.paths.nicsFile(name), [...recorded, ...added]);
   }
 
   async detachDevice(inst: DriverInstance, device: string): Promise<void> {
     const name = this.nameOf(inst);
     await this.detachMounts(inst, device);
-    const recorded = readRecorded(this.paths.nicsFile(name));
+    const recorded = readList<RecordedNic>(this.paths.nicsFile(name));
     const mine = recorded.filter((r) => r.device === device);
     if (!mine.length) return;
     const pid = this.runningInit(inst);
     for (const r of mine) await this.plumber.remove(pid, r.nic);
-    await writeRecorded(this.paths.nicsFile(name), recorded.filter((r) => r.device !== device));
+    await writeList(this.paths.nicsFile(name), recorded.filter((r) => r.device !== device));
   }
 
   /** A disk device's mounts on a running container, recorded for detach; undone together on failure. */
   private async attachMounts(inst: DriverInstance, run: DeviceRunConfig): Promise<void> {
     const pid = this.runningInit(inst);
-    const file = mountsFile(this.paths.dir(this.nameOf(inst)));
-    const recorded = readMounts(file);
+    const file = this.paths.mountsFile(this.nameOf(inst));
+    const recorded = readList<RecordedMount>(file);
     const done: RecordedMount[] = [];
     try {
       for (const m of run.mounts ?? []) {
@@ -373,7 +374,7 @@ export class LxcDriver implements InstanceDriver {
         await this.injector.attach(pid, m);
         done.push({ device: run.device ?? '', target: m.target });
       }
-      await writeMounts(file, [...recorded, ...done]);
+      await writeList(file, [...recorded, ...done]);
     } catch (err) {
       for (const r of done.reverse()) await this.injector.detach(pid, r.target).catch(() => undefined);
       throw err;
@@ -381,14 +382,14 @@ export class LxcDriver implements InstanceDriver {
   }
 
   private async detachMounts(inst: DriverInstance, device: string): Promise<void> {
-    const file = mountsFile(this.paths.dir(this.nameOf(inst)));
-    const recorded = readMounts(file);
+    const file = this.paths.mountsFile(this.nameOf(inst));
+    const recorded = readList<RecordedMount>(file);
     const mine = recorded.filter((r) => r.device === device);
     if (!mine.length) return;
     const pid = this.runningInit(inst);
     // Nested mounts first.
     for (const r of [...mine].reverse()) await this.injector.detach(pid, r.target);
-    await writeMounts(file, recorded.filter((r) => r.device !== device));
+    await writeList(file, recorded.filter((r) => r.device !== device));
   }
 
   /** lxc-stop may report success a moment before the liblxc monitor has exited: give it `graceMs`. */
@@ -430,7 +431,7 @@ export class LxcDriver implements InstanceDriver {
     const name = this.nameOf(inst);
     const running = this.monitors.find(name);
     if (!running) return stoppedState();
-    const recorded = readRecorded(this.paths.nicsFile(name));
+    const recorded = readList<RecordedNic>(this.paths.nicsFile(name));
     const owners = new Map(recorded.flatMap((r) => (r.nic.ipv4 ?? []).map((a) => [a.split('/')[0]!, r.nic.name] as [string, string])));
     const state = runningState(running, running.cgroup?.frozen() ? 'Frozen' : 'Running', owners);
     for (const r of recorded) {

@@ -6,8 +6,6 @@
  * device has, from start or hot-plug, are recorded next to the config so a detach after a daemon
  * restart still knows their targets.
  */
-import { readFileSync } from 'node:fs';
-import { rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { badRequest, internalError, type DeviceMount, type HostTools } from '../../sdk/index.js';
@@ -21,23 +19,6 @@ export interface RecordedMount {
   device: string;
   /** Path inside the container. */
   target: string;
-}
-
-export function mountsFile(containerDir: string): string {
-  return path.join(containerDir, 'mounts.json');
-}
-
-export function readMounts(file: string): RecordedMount[] {
-  try {
-    return JSON.parse(readFileSync(file, 'utf8')) as RecordedMount[];
-  } catch {
-    return [];
-  }
-}
-
-export async function writeMounts(file: string, mounts: RecordedMount[]): Promise<void> {
-  await writeFile(`${file}.new`, JSON.stringify(mounts));
-  await rename(`${file}.new`, file);
 }
 
 /** The target as an absolute path inside the container, refused when it could climb out. */

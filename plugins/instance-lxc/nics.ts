@@ -5,8 +5,6 @@
  * `nsenter`). What each container has is recorded next to its config, so that a later detach, a
  * stop or a restarted daemon knows the host-side names.
  */
-import { readFileSync } from 'node:fs';
-import { rename, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { badRequest, type HostTools, type NicRunConfig } from '../../sdk/index.js';
 
@@ -45,19 +43,6 @@ export function nicConfigLines(nics: NicRunConfig[]): string[] {
     if (nic.ipv6Gateway) lines.push(`${key}.ipv6.gateway = ${safe('IPv6 gateway', nic.ipv6Gateway)}`);
   });
   return lines;
-}
-
-export function readRecorded(file: string): RecordedNic[] {
-  try {
-    return JSON.parse(readFileSync(file, 'utf8')) as RecordedNic[];
-  } catch {
-    return [];
-  }
-}
-
-export async function writeRecorded(file: string, nics: RecordedNic[]): Promise<void> {
-  await writeFile(`${file}.new`, JSON.stringify(nics));
-  await rename(`${file}.new`, file);
 }
 
 /** Makes and removes interfaces of a running container with iproute2. */

@@ -35,4 +35,9 @@ export class LxcPaths {
   nicsFile(name: string): string {
     return path.join(this.lxcpath, name, 'nics.json');
   }
+
+  /** The disk mounts each device has (targets inside the container), for detach. */
+  mountsFile(name: string): string {
+    return path.join(this.lxcpath, name, 'mounts.json');
+  }
 }
