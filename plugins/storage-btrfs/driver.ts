@@ -4,7 +4,7 @@
  * filled is built under a scratch name and renamed into place, so a volume that exists is whole;
  * scratch entries a killed daemon left are removed at the next mount.
  */
-import { chmod, mkdir, readdir, rename } from 'node:fs/promises';
+import { chmod, mkdir, readdir, rename, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import {
   badRequest, conflict, notFound, renameVolumeDir, treeUsage,
@@ -151,7 +151,6 @@ export class BtrfsDriver implements StorageDriver {
   }
 
   async resources(pool: PoolInfo): Promise<PoolResources> {
-    const { statfs } = await import('node:fs/promises');
     const fs = await statfs(this.root(pool));
     return {
       space: { used: (fs.blocks - fs.bfree) * fs.bsize, total: fs.blocks * fs.bsize },
