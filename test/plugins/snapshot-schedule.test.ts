@@ -1,8 +1,8 @@
 import test from 'ava';
 import { isApiError } from '../../sdk/index.js';
-import { parseSchedule, splitScheduleEntries, type Schedule } from '../../plugins/instances/snapshots/schedule.js';
-import { expiryFrom, parseExpiry } from '../../plugins/instances/snapshots/expiry.js';
-import { checkSnapshotName, formatGoTime, nextSnapshotName, validateSnapshotPattern } from '../../plugins/instances/snapshots/pattern.js';
+import { parseSchedule, splitScheduleEntries, type Schedule } from '../../sdk/snapshot-schedule.js';
+import { expiryFrom, parseExpiry } from '../../sdk/snapshot-expiry.js';
+import { checkSnapshotName, formatGoTime, nextSnapshotName, validateSnapshotPattern } from '../../sdk/snapshot-pattern.js';
 import { SNAPSHOT_KEYS } from '../../plugins/instances/snapshots/keys.js';
 
 // Local time throughout, as the schedule and expiry modules work in the host's local time.
