@@ -7,11 +7,12 @@
  * the forward hook when br_netfilter hands bridged frames to the IP hooks (bridge-nf-call-*).
  * Rules run drop first, then reject, then allow, then the network's default action.
  */
-import { dataDirTableName, NFT_PATH as NFT, type HostTools } from '../../sdk/index.js';
+import { dataDirTableName, NftTable, type HostTools } from '../../sdk/index.js';
 import type { AclRecord, AclRule, Direction } from './acl.js';
 import { splitList, parseSubject } from './rules.js';
 
-export const aclTableName = (dataDir: string) => dataDirTableName('corral_acl', dataDir);
+const TABLE_BASE = 'corral_acl';
+export const aclTableName = (dataDir: string) => dataDirTableName(TABLE_BASE, dataDir);
 
 /** A bridge with ACLs: its interface, the ACLs in `security.acls` order and the default actions. */
 export interface BridgeAcls {
@@ -113,20 +114,16 @@ export function aclScript(table: string, bridges: BridgeAcls[]): string {
   return `${lines.join('\n')}\n`;
 }
 
-export class AclFirewall {
-  private queue: Promise<unknown> = Promise.resolve();
-
-  constructor(private readonly tools: HostTools, readonly table: string) {}
+export class AclFirewall extends NftTable {
+  constructor(tools: HostTools, dataDir: string) {
+    super(tools, 'inet', TABLE_BASE, dataDir);
+  }
 
   /** Write the table from what `state` answers when the write's turn comes (writes never interleave). */
   apply(state: () => Promise<BridgeAcls[]>): Promise<void> {
-    const run = async () => {
-      const script = aclScript(this.table, await state());
-      const r = await this.tools.run(NFT, ['-f', '-'], { input: script, allowFailure: true, timeoutMs: 15000 });
-      if (r.exitCode !== 0) throw new Error(`nftables refused the ACL rules: ${r.stderr.trim()}`);
-    };
-    const next = this.queue.then(run, run);
-    this.queue = next.catch(() => undefined);
-    return next;
+    return this.serial(async () => {
+      const r = await this.batch(aclScript(this.name, await state()));
+      if (!r.ok) throw new Error(`nftables refused the ACL rules: ${r.stderr}`);
+    });
   }
 }

@@ -3,7 +3,7 @@
  * enforcement on bridge networks (`security.acls`, added to the bridge type as a network policy).
  */
 import { definePlugin, featureScopedRoute, NetworksServiceRef, type PluginContext } from '../../sdk/index.js';
-import { AclFirewall, aclTableName } from './firewall.js';
+import { AclFirewall } from './firewall.js';
 import { AclManager } from './manager.js';
 import { ACL_NETWORK_KEYS } from './network-keys.js';
 import { aclRoutes } from './routes.js';
@@ -14,7 +14,7 @@ export default definePlugin({
   register(ctx) {
     const networks = ctx.services.get(NetworksServiceRef);
     if (!networks) throw new Error('the network-acls plugin needs the "networks" service');
-    const acls = new AclManager(ctx, new AclFirewall(ctx.hostTools, aclTableName(ctx.dataDir)), () => ctx.services.get(NetworksServiceRef));
+    const acls = new AclManager(ctx, new AclFirewall(ctx.hostTools, ctx.dataDir), () => ctx.services.get(NetworksServiceRef));
     managers.set(ctx, acls);
     networks.addPolicy({
       configKeys: { types: ['bridge'], keys: ACL_NETWORK_KEYS },

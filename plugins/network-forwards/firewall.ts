@@ -4,11 +4,12 @@
  * change: prerouting for traffic arriving at the listen address, output for connections made on
  * this host, and a masquerade for a target reaching its own forward (hairpin).
  */
-import { dataDirTableName, NFT_PATH as NFT, type HostTools } from '../../sdk/index.js';
+import { dataDirTableName, NftTable, type HostTools } from '../../sdk/index.js';
 import { expandPorts, parseIp } from './checks.js';
 import type { ForwardRecord } from './forward.js';
 
-export const forwardTableName = (dataDir: string) => dataDirTableName('corral_fwd', dataDir);
+const TABLE_BASE = 'corral_fwd';
+export const forwardTableName = (dataDir: string) => dataDirTableName(TABLE_BASE, dataDir);
 
 /** DNAT rules (without hook) and hairpin masquerades for some forwards. */
 export function forwardRules(forwards: ForwardRecord[]): { dnat: string[]; hairpin: string[] } {
@@ -57,19 +58,16 @@ export function forwardScript(table: string, forwards: ForwardRecord[]): string 
   return `${lines.join('\n')}\n`;
 }
 
-export class ForwardFirewall {
-  private queue: Promise<unknown> = Promise.resolve();
-
-  constructor(private readonly tools: HostTools, readonly table: string) {}
+export class ForwardFirewall extends NftTable {
+  constructor(tools: HostTools, dataDir: string) {
+    super(tools, 'inet', TABLE_BASE, dataDir);
+  }
 
   /** Write the table for these forwards; writes never interleave. */
   apply(forwards: () => Promise<ForwardRecord[]>): Promise<void> {
-    const run = async () => {
-      const r = await this.tools.run(NFT, ['-f', '-'], { input: forwardScript(this.table, await forwards()), allowFailure: true, timeoutMs: 15000 });
-      if (r.exitCode !== 0) throw new Error(`nftables refused the forward rules: ${r.stderr.trim()}`);
-    };
-    const next = this.queue.then(run, run);
-    this.queue = next.catch(() => undefined);
-    return next;
+    return this.serial(async () => {
+      const r = await this.batch(forwardScript(this.name, await forwards()));
+      if (!r.ok) throw new Error(`nftables refused the forward rules: ${r.stderr}`);
+    });
   }
 }

@@ -4,7 +4,7 @@
  * through the networks family's policy hook: deleted with it, renamed with it.
  */
 import { definePlugin, featureScopedRoute, NetworksServiceRef, type PluginContext } from '../../sdk/index.js';
-import { ForwardFirewall, forwardTableName } from './firewall.js';
+import { ForwardFirewall } from './firewall.js';
 import { ForwardManager } from './manager.js';
 import { forwardRoutes } from './routes.js';
 
@@ -14,7 +14,7 @@ export default definePlugin({
   register(ctx) {
     const networks = ctx.services.get(NetworksServiceRef);
     if (!networks) throw new Error('the network-forwards plugin needs the "networks" service');
-    const forwards = new ForwardManager(ctx, new ForwardFirewall(ctx.hostTools, forwardTableName(ctx.dataDir)), networks);
+    const forwards = new ForwardManager(ctx, new ForwardFirewall(ctx.hostTools, ctx.dataDir), networks);
     managers.set(ctx, forwards);
     networks.addPolicy({ removed: (net, renamedTo) => forwards.networkRemoved(net, renamedTo) });
     for (const route of forwardRoutes(forwards)) ctx.routes.add(featureScopedRoute(ctx.services, 'networks', route));
