@@ -8,14 +8,13 @@
 import { lstat, rm } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  async, isApiError, isPlainObject, ProjectsServiceRef,
+  async, isApiError, isPlainObject, progressReporter, ProjectsServiceRef,
   type ApiRequest, type ApiResponse, type ImageSourceContent, type ImageSourceProvider, type OperationControl, type PluginContext,
 } from '../../sdk/index.js';
 import type { ImageFiles } from './files.js';
 import type { StoredImage } from './image.js';
 import type { ImageInstaller } from './install.js';
 import { packImage } from './pack.js';
-import { progressReporter } from '../../sdk/index.js';
 import { publishedMetadata } from './publish-metadata.js';
 import { parsePublishRequest, type PublishRequest } from './publish-request.js';
 import type { ImageSources } from './sources.js';
