@@ -3,9 +3,10 @@
  * creations, tarballs without a record (partial writes, interrupted deletes and renames),
  * records of instances that are gone, and records whose tarball is missing.
  */
-import { readdir, rm, stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { PluginContext } from '../../../sdk/index.js';
+import { removeUnrecordedBackupFiles } from '../../../sdk/backup-store.js';
 import type { InstanceManager } from '../manager.js';
 import type { BackupManager } from './manager.js';
 
@@ -29,18 +30,6 @@ export async function cleanupBackupLeftovers(ctx: PluginContext, instances: Inst
     await backups.records.delete(stored.project, stored.name).catch((err) => ctx.log.error({ err }, 'backup record removal failed'));
   }
 
-  for (const dir of await readdir(files.instancesRoot).catch(() => [] as string[])) {
-    const full = path.join(files.instancesRoot, dir);
-    let kept = 0;
-    for (const entry of await readdir(full).catch(() => [] as string[])) {
-      const file = path.join(full, entry);
-      if (expected.has(file)) {
-        kept++;
-        continue;
-      }
-      ctx.log.warn({ file }, 'removing a backup file that has no record (left by a crash)');
-      await rm(file, { recursive: true, force: true });
-    }
-    if (kept === 0) await rm(full, { recursive: true, force: true });
-  }
+  const dirs = (await readdir(files.instancesRoot).catch(() => [] as string[])).map((dir) => path.join(files.instancesRoot, dir));
+  await removeUnrecordedBackupFiles(ctx.log, dirs, expected, 'removing a backup file that has no record (left by a crash)');
 }

@@ -4,14 +4,14 @@
  * last on delete; a rename links the new name before the record moves and unlinks the old one
  * after. So a crash leaves at worst a file without a record, which the boot cleanup removes.
  */
-import { link, mkdir, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  backupTime as apiTime, badRequest, checkBackupAlgorithm as checkAlgorithm, checkBackupName, conflict,
-  nextBackupName, notFound, parseBackupExpiry as parseExpiresAt, ProjectsServiceRef, resourceUrl, sendOptimizedParts, writeBackupTarball as writeTarball,
+  backupTime as apiTime, badRequest, checkBackupName, conflict, notFound, resourceUrl, sendOptimizedParts,
   type BackupTarballPart,
   type BackupAlgorithm as Algorithm, type ApiRequest, type Collection, type OperationControl, type PluginContext, type StoredDoc,
 } from '../../../sdk/index.js';
+import { planBackupRequest, renameBackupFile, storeBackupFile } from '../../../sdk/backup-store.js';
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
 import type { SnapshotRecord } from '../snapshots/record.js';
@@ -67,25 +67,13 @@ export class BackupManager {
 
   /** Everything in a create request that can be refused before any work starts. */
   async plan(handle: InstanceHandle, body: Record<string, unknown>): Promise<BackupRequest> {
-    if (body.name !== undefined && body.name !== null && typeof body.name !== 'string') throw badRequest('"name" must be a string');
-    for (const field of ['instance_only', 'container_only', 'optimized_storage']) {
-      if (body[field] !== undefined && body[field] !== null && typeof body[field] !== 'boolean') throw badRequest(`"${field}" must be true or false`);
-    }
-    if (body.compression_algorithm !== undefined && body.compression_algorithm !== null && typeof body.compression_algorithm !== 'string') {
-      throw badRequest('"compression_algorithm" must be a string');
-    }
     const taken = new Set((await this.list(handle)).map((s) => s.doc.name));
     for (const key of this.reserved) if (key.startsWith(`${handle.project}/${handle.name}/`)) taken.add(key.slice(handle.project.length + handle.name.length + 2));
-    const name = (body.name as string | undefined) || nextBackupName(taken);
-    checkBackupName(name);
-    if (taken.has(name)) throw conflict(`Backup "${name}" already exists`);
     // The project's backups.compression_algorithm (projects_compression) comes before the server's.
-    const projectAlgorithm = (await this.ctx.services.get(ProjectsServiceRef)?.get(handle.project))?.config['backups.compression_algorithm'];
-    const algorithm = await checkAlgorithm(this.ctx.hostTools,
-      (body.compression_algorithm as string | undefined) || projectAlgorithm || this.ctx.serverConfig.get('backups.compression_algorithm') || 'gzip');
+    const { name, expiresAt, algorithm } = await planBackupRequest(this.ctx, handle.project, body, ['instance_only', 'container_only', 'optimized_storage'], taken);
     return {
       name,
-      expiresAt: parseExpiresAt(body.expires_at),
+      expiresAt,
       // Both names mean the same; the reference answers with both set.
       instanceOnly: body.instance_only === true || body.container_only === true,
       optimized: body.optimized_storage === true,
@@ -138,40 +126,22 @@ export class BackupManager {
 
       await mkdir(this.files.dirOf(handle.project, handle.name), { recursive: true, mode: 0o700 });
       await this.files.ensure();
-      const temp = this.files.tempFile(handle.project, handle.name);
-      try {
-        await writeTarball(this.ctx.hostTools, {
-          output: temp,
-          algorithm: request.algorithm,
-          stagingMount: this.files.stagingMount,
-          indexYaml,
-          optimizedHeader,
-          parts,
-          op,
-        });
-        const record: BackupRecord = {
-          name: request.name,
-          created_at: apiTime(now),
-          expires_at: request.expiresAt,
-          instance_only: request.instanceOnly,
-          container_only: request.instanceOnly,
-          // Without an optimized format (dir) the reference ignores the flag.
-          optimized_storage: format !== undefined,
-          compression_algorithm: request.algorithm,
-        };
-        const file = this.file(handle, request.name);
-        await rename(temp, file);
-        try {
-          await this.records.put(handle.project, backupKey(handle.name, request.name), record, 0);
-        } catch (err) {
-          await rm(file, { force: true });
-          throw err;
-        }
-        this.lifecycle('instance-backup-created', handle, request.name, req);
-        return record;
-      } finally {
-        await rm(temp, { force: true });
-      }
+      const record: BackupRecord = {
+        name: request.name,
+        created_at: apiTime(now),
+        expires_at: request.expiresAt,
+        instance_only: request.instanceOnly,
+        container_only: request.instanceOnly,
+        // Without an optimized format (dir) the reference ignores the flag.
+        optimized_storage: format !== undefined,
+        compression_algorithm: request.algorithm,
+      };
+      await storeBackupFile(this.ctx,
+        { algorithm: request.algorithm, stagingMount: this.files.stagingMount, indexYaml, optimizedHeader, parts, op },
+        this.files.tempFile(handle.project, handle.name), this.file(handle, request.name),
+        () => this.records.put(handle.project, backupKey(handle.name, request.name), record, 0));
+      this.lifecycle('instance-backup-created', handle, request.name, req);
+      return record;
     } finally {
       await rm(work, { recursive: true, force: true });
     }
@@ -198,20 +168,11 @@ export class BackupManager {
   async rename(owner: Owner, backup: string, newName: string, req?: ApiRequest): Promise<void> {
     const stored = await this.load(owner, backup);
     await this.checkRename(owner, backup, newName);
-    const from = this.file(owner, backup);
-    const to = this.file(owner, newName);
-    await link(from, to);
-    try {
-      await this.ctx.store.transaction(async (tx) => {
-        const records = tx.collection<BackupRecord>(BACKUPS_COLLECTION);
-        const moved = await records.rename(owner.project, stored.name, owner.project, backupKey(owner.name, newName));
-        await records.put(owner.project, moved.name, { ...stored.doc, name: newName }, moved.rev);
-      });
-    } catch (err) {
-      await unlink(to).catch(() => {});
-      throw err;
-    }
-    await unlink(from).catch((err) => this.ctx.log.warn({ err, file: from }, 'removing the old name of a renamed backup failed'));
+    await renameBackupFile(this.ctx.log, this.file(owner, backup), this.file(owner, newName), () => this.ctx.store.transaction(async (tx) => {
+      const records = tx.collection<BackupRecord>(BACKUPS_COLLECTION);
+      const moved = await records.rename(owner.project, stored.name, owner.project, backupKey(owner.name, newName));
+      await records.put(owner.project, moved.name, { ...stored.doc, name: newName }, moved.rev);
+    }));
     this.lifecycle('instance-backup-renamed', owner, newName, req, { old_name: `${owner.name}/${backup}` });
   }
 

@@ -9,14 +9,14 @@
  * moved and go with it when it is deleted.
  */
 import { randomUUID } from 'node:crypto';
-import { link, mkdir, readdir, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { link, mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import {
-  backupExpired, daemonStorageDir, backupTime, badRequest, checkBackupAlgorithm, checkBackupName, conflict,
-  nextBackupName, notFound, parseBackupExpiry, ProjectsServiceRef, resourceUrl, sendOptimizedParts, writeBackupTarball,
+  backupExpired, daemonStorageDir, backupTime, badRequest, checkBackupName, conflict, notFound, resourceUrl, sendOptimizedParts,
   type BackupAlgorithm, type BackupTarballPart, type OperationControl, type PluginContext, type Requestor, type StoredDoc,
 } from '../../../sdk/index.js';
+import { planBackupRequest, removeUnrecordedBackupFiles, renameBackupFile, storeBackupFile } from '../../../sdk/backup-store.js';
 import type { PoolManager } from '../pools.js';
 import type { VolumeManager } from '../volumes.js';
 import { SNAPSHOTS_PART, VOLUME_OPTIMIZED_LAYOUT, VOLUME_PART } from './backup-archive.js';
@@ -129,24 +129,11 @@ export class VolumeBackups {
   async plan(owner: VolumeOwner, body: Record<string, unknown>): Promise<VolumeBackupRequest> {
     const vol = this.volume(owner);
     if (vol.doc.contentType === 'block') throw badRequest('Backups of block volumes are not supported');
-    if (body.name !== undefined && body.name !== null && typeof body.name !== 'string') throw badRequest('"name" must be a string');
-    for (const field of ['volume_only', 'optimized_storage']) {
-      if (body[field] !== undefined && body[field] !== null && typeof body[field] !== 'boolean') throw badRequest(`"${field}" must be true or false`);
-    }
-    if (body.compression_algorithm !== undefined && body.compression_algorithm !== null && typeof body.compression_algorithm !== 'string') {
-      throw badRequest('"compression_algorithm" must be a string');
-    }
     const taken = new Set((await this.list(owner)).map((s) => s.doc.name));
     const prefix = `${owner.project}\u0000${key(owner, '')}`;
     for (const k of this.reserved) if (k.startsWith(prefix)) taken.add(k.slice(prefix.length));
-    const name = (body.name as string | undefined) || nextBackupName(taken);
-    checkBackupName(name);
-    if (taken.has(name)) throw conflict(`Backup "${name}" already exists`);
-    // The project's backups.compression_algorithm comes before the server's.
-    const projectAlgorithm = (await this.ctx.services.get(ProjectsServiceRef)?.get(owner.project))?.config['backups.compression_algorithm'];
-    const algorithm = await checkBackupAlgorithm(this.ctx.hostTools,
-      (body.compression_algorithm as string | undefined) || projectAlgorithm || this.ctx.serverConfig.get('backups.compression_algorithm') || 'gzip');
-    return { name, expiresAt: parseBackupExpiry(body.expires_at), volumeOnly: body.volume_only === true, optimized: body.optimized_storage === true, algorithm };
+    const { name, expiresAt, algorithm } = await planBackupRequest(this.ctx, owner.project, body, ['volume_only', 'optimized_storage'], taken);
+    return { name, expiresAt, volumeOnly: body.volume_only === true, optimized: body.optimized_storage === true, algorithm };
   }
 
   /** The optimized backup format of a pool's driver (undefined: none). */
@@ -198,32 +185,20 @@ export class VolumeBackups {
       const dir = this.dirOf(owner);
       await mkdir(dir, { recursive: true, mode: 0o700 });
       await mkdir(this.stagingMount, { recursive: true, mode: 0o700 });
-      const temp = path.join(dir, `.partial-${randomUUID()}`);
-      try {
-        await writeBackupTarball(this.ctx.hostTools, {
-          output: temp, algorithm: request.algorithm, stagingMount: this.stagingMount, indexYaml, optimizedHeader, parts, op,
-        });
-        const record: VolumeBackupRecord = {
-          name: request.name,
-          created_at: backupTime(now),
-          expires_at: request.expiresAt,
-          volume_only: request.volumeOnly,
-          optimized_storage: format !== undefined,
-          compression_algorithm: request.algorithm,
-        };
-        const file = this.file(owner, request.name);
-        await rename(temp, file);
-        try {
-          await this.records.put(owner.project, key(owner, request.name), record, 0);
-        } catch (err) {
-          await rm(file, { force: true });
-          throw err;
-        }
-        this.lifecycle('storage-volume-backup-created', owner, request.name, requestor);
-        return record;
-      } finally {
-        await rm(temp, { force: true });
-      }
+      const record: VolumeBackupRecord = {
+        name: request.name,
+        created_at: backupTime(now),
+        expires_at: request.expiresAt,
+        volume_only: request.volumeOnly,
+        optimized_storage: format !== undefined,
+        compression_algorithm: request.algorithm,
+      };
+      await storeBackupFile(this.ctx,
+        { algorithm: request.algorithm, stagingMount: this.stagingMount, indexYaml, optimizedHeader, parts, op },
+        path.join(dir, `.partial-${randomUUID()}`), this.file(owner, request.name),
+        () => this.records.put(owner.project, key(owner, request.name), record, 0));
+      this.lifecycle('storage-volume-backup-created', owner, request.name, requestor);
+      return record;
     } finally {
       await rm(work, { recursive: true, force: true });
     }
@@ -250,20 +225,11 @@ export class VolumeBackups {
   async rename(owner: VolumeOwner, backup: string, newName: string, requestor?: Requestor): Promise<void> {
     const stored = await this.load(owner, backup);
     await this.checkRename(owner, backup, newName);
-    const from = this.file(owner, backup);
-    const to = this.file(owner, newName);
-    await link(from, to);
-    try {
-      await this.ctx.store.transaction(async (tx) => {
-        const records = tx.collection<VolumeBackupRecord>(VOLUME_BACKUPS_COLLECTION);
-        const moved = await records.rename(owner.project, stored.name, owner.project, key(owner, newName));
-        await records.put(owner.project, moved.name, { ...stored.doc, name: newName }, moved.rev);
-      });
-    } catch (err) {
-      await unlink(to).catch(() => {});
-      throw err;
-    }
-    await unlink(from).catch((err) => this.ctx.log.warn({ err, file: from }, 'removing the old name of a renamed backup failed'));
+    await renameBackupFile(this.ctx.log, this.file(owner, backup), this.file(owner, newName), () => this.ctx.store.transaction(async (tx) => {
+      const records = tx.collection<VolumeBackupRecord>(VOLUME_BACKUPS_COLLECTION);
+      const moved = await records.rename(owner.project, stored.name, owner.project, key(owner, newName));
+      await records.put(owner.project, moved.name, { ...stored.doc, name: newName }, moved.rev);
+    }));
     this.lifecycle('storage-volume-backup-renamed', owner, newName, requestor, { old_name: backup });
   }
 
@@ -328,22 +294,11 @@ export class VolumeBackups {
       this.ctx.log.warn({ project: stored.project, backup: stored.name, present }, 'removing a volume backup record whose volume or tarball is gone');
       await this.records.delete(stored.project, stored.name).catch(() => {});
     }
+    const dirs: string[] = [];
     for (const pool of await readdir(this.customRoot).catch(() => [] as string[])) {
-      for (const dir of await readdir(path.join(this.customRoot, pool)).catch(() => [] as string[])) {
-        const full = path.join(this.customRoot, pool, dir);
-        let kept = 0;
-        for (const entry of await readdir(full).catch(() => [] as string[])) {
-          const file = path.join(full, entry);
-          if (expected.has(file)) {
-            kept++;
-            continue;
-          }
-          this.ctx.log.warn({ file }, 'removing a volume backup file that has no record');
-          await rm(file, { recursive: true, force: true });
-        }
-        if (kept === 0) await rm(full, { recursive: true, force: true });
-      }
+      for (const dir of await readdir(path.join(this.customRoot, pool)).catch(() => [] as string[])) dirs.push(path.join(this.customRoot, pool, dir));
     }
+    await removeUnrecordedBackupFiles(this.ctx.log, dirs, expected, 'removing a volume backup file that has no record');
   }
 
   lifecycle(action: string, owner: VolumeOwner, backup: string, requestor?: Requestor, context?: Record<string, unknown>): void {
