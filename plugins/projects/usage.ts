@@ -1,14 +1,15 @@
 /**
  * What a project currently holds, counted the way project limits count it: instances by type, and
  * the sum of what instances are configured to use (`limits.cpu`, `limits.memory`, `limits.processes`,
- * root disk `size`), plus image sizes. One place for `/1.0/projects/<name>/state` and the policy
- * gate (limits), so both always agree.
+ * root disk `size`), plus image sizes, for `/1.0/projects/<name>/state`. Unlike the policy gate
+ * (policy/limits.ts), values that cannot be summed count as nothing here instead of being refused.
  */
 import { totalmem } from 'node:os';
 import {
   CustomVolumesServiceRef, featureProjectOf, ImagesServiceRef, InstancesServiceRef, parseSize, ProjectsServiceRef,
   type DeviceConfig, type InstanceType, type ServiceRegistry,
 } from '../../sdk/index.js';
+import { rootDisk } from './policy/contents.js';
 
 export const ALLOCATION_KINDS = ['containers', 'virtual-machines', 'instances', 'cpu', 'memory', 'processes', 'disk', 'networks'] as const;
 export type AllocationKind = (typeof ALLOCATION_KINDS)[number];
@@ -75,7 +76,7 @@ function sizeBytes(value: string | undefined): number {
 
 /** Bytes of the root disk's `size`; 0 when it has none. */
 export function rootDiskBytes(devices: Record<string, DeviceConfig>): number {
-  return sizeBytes(Object.values(devices).find((d) => d.type === 'disk' && d.path === '/' && !d.source)?.size);
+  return sizeBytes(rootDisk(devices)?.size);
 }
 
 /** What one instance adds to its project's allocations. */
