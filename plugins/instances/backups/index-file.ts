@@ -3,13 +3,11 @@
  * instance and snapshot configs under `config` (or, for archives older than that field, in
  * `backup/container/backup.yaml`). Anything missing or malformed is a 400.
  */
-import { parse } from 'yaml';
-import { badRequest, isPlainObject, stringMap, type DeviceConfig, type InstanceType } from '../../../sdk/index.js';
+import { invalidBackup as invalid, isPlainObject, stringMap, type DeviceConfig, type InstanceType } from '../../../sdk/index.js';
+import { backupIndexText as text, checkBackupParts, checkListedSnapshot, parseBackupYaml as parseYaml, type BackupPartsFound } from '../../../sdk/backup-index.js';
 import { deviceMap, profileList } from '../shape.js';
 import { snapshotNameProblem } from '../snapshots/pattern.js';
 import type { ArchiveScan } from './archive-check.js';
-
-const invalid = (why: string) => badRequest(`Invalid backup: ${why}`);
 
 export interface InstanceSection {
   architecture: string;
@@ -36,22 +34,6 @@ export interface BackupIndex {
   /** In archive order (oldest first), each with its config. */
   snapshots: InstanceSection[];
 }
-
-function parseYaml(content: Buffer, file: string): unknown {
-  try {
-    return parse(content.toString('utf8'));
-  } catch (err) {
-    throw invalid(`${file} is not valid YAML (${(err as Error).message.split('\n')[0]})`);
-  }
-}
-
-const text = (value: unknown, what: string): string | undefined => {
-  if (value === undefined || value === null) return undefined;
-  if (typeof value === 'string') return value;
-  // The reference's encoder writes times unquoted; a YAML 1.1 reader could give a Date back.
-  if (value instanceof Date) return value.toISOString();
-  throw invalid(`${what} must be a string`);
-};
 
 /** A time field: kept as written when it parses, dropped otherwise. */
 const time = (value: unknown, what: string): string | undefined => {
@@ -115,19 +97,13 @@ export function readIndex(scan: ArchiveScan): BackupIndex {
   const byName = new Map<string, unknown>();
   for (const s of snapshotConfigs) if (isPlainObject(s) && typeof s.name === 'string') byName.set(s.name, s);
 
-  if (optimized) {
-    if (scan.hasContainer || scan.snapshots.size) throw invalid('an optimized backup holds streams (.bin), not directories');
-    if (!scan.hasContainerStream) throw invalid('the optimized archive has no backup/container.bin');
-    const extra = [...scan.snapshotStreams].find((s) => !snapshotNames.includes(s));
-    if (extra !== undefined) throw invalid(`the archive has backup/snapshots/${extra}.bin, which backup/index.yaml does not list`);
-  } else {
-    if (scan.hasContainerStream || scan.snapshotStreams.size || scan.hasOptimizedHeader) throw invalid('the archive has optimized streams (.bin) but backup/index.yaml does not say it is optimized');
-    if (!scan.hasContainer) throw invalid('the archive has no backup/container/');
-  }
+  const found: BackupPartsFound = {
+    main: 'backup/container', snapshotsDir: 'backup/snapshots', hasMain: scan.hasContainer, snapshots: scan.snapshots,
+    hasMainStream: scan.hasContainerStream, snapshotStreams: scan.snapshotStreams, hasOptimizedHeader: scan.hasOptimizedHeader,
+  };
+  checkBackupParts(found, optimized, snapshotNames as string[]);
   const snapshots = (snapshotNames as string[]).map((s) => {
-    if (optimized ? !scan.snapshotStreams.has(s) : !scan.snapshots.has(s)) {
-      throw invalid(`backup/index.yaml lists snapshot "${s}" but the archive has no backup/snapshots/${s}${optimized ? '.bin' : '/'}`);
-    }
+    checkListedSnapshot(found, optimized, s);
     // A snapshot without its own config takes the instance's, as it was when archived.
     const snap = byName.has(s) ? section(byName.get(s), `config.snapshots[${s}]`) : { ...container };
     return { ...snap, name: s };

@@ -7,11 +7,11 @@
  * absolute names or `..`, nothing below a symlink or file of the archive, hard links within their
  * part, no device nodes (a volume is data, never a root filesystem). Any problem is a 400.
  */
-import { parse } from 'yaml';
 import {
   BackupMemberTracker, backupMemberParts, invalidBackup as invalid, isPlainObject, stringMap, walkBackupArchive,
   type BackupAlgorithm, type HostTools, type TarEntry,
 } from '../../../sdk/index.js';
+import { backupIndexText as text, checkBackupParts, checkListedSnapshot, parseBackupYaml, type BackupPartsFound } from '../../../sdk/backup-index.js';
 import { contentTypeOf } from './custom-volumes.js';
 import { checkVolumeSnapshotName } from './names.js';
 import type { ContentType } from './record.js';
@@ -106,13 +106,6 @@ export interface VolumeBackupIndex {
   snapshots: { name: string; description: string; expiresAt: string; createdAt?: string }[];
 }
 
-const text = (value: unknown, what: string): string | undefined => {
-  if (value === undefined || value === null) return undefined;
-  if (typeof value === 'string') return value;
-  if (value instanceof Date) return value.toISOString();
-  throw invalid(`${what} must be a string`);
-};
-
 /** A time kept only when it is a real one (the reference writes the zero time for "never" and "unknown"). */
 const time = (value: unknown, what: string): string | undefined => {
   const t = text(value, what);
@@ -121,12 +114,7 @@ const time = (value: unknown, what: string): string | undefined => {
 
 export function readVolumeIndex(scan: VolumeArchiveScan): VolumeBackupIndex {
   if (!scan.index) throw invalid('backup/index.yaml is missing');
-  let doc: unknown;
-  try {
-    doc = parse(scan.index.toString('utf8'));
-  } catch (err) {
-    throw invalid(`backup/index.yaml is not valid YAML (${(err as Error).message.split('\n')[0]})`);
-  }
+  const doc = parseBackupYaml(scan.index, 'backup/index.yaml');
   if (!isPlainObject(doc)) throw invalid('backup/index.yaml is not a map');
   const type = text(doc.type, 'type');
   if (type !== 'custom') throw invalid(`it is a backup of a${type === 'container' || !type ? 'n instance' : ` "${type}"`}, not of a custom volume`);
@@ -159,15 +147,11 @@ export function readVolumeIndex(scan: VolumeArchiveScan): VolumeBackupIndex {
   const byName = new Map<string, Record<string, unknown>>();
   for (const s of sections) if (isPlainObject(s) && typeof s.name === 'string') byName.set(s.name, s);
 
-  if (optimized) {
-    if (scan.hasVolume || scan.snapshots.size) throw invalid('an optimized backup holds streams (.bin), not directories');
-    if (!scan.hasVolumeStream) throw invalid('the optimized archive has no backup/volume.bin');
-    const extra = [...scan.snapshotStreams].find((s) => !(names as string[]).includes(s));
-    if (extra !== undefined) throw invalid(`the archive has backup/volume-snapshots/${extra}.bin, which backup/index.yaml does not list`);
-  } else {
-    if (scan.hasVolumeStream || scan.snapshotStreams.size || scan.hasOptimizedHeader) throw invalid('the archive has optimized streams (.bin) but backup/index.yaml does not say it is optimized');
-    if (!scan.hasVolume) throw invalid('the archive has no backup/volume/');
-  }
+  const found: BackupPartsFound = {
+    main: VOLUME_PART, snapshotsDir: SNAPSHOTS_PART, hasMain: scan.hasVolume, snapshots: scan.snapshots,
+    hasMainStream: scan.hasVolumeStream, snapshotStreams: scan.snapshotStreams, hasOptimizedHeader: scan.hasOptimizedHeader,
+  };
+  checkBackupParts(found, optimized, names as string[]);
   return {
     name,
     pool: text(doc.pool, 'pool') ?? '',
@@ -177,9 +161,7 @@ export function readVolumeIndex(scan: VolumeArchiveScan): VolumeBackupIndex {
     config: wrap(() => stringMap(volume.config, 'config'), 'config.volume'),
     contentType,
     snapshots: (names as string[]).map((s) => {
-      if (optimized ? !scan.snapshotStreams.has(s) : !scan.snapshots.has(s)) {
-        throw invalid(`backup/index.yaml lists snapshot "${s}" but the archive has no backup/volume-snapshots/${s}${optimized ? '.bin' : '/'}`);
-      }
+      checkListedSnapshot(found, optimized, s);
       const section = byName.get(s) ?? {};
       return {
         name: s,
