@@ -4,29 +4,16 @@
  * privileged containers, and failures that leave nothing mounted.
  */
 import test from 'ava';
-import bunyan from 'bunyan';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { createHostTools } from '../../kernel/host-tools/host-tools.js';
 import { ApiError, type DeviceMount, type DriverInstance } from '../../sdk/index.js';
 import { LxcDriver } from '../../plugins/instance-lxc/driver.js';
 import { lxcName } from '../../plugins/instance-lxc/paths.js';
-import { buildBusyboxImage } from '../helpers/busybox-image.js';
+import { lxcDriverFixture, runIn } from '../helpers/lxc-driver.js';
 
-const log = bunyan.createLogger({ name: 'disk-hotplug-test', level: 'fatal' });
-const tools = createHostTools(log);
-const RUN = randomBytes(3).toString('hex');
-const scratch = mkdtempSync(path.join(tmpdir(), 'corral-hotplug-test-'));
-chmodSync(scratch, 0o711);
-const image = buildBusyboxImage('none');
-const dataDir = path.join(scratch, 'data');
-mkdirSync(dataDir, { mode: 0o700 });
-const driver = new LxcDriver({ hostTools: tools, log, dataDir });
+const { log, tools, run: RUN, scratch, image, dataDir, driver } = lxcDriverFixture('disk-hotplug-test');
 const started: DriverInstance[] = [];
-const PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 async function launch(suffix: string, config: Record<string, string> = {}, mounts: DeviceMount[] = []): Promise<DriverInstance> {
   const name = `h${RUN}-${suffix}`;
@@ -39,16 +26,7 @@ async function launch(suffix: string, config: Record<string, string> = {}, mount
   return inst;
 }
 
-async function run(inst: DriverInstance, command: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const session = await driver.exec(inst, { command, environment: { PATH, HOME: '/root' }, interactive: false });
-  let stdout = '';
-  let stderr = '';
-  session.stdout.on('data', (c: Buffer) => (stdout += c));
-  session.stderr!.on('data', (c: Buffer) => (stderr += c));
-  session.stdin.end();
-  const code = await session.exited;
-  return { code, stdout, stderr };
-}
+const run = (inst: DriverInstance, command: string[]) => runIn(driver, inst, command);
 
 /** A directory standing for a custom volume: container ids on disk, as corral keeps them. */
 function volumeDir(name: string): string {

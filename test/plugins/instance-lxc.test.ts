@@ -4,37 +4,22 @@
  * on the same data dir plays a restarted daemon.
  */
 import test from 'ava';
-import bunyan from 'bunyan';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { createHostTools } from '../../kernel/host-tools/host-tools.js';
 import { ApiError, type DeviceMount, type DeviceRunConfig, type DriverInstance, type ExecSpec, type HostTools } from '../../sdk/index.js';
 import { LxcDriver } from '../../plugins/instance-lxc/driver.js';
 import { lxcName } from '../../plugins/instance-lxc/paths.js';
 import { readSubidRange, readSubidRanges } from '../../plugins/instance-lxc/idmap.js';
 import { LXC_FEATURES, lxcEnvironment, probeLxc } from '../../plugins/instance-lxc/probe.js';
-import { buildBusyboxImage } from '../helpers/busybox-image.js';
+import { CONTAINER_PATH as PATH, lxcDriverFixture, runIn } from '../helpers/lxc-driver.js';
 import { cpusetFile, memoryLimitFile, pidsMaxFile } from '../helpers/cgroup.js';
 import { startDaemon, stopDaemons, waitFor } from '../helpers/daemon.js';
 
-const log = bunyan.createLogger({ name: 'instance-lxc-test', level: 'fatal' });
-const tools = createHostTools(log);
-const RUN = randomBytes(3).toString('hex');
-const scratch = mkdtempSync(path.join(tmpdir(), 'corral-lxc-test-'));
-// Above the data dir is the admin's business: make it passable, as /var/lib is. The data dir itself
-// stays private (0700): the driver must open it up for the containers' mapped root.
-chmodSync(scratch, 0o711);
-const image = buildBusyboxImage('none');
-const dataDir = path.join(scratch, 'data');
-mkdirSync(dataDir, { mode: 0o700 });
-const driver = new LxcDriver({ hostTools: tools, log, dataDir });
+const { log, tools, run: RUN, scratch, image, dataDir, driver } = lxcDriverFixture('instance-lxc-test');
 const started: { driver: LxcDriver; inst: DriverInstance }[] = [];
-const PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const subuid = readSubidRange('/etc/subuid');
 
 function instance(suffix: string, config: Record<string, string> = {}, project = 'default', dir = dataDir): DriverInstance {
@@ -52,16 +37,7 @@ async function launch(inst: DriverInstance, mounts: DeviceMount[] = [], d = driv
   return d.start(inst, [rootDisk(inst), ...(mounts.length ? [{ mounts }] : [])]);
 }
 
-async function run(inst: DriverInstance, command: string[], extra: Partial<ExecSpec> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
-  const session = await driver.exec(inst, { command, environment: { PATH, HOME: '/root' }, interactive: false, ...extra });
-  let stdout = '';
-  let stderr = '';
-  session.stdout.on('data', (c: Buffer) => (stdout += c));
-  session.stderr!.on('data', (c: Buffer) => (stderr += c));
-  session.stdin.end();
-  const code = await session.exited;
-  return { code, stdout, stderr };
-}
+const run = (inst: DriverInstance, command: string[], extra: Partial<ExecSpec> = {}) => runIn(driver, inst, command, extra);
 
 /** Resolves once the accumulated text of a stream matches. */
 function waitForText(stream: Readable, pattern: RegExp, timeoutMs = 5000): { done: Promise<string>; text: () => string } {
