@@ -5,12 +5,11 @@
  * shifted to host ids, which corral shifts back.
  */
 import test from 'ava';
-import http from 'node:http';
 import { lstatSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
-import { callAndWait, importImage } from '../helpers/api.js';
+import { callAndWait, importImage, download } from '../helpers/api.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
 
@@ -25,18 +24,6 @@ let image: BusyboxImage;
 const suffix = randomBytes(3).toString('hex');
 
 const octet = { 'content-type': 'application/octet-stream' };
-
-function download(socket: string, url: string): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath: socket, method: 'GET', path: url }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(chunks)) : reject(new Error(`GET ${url}: ${res.statusCode} ${Buffer.concat(chunks)}`))));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 test.before(async () => {
   if (missing) return;

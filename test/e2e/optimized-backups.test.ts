@@ -8,7 +8,6 @@
  * ways with a private reference daemon on a btrfs pool of its own.
  */
 import test from 'ava';
-import http from 'node:http';
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,7 +15,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { parse } from 'yaml';
 import { startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
-import { callAndWait, importImage } from '../helpers/api.js';
+import { callAndWait, importImage, download } from '../helpers/api.js';
 import { lxcOk } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
@@ -29,18 +28,6 @@ const octet = { 'content-type': 'application/octet-stream' };
 const POOL = 'bp';
 const vols = `/1.0/storage-pools/${POOL}/volumes/custom`;
 const poolDir = () => path.join(d.dir, 'storage-pools', POOL);
-
-function download(socket: string, url: string): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath: socket, method: 'GET', path: url }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(chunks)) : reject(new Error(`GET ${url}: ${res.statusCode} ${Buffer.concat(chunks)}`))));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 /** Member names of a tarball in archive order, and one member's content. */
 function members(file: string): string[] {

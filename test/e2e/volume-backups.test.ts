@@ -6,13 +6,12 @@
  * corral and a private reference daemon.
  */
 import test from 'ava';
-import http from 'node:http';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync, chownSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
-import { callAndWait } from '../helpers/api.js';
+import { callAndWait, downloadRaw } from '../helpers/api.js';
 import { lxc, lxcOk } from '../helpers/clients.js';
 import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
 
@@ -21,18 +20,6 @@ let work: string;
 const octet = { 'content-type': 'application/octet-stream' };
 const vols = '/1.0/storage-pools/default/volumes/custom';
 const volumeDir = (name: string, project = 'default') => path.join(d.dir, 'storage-pools', 'default', 'custom', `${project}_${name}`);
-
-function download(socket: string, url: string): Promise<{ status: number; body: Buffer; headers: http.IncomingHttpHeaders }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath: socket, method: 'GET', path: url }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), headers: res.headers }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 /** Member names of a tarball, as tar lists them. */
 function members(file: string): string[] {
@@ -88,7 +75,7 @@ test.serial('create, list, show, rename, export and delete volume backups (custo
   const listed = (await d.request('GET', `${vols}/data/backups?recursion=1`)).json.metadata;
   t.deepEqual(listed.map((b: any) => [b.name, b.volume_only]), [['b1', false], ['backup0', true]]);
 
-  const xz = await download(d.socket, `${vols}/data/backups/b1/export`);
+  const xz = await downloadRaw(d.socket, `${vols}/data/backups/b1/export`);
   t.is(xz.status, 200);
   t.is(xz.body.subarray(0, 6).toString('latin1'), '\xfd7zXZ\x00', 'xz as asked');
   t.regex(String(xz.headers['content-disposition']), /filename=b1\.tar\.xz/);
@@ -97,7 +84,7 @@ test.serial('create, list, show, rename, export and delete volume backups (custo
     'backup/index.yaml', 'backup/volume-snapshots/snap0/', 'backup/volume-snapshots/snap0/data.txt', 'backup/volume-snapshots/snap0/sub/',
     'backup/volume/', 'backup/volume/data.txt', 'backup/volume/sub/',
   ]);
-  const zst = await download(d.socket, `${vols}/data/backups/backup0/export`);
+  const zst = await downloadRaw(d.socket, `${vols}/data/backups/backup0/export`);
   t.is(zst.body.readUInt32LE(0), 0xfd2fb528, 'zstd from backups.compression_algorithm');
   writeFileSync(path.join(work, 'b0.tar.zst'), zst.body);
   t.false(members(path.join(work, 'b0.tar.zst')).some((m) => m.includes('volume-snapshots')), 'volume_only leaves snapshots out');
@@ -115,7 +102,7 @@ test.serial('create, list, show, rename, export and delete volume backups (custo
   const renamed = await callAndWait(d, 'POST', `${vols}/data/backups/b1`, { name: 'kept' });
   t.is(renamed.op.status, 'Success');
   t.is((await d.request('GET', `${vols}/data/backups/b1`)).status, 404);
-  t.is((await download(d.socket, `${vols}/data/backups/kept/export`)).body.length, xz.body.length);
+  t.is((await downloadRaw(d.socket, `${vols}/data/backups/kept/export`)).body.length, xz.body.length);
   t.is((await d.request('POST', `${vols}/data/backups/kept`, { name: 'backup0' })).status, 409);
   t.is((await callAndWait(d, 'DELETE', `${vols}/data/backups/backup0`)).op.status, 'Success');
   t.deepEqual((await d.request('GET', `${vols}/data/backups`)).json.metadata, [`${vols}/data/backups/kept`]);
@@ -123,7 +110,7 @@ test.serial('create, list, show, rename, export and delete volume backups (custo
   // Backups follow a renamed volume and go with a deleted one.
   t.is((await d.request('POST', `${vols}/data`, { name: 'data2' })).status, 200);
   t.deepEqual((await d.request('GET', `${vols}/data2/backups`)).json.metadata, [`${vols}/data2/backups/kept`]);
-  t.is((await download(d.socket, `${vols}/data2/backups/kept/export`)).status, 200);
+  t.is((await downloadRaw(d.socket, `${vols}/data2/backups/kept/export`)).status, 200);
   t.false(existsSync(path.join(d.dir, 'backups', 'custom', 'default', 'default_data')));
   t.is((await d.request('DELETE', `${vols}/data2`)).status, 200);
   t.false(existsSync(path.join(d.dir, 'backups', 'custom', 'default', 'default_data2')));
@@ -216,7 +203,7 @@ test.serial('hostile and broken archives are refused with 400 and leave nothing 
   await lxcOk(t, d.socket, 'storage', 'volume', 'create', 'default', 'whole');
   writeFileSync(path.join(volumeDir('whole'), 'big'), Buffer.alloc(256 * 1024, 7));
   t.is((await callAndWait(d, 'POST', `${vols}/whole/backups`, { name: 'b' })).op.status, 'Success');
-  const good = (await download(d.socket, `${vols}/whole/backups/b/export`)).body;
+  const good = (await downloadRaw(d.socket, `${vols}/whole/backups/b/export`)).body;
   for (const [label, body] of [['truncated', good.subarray(0, Math.floor(good.length / 2))], ['empty', Buffer.alloc(0)], ['text', Buffer.from('hello world, no tar here')]] as const) {
     const res = await d.request('POST', vols, body, { ...octet, 'X-LXD-name': `cut-${label}` });
     t.is(res.status, 400, `${label}: ${res.body}`);
@@ -239,7 +226,7 @@ test.serial('kill -9 during a volume copy and a backup import: after a restart e
     execFileSync('dd', ['if=/dev/zero', `of=${path.join(custom, 'default_big', 'blob')}`, 'bs=1M', 'count=200', 'status=none']);
     t.is((await callAndWait(d2, 'POST', `${vols}/big/snapshots`, { name: 'one' })).op.status, 'Success');
     t.is((await callAndWait(d2, 'POST', `${vols}/big/backups`, { name: 'plain', compression_algorithm: 'none' })).op.status, 'Success');
-    const tarball = (await download(d2.socket, `${vols}/big/backups/plain/export`)).body;
+    const tarball = (await downloadRaw(d2.socket, `${vols}/big/backups/plain/export`)).body;
     t.is((await d2.request('POST', vols, { name: 'short' })).status, 200);
     t.is((await callAndWait(d2, 'POST', `${vols}/short/backups`, { name: 'soon', expires_at: new Date(Date.now() + 1000).toISOString() })).op.status, 'Success');
     t.is((await callAndWait(d2, 'POST', `${vols}/short/backups`, { name: 'later', expires_at: '2099-01-01T00:00:00Z' })).op.status, 'Success');
@@ -284,7 +271,7 @@ interop('volume backups move between corral and the reference daemon both ways',
     fill('tored', 'from corral\n');
     t.is((await callAndWait(d, 'POST', `${vols}/tored/snapshots`, { name: 'snapA' })).op.status, 'Success');
     t.is((await callAndWait(d, 'POST', `${vols}/tored/backups`, { name: 'x' })).op.status, 'Success');
-    const ours = (await download(d.socket, `${vols}/tored/backups/x/export`)).body;
+    const ours = (await downloadRaw(d.socket, `${vols}/tored/backups/x/export`)).body;
     const imported = await ref.call('POST', vols, ours, { ...octet, 'X-LXD-name': 'fromcorral' });
     t.is(imported.op?.status, 'Success', `${imported.op?.err ?? imported.body}\n${ref.log()}`);
     const theirs = (await ref.request('GET', `${vols}/fromcorral`)).json.metadata;
@@ -299,7 +286,7 @@ interop('volume backups move between corral and the reference daemon both ways',
     t.is((await ref.lxc('storage', 'volume', 'snapshot', 'default', 'tocor', 'r0')).status, 0);
     const made = await ref.call('POST', `${vols}/tocor/backups`, { name: 'y' });
     t.is(made.op?.status, 'Success', made.op?.err);
-    const refTarball = (await download(ref.socket, `${vols}/tocor/backups/y/export`)).body;
+    const refTarball = (await downloadRaw(ref.socket, `${vols}/tocor/backups/y/export`)).body;
     const back = await callAndWait(d, 'POST', vols, refTarball, octet);
     t.is(back.op.status, 'Success', back.op.err);
     t.is((await d.request('GET', `${vols}/tocor`)).json.metadata.config['user.from'], 'reference');

@@ -1,3 +1,4 @@
+import http from 'node:http';
 /** API calls the plugin tests share: a request that waits for its operation, and importing an image under an alias. */
 import { readFileSync } from 'node:fs';
 import type { Daemon, HttpResult } from './daemon.js';
@@ -23,3 +24,24 @@ export async function importImage(daemon: Daemon, tarball: string, alias: string
   await daemon.request('POST', '/1.0/images/aliases', { name: alias, target: op.metadata.fingerprint });
   return op.metadata.fingerprint;
 }
+
+/** A GET over the unix socket whose answer is kept as bytes (tarball downloads), whatever its status. */
+export function downloadRaw(socket: string, url: string): Promise<{ status: number; body: Buffer; headers: http.IncomingHttpHeaders }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath: socket, method: 'GET', path: url }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), headers: res.headers }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** A download that must answer 200: its bytes. */
+export async function download(socket: string, url: string): Promise<Buffer> {
+  const res = await downloadRaw(socket, url);
+  if (res.status !== 200) throw new Error(`GET ${url}: ${res.status} ${res.body}`);
+  return res.body;
+}
+
