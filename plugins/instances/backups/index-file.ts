@@ -6,7 +6,7 @@
 import { invalidBackup as invalid, isPlainObject, stringMap, type DeviceConfig, type InstanceType } from '../../../sdk/index.js';
 import { backupIndexText as text, checkBackupParts, checkListedSnapshot, parseBackupYaml as parseYaml, type BackupPartsFound } from '../../../sdk/backup-index.js';
 import { deviceMap, profileList } from '../shape.js';
-import { snapshotNameProblem } from '../snapshots/pattern.js';
+import { snapshotNameProblem } from '../../../sdk/snapshot-pattern.js';
 import type { ArchiveScan } from './archive-check.js';
 
 export interface InstanceSection {

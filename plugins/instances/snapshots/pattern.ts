@@ -1,2 +1,0 @@
-/** Moved to sdk/ (volume snapshots share it); kept so the instances family's imports stay short. */
-export * from '../../../sdk/snapshot-pattern.js';
