@@ -22,6 +22,20 @@ export function sh(cmd: string, args: string[], input?: string): { status: numbe
 
 export const linkExists = (name: string): boolean => existsSync(`/sys/class/net/${name}`);
 
+/**
+ * Host links that hang off `parent` (macvlan, vlan) or whose veth peer sits in the same namespace
+ * as `peerOf`'s: counting these, not every host link, keeps a check blind to other test files
+ * that make and remove interfaces at the same time.
+ */
+export function linksRelatedTo(opts: { parent?: string; peerOf?: string }): string[] {
+  const links = JSON.parse(execFileSync('ip', ['-j', 'link', 'show'], { encoding: 'utf8' })) as any[];
+  const netnsid = opts.peerOf === undefined ? undefined : links.find((l) => l.ifname === opts.peerOf)?.link_netnsid;
+  return links
+    .filter((l) => (opts.parent !== undefined && l.link === opts.parent)
+      || (netnsid !== undefined && l.link_netnsid === netnsid))
+    .map((l) => l.ifname as string);
+}
+
 /** Pids of the dnsmasq processes serving a network's directory. */
 export function dnsmasqPids(netDir: string): number[] {
   const conf = `--conf-file=${path.join(netDir, 'dnsmasq.conf')}`;

@@ -11,7 +11,7 @@ import path from 'node:path';
 import type { Daemon } from '../helpers/daemon.js';
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
 import { callAndWait } from '../helpers/api.js';
-import { linkExists, uniqueName, VethNamespaces } from '../helpers/netns.js';
+import { linkExists, linksRelatedTo, uniqueName, VethNamespaces } from '../helpers/netns.js';
 
 let d: Daemon;
 const veths = new VethNamespaces();
@@ -75,10 +75,11 @@ test.serial('macvlan networks (network_type_macvlan): keys checked, bad ones ref
   }
   t.is((await d.request('GET', '/1.0/networks/mbad')).status, 404, 'nothing recorded');
 
-  const before = ip('-br', 'link').split('\n').length;
+  const before = linksRelatedTo({ parent });
   const made = await createNetwork('mgood', 'macvlan', { parent, mtu: '1400', vlan: '42', gvrp: 'true', 'maas.subnet.ipv4': 'lan', 'user.note': 'x' });
   t.is(made.status, 200, made.json?.error);
-  t.is(ip('-br', 'link').split('\n').length, before, 'no interface made for the network');
+  t.deepEqual(linksRelatedTo({ parent }), before, 'no interface made on the parent for the network');
+  t.false(linkExists('mgood'));
   const shown = await getNetwork('mgood');
   t.deepEqual(shown.metadata.config, { parent, mtu: '1400', vlan: '42', gvrp: 'true', 'maas.subnet.ipv4': 'lan', 'user.note': 'x' });
   t.is(shown.metadata.type, 'macvlan');

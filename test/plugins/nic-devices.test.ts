@@ -13,6 +13,7 @@ import { claimsNamed } from '../helpers/claims.js';
 import { nicTable } from '../../plugins/nic-devices/filtering.js';
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
 import { callAndWait } from '../helpers/api.js';
+import { linksRelatedTo } from '../helpers/netns.js';
 
 const RUN = randomBytes(3).toString('hex');
 let d: Daemon;
@@ -279,9 +280,9 @@ test.serial('routed NIC options: no gateway (container_nic_routed_gateway), host
   t.regex(execFileSync('tc', ['class', 'show', 'dev', host0], { encoding: 'utf8' }), /rate 10Mbit/);
   t.regex(execFileSync('ip', ['-4', 'route', 'show', '10.186.0.0/24'], { encoding: 'utf8' }), new RegExp(`dev ${host1}`));
   // This kernel has no tc police action: an egress limit is refused clearly and the hot-plug leaves nothing.
-  const before = execFileSync('ip', ['-o', 'link'], { encoding: 'utf8' }).split('\n').length;
+  const before = { host: linksRelatedTo({ peerOf: host0 }), inside: inside('rto', 'ip -o link').out };
   t.regex(await edit('PATCH', 'rto', { devices: { eth2: { type: 'nic', nictype: 'p2p', name: 'eth2', 'limits.egress': '5Mbit' } } }), /no tc police action/);
-  t.is(execFileSync('ip', ['-o', 'link'], { encoding: 'utf8' }).split('\n').length, before);
+  t.deepEqual({ host: linksRelatedTo({ peerOf: host0 }), inside: inside('rto', 'ip -o link').out }, before);
   t.is((await network('rto')).eth2, undefined);
   await call('PUT', '/1.0/instances/rto/state', { action: 'stop', force: true });
   t.is(execFileSync('ip', ['-4', 'route', 'show', 'table', '1185'], { encoding: 'utf8' }).trim(), '', 'the host table route went with the NIC');
