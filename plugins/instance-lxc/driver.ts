@@ -20,6 +20,7 @@ import {
   allocateRange, checkDelegated, heldRange, holdsOwnRange, idmapJson, ISOLATED_SIZE, overlaps, parseRawIdmap, planIdmap, readSubidRanges, readSubordinateIds,
   type IdRange, type IdmapPlan, type SubordinateIds,
 } from './idmap.js';
+import { configuredHaltSignal, repeatHaltWhileYoung } from './halt-repeat.js';
 import { LXC_KEYS } from './keys.js';
 import { cgroupLimit, formatCpuList, LIMIT_KEYS, parseCpuList, parseMemory, parseOnlineCpus, startLimits, unlimitedValue, type HostCapacity } from './limits.js';
 import { BlockDeviceNames, readMetrics } from './metrics.js';
@@ -298,11 +299,22 @@ export class LxcDriver implements InstanceDriver {
     // A frozen init cannot act on the halt signal.
     if (!kill && running.cgroup?.frozen()) await this.unfreeze(inst);
     const args = ['-n', name, '-P', this.paths.lxcpath, ...(kill ? ['-k'] : ['-t', String(Math.max(1, Math.ceil(opts.timeoutMs / 1000)))])];
-    const result = await runTool(this.opts.hostTools, 'lxc-stop', args, (kill ? 0 : opts.timeoutMs) + STOP_GRACE_MS)
-      .catch((err: Error) => ({ exitCode: -1, stderr: err.message }));
+    const stopping = runTool(this.opts.hostTools, 'lxc-stop', args, (kill ? 0 : opts.timeoutMs) + STOP_GRACE_MS);
+    if (!kill && running.initPid !== undefined) this.repeatHalt(name, running.initPid, stopping);
+    const result = await stopping.catch((err: Error) => ({ exitCode: -1, stderr: err.message }));
     if (await this.stillRunning(name, result.exitCode === 0 ? MONITOR_EXIT_MS : 0)) {
       throw internalError(`Failed to stop the instance: ${result.stderr.trim() || `lxc-stop exited with ${result.exitCode}`}`);
     }
+  }
+
+  /** A just-started init may not have been ready for liblxc's one halt signal. */
+  private repeatHalt(name: string, initPid: number, stopping: Promise<unknown>): void {
+    let config = '';
+    try {
+      config = readFileSync(this.paths.config(name), 'utf8');
+    } catch { /* no config: liblxc's default signal */ }
+    const signal = configuredHaltSignal(config);
+    if (signal !== undefined) repeatHaltWhileYoung(initPid, signal, stopping);
   }
 
   /**

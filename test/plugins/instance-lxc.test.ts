@@ -156,6 +156,22 @@ test.serial('a clean stop sends the halt signal busybox init obeys; an init that
   t.true(waited >= 900 && waited < 8000, `stop after timeout took ${waited} ms`);
 });
 
+test.serial('a halt signal that arrives before init is ready is sent again, so a clean stop right after a start does not wait out its timeout', async (t) => {
+  const inst = instance('slowinit');
+  // An init that sets up late: a shell (which ignores the halt signal as pid 1) becomes busybox init.
+  const init = path.join(inst.volumePath, 'rootfs', 'sbin', 'init');
+  rmSync(init);
+  writeFileSync(init, '#!/bin/sh\nsleep 0.6\nexec /bin/busybox init\n');
+  chmodSync(init, 0o755);
+  await launch(inst);
+  const t0 = performance.now();
+  await driver.stop(inst, { force: false, timeoutMs: 10_000 });
+  const ms = performance.now() - t0;
+  t.is(await driver.status(inst), 'Stopped');
+  t.true(ms < 8000, `clean stop took ${ms} ms`);
+  t.regex(readFileSync(driver.consoleLogPath(inst), 'utf8'), /going down|system halt/);
+});
+
 test.serial('status spawns nothing, is cheap, and is right for a new driver object (a restarted daemon)', async (t) => {
   const inst = instance('status');
   await launch(inst);
