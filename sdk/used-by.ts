@@ -1,12 +1,29 @@
 /** `used_by` lists are assembled from providers that other plugins register with the owner. */
 
+/**
+ * Work shared across the `collect` calls of one listing: a provider keeps here what it would
+ * otherwise fetch again for every name (the instance list, say). Made per request, never kept.
+ */
+export class UsedByMemo {
+  private readonly values = new Map<string, Promise<unknown>>();
+
+  get<T>(key: string, compute: () => Promise<T> | T): Promise<T> {
+    let value = this.values.get(key) as Promise<T> | undefined;
+    if (!value) {
+      value = Promise.resolve().then(compute);
+      this.values.set(key, value);
+    }
+    return value;
+  }
+}
+
 /** Answers the URLs of what uses the named resource (`project` is the resource's project). */
-export type UsedByProvider = (project: string, name: string) => Promise<string[]> | string[];
+export type UsedByProvider = (project: string, name: string, memo: UsedByMemo) => Promise<string[]> | string[];
 
 export interface UsedByRegistry {
   add(provider: UsedByProvider): void;
-  /** Every provider's answers, sorted and without duplicates. */
-  collect(project: string, name: string): Promise<string[]>;
+  /** Every provider's answers, sorted and without duplicates; pass one memo for all names of a listing. */
+  collect(project: string, name: string, memo?: UsedByMemo): Promise<string[]>;
 }
 
 export function createUsedByRegistry(): UsedByRegistry {
@@ -15,13 +32,12 @@ export function createUsedByRegistry(): UsedByRegistry {
     add(provider) {
       providers.push(provider);
     },
-    async collect(project, name) {
-      const lists = await Promise.all(providers.map((p) => p(project, name)));
+    async collect(project, name, memo = new UsedByMemo()) {
+      const lists = await Promise.all(providers.map((p) => p(project, name, memo)));
       return [...new Set(lists.flat())].sort();
     },
   };
 }
-
 /** A resource URL as used_by lists carry it: `?project=` only outside the default project. */
 export function resourceUrl(path: string, project: string): string {
   return project === 'default' ? path : `${path}?project=${encodeURIComponent(project)}`;

@@ -95,11 +95,11 @@ export default definePlugin({
     };
 
     // What uses profiles, pools and images.
-    profiles.usedBy.add(async (project, name) => (await recordsUsing('profiles', project))
+    profiles.usedBy.add(async (project, name, memo) => (await memo.get(`records:profiles:${project}`, () => recordsUsing('profiles', project)))
       .filter((s) => s.doc.profiles.includes(name)).map((s) => instanceUrl(s.project, s.name)));
-    storage.poolUsedBy.add(async (_project, pool) => (await manager.records.list())
+    storage.poolUsedBy.add(async (_project, pool, memo) => (await memo.get('records', () => manager.records.list()))
       .filter((s) => s.doc.pool === pool).map((s) => instanceUrl(s.project, s.name)));
-    images.usedBy.add(async (project, fingerprint) => (await recordsUsing('images', project))
+    images.usedBy.add(async (project, fingerprint, memo) => (await memo.get(`records:images:${project}`, () => recordsUsing('images', project)))
       .filter((s) => s.doc.config['volatile.base_image'] === fingerprint).map((s) => resourceUrl(`/1.0/instances/${s.name}`, s.project)));
     registerImageSources(ctx, manager, images);
 

@@ -1,6 +1,7 @@
 /** /1.0/networks, /1.0/networks/{name} and its /leases and /state. */
 import { readFileSync } from 'node:fs';
 import {
+  UsedByMemo,
   badRequest, bodyObject, collection, empty, networkUrl, notFound, optionalString, stringMap, sync,
   type ApiRequest, type HostTools, type RouteDescriptor,
 } from '../../sdk/index.js';
@@ -37,9 +38,9 @@ type Entry = { managed: NetworkRecord } | { unmanaged: string };
 export function networkRoutes(manager: NetworkManager, tools: HostTools): RouteDescriptor[] {
   const entryName = (e: Entry) => ('managed' in e ? e.managed.name : e.unmanaged);
 
-  const render = async (project: string, e: Entry) => 'managed' in e
-    ? managedView(e.managed, manager.status(project, e.managed.name), await manager.usedBy.collect(project, e.managed.name))
-    : unmanagedView(e.unmanaged, hostInterfaceType(e.unmanaged), await manager.usedBy.collect(project, e.unmanaged));
+  const render = async (project: string, e: Entry, memo?: UsedByMemo) => 'managed' in e
+    ? managedView(e.managed, manager.status(project, e.managed.name), await manager.usedBy.collect(project, e.managed.name, memo))
+    : unmanagedView(e.unmanaged, hostInterfaceType(e.unmanaged), await manager.usedBy.collect(project, e.unmanaged, memo));
 
   /** Unmanaged host interfaces belong to the default project only, in the kernel's order. */
   const entries = async (project: string): Promise<Entry[]> => {
@@ -73,7 +74,10 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools): RouteD
       extension: 'network',
       get: {
         description: 'List the networks: managed ones and the host\'s interfaces',
-        handler: async (req) => collection(await entries(req.project), (e) => networkUrl(req.project, entryName(e)), (e) => render(req.project, e)),
+        handler: async (req) => {
+          const memo = new UsedByMemo();
+          return collection(await entries(req.project), (e) => networkUrl(req.project, entryName(e)), (e) => render(req.project, e, memo));
+        },
       },
       post: {
         description: 'Create a managed network',

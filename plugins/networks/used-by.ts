@@ -12,19 +12,19 @@ const usesNetwork = (devices: Record<string, DeviceConfig>, name: string): boole
   Object.values(devices).some((d) => d.type === 'nic' && (d.network === name || (!d.network && d.parent === name)));
 
 export function addDeviceUsers(usedBy: UsedByRegistry, services: ServiceRegistry): void {
-  usedBy.add(async (project, name) => {
+  usedBy.add(async (project, name, memo) => {
     const instances = services.get(InstancesServiceRef);
     if (!instances) return [];
     const out: string[] = [];
-    for (const inst of await instances.list()) {
+    for (const inst of await memo.get('instances', () => instances.list())) {
       if (!usesNetwork(inst.expandedDevices, name)) continue;
       if ((await featureProjectOf(services, inst.project, 'networks')) === project) out.push(instanceUrl(inst.project, inst.name));
     }
     return out;
   });
-  usedBy.add(async (project, name) => {
+  usedBy.add(async (project, name, memo) => {
     const profiles = services.get(ProfilesServiceRef);
     if (!profiles) return [];
-    return (await profiles.list(project)).filter((p) => usesNetwork(p.devices, name)).map((p) => resourceUrl(`/1.0/profiles/${encodeURIComponent(p.name)}`, project));
+    return (await memo.get(`profiles:${project}`, () => profiles.list(project))).filter((p) => usesNetwork(p.devices, name)).map((p) => resourceUrl(`/1.0/profiles/${encodeURIComponent(p.name)}`, project));
   });
 }

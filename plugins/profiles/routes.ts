@@ -1,5 +1,6 @@
 /** /1.0/profiles and /1.0/profiles/{name}. */
-import { bodyObject, collection, empty, optionalString, stringMap, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
+import {
+  UsedByMemo, bodyObject, collection, empty, optionalString, stringMap, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
 import type { ProfileEdit, ProfileManager } from './manager.js';
 import { checkProfileName } from './names.js';
 import { editableView, profileUrl, profileView, type Profile } from './profile.js';
@@ -15,7 +16,7 @@ function editFrom(req: ApiRequest): ProfileEdit {
 }
 
 export function profileRoutes(profiles: ProfileManager): RouteDescriptor[] {
-  const render = async (project: string, p: Profile) => profileView(p, await profiles.usedBy.collect(project, p.name));
+  const render = async (project: string, p: Profile, memo?: UsedByMemo) => profileView(p, await profiles.usedBy.collect(project, p.name, memo));
 
   return [
     {
@@ -23,7 +24,10 @@ export function profileRoutes(profiles: ProfileManager): RouteDescriptor[] {
       extension: 'profile_usedby',
       get: {
         description: 'List the profiles of a project',
-        handler: async (req) => collection(await profiles.list(req.project), (p) => profileUrl(req.project, p.name), (p) => render(req.project, p)),
+        handler: async (req) => {
+          const memo = new UsedByMemo();
+          return collection(await profiles.list(req.project), (p) => profileUrl(req.project, p.name), (p) => render(req.project, p, memo));
+        },
       },
       post: {
         description: 'Create a profile',

@@ -1,5 +1,6 @@
 /** /1.0/storage-pools, /1.0/storage-pools/{name} and /1.0/storage-pools/{name}/resources. */
 import {
+  UsedByMemo,
   badRequest, bodyObject, collection, empty, optionalString, stringMap, sync,
   type ApiRequest, type RouteDescriptor,
 } from '../../sdk/index.js';
@@ -21,7 +22,7 @@ function editBody(req: ApiRequest): PoolEdit {
 }
 
 export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
-  const render = async (pool: PoolRecord) => poolView(pool, pools.status(pool.name), await pools.usedBy.collect('default', pool.name));
+  const render = async (pool: PoolRecord, memo?: UsedByMemo) => poolView(pool, pools.status(pool.name), await pools.usedBy.collect('default', pool.name, memo));
 
   return [
     {
@@ -29,7 +30,10 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
       extension: 'storage',
       get: {
         description: 'List the storage pools',
-        handler: async () => collection(await pools.list(), (p) => poolUrl(p.name), render),
+        handler: async () => {
+          const memo = new UsedByMemo();
+          return collection(await pools.list(), (p) => poolUrl(p.name), (p) => render(p, memo));
+        },
       },
       post: {
         access: 'admin',

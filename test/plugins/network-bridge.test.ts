@@ -5,7 +5,7 @@
  */
 import test from 'ava';
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { startTestKernel, type TestKernel } from '../../sdk/testing/index.js';
 import { NetworksServiceRef, WarningsServiceRef, type EventEnvelope } from '../../sdk/index.js';
@@ -239,8 +239,14 @@ test.serial('a crashed dnsmasq is restarted with a warning', async (t) => {
   const dir = path.join(k.dataDir, 'networks', name);
   const [pid] = dnsmasqPids(dir);
   process.kill(pid!, 'SIGKILL');
-  // While dnsmasq daemonizes, its parent and child both show for a moment: wait for one process.
-  await waitFor(() => { const now = dnsmasqPids(dir); return now.length === 1 && now[0] !== pid; }, 8000, 'a new dnsmasq');
+  // While dnsmasq daemonizes, its parent and children show for a moment: wait for the one process
+  // that wrote the pid file to be the only one left.
+  const daemonized = () => {
+    const now = dnsmasqPids(dir);
+    const recorded = Number(readFileSync(path.join(dir, 'dnsmasq.pid'), 'utf8').trim() || 0);
+    return now.length === 1 && now[0] !== pid && now[0] === recorded;
+  };
+  await waitFor(() => { try { return daemonized(); } catch { return false; } }, 8000, 'a new dnsmasq');
   t.is(dnsmasqPids(dir).length, 1);
   const warned = async () => ((await k.inject({ url: '/1.0/warnings?recursion=1' })).json.metadata as any[])
     .some((w) => w.type === 'Network DHCP/DNS server restarted' && w.entity_url === `/1.0/networks/${name}`);

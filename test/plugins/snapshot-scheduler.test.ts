@@ -27,7 +27,14 @@ test.serial('a cron schedule snapshots within a minute and expired snapshots are
   const res = await call('PATCH', '/1.0/instances/sched', { config: { 'snapshots.schedule': '* * * * *', 'snapshots.schedule.stopped': 'true', 'snapshots.pattern': 'auto%d' } });
   t.is(res.op.status, 'Success', res.op.err);
 
+  // The same schedule in a project whose restrictions block snapshots takes none.
+  t.is((await d.request('POST', '/1.0/projects', { name: 'nosnap', config: { 'features.images': 'false', 'features.profiles': 'false', restricted: 'true' } })).status, 200);
+  t.is((await call('POST', '/1.0/instances?project=nosnap', { name: 'sched', source: { type: 'image', alias: 'bb' } })).op.status, 'Success');
+  t.is((await call('PATCH', '/1.0/instances/sched?project=nosnap', { config: { 'snapshots.schedule': '* * * * *', 'snapshots.schedule.stopped': 'true' } })).op.status, 'Success');
+
   await waitFor(async () => (await snapshots('sched')).some((s) => s.name === 'auto0'), 125_000, 'a scheduled snapshot');
+  const blocked = await d.request('GET', '/1.0/instances/sched/snapshots?project=nosnap');
+  t.deepEqual(blocked.json.metadata, [], 'restricted.snapshots=block holds for scheduled snapshots');
   await waitFor(async () => !(await snapshots('sched')).some((s) => s.name === 'short'), 10_000, 'the expired snapshot to go');
   const ops = (await d.request('GET', '/1.0/operations?recursion=1')).json.metadata;
   const all = [...(ops.success ?? []), ...(ops.running ?? [])].map((o: any) => o.description);

@@ -74,9 +74,21 @@ export class SnapshotScheduler {
       const schedule = this.schedule(handle);
       if (!schedule || !schedule.matches(now)) continue;
       if (!truthy(handle.inst.config['snapshots.schedule.stopped']) && (await handle.driver.status(handle.inst)) === 'Stopped') continue;
+      if (!(await this.allowed(handle))) continue;
       due.push(handle);
     }
     if (due.length) await this.snapshotAll(due, 'Creating scheduled snapshots');
+  }
+
+  /** A schedule is no way around the project's `restricted.snapshots`: such instances are passed over. */
+  private async allowed(handle: InstanceHandle): Promise<boolean> {
+    try {
+      await this.manager.vetChild('snapshot', handle);
+      return true;
+    } catch (err) {
+      this.ctx.log.debug({ instance: handle.name, project: handle.project, reason: (err as Error).message }, 'scheduled snapshot not allowed');
+      return false;
+    }
   }
 
   private async snapshotAll(handles: InstanceHandle[], description: string): Promise<void> {
@@ -118,6 +130,8 @@ export class SnapshotScheduler {
   /** `@startup`: a snapshot each time the instance starts. */
   private onStarted(handle: InstanceHandle): void {
     if (!this.schedule(handle)?.onStartup) return;
-    void this.snapshotAll([handle], 'Creating startup snapshot');
+    void this.allowed(handle).then(async (yes) => {
+      if (yes) await this.snapshotAll([handle], 'Creating startup snapshot');
+    });
   }
 }

@@ -1,0 +1,26 @@
+/** The used_by registry: providers' answers merged and sorted, and one memo shared by a listing. */
+import test from 'ava';
+import { createUsedByRegistry, UsedByMemo } from '../../sdk/index.js';
+
+test('answers are merged, sorted and without duplicates', async (t) => {
+  const usedBy = createUsedByRegistry();
+  usedBy.add((_project, name) => [`/1.0/b/${name}`, `/1.0/a/${name}`]);
+  usedBy.add(async (_project, name) => [`/1.0/a/${name}`]);
+  t.deepEqual(await usedBy.collect('default', 'x'), ['/1.0/a/x', '/1.0/b/x']);
+});
+
+test('a memo passed to every collect of a listing runs the shared work once; without one each collect runs it', async (t) => {
+  const usedBy = createUsedByRegistry();
+  let listings = 0;
+  const list = async () => {
+    listings++;
+    return ['n1', 'n2', 'n1'];
+  };
+  usedBy.add(async (_project, name, memo) => (await memo.get('things', list)).filter((n) => n === name).map(() => `/1.0/things/${name}`));
+  const memo = new UsedByMemo();
+  t.deepEqual(await Promise.all(['n1', 'n2', 'n3'].map((n) => usedBy.collect('default', n, memo))), [['/1.0/things/n1'], ['/1.0/things/n2'], []]);
+  t.is(listings, 1);
+  await usedBy.collect('default', 'n1');
+  await usedBy.collect('default', 'n2');
+  t.is(listings, 3);
+});
