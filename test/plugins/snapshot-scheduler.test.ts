@@ -14,7 +14,7 @@ const call = (method: string, url: string, body?: unknown) => callAndWait(d, met
 const snapshots = async (name: string) => ((await d.request('GET', `/1.0/instances/${name}/snapshots?recursion=1`)).json.metadata as any[]);
 
 test.before(async () => {
-  d = await startWithImage();
+  d = await startWithImage({ plugins: 'full' });
 });
 
 test.after.always(stopImageDaemons);
@@ -28,8 +28,12 @@ test.serial('a cron schedule snapshots within a minute and expired snapshots are
   t.is(res.op.status, 'Success', res.op.err);
 
   // The same schedule in a project whose restrictions block snapshots takes none.
-  t.is((await d.request('POST', '/1.0/projects', { name: 'nosnap', config: { 'features.images': 'false', 'features.profiles': 'false', restricted: 'true' } })).status, 200);
-  t.is((await call('POST', '/1.0/instances?project=nosnap', { name: 'sched', source: { type: 'image', alias: 'bb' } })).op.status, 'Success');
+  const made = await d.request('POST', '/1.0/projects', { name: 'nosnap', config: { 'features.images': 'false', restricted: 'true' } });
+  t.is(made.status, 200, made.body);
+  const pool = (await d.request('GET', '/1.0/storage-pools?recursion=1')).json.metadata[0].name;
+  const root = { root: { type: 'disk', path: '/', pool } };
+  const inRestricted = await call('POST', '/1.0/instances?project=nosnap', { name: 'sched', source: { type: 'image', alias: 'bb' }, devices: root });
+  t.is(inRestricted.op.status, 'Success', inRestricted.op.err);
   t.is((await call('PATCH', '/1.0/instances/sched?project=nosnap', { config: { 'snapshots.schedule': '* * * * *', 'snapshots.schedule.stopped': 'true' } })).op.status, 'Success');
 
   await waitFor(async () => (await snapshots('sched')).some((s) => s.name === 'auto0'), 125_000, 'a scheduled snapshot');
