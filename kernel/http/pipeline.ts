@@ -7,7 +7,7 @@ import type Hapi from '@hapi/hapi';
 import type { Request, ResponseToolkit } from '@hapi/hapi';
 import type Logger from 'bunyan';
 import {
-  badRequest, forbidden, mergePatch, notFound, preconditionFailed,
+  badRequest, forbidden, mergePatch, notFound, parseJsonText, preconditionFailed,
   type ApiResponse, type RouteDescriptor, type VerbSpec, type WebsocketSpec,
 } from '../../sdk/index.js';
 import { parseFilter, matchesFilter, FilterSyntaxError, type FilterExpr } from '../filter/index.js';
@@ -242,12 +242,7 @@ export function checkAccess(caller: Caller, access: string, project: string, all
 }
 
 function parseJsonBody(payload: unknown): unknown {
-  if (!Buffer.isBuffer(payload) || payload.length === 0) return undefined;
-  try {
-    return JSON.parse(payload.toString('utf8'));
-  } catch (err) {
-    throw badRequest(`Invalid JSON in the request body: ${(err as Error).message}`);
-  }
+  return Buffer.isBuffer(payload) ? parseJsonText(payload.toString('utf8')) : undefined;
 }
 
 function parseRecursion(value: string | undefined): 0 | 1 | 2 {

@@ -194,3 +194,15 @@ test('warnings raised through the sdk service are counted and listed', async (t)
   t.is(list.json.metadata[0].entity_url, '/1.0/probes/alpha');
   await k.stop();
 });
+
+test('a body of only whitespace is no body, as for hand-read bodies; broken JSON is a 400 naming it', async (t) => {
+  const k = await start();
+  const empty = await k.inject({ method: 'POST', url: '/1.0/probes', payload: '', headers: { 'content-type': 'application/json' } });
+  const blank = await k.inject({ method: 'POST', url: '/1.0/probes', payload: ' \n\t', headers: { 'content-type': 'application/json' } });
+  t.is(blank.statusCode, empty.statusCode);
+  t.is(blank.json.error, empty.json.error);
+  const broken = await k.inject({ method: 'POST', url: '/1.0/probes', payload: '{"name":', headers: { 'content-type': 'application/json' } });
+  t.is(broken.statusCode, 400);
+  t.regex(broken.json.error, /Invalid JSON in the request body/);
+  await k.stop();
+});
