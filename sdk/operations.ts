@@ -77,3 +77,26 @@ export interface OperationsService {
   /** Cancel as a client's DELETE would (a consumed token ends this way). */
   cancel(id: string): Promise<void>;
 }
+
+/**
+ * Create an operation holding a reservation (a backup name, say) that `release` gives back: when
+ * the work ends, whatever its outcome, or at once when the operation cannot be created.
+ */
+export function createReleasing(operations: OperationsService, spec: OperationSpec, release?: () => void): Operation {
+  const run = spec.run;
+  try {
+    return operations.create({
+      ...spec,
+      run: async (op) => {
+        try {
+          return await run?.(op);
+        } finally {
+          release?.();
+        }
+      },
+    });
+  } catch (err) {
+    release?.();
+    throw err;
+  }
+}

@@ -6,7 +6,7 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import {
-  async, bodyObject, collection, formatExtension, notFound, raw, resourceUrl, sync,
+  async, bodyObject, collection, createReleasing, formatExtension, notFound, raw, resourceUrl, sync,
   type ApiRequest, type BackupAlgorithm as Algorithm, type OperationControl, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
@@ -19,28 +19,17 @@ export function backupRoutes(ctx: PluginContext, manager: InstanceManager, backu
   const task = (
     req: ApiRequest, handle: InstanceHandle, description: string, backup: string,
     run: (fresh: InstanceHandle, op: OperationControl) => Promise<unknown>, release?: () => void,
-  ) => {
-    try {
-      return async(ctx.operations.create({
-        class: 'task',
-        description,
-        project: req.project,
-        requestor: req.requestor,
-        // lxc 5.0.2 takes the backup name as what follows "/1.0/backups/" here, as the reference writes it.
-        resources: { ...operationResources(handle.name), backups: [`/1.0/backups/${backup}`] },
-        run: async (op) => {
-          try {
-            await manager.lock.run(`${handle.project}/${handle.name}`, async () => run(await manager.load(handle.project, handle.name), op));
-          } finally {
-            release?.();
-          }
-        },
-      }));
-    } catch (err) {
-      release?.();
-      throw err;
-    }
-  };
+  ) => async(createReleasing(ctx.operations, {
+    class: 'task',
+    description,
+    project: req.project,
+    requestor: req.requestor,
+    // lxc 5.0.2 takes the backup name as what follows "/1.0/backups/" here, as the reference writes it.
+    resources: { ...operationResources(handle.name), backups: [`/1.0/backups/${backup}`] },
+    run: async (op) => {
+      await manager.lock.run(`${handle.project}/${handle.name}`, async () => run(await manager.load(handle.project, handle.name), op));
+    },
+  }, release));
 
   return [
     {

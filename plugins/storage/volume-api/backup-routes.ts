@@ -10,7 +10,7 @@ import { createReadStream } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  async, backupProgressText, backupUploadAlgorithm, badRequest, bodyObject, collection, extractBackup, featureProjectOf, formatExtension,
+  async, backupProgressText, createReleasing, backupUploadAlgorithm, badRequest, bodyObject, collection, extractBackup, featureProjectOf, formatExtension,
   checkOptimizedTarget, moveBackupTree, notFound, openOptimizedPart, raw, receiveBackupUpload, sync,
   type ApiRequest, type ApiResponse, type BackupAlgorithm, type OperationControl, type PluginContext, type RouteDescriptor, type VolumeSource,
 } from '../../../sdk/index.js';
@@ -30,25 +30,15 @@ export function volumeBackupRoutes(ctx: PluginContext, backups: VolumeBackups): 
     if (req.params.type !== 'custom') throw badRequest('Only custom volumes have backups');
     return { pool: req.params.pool!, project: await featureProjectOf(ctx.services, req.project, 'storage.volumes'), name: req.params.name! };
   };
-  const task = (req: ApiRequest, vol: VolumeOwner, description: string, backup: string, run: (op: OperationControl) => Promise<unknown>, release?: () => void) => {
-    try {
-      return async(ctx.operations.create({
-        class: 'task', description, project: vol.project, requestor: req.requestor,
-        // lxc 5.0.2 takes the backup name as what follows "/1.0/backups/", as the reference writes it.
-        resources: { storage_volumes: [volumeUrl(vol.pool, 'custom', vol.name, vol.project)], backups: [`/1.0/backups/${backup}`] },
-        run: async (op) => {
-          try {
-            await run(op);
-          } finally {
-            release?.();
-          }
-        },
-      }));
-    } catch (err) {
-      release?.();
-      throw err;
-    }
-  };
+  const task = (req: ApiRequest, vol: VolumeOwner, description: string, backup: string, run: (op: OperationControl) => Promise<unknown>, release?: () => void) =>
+    async(createReleasing(ctx.operations, {
+      class: 'task', description, project: vol.project, requestor: req.requestor,
+      // lxc 5.0.2 takes the backup name as what follows "/1.0/backups/", as the reference writes it.
+      resources: { storage_volumes: [volumeUrl(vol.pool, 'custom', vol.name, vol.project)], backups: [`/1.0/backups/${backup}`] },
+      run: async (op) => {
+        await run(op);
+      },
+    }, release));
 
   return [
     {
