@@ -4,7 +4,7 @@
  * `features.storage.volumes` names; instance volumes in their instance's project.
  */
 import {
-  acceptingBackupUploads, async, badRequest, bodyObject, collection, empty, featureProjectOf, instanceUrl, isPlainObject, notFound, optionalBool, optionalString,
+  acceptingBackupUploads, badRequest, bodyObject, collection, empty, featureProjectOf, instanceUrl, isPlainObject, notFound, optionalBool, optionalString,
   stringMap, sync,
   type ApiRequest, type ApiResponse, type InstanceSummary, type PluginContext, type RouteDescriptor, type VerbSpec, type VolumeType,
 } from '../../../sdk/index.js';
@@ -14,6 +14,7 @@ import { contentTypeOf, customRef, type CustomVolumes } from './custom-volumes.j
 import { checkVolumeName } from './names.js';
 import { customView, editableView, NEVER, VOLUME_TYPES, volumeSnapshotUrl, volumeUrl, type VolumeView } from './record.js';
 import type { VolumeUsers } from './users.js';
+import { volumeTask } from './volume-task.js';
 
 const BASE = '/1.0/storage-pools/{pool}/volumes';
 
@@ -179,16 +180,8 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
           // Checked before the operation starts so that bad input gets its 4xx at once.
           await pools.usable(sourcePool);
           custom.get(sourceProject, sourcePool, sourceName.split('/')[0]!);
-          return async(ctx.operations.create({
-            class: 'task',
-            description: 'Copying storage volume',
-            project,
-            requestor: req.requestor,
-            resources: { storage_volumes: [volumeUrl(pool, 'custom', name, project)] },
-            run: async () => {
-              await custom.copy(pool, project, { name, description: body.description === undefined ? undefined : description, config }, copySource, req.requestor);
-            },
-          }));
+          return volumeTask(ctx, req, { pool, project, name }, 'Copying storage volume', () =>
+            custom.copy(pool, project, { name, description: body.description === undefined ? undefined : description, config }, copySource, req.requestor));
         },
       }),
     },
@@ -254,16 +247,8 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
             return sync({}, { location: volumeUrl(pool, 'custom', newName, project) });
           }
           await pools.usable(toPool);
-          return async(ctx.operations.create({
-            class: 'task',
-            description: 'Moving storage volume',
-            project,
-            requestor: req.requestor,
-            resources: { storage_volumes: [volumeUrl(pool, 'custom', name, project)] },
-            run: async () => {
-              await custom.move(pool, project, name, { pool: toPool, project: toProject, name: newName }, req.requestor);
-            },
-          }));
+          return volumeTask(ctx, req, { pool, project, name }, 'Moving storage volume', () =>
+            custom.move(pool, project, name, { pool: toPool, project: toProject, name: newName }, req.requestor));
         },
       },
     },

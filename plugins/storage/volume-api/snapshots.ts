@@ -5,7 +5,7 @@
  * The driver holds the content (its snapshot capability); records carry description and expiry.
  */
 import {
-  async, badRequest, bodyObject, collection, conflict, empty, featureProjectOf, notFound, optionalString, ProjectsServiceRef, sync,
+  badRequest, bodyObject, collection, conflict, empty, featureProjectOf, notFound, optionalString, ProjectsServiceRef, sync,
   type ApiRequest, type PluginContext, type Requestor, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import { expiryFrom } from '../../../sdk/snapshot-expiry.js';
@@ -16,6 +16,7 @@ import type { VolumeCatalog } from './catalog.js';
 import { customRef } from './custom-volumes.js';
 import { checkVolumeSnapshotName } from './names.js';
 import { NEVER, snapshotView, volumeSnapshotUrl, volumeUrl } from './record.js';
+import { volumeTask } from './volume-task.js';
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 const apiTime = (date: Date) => `${date.toISOString().slice(0, 19)}Z`;
@@ -162,11 +163,8 @@ export function snapshotRoutes(ctx: PluginContext, snapshots: VolumeSnapshots, c
   const onlyCustom = (req: ApiRequest) => {
     if (req.params.type !== 'custom') throw badRequest('Only custom volumes have snapshots through this API');
   };
-  const task = (req: ApiRequest, proj: string, description: string, run: () => Promise<void>) => async(ctx.operations.create({
-    class: 'task', description, project: proj, requestor: req.requestor,
-    resources: { storage_volumes: [volumeUrl(req.params.pool!, 'custom', req.params.name!, proj)] },
-    run: async () => { await run(); },
-  }));
+  const task = (req: ApiRequest, proj: string, description: string, run: () => Promise<void>) =>
+    volumeTask(ctx, req, { pool: req.params.pool!, project: proj, name: req.params.name! }, description, run);
   return [
     {
       path: base,
