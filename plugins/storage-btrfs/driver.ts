@@ -7,12 +7,12 @@
 import { chmod, mkdir, readdir, rename, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  badRequest, conflict, notFound, renameVolumeDir, treeUsage,
+  badRequest, conflict, notFound, renameVolumeDir, treeUsage, TYPE_DIRS, typeDir, VOLUME_MODE, volumeFromDirName,
   type ConfigKeyDescriptor, type HostTools, type PoolInfo, type PoolResources, type StorageDriver, type VolumeRef, type VolumeType,
 } from '../../sdk/index.js';
 import { BtrfsBlockVolumes } from './block.js';
 import { BTRFS_KEYS } from './keys.js';
-import { BUILDING, LAYOUT, RESTORE_NEW, RESTORE_OLD, SCRATCH_DIR, TYPE_DIRS, VOLUME_MODE, checkName, isDriverScratch, typeDir, volumeDirName, volumeFromDirName } from './layout.js';
+import { BUILDING, LAYOUT, RESTORE_NEW, RESTORE_OLD, SCRATCH_DIR, checkName, isDriverScratch, volumeDirName } from './layout.js';
 import { PoolSource, defaultLoopSize, loopFilePath, poolRoot } from './pool-source.js';
 import { BtrfsQuotas } from './quotas.js';
 import { BtrfsRefresh } from './refresh.js';

@@ -8,9 +8,6 @@
 import path from 'node:path';
 import { badRequest, notFound, SNAPSHOT_DIRS, type VolumeRef, type VolumeType } from '../../sdk/index.js';
 
-// The shared layout, offered again here so this driver's files keep one place to import it from.
-export { SNAPSHOT_DIRS, TYPE_DIRS, VOLUME_MODE, typeDir, volumeFromDirName } from '../../sdk/index.js';
-
 /** Plain directories of the pool root, with the reference's modes (instance trees must be traversable). */
 export const LAYOUT: { dir: string; mode: number }[] = [
   { dir: 'containers', mode: 0o711 },

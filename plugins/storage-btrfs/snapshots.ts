@@ -7,8 +7,8 @@
  */
 import { chmod, mkdir, readdir, rename } from 'node:fs/promises';
 import path from 'node:path';
-import { conflict, notFound, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType } from '../../sdk/index.js';
-import { BUILDING, RESTORE_NEW, RESTORE_OLD, SNAPSHOT_DIRS, VOLUME_MODE, checkName, snapshotRoot, volumeDirName } from './layout.js';
+import { conflict, notFound, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType, SNAPSHOT_DIRS, VOLUME_MODE } from '../../sdk/index.js';
+import { BUILDING, RESTORE_NEW, RESTORE_OLD, checkName, snapshotRoot, volumeDirName } from './layout.js';
 import { Subvolumes, exists } from './subvolumes.js';
 
 export class BtrfsSnapshots implements VolumeSnapshots {
