@@ -309,12 +309,13 @@ export class LxcDriver implements InstanceDriver {
 
   /** A just-started init may not have been ready for liblxc's one halt signal. */
   private repeatHalt(name: string, initPid: number, stopping: Promise<unknown>): void {
-    let config = '';
-    try {
-      config = readFileSync(this.paths.config(name), 'utf8');
-    } catch { /* no config: liblxc's default signal */ }
-    const signal = configuredHaltSignal(config);
-    if (signal !== undefined) repeatHaltWhileYoung(initPid, signal, stopping);
+    repeatHaltWhileYoung(initPid, () => {
+      try {
+        return configuredHaltSignal(readFileSync(this.paths.config(name), 'utf8'));
+      } catch {
+        return configuredHaltSignal(''); // no config: liblxc's default signal
+      }
+    }, stopping);
   }
 
   /**

@@ -38,10 +38,15 @@ function uptimeTicks(): number {
   return Number(readFileSync('/proc/uptime', 'utf8').split(' ')[0]) * 100; // USER_HZ is 100 on Linux
 }
 
-/** Repeats the halt signal to a young init until `done` settles; nothing for an older one. */
-export function repeatHaltWhileYoung(pid: number, signal: number, done: Promise<unknown>): void {
+/**
+ * Repeats the halt signal to a young init until `done` settles; nothing for an older one. The
+ * signal is looked up only for a young init (it means reading the container's config).
+ */
+export function repeatHaltWhileYoung(pid: number, haltSignal: () => number | undefined, done: Promise<unknown>): void {
   const started = startTicks(pid);
   if (started === undefined || (uptimeTicks() - started) * 10 > YOUNG_INIT_MS) return;
+  const signal = haltSignal();
+  if (signal === undefined) return;
   const timers = REPEAT_AT_MS.map((ms) => setTimeout(() => {
     // The same process still (a pid is not reused within seconds, but check anyway).
     if (startTicks(pid) !== started) return;
