@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import type Hapi from '@hapi/hapi';
 import type Logger from 'bunyan';
 import {
-  isListenAddress, type CorralPlugin, type PluginContext, type PluginManifest, type ShutdownInfo,
+  type CorralPlugin, type PluginContext, type PluginManifest, type ShutdownInfo,
 } from '../sdk/index.js';
 import { createLogger, levelName, type LogRecord } from './logging/logger.js';
 import { createHostTools, findOnPath } from './host-tools/host-tools.js';
@@ -24,7 +24,7 @@ import { operationRoutes } from './operations/routes.js';
 import { RoutePipeline } from './http/pipeline.js';
 import { createHapiServer, tlsCaller, UNIX_CALLER } from './http/listeners.js';
 import { attachWebsockets, closeAllWebsockets } from './http/websocket.js';
-import { TlsListener } from './http/tls-listener.js';
+import { TlsListener, validateListenAddress } from './http/tls-listener.js';
 import { HttpSettings, registerHttpKeys } from './http/http-settings.js';
 import { KernelHookSet } from './hooks.js';
 import { ServiceTable, createPluginContext, warningsFacade } from './plugin-context.js';
@@ -199,7 +199,7 @@ export class Kernel {
       scope: 'server',
       type: 'address',
       live: true,
-      validate: isListenAddress,
+      validate: validateListenAddress,
       doc: 'Address to bind for the remote API (HTTPS); unset disables it',
       apply: (value) => this.tls.apply(value),
     });

@@ -85,7 +85,8 @@ export class ServerConfigStore implements ServerConfig {
         await Promise.resolve(this.keys.lookup('server', key)?.apply?.(previous[key] ?? '', changed[key]!)).catch((rollbackErr: Error) =>
           this.onRollbackFailure?.(key, rollbackErr));
       }
-      throw badRequest(`Failed to apply the new configuration: ${(err as Error).message}`);
+      // The original stays with the refusal for the log; the envelope filters what the client reads.
+      throw Object.assign(badRequest(`Failed to apply the new configuration: ${(err as Error).message}`), { cause: err });
     }
     this.values = Object.freeze(cleaned);
     for (const listener of this.listeners) listener(changed);

@@ -1,6 +1,7 @@
 /** The three response envelopes of spec part 2.1, serialised by hand on the hot path. */
 import { createHash } from 'node:crypto';
 import { ALLOWED_ERROR_STATUSES, type ErrorStatus, type OperationView } from '../../sdk/index.js';
+import { clientMessage } from './client-message.js';
 
 export function syncBody(metadata: unknown): string {
   return `{"type":"sync","status":"Success","status_code":200,"operation":"","error_code":0,"error":"","metadata":${JSON.stringify(metadata ?? {})}}`;
@@ -10,8 +11,9 @@ export function asyncBody(op: OperationView): string {
   return JSON.stringify({ type: 'async', status: 'OK', status_code: 100, operation: `/1.0/operations/${op.id}`, error_code: 0, error: '', metadata: op });
 }
 
+/** Every error envelope, from every layer, is built here: its message passes the client filter. */
 export function errorBody(status: ErrorStatus, message: string, metadata: unknown = null): string {
-  return JSON.stringify({ type: 'error', status: '', status_code: 0, operation: '', error_code: status, error: message, metadata });
+  return JSON.stringify({ type: 'error', status: '', status_code: 0, operation: '', error_code: status, error: clientMessage(message), metadata });
 }
 
 const allowed = new Set<number>(ALLOWED_ERROR_STATUSES);

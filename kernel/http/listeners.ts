@@ -7,6 +7,10 @@ import { createHash } from 'node:crypto';
 import type Logger from 'bunyan';
 import { ApiError, type AuthDecision, type TlsClient } from '../../sdk/index.js';
 import { allowedStatus, errorBody } from './envelope.js';
+import { answerClientErrors } from './client-errors.js';
+import { keepConnectionsOpen } from './connection-timeouts.js';
+import { requestTarget } from './request-target.js';
+import { bodyLeft, drainBody } from './request-body.js';
 import { acceptProxyHeaders, proxiedSource } from './proxy-protocol.js';
 import type { Caller } from './api-request.js';
 
@@ -36,12 +40,15 @@ export function createHapiServer(opts: ServerOptions): Hapi.Server {
     load: { sampleInterval: 0 },
     debug: false,
   });
-  // Requests node cannot parse never reach hapi: answer them with the envelope too.
-  server.listener.on('clientError', (err: NodeJS.ErrnoException, socket: import('node:stream').Duplex) => {
-    opts.log.debug({ err: err.message, code: err.code }, 'malformed HTTP request');
-    if (!socket.writable || err.code === 'ECONNRESET') return void socket.destroy();
-    const body = errorBody(400, `Malformed HTTP request: ${err.code ?? err.message}`);
-    socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+  answerClientErrors(server.listener, opts.log);
+  keepConnectionsOpen(server.listener);
+  server.ext('onRequest', (request, h) => {
+    // hapi's router resolves dot segments (and WHATWG URLs do, %2e too): the path is matched as sent instead.
+    const url = request.raw.req.url ?? '/';
+    if (url.startsWith('/') && !url.includes('%') && !url.includes('/.')) return h.continue;
+    const target = requestTarget(url);
+    if (target.dotSegments) (request as { path: string }).path = target.path.length > 1 ? target.path.replace(/\/$/, '') : target.path;
+    return h.continue;
   });
   if (opts.tls) {
     // Renegotiation could swap the client certificate under a cached identity; the reference has none either.
@@ -51,6 +58,11 @@ export function createHapiServer(opts: ServerOptions): Hapi.Server {
     }
   }
   server.ext('onPreResponse', (request, h) => {
+    // What is left of a body nobody read is read and dropped first, so the client can finish sending and read the answer.
+    if (bodyLeft(request.raw.req)) return drainBody(request.raw.req).then(() => answer(request, h));
+    return answer(request, h);
+  });
+  const answer = (request: Hapi.Request, h: Hapi.ResponseToolkit) => {
     const response = request.response as Boom | Hapi.ResponseObject | null;
     const extra = opts.headers?.();
     if (!response || !('isBoom' in response) || !response.isBoom) {
@@ -59,20 +71,31 @@ export function createHapiServer(opts: ServerOptions): Hapi.Server {
     }
     const { status, message, metadata } = describeError(response);
     if (status === 500) opts.log.error({ err: response, path: request.path }, 'request failed');
+    else if (!(response instanceof ApiError) || response.cause) opts.log.debug({ err: response.cause ?? response, path: request.path }, 'request refused');
     const answer = h.response(errorBody(status, message, metadata)).type('application/json').code(status);
     if (extra) for (const [name, value] of Object.entries(extra)) answer.header(name, value);
     return answer;
-  });
+  };
   return server;
 }
+
+/** What hapi itself refuses, in our words (its own text, and that of the libraries under it, stays in the log). */
+const HAPI_REFUSALS: Partial<Record<number, string>> = {
+  400: 'Bad request',
+  401: 'Not authorized',
+  403: 'Not authorized',
+  404: 'Not found',
+  405: 'Method not allowed',
+  408: 'The request did not arrive in time',
+  413: 'Request body too large',
+  415: 'Unsupported content type',
+};
 
 function describeError(err: Boom): { status: ReturnType<typeof allowedStatus>; message: string; metadata: unknown } {
   if (err instanceof ApiError) return { status: err.status, message: err.message, metadata: err.metadata };
   const code = err.output.statusCode;
-  if (code === 413) return { status: 400, message: `Request body too large: ${err.message}`, metadata: null };
-  if (code === 415) return { status: 400, message: `Unsupported content type: ${err.message}`, metadata: null };
   if (code >= 500) return { status: 500, message: 'Internal server error', metadata: null };
-  return { status: allowedStatus(code), message: err.message || err.output.payload.message, metadata: null };
+  return { status: allowedStatus(code), message: HAPI_REFUSALS[code] ?? 'Bad request', metadata: null };
 }
 
 export type Authenticator = (client: TlsClient) => Promise<AuthDecision | undefined>;

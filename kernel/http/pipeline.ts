@@ -5,6 +5,7 @@
  */
 import type Hapi from '@hapi/hapi';
 import type { Request, ResponseToolkit } from '@hapi/hapi';
+import type { Readable } from 'node:stream';
 import type Logger from 'bunyan';
 import {
   badRequest, forbidden, mergePatch, notFound, parseJsonText, preconditionFailed,
@@ -13,11 +14,14 @@ import {
 import { parseFilter, matchesFilter, FilterSyntaxError, type FilterExpr } from '../filter/index.js';
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
 import { asyncBody, etagOf, syncBody } from './envelope.js';
+import { checkDeclaredLength, readBody } from './request-body.js';
 
 const VERBS = ['get', 'put', 'patch', 'post', 'delete'] as const;
 type Verb = (typeof VERBS)[number];
 
 const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
+/** hapi hands bodies over unread: limits, reading and draining are the kernel's, so none of them closes a connection early. */
+const UNREAD_PAYLOAD = { parse: false, output: 'stream', maxBytes: Number.MAX_SAFE_INTEGER, failAction: 'error' } as const;
 const PROJECT_NAME = /^[^\s/\\?&#%*'"<>|]{1,63}$/;
 
 export type Authenticate = (request: Request, access: string) => Promise<Caller>;
@@ -70,23 +74,18 @@ export class RoutePipeline {
         for (const verb of VERBS) {
           const spec = this.verbSpec(route, verb);
           if (!spec) continue;
-          const rawBody = Boolean(spec.rawBody);
           server.route({
             method: verb.toUpperCase() as Uppercase<Verb>,
             path,
             options: {
-              // Bodies are JSON whatever Content-Type a client sends (curl -d says form data), so the kernel parses them itself.
-              payload: verb === 'get' ? undefined : {
-                maxBytes: spec.maxBytes ?? DEFAULT_MAX_BYTES,
-                parse: false,
-                output: rawBody ? 'stream' : 'data',
-                failAction: 'error',
-              },
+              // Bodies are JSON whatever Content-Type a client sends (curl -d says form data), so the kernel reads
+              // and parses them itself, within the route's limit (request-body.ts).
+              payload: verb === 'get' ? undefined : UNREAD_PAYLOAD,
             },
             handler: (request, h) => this.serve(request, h, route, verb, spec, authenticate),
           });
         }
-        server.route({ method: '*', path, handler: (request, h) => {
+        server.route({ method: '*', path, options: { payload: UNREAD_PAYLOAD }, handler: (request, h) => {
           // Browsers ask before cross-origin calls; the answer carries no body.
           if (request.method === 'options') return h.response().code(200);
           if (request.method === 'get' && route.websocket) throw badRequest('This endpoint needs a websocket upgrade');
@@ -94,7 +93,7 @@ export class RoutePipeline {
         } });
       }
     }
-    server.route({ method: '*', path: '/{any*}', handler: () => { throw notFound(); } });
+    server.route({ method: '*', path: '/{any*}', options: { payload: UNREAD_PAYLOAD }, handler: () => { throw notFound(); } });
   }
 
   /** PATCH comes for free from PUT and `current`. */
@@ -121,8 +120,11 @@ export class RoutePipeline {
   private async serve(request: Request, h: ResponseToolkit, route: RouteDescriptor, verb: Verb, spec: VerbSpec, authenticate: Authenticate) {
     const access = spec.access ?? 'trusted';
     const caller = await authenticate(request, access);
+    const limit = spec.maxBytes ?? DEFAULT_MAX_BYTES;
+    if (spec.rawBody) checkDeclaredLength(request.raw.req.headers, limit);
+    const payload = spec.rawBody || verb === 'get' ? undefined : await readBody(request.payload as Readable, request.raw.req.headers, limit);
     const req = this.buildRequest(request.method, request.path, request.params as Record<string, string>, request.query as Record<string, unknown>,
-      request.headers as Record<string, string | undefined>, caller, spec.rawBody ? undefined : parseJsonBody(request.payload), spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined);
+      request.headers as Record<string, string | undefined>, caller, spec.rawBody ? undefined : parseJsonBody(payload), spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined);
     checkAccess(caller, access, req.project, req.allProjects);
     await this.checkProject(req);
 

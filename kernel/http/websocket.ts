@@ -7,8 +7,9 @@ import type { Duplex } from 'node:stream';
 import type { WebSocketServer } from 'ws';
 import type Logger from 'bunyan';
 import { badRequest, isApiError, notFound } from '../../sdk/index.js';
-import { allowedStatus, errorBody } from './envelope.js';
+import { endWithError } from './raw-answer.js';
 import { checkAccess, matchWebsocket, type RoutePipeline } from './pipeline.js';
+import { requestTarget } from './request-target.js';
 import type { Caller } from './api-request.js';
 
 export type AuthenticateUpgrade = (raw: IncomingMessage, access: string) => Promise<Caller>;
@@ -19,9 +20,24 @@ let wss: WebSocketServer | undefined;
 async function websocketServer(): Promise<WebSocketServer> {
   if (!wss) {
     const { WebSocketServer } = await import('ws');
-    wss ??= new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 16 * 1024 * 1024 });
+    if (!wss) {
+      wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 16 * 1024 * 1024 });
+      // With a listener, ws leaves a refused handshake to us instead of answering text/html itself.
+      wss.on('wsClientError', (_err, socket) => refuse(socket, badRequest('Invalid websocket handshake')));
+    }
   }
   return wss;
+}
+
+const WEBSOCKET_KEY = /^[+/0-9A-Za-z]{22}==$/;
+
+/** The handshake checks ws makes, done first so a refusal is the error envelope in our words. */
+function checkHandshake(raw: IncomingMessage): void {
+  if ((raw.headers.upgrade ?? '').toLowerCase() !== 'websocket') throw badRequest('Only websocket upgrades are supported (Upgrade: websocket)');
+  const key = raw.headers['sec-websocket-key'];
+  if (typeof key !== 'string' || !WEBSOCKET_KEY.test(key)) throw badRequest('Missing or invalid Sec-WebSocket-Key header');
+  const version = raw.headers['sec-websocket-version'];
+  if (version !== '13' && version !== '8') throw badRequest('Unsupported websocket version (Sec-WebSocket-Version 13 is expected)');
 }
 
 export function attachWebsockets(listener: Server, pipeline: RoutePipeline, authenticate: AuthenticateUpgrade, log: Logger): void {
@@ -35,13 +51,16 @@ export function attachWebsockets(listener: Server, pipeline: RoutePipeline, auth
 }
 
 async function upgrade(raw: IncomingMessage, socket: Duplex, head: Buffer, pipeline: RoutePipeline, authenticate: AuthenticateUpgrade): Promise<void> {
+  // Matched as sent: dot segments are not resolved into another route (see request-target.ts).
+  const { path } = requestTarget(raw.url ?? '/');
   const url = new URL(raw.url ?? '/', 'http://corral');
-  const match = matchWebsocket(pipeline.websockets, url.pathname);
+  const match = matchWebsocket(pipeline.websockets, path);
   if (!match || (raw.method ?? 'GET') !== 'GET') throw notFound();
+  checkHandshake(raw);
   const spec = match.route.spec;
   const access = spec.access ?? 'trusted';
   const caller = await authenticate(raw, access);
-  const req = pipeline.buildRequest('GET', url.pathname, match.params, Object.fromEntries(url.searchParams), raw.headers, caller, undefined);
+  const req = pipeline.buildRequest('GET', path, match.params, Object.fromEntries(url.searchParams), raw.headers, caller, undefined);
   checkAccess(caller, access, req.project, req.allProjects);
   await pipeline.checkProject(req);
   if (spec.query) {
@@ -55,13 +74,8 @@ async function upgrade(raw: IncomingMessage, socket: Duplex, head: Buffer, pipel
 
 /** Answer a refused upgrade with the error envelope over plain HTTP. */
 function refuse(socket: Duplex, err: unknown): void {
-  const status = isApiError(err) ? err.status : allowedStatus(500);
-  const message = isApiError(err) ? err.message : 'Internal error';
-  const body = errorBody(status, message);
-  if (socket.writable) {
-    socket.end(`HTTP/1.1 ${status} ${status === 400 ? 'Bad Request' : status === 403 ? 'Forbidden' : status === 404 ? 'Not Found' : 'Error'}\r\n` +
-      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
-  } else socket.destroy();
+  if (isApiError(err)) endWithError(socket, err.status, err.message);
+  else endWithError(socket, 500, 'Internal error');
 }
 
 /** Close every open websocket (events listeners, operation sockets) at shutdown. */
