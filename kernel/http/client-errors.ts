@@ -41,16 +41,16 @@ export function answerClientErrors(listener: Server, log: Logger): void {
     if (err.code === 'ECONNRESET' || !socket.writable) return void socket.destroy();
     const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage ?? undefined;
     const message = (err.code && PARSER_FAILURES[err.code]) ?? (inFlight && !inFlight.req.complete ? 'Malformed request body' : 'Malformed HTTP request');
-    if (inFlight && !inFlight.req.complete && !inFlight.headersSent) {
-      // The body of the request being served is broken: whoever reads it fails with our message, and the
-      // answer goes out through hapi (which closes the connection, the body being unfinished).
-      // The parser is done with this connection: it closes after the answer.
+    if (inFlight && !inFlight.headersSent) {
+      // The parser is done with this connection: the answer in progress is its last, and says so (a
+      // client must not send another request on it, nor read a second answer after one that closes).
       inFlight.setHeader('Connection', 'close');
-      failBody(inFlight.req, badRequest(message));
+      // A broken body of the request being served: whoever reads it fails with our message.
+      if (!inFlight.req.complete) failBody(inFlight.req, badRequest(message));
       return;
     }
     if (inFlight && !inFlight.writableFinished) {
-      // A later pipelined request is broken: the answer in progress goes first.
+      // The answer in progress promised keep-alive already: ours for the broken request follows it.
       let done = false;
       const after = () => {
         if (!done) refuse(socket, message);
