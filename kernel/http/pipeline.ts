@@ -20,8 +20,11 @@ const VERBS = ['get', 'put', 'patch', 'post', 'delete'] as const;
 type Verb = (typeof VERBS)[number];
 
 const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
-/** hapi hands bodies over unread: limits, reading and draining are the kernel's, so none of them closes a connection early. */
-const UNREAD_PAYLOAD = { parse: false, output: 'stream', maxBytes: Number.MAX_SAFE_INTEGER, failAction: 'error' } as const;
+/**
+ * hapi hands bodies over unread: limits, reading and draining are the kernel's, so none of them closes a
+ * connection early. The Content-Type is not hapi's to judge either (a malformed one is no refusal).
+ */
+const UNREAD_PAYLOAD = { parse: false, output: 'stream', maxBytes: Number.MAX_SAFE_INTEGER, override: 'application/octet-stream', failAction: 'error' } as const;
 const PROJECT_NAME = /^[^\s/\\?&#%*'"<>|]{1,63}$/;
 
 export type Authenticate = (request: Request, access: string) => Promise<Caller>;
