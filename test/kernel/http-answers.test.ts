@@ -40,12 +40,16 @@ test('requests the HTTP parser refuses get the envelope', async (t) => {
 });
 
 test('request targets hapi or URL parsing would refuse get the envelope in our words', async (t) => {
-  const cases: [string, string][] = [
-    ['invalid percent-encoding in the path', `GET /1.0/instances/%zz HTTP/1.1\r\n${H}\r\n`],
-    ['invalid UTF-8 in the path', `GET /1.0/instances/%ff%fe HTTP/1.1\r\n${H}\r\n`],
-    ['asterisk form', `GET * HTTP/1.1\r\n${H}\r\n`],
+  const cases: [string, string, RegExp][] = [
+    ['invalid percent-encoding in the path', `GET /1.0/instances/%zz HTTP/1.1\r\n${H}\r\n`, /percent-encoding/],
+    ['invalid UTF-8 in the path', `GET /1.0/instances/%ff%fe HTTP/1.1\r\n${H}\r\n`, /percent-encoding/],
+    ['asterisk form', `GET * HTTP/1.1\r\n${H}\r\n`, /request target/],
   ];
-  for (const [what, bytes] of cases) isEnvelope(t, await rawExchange(d.socket, [bytes]), 400, what);
+  for (const [what, bytes, message] of cases) {
+    const res = await rawExchange(d.socket, [bytes]);
+    isEnvelope(t, res, 400, what);
+    t.regex(res.json?.error ?? '', message, what);
+  }
   // An invalid escape in the query is a value like any other: the parameter says what is wrong with it.
   const query = await rawExchange(d.socket, [`GET /1.0/instances?recursion=%zz HTTP/1.1\r\n${H}\r\n`]);
   isEnvelope(t, query, 400, 'invalid percent-encoding in the query');
