@@ -65,7 +65,7 @@ test('refused requests never carry key material, escapes, option dumps or stack 
     ['unknown method', 'FOO /1.0 HTTP/1.1\r\nHost: x\r\n\r\n'],
     ['bad Content-Length', 'PUT /1.0 HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n'],
     ['bad chunk', 'PUT /1.0 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n'],
-    ['bad content type', 'PUT /1.0 HTTP/1.1\r\nHost: x\r\nContent-Type: ;;;\r\nContent-Length: 2\r\n\r\n{}'],
+    ['bad content type', 'PUT /1.0 HTTP/1.1\r\nHost: x\r\nContent-Type: ;;;\r\nContent-Length: 1\r\n\r\n{'],
     ['bad upgrade', upgradeRequest('/1.0/events', { Upgrade: 'foo' })],
     ['bad upgrade key', upgradeRequest('/1.0/events', { 'Sec-WebSocket-Key': 'x' })],
     ['bad upgrade protocol', upgradeRequest('/1.0/events', { 'Sec-WebSocket-Protocol': '"' })],
