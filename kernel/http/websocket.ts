@@ -10,6 +10,7 @@ import { badRequest, isApiError, notFound } from '../../sdk/index.js';
 import { endWithError } from './raw-answer.js';
 import { checkAccess, matchWebsocket, type RoutePipeline } from './pipeline.js';
 import { requestTarget } from './request-target.js';
+import { isWebsocketUpgrade, serveIgnoringUpgrade } from './ignored-upgrade.js';
 import type { Caller } from './api-request.js';
 
 export type AuthenticateUpgrade = (raw: IncomingMessage, access: string) => Promise<Caller>;
@@ -33,7 +34,6 @@ const WEBSOCKET_KEY = /^[+/0-9A-Za-z]{22}==$/;
 
 /** The handshake checks ws makes, done first so a refusal is the error envelope in our words. */
 function checkHandshake(raw: IncomingMessage): void {
-  if ((raw.headers.upgrade ?? '').toLowerCase() !== 'websocket') throw badRequest('Only websocket upgrades are supported (Upgrade: websocket)');
   const key = raw.headers['sec-websocket-key'];
   if (typeof key !== 'string' || !WEBSOCKET_KEY.test(key)) throw badRequest('Missing or invalid Sec-WebSocket-Key header');
   const version = raw.headers['sec-websocket-version'];
@@ -43,6 +43,7 @@ function checkHandshake(raw: IncomingMessage): void {
 export function attachWebsockets(listener: Server, pipeline: RoutePipeline, authenticate: AuthenticateUpgrade, log: Logger): void {
   listener.on('upgrade', (raw: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => socket.destroy());
+    if (!isWebsocketUpgrade(raw)) return serveIgnoringUpgrade(listener, raw, socket, head);
     upgrade(raw, socket, head, pipeline, authenticate).catch((err: unknown) => {
       if (!isApiError(err)) log.error({ err }, 'websocket upgrade failed');
       refuse(socket, err);

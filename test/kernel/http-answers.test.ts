@@ -104,3 +104,14 @@ test('a GET with a body, and a refused request with an unread body, keep the con
   t.deepEqual(statuses, [200, 404, 200]);
   t.notRegex(res.text, /connection: close/i);
 });
+
+test('an upgrade to another protocol is ignored, as curl --http2 asks for one on every request', async (t) => {
+  const plain = await rawExchange(d.socket, [upgradeRequest('/1.0', { Upgrade: 'h2c', 'HTTP2-Settings': 'AAMAAABkAAQAoAAAAAIAAAAA' })]);
+  t.is(plain.status, 200, plain.text.slice(0, 300));
+  t.is(plain.json?.type, 'sync');
+  // A body cannot follow such a request (node stops reading at the headers): refused, never taken as empty.
+  const body = '{"config":{"user.upgraded":"1"}}';
+  const withBody = await rawExchange(d.socket, [`PUT /1.0 HTTP/1.1\r\n${H}Connection: Upgrade\r\nUpgrade: h2c\r\nContent-Length: ${body.length}\r\n\r\n${body}`]);
+  isEnvelope(t, withBody, 400, 'upgrade with a body');
+  t.deepEqual((await d.request('GET', '/1.0')).json.metadata.config, {}, 'the configuration was not replaced');
+});
