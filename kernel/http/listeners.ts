@@ -71,12 +71,20 @@ export function createHapiServer(opts: ServerOptions): Hapi.Server {
     }
     const { status, message, metadata } = describeError(response);
     if (status === 500) opts.log.error({ err: response, path: request.path }, 'request failed');
-    else if (!(response instanceof ApiError) || response.cause) opts.log.debug({ err: response.cause ?? response, path: request.path }, 'request refused');
+    else if (response instanceof ApiError && response.cause) opts.log.warn({ err: rootCause(response), path: request.path }, `request refused: ${message}`);
+    else if (!(response instanceof ApiError)) opts.log.debug({ err: response, path: request.path }, 'request refused by the HTTP layer');
     const answer = h.response(errorBody(status, message, metadata)).type('application/json').code(status);
     if (extra) for (const [name, value] of Object.entries(extra)) answer.header(name, value);
     return answer;
   };
   return server;
+}
+
+/** The original failure under the refusals that wrapped it (the client read only the outermost, in our words). */
+function rootCause(err: Error): unknown {
+  let cause: unknown = err;
+  while (cause instanceof Error && cause.cause !== undefined) cause = cause.cause;
+  return cause;
 }
 
 /** What hapi itself refuses, in our words (its own text, and that of the libraries under it, stays in the log). */
