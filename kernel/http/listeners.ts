@@ -59,7 +59,7 @@ export function createHapiServer(opts: ServerOptions): Hapi.Server {
   }
   server.ext('onPreResponse', (request, h) => {
     // What is left of a body nobody read is read and dropped first, so the client can finish sending and read the answer.
-    if (bodyLeft(request.raw.req)) return drainBody(request.raw.req).then(() => answer(request, h));
+    if (bodyLeft(request.raw.req)) return drainBody(request.raw.req, request.raw.res).then(() => answer(request, h));
     return answer(request, h);
   });
   const answer = (request: Hapi.Request, h: Hapi.ResponseToolkit) => {

@@ -4,7 +4,7 @@
  * that writes its whole body before reading (Python's http.client, Go) gets the error envelope
  * rather than a broken pipe, and its keep-alive connection stays usable.
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { badRequest, isApiError, type ApiError } from '../../sdk/index.js';
 
@@ -90,10 +90,12 @@ export function bodyLeft(req: IncomingMessage): boolean {
 
 /**
  * Read and discard the rest of a body before answering, within DRAIN_MAX_BYTES and DRAIN_MAX_MS.
- * Not for a client waiting for `100 Continue`: it sends nothing more, and the connection closes.
+ * Not for a client still waiting for `100 Continue`: it sends nothing more, and the connection closes.
  */
-export function drainBody(req: IncomingMessage): Promise<void> {
-  if (!bodyLeft(req) || req.headers.expect !== undefined) return Promise.resolve();
+export function drainBody(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  // `_sent100`: node's own record of writeContinue() (hapi sends it when it reaches a route's payload).
+  const waitingForContinue = req.headers.expect !== undefined && !(res as ServerResponse & { _sent100?: boolean })._sent100;
+  if (!bodyLeft(req) || waitingForContinue) return Promise.resolve();
   const length = declaredLength(req.headers);
   if (length !== undefined && length > DRAIN_MAX_BYTES) return Promise.resolve();
   return new Promise((resolve) => {
