@@ -43,12 +43,23 @@ function checkHandshake(raw: IncomingMessage): void {
 export function attachWebsockets(listener: Server, pipeline: RoutePipeline, authenticate: AuthenticateUpgrade, log: Logger): void {
   listener.on('upgrade', (raw: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => socket.destroy());
-    if (!isWebsocketUpgrade(raw)) return serveIgnoringUpgrade(listener, raw, socket, head);
+    // An upgrade nothing here can take (another protocol, or a path with no websocket) is a plain request.
+    if (!isWebsocketUpgrade(raw) || !websocketTarget(pipeline, raw)) return serveIgnoringUpgrade(listener, raw, socket, head);
     upgrade(raw, socket, head, pipeline, authenticate).catch((err: unknown) => {
       if (!isApiError(err)) log.error({ err }, 'websocket upgrade failed');
       refuse(socket, err);
     });
   });
+}
+
+/** Whether a websocket route takes this request (a target that does not parse is the upgrade's to refuse). */
+function websocketTarget(pipeline: RoutePipeline, raw: IncomingMessage): boolean {
+  if ((raw.method ?? 'GET') !== 'GET') return false;
+  try {
+    return matchWebsocket(pipeline.websockets, requestTarget(raw.url ?? '/').path) !== undefined;
+  } catch {
+    return true;
+  }
 }
 
 async function upgrade(raw: IncomingMessage, socket: Duplex, head: Buffer, pipeline: RoutePipeline, authenticate: AuthenticateUpgrade): Promise<void> {

@@ -69,7 +69,11 @@ test('malformed websocket upgrades get the envelope', async (t) => {
     ['bad escape in an upgrade path', upgradeRequest('/1.0/operations/%zz/websocket?secret=x')],
   ];
   for (const [what, bytes] of cases) isEnvelope(t, await rawExchange(d.socket, [bytes]), 400, what);
-  isEnvelope(t, await rawExchange(d.socket, [upgradeRequest('/1.0/nowhere')]), 404, 'upgrade of a path with no websocket');
+  // A websocket upgrade on a path that has none is a plain request, as in the reference.
+  isEnvelope(t, await rawExchange(d.socket, [upgradeRequest('/1.0/nowhere')]), 404, 'upgrade of an unknown path');
+  const plain = await rawExchange(d.socket, [upgradeRequest('/1.0')]);
+  t.is(plain.status, 200);
+  t.is(plain.json?.type, 'sync');
 });
 
 test('an oversize body written whole before reading gets the envelope, and the connection stays usable', async (t) => {
