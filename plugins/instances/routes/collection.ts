@@ -8,7 +8,7 @@ import type { InstanceManager, CreateSpec } from '../manager.js';
 import type { PowerControl, PowerAction } from '../power.js';
 import { checkInstanceName, randomInstanceName } from '../names.js';
 import { instanceTypeLimits } from '../instance-types.js';
-import { deviceMap, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
+import { bulkStateBody, deviceMap, instanceCreateBody, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
 import { fullView, instanceView, prefetchChildren, type PrefetchedChildren } from '../render.js';
 import { instancePaths, operationResources, prefixOf } from './paths.js';
 import { acceptBackupUploads } from '../backups/instance-post.js';
@@ -40,10 +40,12 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
       },
     },
     post: acceptBackupUploads(ctx, manager, {
+      body: instanceCreateBody,
       handler: async (req) => async(await createOperation(ctx, manager, snapshots, req)),
     }),
     put: {
       description: 'Change the state of every instance of the project',
+      body: bulkStateBody,
       handler: async (req) => {
         const { action, opts } = stateBody(req.body?.state);
         const stored = await manager.records.list(req.project);
