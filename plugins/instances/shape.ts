@@ -76,6 +76,14 @@ export const instanceMoveBody = objectBody({
   container_only: bodyShape.flag,
 });
 
+/** PUT /1.0/instances/{name}/state: a state change. */
+export const stateChangeBody = objectBody({
+  action: bodyShape.text, timeout: Joi.number().integer().allow(null), force: bodyShape.flag, stateful: bodyShape.flag,
+});
+
+/** POST /1.0/instances/{name}/console. */
+export const consoleBody = objectBody({ type: bodyShape.text, width: Joi.number().integer().allow(null), height: Joi.number().integer().allow(null) });
+
 /** PUT /1.0/instances: a state change for all of them. */
 export const bulkStateBody = objectBody({ state: bodyShape.object });
 

@@ -83,6 +83,13 @@ const objects = (): [string, Record<string, unknown>[]][] => [
 const renames = ['/1.0/instances/c1', '/1.0/instances/c1/snapshots/s1', '/1.0/profiles/p1', '/1.0/projects/pr1', `/1.0/networks/${net}`,
   '/1.0/network-acls/acl1', '/1.0/storage-pools/default/volumes/custom/v1', '/1.0/storage-pools/default/volumes/custom/v1/snapshots/s1', '/1.0/images/aliases/bb'];
 
+/** Actions on an instance: their bodies too. */
+const actions: [string, string, Record<string, unknown>[]][] = [
+  ['PUT', '/1.0/instances/c1/state', [{ action: 'start', timeout: '30' }, { action: 5 }, { action: 'start', force: 'yes' }]],
+  ['PUT', '/1.0/instances', [{ state: 'start' }]],
+  ['POST', '/1.0/instances/c1/console', [{ width: '80' }, { type: 1 }]],
+];
+
 const expand = (url: string) => url.replace('{fp}', fingerprint).replace('{cert}', cert.fingerprint);
 
 /** Everything a request could have created or changed, as the API shows it. */
@@ -152,7 +159,7 @@ test.serial('collection creates refuse bodies that are not JSON objects, and fie
   t.deepEqual(await everything(), before, 'nothing was created or changed');
 });
 
-test.serial('object writes (PUT, PATCH, rename) refuse bodies that are not JSON objects, and fields of the wrong type', async (t) => {
+test.serial('object writes (PUT, PATCH, rename, state, console) refuse bodies that are not JSON objects, and fields of the wrong type', async (t) => {
   const before = await everything();
   for (const [pattern, wrong] of objects()) {
     const url = expand(pattern);
@@ -164,6 +171,10 @@ test.serial('object writes (PUT, PATCH, rename) refuse bodies that are not JSON 
   for (const url of renames) {
     for (const [what, body] of NOT_OBJECTS) refused(t, await send('POST', url, body), `POST ${url} with ${what}`);
     refused(t, await send('POST', url, JSON.stringify({ name: 5 })), `POST ${url} with a numeric name`);
+  }
+  for (const [method, url, wrong] of actions) {
+    for (const [what, body] of NOT_OBJECTS) refused(t, await send(method, url, body), `${method} ${url} with ${what}`);
+    for (const body of wrong) refused(t, await send(method, url, JSON.stringify(body)), `${method} ${url} ${JSON.stringify(body)}`);
   }
   t.deepEqual(await everything(), before, 'nothing was created or changed');
 });
