@@ -76,6 +76,19 @@ test('ETag on GET, If-Match on PUT and PATCH, PATCH merges maps', async (t) => {
   await k.stop();
 });
 
+test('PATCH derived from PUT is serialised per object: concurrent PATCHes of distinct keys all land, through aliases too', async (t) => {
+  const k = await start();
+  await seed(k);
+  const keys = Array.from({ length: 12 }, (_, i) => `user.k${i}`);
+  const answers = await Promise.all(keys.map((key, i) => k.inject({
+    method: 'PATCH', url: `/1.0/${i % 2 ? 'probe-alias' : 'probes'}/alpha`, payload: { config: { [key]: key } },
+  })));
+  for (const res of answers) t.is(res.statusCode, 200, res.body);
+  const config = (await k.inject({ url: '/1.0/probes/alpha' })).json.metadata.config;
+  for (const key of keys) t.is(config[key], key, `${key} was lost`);
+  await k.stop();
+});
+
 test('a family publishes its own hook set; another plugin taps it, ordered by stage', async (t) => {
   const k = await start();
   await seed(k);
