@@ -63,11 +63,14 @@ export function checkShape(schema: Schema, value: unknown, what: string, convert
   throw shapeError(result.error, what);
 }
 
+const MAX_MESSAGE = 300;
+
 function shapeError(error: Joi.ValidationError, what: string): ApiError {
   const detail = error.details[0];
   if (!detail || detail.path.length === 0) {
     return badRequest(detail?.type === 'object.base' ? `The ${what} must be a JSON object` : `Invalid ${what}`);
   }
-  // Only the first line: a message never carries more than the field and the rule it broke.
-  return badRequest(`Invalid ${what}: ${detail.message.split('\n')[0]}`);
+  // One short line: a message carries the field and the rule it broke, never a dump of what was sent.
+  const message = detail.message.split('\n')[0]!;
+  return badRequest(`Invalid ${what}: ${message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE)}…` : message}`);
 }

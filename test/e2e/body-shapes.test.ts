@@ -65,6 +65,7 @@ const creates = (): [string, Record<string, unknown>[]][] => [
 const objects = (): [string, Record<string, unknown>[]][] => [
   ['/1.0/instances/c1', [{ config: { 'user.a': 1 } }, { devices: { x: 'none' } }, { profiles: 'default' }, { description: 1 }, { architecture: 1 }, { ephemeral: 'no' }]],
   ['/1.0/instances/c1/snapshots/s1', [{ expires_at: 5 }]],
+  ['/1.0/instances/c1/metadata', [{ properties: { os: 1 } }, { architecture: 1 }, { templates: 'none' }]],
   ['/1.0/profiles/default', [{ config: { 'user.a': 1 } }, { devices: { x: { type: 1 } } }, { description: [] }]],
   ['/1.0/projects/default', [{ config: { 'features.images': false } }, { description: 1 }]],
   [`/1.0/networks/${net}`, [{ config: { 'ipv4.nat': true } }, { description: 1 }]],
@@ -99,7 +100,7 @@ async function everything(): Promise<Record<string, unknown>> {
     '/1.0/networks?recursion=1', '/1.0/network-acls?recursion=1', `/1.0/networks/${net}/forwards?recursion=1`, '/1.0/storage-pools?recursion=1',
     '/1.0/storage-pools/default/volumes?recursion=1', '/1.0/storage-pools/default/volumes/custom/v1/snapshots?recursion=1',
     '/1.0/storage-pools/default/volumes/custom/v1/backups', '/1.0/images?recursion=1', '/1.0/images/aliases?recursion=1',
-    '/1.0/certificates?recursion=1', '/1.0/operations', '/1.0',
+    '/1.0/certificates?recursion=1', '/1.0/operations', '/1.0', '/1.0/instances/c1/metadata',
   ];
   const out: Record<string, unknown> = {};
   for (const url of urls) {
