@@ -104,9 +104,10 @@ function refreshOperation(ctx: PluginContext, manager: InstanceManager, snapshot
 }
 
 async function createOperation(ctx: PluginContext, manager: InstanceManager, snapshots: SnapshotManager, req: ApiRequest): Promise<Operation> {
-  const body = req.body ?? {};
-  if (typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be an instance definition');
-  const name = checkInstanceName(body.name ?? randomInstanceName());
+  // The route's shape made sure this is a JSON object.
+  const body = req.body as Record<string, any>;
+  // No name, or an empty one (what `lxc init` sends when given none), gets a generated one.
+  const name = checkInstanceName(body.name || randomInstanceName());
   const pathType = prefixOf(req.path).type;
   const type = (optionalString(body.type, 'type') || pathType || 'container') as InstanceType;
   if (!TYPES.includes(type)) throw badRequest(`Invalid instance type "${type}"`);
