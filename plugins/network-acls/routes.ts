@@ -1,5 +1,8 @@
 /** /1.0/network-acls and /1.0/network-acls/{name}. */
-import { bodyShape, describedConfigBody, renameBody, badRequest, bodyObject, collection, empty, optionalString, stringMap, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
+import {
+  badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, optionalString, renameBody, stringMap, sync,
+  type ApiRequest, type RouteDescriptor,
+} from '../../sdk/index.js';
 import { aclUrl, aclView, editableView, type AclRecord } from './acl.js';
 import type { AclEdit, AclManager } from './manager.js';
 

@@ -1,5 +1,8 @@
 /** /1.0/networks/{name}/forwards and /1.0/networks/{name}/forwards/{listen}. */
-import { bodyShape, describedConfigBody, bodyObject, collection, empty, optionalString, stringMap, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
+import {
+  bodyObject, bodyShape, collection, describedConfigBody, empty, optionalString, stringMap, sync,
+  type ApiRequest, type RouteDescriptor,
+} from '../../sdk/index.js';
 import { editableView, forwardUrl, forwardView } from './forward.js';
 import type { ForwardEdit, ForwardManager } from './manager.js';
 

@@ -1,8 +1,8 @@
 /** /1.0/networks, /1.0/networks/{name} and its /leases and /state. */
 import { readFileSync } from 'node:fs';
 import {
-  bodyShape, describedConfigBody, renameBody, UsedByMemo,
-  badRequest, bodyObject, collection, empty, networkUrl, notFound, optionalString, stringMap, sync,
+  badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, networkUrl, notFound, optionalString, renameBody, stringMap,
+  sync, UsedByMemo,
   type ApiRequest, type HostTools, type RouteDescriptor,
 } from '../../sdk/index.js';
 import { hostInterfaceExists, hostInterfaceNames, hostInterfaceType, interfaceState } from './host-interfaces.js';

@@ -1,6 +1,8 @@
 /** /1.0/profiles and /1.0/profiles/{name}. */
 import {
-  bodyShape, describedConfigBody, renameBody, UsedByMemo, bodyObject, collection, empty, optionalString, stringMap, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
+  bodyObject, bodyShape, collection, describedConfigBody, empty, optionalString, renameBody, stringMap, sync, UsedByMemo,
+  type ApiRequest, type RouteDescriptor,
+} from '../../sdk/index.js';
 import type { ProfileEdit, ProfileManager } from './manager.js';
 import { checkProfileName } from './names.js';
 import { editableView, profileUrl, profileView, type Profile } from './profile.js';

@@ -1,6 +1,6 @@
 /** /1.0/projects, /1.0/projects/{name} and /1.0/projects/{name}/state. */
 import {
-  bodyShape, describedConfigBody, renameBody, async, bodyObject, collection, empty, notFound, optionalString, stringMap, sync,
+  async, bodyObject, bodyShape, collection, describedConfigBody, empty, notFound, optionalString, renameBody, stringMap, sync,
   type ApiRequest, type PluginContext, type RouteDescriptor,
 } from '../../sdk/index.js';
 import type { ProjectEdit, ProjectManager } from './manager.js';

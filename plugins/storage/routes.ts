@@ -1,7 +1,6 @@
 /** /1.0/storage-pools, /1.0/storage-pools/{name} and /1.0/storage-pools/{name}/resources. */
 import {
-  bodyShape, describedConfigBody, UsedByMemo,
-  badRequest, bodyObject, collection, empty, optionalString, stringMap, sync,
+  badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, optionalString, stringMap, sync, UsedByMemo,
   type ApiRequest, type RouteDescriptor,
 } from '../../sdk/index.js';
 import { checkPoolName } from './names.js';

@@ -1,6 +1,6 @@
 /** /1.0/images/aliases and /1.0/images/aliases/{name}. */
 import {
-  bodyShape, objectBody, renameBody, badRequest, collection, conflict, empty, sync,
+  badRequest, bodyShape, collection, conflict, empty, objectBody, renameBody, sync,
   type ApiRequest, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { ImageCatalog } from '../catalog.js';

@@ -6,7 +6,7 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import {
-  bodyShape, objectBody, renameBody, async, bodyObject, collection, createReleasing, formatExtension, notFound, raw, resourceUrl, sync,
+  async, bodyObject, bodyShape, collection, createReleasing, formatExtension, notFound, objectBody, raw, renameBody, resourceUrl, sync,
   type ApiRequest, type BackupAlgorithm as Algorithm, type OperationControl, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';

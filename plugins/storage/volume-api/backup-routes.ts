@@ -10,9 +10,11 @@ import { createReadStream } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  bodyShape, objectBody, renameBody, async, backupProgressText, createReleasing, backupUploadAlgorithm, badRequest, bodyObject, collection, extractBackup, featureProjectOf, formatExtension,
-  checkOptimizedTarget, moveBackupTree, notFound, openOptimizedPart, raw, receiveBackupUpload, sync,
-  type ApiRequest, type ApiResponse, type BackupAlgorithm, type OperationControl, type PluginContext, type RouteDescriptor, type VolumeSource,
+  async, backupProgressText, backupUploadAlgorithm, badRequest, bodyObject, bodyShape, checkOptimizedTarget, collection, createReleasing,
+  extractBackup, featureProjectOf, formatExtension, moveBackupTree, notFound, objectBody, openOptimizedPart, raw, receiveBackupUpload,
+  renameBody, sync,
+  type ApiRequest, type ApiResponse, type BackupAlgorithm, type OperationControl, type PluginContext, type RouteDescriptor,
+  type VolumeSource,
 } from '../../../sdk/index.js';
 import { readVolumeIndex, scanVolumeArchive, SNAPSHOTS_PART, VOLUME_OPTIMIZED_LAYOUT, VOLUME_PART, type VolumeBackupIndex } from './backup-archive.js';
 import { volumeBackupUrl, volumeBackupView, type VolumeBackups, type VolumeOwner } from './backups.js';

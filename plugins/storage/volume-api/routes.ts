@@ -4,8 +4,8 @@
  * `features.storage.volumes` names; instance volumes in their instance's project.
  */
 import {
-  bodyShape, describedConfigBody, objectBody, acceptingBackupUploads, badRequest, bodyObject, collection, empty, featureProjectOf, instanceUrl, isPlainObject, notFound, optionalBool, optionalString,
-  stringMap, sync,
+  acceptingBackupUploads, badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, featureProjectOf, instanceUrl,
+  isPlainObject, notFound, objectBody, optionalBool, optionalString, stringMap, sync,
   type ApiRequest, type ApiResponse, type InstanceSummary, type PluginContext, type RouteDescriptor, type VerbSpec, type VolumeType,
 } from '../../../sdk/index.js';
 import type { PoolManager } from '../pools.js';

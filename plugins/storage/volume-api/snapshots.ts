@@ -5,7 +5,8 @@
  * The driver holds the content (its snapshot capability); records carry description and expiry.
  */
 import {
-  bodyShape, objectBody, renameBody, badRequest, bodyObject, collection, conflict, empty, featureProjectOf, notFound, optionalString, ProjectsServiceRef, sync,
+  badRequest, bodyObject, bodyShape, collection, conflict, empty, featureProjectOf, notFound, objectBody, optionalString,
+  ProjectsServiceRef, renameBody, sync,
   type ApiRequest, type PluginContext, type Requestor, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import { expiryFrom } from '../../../sdk/snapshot-expiry.js';
