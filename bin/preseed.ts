@@ -25,7 +25,18 @@ export async function loadPreseed(source: string): Promise<Preseed | 'auto'> {
   const text = source === '-' ? await readStdin() : await readFile(source, 'utf8');
   const doc = parse(text) ?? {};
   if (typeof doc !== 'object' || Array.isArray(doc)) throw new Error('the preseed must be a YAML map');
-  return doc as Preseed;
+  return asText(doc) as Preseed;
+}
+
+/**
+ * YAML reads `size: 10` or `ipv6.nat: true` as a number or a boolean; the API takes config values
+ * as strings only, so scalars are sent as their text (as the reference's YAML decoding does).
+ */
+function asText(value: unknown): unknown {
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (Array.isArray(value)) return value.map(asText);
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, asText(v)]));
+  return value;
 }
 
 async function readStdin(): Promise<string> {

@@ -12,6 +12,7 @@ import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { checkBackupAlgorithm, detectBackupAlgorithm, type BackupAlgorithm } from './backup-compression.js';
 import { badRequest, internalError, isApiError } from './errors.js';
+import { checkShape } from './body-shape.js';
 import { tarFlags } from './file-format.js';
 import type { HostTools } from './host-tools.js';
 import { readJson } from './json-request.js';
@@ -207,6 +208,8 @@ export function acceptingBackupUploads(json: VerbSpec, upload: (req: ApiRequest)
         if (body) body.resume();
         throw err;
       }
+      // The kernel checks declared shapes only of bodies it reads itself: this one is read here.
+      if (json.body) req.body = checkShape(json.body, req.body, 'request body');
       return json.handler(req);
     },
   };

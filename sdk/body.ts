@@ -11,7 +11,11 @@ export function bodyObject(body: unknown): Record<string, any> {
   return body as Record<string, any>;
 }
 
-/** Config-style maps; numbers and booleans are taken as their text, as the reference's clients send them. */
+/**
+ * Config-style maps. Request bodies reach this already checked by their route's shape (strings only,
+ * body-shape.ts); YAML documents (backup indexes) may hold numbers and booleans, taken as their text
+ * as the reference's YAML decoding takes them.
+ */
 export function stringMap(value: unknown, what: string): Record<string, string> {
   if (value === undefined || value === null) return {};
   if (typeof value !== 'object' || Array.isArray(value)) throw badRequest(`"${what}" must be a map of strings`);

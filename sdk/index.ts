@@ -11,6 +11,7 @@ export * from './config-keys.js';
 export * from './validate.js';
 export * from './size.js';
 export * from './body.js';
+export * from './body-shape.js';
 export * from './json-request.js';
 export * from './keyed-lock.js';
 export * from './tar-walk.js';

@@ -26,6 +26,8 @@ export function parseJsonText(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw badRequest(`Invalid JSON in the request body: ${(err as Error).message}`);
+    // The parser's own text varies between Node versions and quotes the input: give the position only.
+    const at = /position (\d+)/.exec((err as Error).message)?.[1];
+    throw badRequest(`The request body is not valid JSON${at === undefined ? '' : ` (at character ${at})`}`);
   }
 }

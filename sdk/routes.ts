@@ -37,6 +37,12 @@ export interface ApiRequest {
   readonly log: Logger;
   /** The request body as a stream, only for verbs declared with `rawBody`. */
   readonly rawBody?: NodeJS.ReadableStream;
+  /**
+   * Throws 412 when the request carries an `If-Match` that names none of `content`'s ETags. The
+   * kernel checks it before PUT and PATCH; a handler that applies the change later, inside its own
+   * lock, checks again there against what it is about to change.
+   */
+  checkIfMatch(content: unknown): void;
 }
 
 export type Handler = (req: ApiRequest) => ApiResponse | Promise<ApiResponse>;
@@ -46,7 +52,10 @@ export interface VerbSpec {
   access?: AccessPolicy;
   /** joi shape of the query string (unknown parameters are allowed unless the schema says otherwise). */
   query?: ObjectSchema;
-  /** joi shape of the JSON body. Unknown top-level fields are stripped unless the schema forbids them. */
+  /**
+   * joi shape of the JSON body (see `objectBody`), checked strictly (no casting) before the handler
+   * runs; a required shape refuses an empty body. Unknown top-level fields pass unless the schema forbids them.
+   */
   body?: Schema;
   /** Stream the body instead of parsing JSON (uploads). */
   rawBody?: boolean;
@@ -81,7 +90,8 @@ export interface RouteDescriptor {
   /**
    * The current user-modifiable content of the resource. With it, the kernel checks `If-Match`
    * on PUT and PATCH (412 on mismatch), and serves PATCH when only PUT is given, by merging
-   * the body into this content (see `mergePatch`) and calling PUT with the result.
+   * the body into this content (see `mergePatch`) and calling PUT with the result. PUT and PATCH
+   * of one object are serialised by the kernel: a PATCH reads, merges and writes as one step.
    */
   current?: (req: ApiRequest) => Promise<unknown> | unknown;
 }

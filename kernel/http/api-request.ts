@@ -1,6 +1,7 @@
 /** The request object handlers see: parsed query conventions, trust and requestor; no hapi toolkit. */
 import type Logger from 'bunyan';
-import type { ApiRequest, Requestor } from '../../sdk/index.js';
+import { preconditionFailed, type ApiRequest, type Requestor } from '../../sdk/index.js';
+import { etagOf } from './envelope.js';
 
 export interface Caller {
   trusted: boolean;
@@ -50,6 +51,14 @@ export class KernelRequest implements ApiRequest {
 
   get clientCertificate(): string | undefined {
     return this.caller.certificate;
+  }
+
+  checkIfMatch(content: unknown): void {
+    const header = this.headers['if-match'];
+    if (!header) return;
+    const expected = etagOf(content);
+    const offered = String(header).split(',').map((t) => t.trim().replace(/^W\//, '').replace(/^"|"$/g, ''));
+    if (!offered.includes(expected) && !offered.includes('*')) throw preconditionFailed();
   }
 
   /** Child loggers are made on first use: most requests never log. */

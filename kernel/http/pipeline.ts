@@ -8,7 +8,7 @@ import type { Request, ResponseToolkit } from '@hapi/hapi';
 import type { Readable } from 'node:stream';
 import type Logger from 'bunyan';
 import {
-  badRequest, forbidden, mergePatch, notFound, parseJsonText, preconditionFailed,
+  KeyedLock, badRequest, checkShape, forbidden, mergePatch, notFound, objectBody, parseJsonText,
   type ApiResponse, type RouteDescriptor, type VerbSpec, type WebsocketSpec,
 } from '../../sdk/index.js';
 import { parseFilter, matchesFilter, FilterSyntaxError, type FilterExpr } from '../filter/index.js';
@@ -26,6 +26,8 @@ const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
  */
 const UNREAD_PAYLOAD = { parse: false, output: 'stream', maxBytes: Number.MAX_SAFE_INTEGER, override: 'application/octet-stream', failAction: 'error' } as const;
 const PROJECT_NAME = /^[^\s/\\?&#%*'"<>|]{1,63}$/;
+/** A PATCH body is a JSON object; its fields are checked once merged, against the PUT shape. */
+const PATCH_BODY = objectBody();
 
 export type Authenticate = (request: Request, access: string) => Promise<Caller>;
 
@@ -55,6 +57,8 @@ export class RoutePipeline {
   /** Serialised sync bodies and ETags, by the identity of the object a handler returned (cached answers pay once). */
   private readonly bodyCache = new WeakMap<object, string>();
   private readonly etagCache = new WeakMap<object, string>();
+  /** PUT and PATCH of one object, one at a time: a PATCH's read, merge and write see no other write between them. */
+  private readonly writes = new KeyedLock();
 
   constructor(private readonly opts: PipelineOptions) {}
 
@@ -107,14 +111,12 @@ export class RoutePipeline {
     const current = route.current;
     return {
       ...put,
-      // The PUT shape applies to the merged result, not to the partial body.
-      body: undefined,
+      // The PUT shape applies to the merged result, not to the partial body (its defaults would overwrite fields not sent).
+      body: PATCH_BODY,
+      // Runs inside the object's write lock (see `serve`), so `current` is what the PUT replaces.
       handler: async (req) => {
-        if (req.body !== undefined && (typeof req.body !== 'object' || req.body === null || Array.isArray(req.body))) {
-          throw badRequest('A PATCH body must be a JSON object');
-        }
         const merged = mergePatch((await current(req)) as Record<string, unknown>, req.body);
-        req.body = put.body ? validateShape(put.body, merged, 'request body') : merged;
+        req.body = put.body ? checkShape(put.body, merged, 'request body') : merged;
         return put.handler(req);
       },
     };
@@ -131,12 +133,16 @@ export class RoutePipeline {
     checkAccess(caller, access, req.project, req.allProjects);
     await this.checkProject(req);
 
-    if (spec.query) validateShape(spec.query, req.query, 'query');
-    if (spec.body && !spec.rawBody) req.body = validateShape(spec.body, req.body ?? {}, 'request body');
-    if ((verb === 'put' || verb === 'patch') && route.current) await this.checkIfMatch(request, route, req);
+    if (spec.query) checkShape(spec.query, req.query, 'query', true);
+    if (spec.body && !spec.rawBody) req.body = checkShape(spec.body, req.body, 'request body');
 
     const filter = parseFilterParam(req.query.filter);
-    const response = await spec.handler(req);
+    const response = (verb === 'put' || verb === 'patch') && route.current
+      ? await this.writes.run(writeKey(route, req), async () => {
+        if (req.headers['if-match']) req.checkIfMatch(await route.current!(req));
+        return spec.handler(req);
+      })
+      : await spec.handler(req);
     return this.render(h, req, response, filter);
   }
 
@@ -170,14 +176,6 @@ export class RoutePipeline {
       this.opts.log,
       rawBody,
     );
-  }
-
-  private async checkIfMatch(request: Request, route: RouteDescriptor, req: KernelRequest): Promise<void> {
-    const header = request.headers['if-match'];
-    if (!header) return;
-    const expected = etagOf(await route.current!(req));
-    const offered = String(header).split(',').map((t) => t.trim().replace(/^W\//, '').replace(/^"|"$/g, ''));
-    if (!offered.includes(expected) && !offered.includes('*')) throw preconditionFailed();
   }
 
   private async render(h: ResponseToolkit, req: KernelRequest, response: ApiResponse, filter: FilterExpr | undefined) {
@@ -267,10 +265,9 @@ function parseFilterParam(value: string | undefined): FilterExpr | undefined {
   }
 }
 
-function validateShape(schema: import('joi').Schema, value: unknown, what: string): any {
-  const result = schema.validate(value, { abortEarly: true, convert: true });
-  if (result.error) throw badRequest(`Invalid ${what}: ${result.error.message}`);
-  return result.value;
+/** One object's identity across its aliases (/1.0/containers/x is /1.0/instances/x). */
+function writeKey(route: RouteDescriptor, req: KernelRequest): string {
+  return JSON.stringify([route.path, req.project, req.params]);
 }
 
 function compileWebsocketRoute(path: string, spec: WebsocketSpec): WebsocketRoute {

@@ -31,7 +31,7 @@ export function serverRoutes(info: ServerInfo, config: ServerConfigStore, events
       },
       put: {
         access: 'admin',
-        body: Joi.object({ config: configMap.default({}) }).unknown(true),
+        body: Joi.object({ config: configMap.default({}) }).unknown(true).required(),
         handler: async (req) => {
           if (req.body === null || typeof req.body !== 'object' || Array.isArray(req.body)) throw badRequest('Request body must be a JSON object');
           const changed = await config.replace(stringifyConfig(req.body.config ?? {}));

@@ -23,7 +23,7 @@ const addBody = Joi.object({
   restricted: Joi.boolean().default(false),
   projects: Joi.array().items(PROJECT_NAME).allow(null).default([]),
   token: Joi.boolean().default(false),
-}).unknown(true);
+}).unknown(true).required();
 
 const putBody = Joi.object({
   name: Joi.string().allow('').default(''),
@@ -31,7 +31,7 @@ const putBody = Joi.object({
   restricted: Joi.boolean().default(false),
   projects: Joi.array().items(PROJECT_NAME).allow(null).default([]),
   certificate: Joi.string().allow('').default(''),
-}).unknown(true);
+}).unknown(true).required();
 
 function checkType(type: string): CertificateType {
   if (!(CERTIFICATE_TYPES as readonly string[]).includes(type)) throw badRequest(`Invalid certificate type "${type}" (expected ${CERTIFICATE_TYPES.join(' or ')})`);
@@ -99,7 +99,8 @@ export function certificateRoutes(trust: TrustStore, tokens: CertificateTokens, 
             name: grant.name || body.name || commonName(parsed.x509),
             type,
             restricted,
-            projects: restricted ? projects : [],
+            // Kept as sent even when unrestricted (they only apply once `restricted` is set), as the reference keeps them.
+            projects,
             certificate: parsed.pem,
             fingerprint: parsed.fingerprint,
           };
@@ -131,7 +132,7 @@ export function certificateRoutes(trust: TrustStore, tokens: CertificateTokens, 
             name: body.name,
             type: checkType(body.type),
             restricted: body.restricted,
-            projects: body.restricted ? projects : [],
+            projects,
             certificate: parsed?.pem ?? current.certificate,
             fingerprint: parsed?.fingerprint ?? current.fingerprint,
           };

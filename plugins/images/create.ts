@@ -9,12 +9,12 @@ import {
   async, badRequest, isApiError, ProfilesServiceRef, truthy,
   type ApiRequest, type ApiResponse, type Operation, type PluginContext,
 } from '../../sdk/index.js';
-import { bodyChunks, drain, interrupted } from '../../sdk/index.js';
+import { bodyChunks, checkShape, drain, interrupted } from '../../sdk/index.js';
 import type { ImageFiles } from './files.js';
 import type { StoredImage } from './image.js';
 import { inspectSplit, inspectUnified } from './inspect.js';
 import type { ImageInstaller } from './install.js';
-import { pushGrantFrom, readJson, stagedJson } from './json-request.js';
+import { imageCreateBody, pushGrantFrom, readJson, stagedJson } from './json-request.js';
 import { multipartBoundary } from './multipart.js';
 import { header, queryHeader } from './names.js';
 import type { ImagePublisher } from './publish.js';
@@ -134,7 +134,8 @@ export class ImageCreator {
    * An instance or snapshot to publish (publish.ts), or a push-mode description: a token
    * operation whose secret the upload then presents.
    */
-  private async fromJson(req: ApiRequest, body: unknown): Promise<ApiResponse> {
+  private async fromJson(req: ApiRequest, json: unknown): Promise<ApiResponse> {
+    const body = checkShape(imageCreateBody, json, 'request body');
     const provider = this.publisher.providerFor(body);
     if (provider) return this.publisher.publish(req, body as Record<string, unknown>, provider);
     const grant = pushGrantFrom(req.project, body);

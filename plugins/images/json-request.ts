@@ -4,7 +4,7 @@
  * go to their registered sources (publish.ts); remote sources are refused with a clear 400.
  */
 import { readFile } from 'node:fs/promises';
-import { badRequest, readJson as readJsonBody } from '../../sdk/index.js';
+import { badRequest, bodyShape, objectBody, readJson as readJsonBody } from '../../sdk/index.js';
 import { checkAliasName, stringMap } from './names.js';
 import type { PushGrant } from './push-tokens.js';
 import { parseClientTime } from './times.js';
@@ -15,6 +15,19 @@ const MAX_JSON_BYTES = 1024 * 1024;
 
 /** The sdk's reader, with the 1 MiB cap image requests always had. */
 export const readJson = (body: AsyncIterable<Buffer>): Promise<unknown> => readJsonBody(body, MAX_JSON_BYTES);
+
+/** The JSON body of POST /1.0/images: the fields' types, before any source is looked at. */
+export const imageCreateBody = objectBody({
+  source: bodyShape.object,
+  aliases: bodyShape.objects,
+  properties: bodyShape.config,
+  public: bodyShape.flag,
+  auto_update: bodyShape.flag,
+  filename: bodyShape.text,
+  compression_algorithm: bodyShape.text,
+  expires_at: bodyShape.text,
+  profiles: bodyShape.names,
+});
 
 /** Clients that send JSON without a Content-Type land in the upload path: recognise them. */
 export async function stagedJson(upload: StagedUpload): Promise<unknown | undefined> {

@@ -1,5 +1,6 @@
 /** Checks of the JSON shapes clients send for instances (config maps, device maps, profile lists). */
-import { badRequest, stringMap, type DeviceConfig } from '../../sdk/index.js';
+import Joi from 'joi';
+import { badRequest, bodyShape, objectBody, stringMap, type DeviceConfig } from '../../sdk/index.js';
 
 export { optionalBool, optionalString, stringMap } from '../../sdk/index.js';
 
@@ -17,3 +18,76 @@ export function profileList(value: unknown): string[] | undefined {
   if (new Set(value).size !== value.length) throw badRequest('"profiles" lists a profile twice');
   return value as string[];
 }
+
+/** The fields an instance's PUT (and PATCH) may carry. */
+const editFields = {
+  architecture: bodyShape.text,
+  config: bodyShape.config,
+  devices: bodyShape.devices,
+  ephemeral: bodyShape.flag,
+  profiles: bodyShape.names,
+  description: bodyShape.text,
+  restore: bodyShape.text,
+  stateful: bodyShape.flag,
+};
+
+export const instanceEditBody = objectBody(editFields);
+
+/** `source` of a create request: the fields each source type reads. */
+const sourceShape = Joi.object({
+  type: bodyShape.text,
+  alias: bodyShape.text,
+  fingerprint: bodyShape.text,
+  properties: bodyShape.config,
+  server: bodyShape.text,
+  protocol: bodyShape.text,
+  secret: bodyShape.text,
+  certificate: bodyShape.text,
+  mode: bodyShape.text,
+  source: bodyShape.text,
+  project: bodyShape.text,
+  operation: bodyShape.text,
+  websockets: bodyShape.config,
+  'base-image': bodyShape.text,
+  live: bodyShape.flag,
+  instance_only: bodyShape.flag,
+  container_only: bodyShape.flag,
+  refresh: bodyShape.flag,
+  allow_inconsistent: bodyShape.flag,
+}).unknown(true).allow(null);
+
+export const instanceCreateBody = objectBody({
+  ...editFields,
+  name: bodyShape.text,
+  type: bodyShape.text,
+  instance_type: bodyShape.text,
+  source: sourceShape,
+});
+
+/** POST /1.0/instances/{name}: rename, or move to a pool or project. */
+export const instanceMoveBody = objectBody({
+  name: bodyShape.text,
+  pool: bodyShape.text,
+  project: bodyShape.text,
+  target: bodyShape.text,
+  migration: bodyShape.flag,
+  live: bodyShape.flag,
+  instance_only: bodyShape.flag,
+  container_only: bodyShape.flag,
+});
+
+/** PUT /1.0/instances/{name}/state: a state change. */
+export const stateChangeBody = objectBody({
+  action: bodyShape.text, timeout: Joi.number().integer().allow(null), force: bodyShape.flag, stateful: bodyShape.flag,
+});
+
+/** POST /1.0/instances/{name}/console. */
+export const consoleBody = objectBody({ type: bodyShape.text, width: Joi.number().integer().allow(null), height: Joi.number().integer().allow(null) });
+
+/** PUT /1.0/instances: a state change for all of them. */
+export const bulkStateBody = objectBody({ state: bodyShape.object });
+
+/** Snapshot create, edit and rename. */
+export const snapshotCreateBody = objectBody({ name: bodyShape.text, stateful: bodyShape.flag, expires_at: bodyShape.text });
+export const snapshotEditBody = objectBody({ expires_at: bodyShape.text });
+export const snapshotMoveBody = objectBody({ name: bodyShape.text, migration: bodyShape.flag, live: bodyShape.flag });

@@ -1,5 +1,8 @@
 /** /1.0/network-acls and /1.0/network-acls/{name}. */
-import { badRequest, bodyObject, collection, empty, optionalString, stringMap, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
+import {
+  badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, optionalString, renameBody, stringMap, sync,
+  type ApiRequest, type RouteDescriptor,
+} from '../../sdk/index.js';
 import { aclUrl, aclView, editableView, type AclRecord } from './acl.js';
 import type { AclEdit, AclManager } from './manager.js';
 
@@ -25,6 +28,7 @@ export function aclRoutes(acls: AclManager): RouteDescriptor[] {
       },
       post: {
         description: 'Create a network ACL',
+        body: describedConfigBody({ name: bodyShape.text, ingress: bodyShape.objects, egress: bodyShape.objects }),
         handler: async (req) => {
           const name = optionalString(bodyObject(req.body).name, 'name') ?? '';
           await acls.create(req.project, name, editFrom(req), req.requestor);
@@ -45,6 +49,7 @@ export function aclRoutes(acls: AclManager): RouteDescriptor[] {
       },
       put: {
         description: 'Replace a network ACL\'s description, rules and config',
+        body: describedConfigBody({ ingress: bodyShape.objects, egress: bodyShape.objects }),
         handler: async (req) => {
           await acls.update(req.project, req.params.name!, editFrom(req), req.requestor);
           return empty();
@@ -52,6 +57,7 @@ export function aclRoutes(acls: AclManager): RouteDescriptor[] {
       },
       post: {
         description: 'Rename a network ACL',
+        body: renameBody,
         handler: async (req) => {
           const newName = optionalString(bodyObject(req.body).name, 'name') ?? '';
           if (newName === req.params.name) throw badRequest('The network ACL already has that name');

@@ -1,5 +1,8 @@
 /** /1.0/networks/{name}/forwards and /1.0/networks/{name}/forwards/{listen}. */
-import { bodyObject, collection, empty, optionalString, stringMap, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
+import {
+  bodyObject, bodyShape, collection, describedConfigBody, empty, optionalString, stringMap, sync,
+  type ApiRequest, type RouteDescriptor,
+} from '../../sdk/index.js';
 import { editableView, forwardUrl, forwardView } from './forward.js';
 import type { ForwardEdit, ForwardManager } from './manager.js';
 
@@ -23,6 +26,7 @@ export function forwardRoutes(forwards: ForwardManager): RouteDescriptor[] {
       },
       post: {
         description: 'Create a network forward',
+        body: describedConfigBody({ listen_address: bodyShape.text, ports: bodyShape.objects }),
         handler: async (req) => {
           const n = await net(req);
           const listen = await forwards.create(n, bodyObject(req.body).listen_address, editFrom(req), req.requestor);
@@ -43,6 +47,7 @@ export function forwardRoutes(forwards: ForwardManager): RouteDescriptor[] {
       },
       put: {
         description: 'Replace a network forward\'s description, default target and ports',
+        body: describedConfigBody({ ports: bodyShape.objects }),
         handler: async (req) => {
           await forwards.update(await net(req), req.params.listen!, editFrom(req), req.requestor);
           return empty();

@@ -1,8 +1,8 @@
 /** /1.0/networks, /1.0/networks/{name} and its /leases and /state. */
 import { readFileSync } from 'node:fs';
 import {
-  UsedByMemo,
-  badRequest, bodyObject, collection, empty, networkUrl, notFound, optionalString, stringMap, sync,
+  badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, networkUrl, notFound, optionalString, renameBody, stringMap,
+  sync, UsedByMemo,
   type ApiRequest, type HostTools, type RouteDescriptor,
 } from '../../sdk/index.js';
 import { hostInterfaceExists, hostInterfaceNames, hostInterfaceType, interfaceState } from './host-interfaces.js';
@@ -81,6 +81,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools): RouteD
       },
       post: {
         description: 'Create a managed network',
+        body: describedConfigBody({ name: bodyShape.text, type: bodyShape.text }),
         handler: async (req) => {
           const rec = createBody(req);
           await manager.create(req.project, rec, req.requestor);
@@ -101,6 +102,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools): RouteD
       },
       put: {
         description: 'Replace the configuration of a managed network',
+        body: describedConfigBody(),
         handler: async (req) => {
           await managedOnly(req);
           await manager.update(req.project, req.params.name!, editBody(req), req.requestor);
@@ -109,6 +111,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools): RouteD
       },
       post: {
         description: 'Rename a managed network',
+        body: renameBody,
         handler: async (req) => {
           await managedOnly(req);
           const newName = optionalString(bodyObject(req.body).name, 'name') ?? '';

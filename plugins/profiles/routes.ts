@@ -1,6 +1,8 @@
 /** /1.0/profiles and /1.0/profiles/{name}. */
 import {
-  UsedByMemo, bodyObject, collection, empty, optionalString, stringMap, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
+  bodyObject, bodyShape, collection, describedConfigBody, empty, optionalString, renameBody, stringMap, sync, UsedByMemo,
+  type ApiRequest, type RouteDescriptor,
+} from '../../sdk/index.js';
 import type { ProfileEdit, ProfileManager } from './manager.js';
 import { checkProfileName } from './names.js';
 import { editableView, profileUrl, profileView, type Profile } from './profile.js';
@@ -31,6 +33,7 @@ export function profileRoutes(profiles: ProfileManager): RouteDescriptor[] {
       },
       post: {
         description: 'Create a profile',
+        body: describedConfigBody({ name: bodyShape.text, devices: bodyShape.devices }),
         handler: async (req) => {
           const name = checkProfileName(bodyObject(req.body).name);
           await profiles.create(req.project, { name, ...editFrom(req) }, req.requestor);
@@ -51,6 +54,7 @@ export function profileRoutes(profiles: ProfileManager): RouteDescriptor[] {
       },
       put: {
         description: 'Replace a profile',
+        body: describedConfigBody({ devices: bodyShape.devices }),
         handler: async (req) => {
           await profiles.update(req.project, req.params.name!, editFrom(req), req.requestor);
           return empty();
@@ -58,6 +62,7 @@ export function profileRoutes(profiles: ProfileManager): RouteDescriptor[] {
       },
       post: {
         description: 'Rename a profile',
+        body: renameBody,
         handler: async (req) => {
           const newName = checkProfileName(bodyObject(req.body).name);
           await profiles.rename(req.project, req.params.name!, newName, req.requestor);

@@ -1,6 +1,6 @@
 /** /1.0/projects, /1.0/projects/{name} and /1.0/projects/{name}/state. */
 import {
-  async, bodyObject, collection, empty, notFound, optionalString, stringMap, sync,
+  async, bodyObject, bodyShape, collection, describedConfigBody, empty, notFound, optionalString, renameBody, stringMap, sync,
   type ApiRequest, type PluginContext, type RouteDescriptor,
 } from '../../sdk/index.js';
 import type { ProjectEdit, ProjectManager } from './manager.js';
@@ -40,6 +40,7 @@ export function projectRoutes(ctx: PluginContext, projects: ProjectManager): Rou
       },
       post: {
         description: 'Create a project',
+        body: describedConfigBody({ name: bodyShape.text }),
         access: 'admin',
         handler: async (req) => {
           const name = checkProjectName(bodyObject(req.body).name);
@@ -61,6 +62,7 @@ export function projectRoutes(ctx: PluginContext, projects: ProjectManager): Rou
       },
       put: {
         description: 'Replace a project\'s description and config',
+        body: describedConfigBody(),
         access: 'admin',
         handler: async (req) => {
           await projects.update(req.params.name!, editFrom(req), req.requestor);
@@ -69,6 +71,7 @@ export function projectRoutes(ctx: PluginContext, projects: ProjectManager): Rou
       },
       post: {
         description: 'Rename a project',
+        body: renameBody,
         access: 'admin',
         handler: async (req) => {
           const name = req.params.name!;

@@ -1,7 +1,6 @@
 /** /1.0/storage-pools, /1.0/storage-pools/{name} and /1.0/storage-pools/{name}/resources. */
 import {
-  UsedByMemo,
-  badRequest, bodyObject, collection, empty, optionalString, stringMap, sync,
+  badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, optionalString, stringMap, sync, UsedByMemo,
   type ApiRequest, type RouteDescriptor,
 } from '../../sdk/index.js';
 import { checkPoolName } from './names.js';
@@ -38,6 +37,7 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
       post: {
         access: 'admin',
         description: 'Create a storage pool',
+        body: describedConfigBody({ name: bodyShape.text, driver: bodyShape.text }),
         handler: async (req) => {
           const pool = createBody(req);
           await pools.create(pool, req.requestor);
@@ -59,6 +59,7 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
       put: {
         access: 'admin',
         description: 'Replace the configuration of a storage pool',
+        body: describedConfigBody(),
         handler: async (req) => {
           await pools.update(req.params.name!, editBody(req), req.requestor);
           return empty();

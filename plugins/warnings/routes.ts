@@ -39,7 +39,7 @@ export function warningRoutes(store: WarningStore, events: EventsService): Route
       },
       put: {
         access: 'admin',
-        body: Joi.object({ status: Joi.string().valid('new', 'acknowledged').required() }).unknown(true),
+        body: Joi.object({ status: Joi.string().valid('new', 'acknowledged').required() }).unknown(true).required(),
         handler: async (req) => {
           const { doc, rev, project } = await find(req);
           if (doc.status !== req.body.status) {

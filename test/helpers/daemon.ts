@@ -159,5 +159,7 @@ export function collect(ws: WebSocket): any[] {
 export async function startWithPool(opts: { dir?: string; plugins?: string } = {}): Promise<Daemon> {
   const daemon = await startDaemon({ plugins: 'edge', ...opts, args: ['--init', 'auto'] });
   await waitFor(async () => (await daemon.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
+  // The init gives the default profile its root disk after making the pool: on a loaded machine a test could come in between.
+  await waitFor(async () => (await daemon.request('GET', '/1.0/profiles/default')).json?.metadata?.devices?.root !== undefined, 10000, 'the init root disk');
   return daemon;
 }

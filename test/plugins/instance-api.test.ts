@@ -28,7 +28,7 @@ test.serial('description (entity_description) and instance_type (instance_types)
   t.is(inst.description, 'a typed one');
   t.is(inst.config['limits.cpu'], '1');
   t.is(inst.config['limits.memory'], '1024MiB');
-  t.is((await call('PATCH', '/1.0/instances/typed', { description: 'renamed text' })).op.status, 'Success');
+  t.is((await call('PATCH', '/1.0/instances/typed', { description: 'renamed text' })).status, 200);
   t.is((await call('GET', '/1.0/instances/typed')).json.metadata.description, 'renamed text');
   const bad = await call('POST', '/1.0/instances', { name: 'untyped', instance_type: 'no.such.type', source: { type: 'image', alias: 'bb' } });
   t.is(bad.status, 400);

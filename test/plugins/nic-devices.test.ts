@@ -41,10 +41,11 @@ async function remove(name: string): Promise<void> {
   await call('DELETE', `/1.0/instances/${name}`);
 }
 
-/** PUT or PATCH of an instance (an operation): '' when it succeeded, else its error. */
+/** PUT (an operation) or PATCH (synchronous) of an instance: '' when it succeeded, else its error. */
 async function edit(method: 'PUT' | 'PATCH', name: string, body: unknown): Promise<string> {
   const res = await call(method, `/1.0/instances/${name}`, body);
   if (res.status >= 400) return res.json?.error ?? res.body;
+  if (!res.op) return '';
   return res.op?.status === 'Success' ? '' : String(res.op?.err ?? res.body);
 }
 

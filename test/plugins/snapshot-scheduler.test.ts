@@ -25,7 +25,7 @@ test.serial('a cron schedule snapshots within a minute and expired snapshots are
   const soon = new Date(Date.now() + 3_000).toISOString();
   t.is((await call('POST', '/1.0/instances/sched/snapshots', { name: 'short', expires_at: soon })).op.status, 'Success');
   const res = await call('PATCH', '/1.0/instances/sched', { config: { 'snapshots.schedule': '* * * * *', 'snapshots.schedule.stopped': 'true', 'snapshots.pattern': 'auto%d' } });
-  t.is(res.op.status, 'Success', res.op.err);
+  t.is(res.status, 200, res.body);
 
   // The same schedule in a project whose restrictions block snapshots takes none.
   const made = await d.request('POST', '/1.0/projects', { name: 'nosnap', config: { 'features.images': 'false', restricted: 'true' } });
@@ -34,7 +34,7 @@ test.serial('a cron schedule snapshots within a minute and expired snapshots are
   const root = { root: { type: 'disk', path: '/', pool } };
   const inRestricted = await call('POST', '/1.0/instances?project=nosnap', { name: 'sched', source: { type: 'image', alias: 'bb' }, devices: root });
   t.is(inRestricted.op.status, 'Success', inRestricted.op.err);
-  t.is((await call('PATCH', '/1.0/instances/sched?project=nosnap', { config: { 'snapshots.schedule': '* * * * *', 'snapshots.schedule.stopped': 'true' } })).op.status, 'Success');
+  t.is((await call('PATCH', '/1.0/instances/sched?project=nosnap', { config: { 'snapshots.schedule': '* * * * *', 'snapshots.schedule.stopped': 'true' } })).status, 200);
 
   await waitFor(async () => (await snapshots('sched')).some((s) => s.name === 'auto0'), 125_000, 'a scheduled snapshot');
   const blocked = await d.request('GET', '/1.0/instances/sched/snapshots?project=nosnap');
@@ -50,14 +50,14 @@ test.serial('a cron schedule snapshots within a minute and expired snapshots are
 test.serial('a stopped instance is skipped unless snapshots.schedule.stopped; @startup snapshots on start (snapshot_schedule_aliases)', async (t) => {
   t.timeout(150_000);
   await call('POST', '/1.0/instances', { name: 'boot', source: { type: 'image', alias: 'bb' } });
-  t.is((await call('PATCH', '/1.0/instances/boot', { config: { 'snapshots.schedule': '@startup, @hourly' } })).op.status, 'Success');
+  t.is((await call('PATCH', '/1.0/instances/boot', { config: { 'snapshots.schedule': '@startup, @hourly' } })).status, 200);
   t.is((await call('PUT', '/1.0/instances/boot/state', { action: 'start' })).op.status, 'Success');
   await waitFor(async () => (await snapshots('boot')).length === 1, 15_000, 'the startup snapshot');
   t.is((await snapshots('boot'))[0].name, 'snap0');
   await call('PUT', '/1.0/instances/boot/state', { action: 'stop', force: true });
 
   for (const alias of ['@hourly', '@daily', '@midnight', '@weekly', '@monthly', '@annually', '@yearly', '@startup']) {
-    t.is((await d.request('PATCH', '/1.0/instances/boot', { config: { 'snapshots.schedule': alias } })).status, 202, alias);
+    t.is((await d.request('PATCH', '/1.0/instances/boot', { config: { 'snapshots.schedule': alias } })).status, 200, alias);
   }
   const refused = await d.request('PATCH', '/1.0/instances/boot', { config: { 'snapshots.schedule': '@fortnightly' } });
   t.is(refused.status, 400);

@@ -1,6 +1,6 @@
 /** /1.0/images/aliases and /1.0/images/aliases/{name}. */
 import {
-  badRequest, collection, conflict, empty, sync,
+  badRequest, bodyShape, collection, conflict, empty, objectBody, renameBody, sync,
   type ApiRequest, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { ImageCatalog } from '../catalog.js';
@@ -48,6 +48,7 @@ export function aliasRoutes(ctx: PluginContext, catalog: ImageCatalog): RouteDes
       },
       post: {
         description: 'Create an image alias',
+        body: objectBody({ name: bodyShape.text, description: bodyShape.text, target: bodyShape.text }),
         handler: async (req) => {
           const body = bodyOf(req);
           const name = checkAliasName(body.name);
@@ -72,6 +73,7 @@ export function aliasRoutes(ctx: PluginContext, catalog: ImageCatalog): RouteDes
       },
       put: {
         description: 'Replace the description and target of an image alias',
+        body: objectBody({ description: bodyShape.text, target: bodyShape.text }),
         handler: async (req) => {
           const found = await catalog.alias(req.project, req.params.name!);
           const body = bodyOf(req);
@@ -83,6 +85,7 @@ export function aliasRoutes(ctx: PluginContext, catalog: ImageCatalog): RouteDes
       },
       post: {
         description: 'Rename an image alias',
+        body: renameBody,
         handler: async (req) => {
           const oldName = req.params.name!;
           const newName = checkAliasName(bodyOf(req).name);

@@ -20,7 +20,7 @@ const editShape = Joi.object({
   properties: Joi.object().pattern(Joi.string(), Joi.string().allow('')).allow(null),
   expires_at: Joi.string().allow('', null),
   profiles: Joi.array().items(Joi.string()).allow(null),
-}).unknown(true);
+}).unknown(true).required();
 
 export interface ImageRouteDeps {
   ctx: PluginContext;

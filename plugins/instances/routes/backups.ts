@@ -6,7 +6,7 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import {
-  async, bodyObject, collection, createReleasing, formatExtension, notFound, raw, resourceUrl, sync,
+  async, bodyObject, bodyShape, collection, createReleasing, formatExtension, notFound, objectBody, raw, renameBody, resourceUrl, sync,
   type ApiRequest, type BackupAlgorithm as Algorithm, type OperationControl, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
@@ -45,6 +45,7 @@ export function backupRoutes(ctx: PluginContext, manager: InstanceManager, backu
       },
       post: {
         description: 'Back up an instance (and its snapshots) into a tarball',
+        body: objectBody({ name: bodyShape.text, expires_at: bodyShape.text, instance_only: bodyShape.flag, container_only: bodyShape.flag, optimized_storage: bodyShape.flag, compression_algorithm: bodyShape.text }),
         handler: async (req) => {
           const body = bodyObject(req.body);
           const handle = await manager.load(req.project, req.params.name);
@@ -68,6 +69,7 @@ export function backupRoutes(ctx: PluginContext, manager: InstanceManager, backu
       },
       post: {
         description: 'Rename an instance backup',
+        body: renameBody,
         handler: async (req) => {
           const body = bodyObject(req.body);
           const handle = await manager.load(req.project, req.params.name);

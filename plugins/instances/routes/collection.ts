@@ -8,7 +8,7 @@ import type { InstanceManager, CreateSpec } from '../manager.js';
 import type { PowerControl, PowerAction } from '../power.js';
 import { checkInstanceName, randomInstanceName } from '../names.js';
 import { instanceTypeLimits } from '../instance-types.js';
-import { deviceMap, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
+import { bulkStateBody, deviceMap, instanceCreateBody, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
 import { fullView, instanceView, prefetchChildren, type PrefetchedChildren } from '../render.js';
 import { instancePaths, operationResources, prefixOf } from './paths.js';
 import { acceptBackupUploads } from '../backups/instance-post.js';
@@ -40,10 +40,12 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
       },
     },
     post: acceptBackupUploads(ctx, manager, {
+      body: instanceCreateBody,
       handler: async (req) => async(await createOperation(ctx, manager, snapshots, req)),
     }),
     put: {
       description: 'Change the state of every instance of the project',
+      body: bulkStateBody,
       handler: async (req) => {
         const { action, opts } = stateBody(req.body?.state);
         const stored = await manager.records.list(req.project);
@@ -102,9 +104,10 @@ function refreshOperation(ctx: PluginContext, manager: InstanceManager, snapshot
 }
 
 async function createOperation(ctx: PluginContext, manager: InstanceManager, snapshots: SnapshotManager, req: ApiRequest): Promise<Operation> {
-  const body = req.body ?? {};
-  if (typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be an instance definition');
-  const name = checkInstanceName(body.name ?? randomInstanceName());
+  // The route's shape made sure this is a JSON object.
+  const body = req.body as Record<string, any>;
+  // No name, or an empty one (what `lxc init` sends when given none), gets a generated one.
+  const name = checkInstanceName(body.name || randomInstanceName());
   const pathType = prefixOf(req.path).type;
   const type = (optionalString(body.type, 'type') || pathType || 'container') as InstanceType;
   if (!TYPES.includes(type)) throw badRequest(`Invalid instance type "${type}"`);

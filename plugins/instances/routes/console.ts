@@ -4,12 +4,14 @@ import { async, badRequest, empty, raw, type PluginContext, type RouteDescriptor
 import type { InstanceManager } from '../manager.js';
 import type { PowerControl } from '../power.js';
 import { instancePaths } from './paths.js';
+import { consoleBody } from '../shape.js';
 import { pump, sessionOperation } from './session-sockets.js';
 
 export function consoleRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl): RouteDescriptor {
   return {
     ...instancePaths('/{name}/console'),
     post: {
+      body: consoleBody,
       handler: async (req) => {
         const handle = await manager.load(req.project, req.params.name);
         const body = req.body ?? {};

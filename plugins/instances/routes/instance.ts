@@ -1,12 +1,12 @@
 /** GET/PUT/PATCH/DELETE/POST (rename) /1.0/instances/{name}. */
 import path from 'node:path';
-import { async, badRequest, conflict, sync, type ApiRequest, type OperationControl, type PluginContext, type RouteDescriptor } from '../../../sdk/index.js';
+import { async, badRequest, conflict, empty, mergePatch, sync, type ApiRequest, type OperationControl, type PluginContext, type RouteDescriptor } from '../../../sdk/index.js';
 import { watchCopyProgress } from '../copy-progress.js';
 import type { InstanceManager, InstanceEdit } from '../manager.js';
 import type { InstanceHandle } from '../access.js';
 import type { PowerControl } from '../power.js';
 import { checkInstanceName } from '../names.js';
-import { deviceMap, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
+import { deviceMap, instanceEditBody, instanceMoveBody, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
 import { editableView, fullView, instanceView } from '../render.js';
 import { instancePaths, operationResources } from './paths.js';
 import type { SnapshotManager } from '../snapshots/manager.js';
@@ -42,6 +42,7 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
       },
     },
     put: {
+      body: instanceEditBody,
       handler: async (req) => {
         const handle = await manager.load(req.project, req.params.name);
         if (req.body?.restore !== undefined && req.body?.restore !== '') {
@@ -66,10 +67,24 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
         await manager.check(handle.project, handle.record.type, edit, { action: 'update', name: handle.name, replaces: handle.name });
         return task(req, handle, 'Updating instance', async () => {
           const fresh = await manager.load(handle.project, handle.name);
-          if (fresh.rev !== handle.rev) throw badRequest('The instance changed while the update was queued; read it again');
-          await manager.update(fresh, edit, (await power.status(fresh)) !== 'Stopped', req);
+          // A PUT replaces the whole definition: only an ETag the client sent can make it stale.
+          req.checkIfMatch(editableView(fresh));
+          await manager.update(fresh, editFrom(req.body, fresh), (await power.status(fresh)) !== 'Stopped', req);
         });
       },
+    },
+    patch: {
+      body: instanceEditBody,
+      description: 'Change some fields of an instance (synchronous, as the reference answers it)',
+      // Read, merge and write under the instance's lock: concurrent PATCHes of different keys all land.
+      handler: (req) => manager.lock.run(`${req.project}/${req.params.name}`, async () => {
+        const handle = await manager.load(req.project, req.params.name);
+        const current = editableView(handle);
+        req.checkIfMatch(current);
+        const edit = editFrom(mergePatch(current, req.body), handle);
+        await manager.update(handle, edit, (await power.status(handle)) !== 'Stopped', req);
+        return empty();
+      }),
     },
     delete: {
       handler: async (req) => {
@@ -84,6 +99,7 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
       },
     },
     post: {
+      body: instanceMoveBody,
       handler: async (req) => {
         const body = req.body ?? {};
         if (body.project !== undefined && body.project !== null && typeof body.project !== 'string') throw badRequest('"project" must be a project name');

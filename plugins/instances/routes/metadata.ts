@@ -1,5 +1,5 @@
 /** GET/PUT (and PATCH through `current`) /1.0/instances/{name}/metadata: the instance's metadata.yaml. */
-import { empty, resourceUrl, sync, type ApiRequest, type PluginContext, type RouteDescriptor } from '../../../sdk/index.js';
+import { bodyShape, empty, objectBody, resourceUrl, sync, type ApiRequest, type PluginContext, type RouteDescriptor } from '../../../sdk/index.js';
 import type { InstanceManager } from '../manager.js';
 import { metadataFromBody, readMetadata, writeMetadata } from '../templates/metadata-file.js';
 import { instancePaths } from './paths.js';
@@ -21,6 +21,8 @@ export function metadataRoutes(ctx: PluginContext, manager: InstanceManager): Ro
       },
     },
     put: {
+      // Types of the common fields here; metadataFromBody checks the rest (dates, templates).
+      body: objectBody({ architecture: bodyShape.text, properties: bodyShape.config, templates: bodyShape.object }),
       handler: async (req) => {
         const metadata = metadataFromBody(req.body);
         const { project, name } = await load(req);

@@ -5,6 +5,7 @@ import type { InstanceManager } from '../manager.js';
 import { parseExpiresAt, type SnapshotManager } from '../snapshots/manager.js';
 import { checkSnapshotName } from '../../../sdk/snapshot-pattern.js';
 import { instancePaths, operationResources, subresourcePath } from './paths.js';
+import { snapshotCreateBody, snapshotEditBody, snapshotMoveBody } from '../shape.js';
 
 function bodyOf(req: ApiRequest): Record<string, unknown> {
   const body = req.body ?? {};
@@ -30,6 +31,7 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
         },
       },
       post: {
+        body: snapshotCreateBody,
         handler: async (req) => {
           const body = bodyOf(req);
           const handle = await manager.load(req.project, req.params.name);
@@ -59,6 +61,7 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
         },
       },
       put: {
+        body: snapshotEditBody,
         handler: async (req) => {
           const body = bodyOf(req);
           const handle = await manager.load(req.project, req.params.name);
@@ -68,6 +71,7 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
         },
       },
       patch: {
+        body: snapshotEditBody,
         handler: async (req) => {
           const body = bodyOf(req);
           const handle = await manager.load(req.project, req.params.name);
@@ -77,6 +81,7 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
         },
       },
       post: {
+        body: snapshotMoveBody,
         handler: async (req) => {
           const body = bodyOf(req);
           if (body.migration) throw badRequest('Migrating snapshots to another server is not supported by this build');

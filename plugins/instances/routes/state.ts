@@ -4,6 +4,7 @@ import type { InstanceManager } from '../manager.js';
 import { POWER_ACTIONS, type PowerAction, type PowerControl, type PowerOptions } from '../power.js';
 import { stateView } from '../render.js';
 import { instancePaths, operationResources } from './paths.js';
+import { stateChangeBody } from '../shape.js';
 
 /** Parse a state change request (`{action, timeout, force, stateful}`). */
 export function stateBody(body: unknown): { action: PowerAction; opts: PowerOptions } {
@@ -28,6 +29,7 @@ export function stateRoutes(ctx: PluginContext, manager: InstanceManager, power:
       handler: async (req) => sync(await stateView(await manager.load(req.project, req.params.name), manager.deps.storage)),
     },
     put: {
+      body: stateChangeBody,
       handler: async (req) => {
         const { action, opts } = stateBody(req.body);
         const handle = await manager.load(req.project, req.params.name);

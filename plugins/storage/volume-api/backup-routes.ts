@@ -10,9 +10,11 @@ import { createReadStream } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  async, backupProgressText, createReleasing, backupUploadAlgorithm, badRequest, bodyObject, collection, extractBackup, featureProjectOf, formatExtension,
-  checkOptimizedTarget, moveBackupTree, notFound, openOptimizedPart, raw, receiveBackupUpload, sync,
-  type ApiRequest, type ApiResponse, type BackupAlgorithm, type OperationControl, type PluginContext, type RouteDescriptor, type VolumeSource,
+  async, backupProgressText, backupUploadAlgorithm, badRequest, bodyObject, bodyShape, checkOptimizedTarget, collection, createReleasing,
+  extractBackup, featureProjectOf, formatExtension, moveBackupTree, notFound, objectBody, openOptimizedPart, raw, receiveBackupUpload,
+  renameBody, sync,
+  type ApiRequest, type ApiResponse, type BackupAlgorithm, type OperationControl, type PluginContext, type RouteDescriptor,
+  type VolumeSource,
 } from '../../../sdk/index.js';
 import { readVolumeIndex, scanVolumeArchive, SNAPSHOTS_PART, VOLUME_OPTIMIZED_LAYOUT, VOLUME_PART, type VolumeBackupIndex } from './backup-archive.js';
 import { volumeBackupUrl, volumeBackupView, type VolumeBackups, type VolumeOwner } from './backups.js';
@@ -53,6 +55,7 @@ export function volumeBackupRoutes(ctx: PluginContext, backups: VolumeBackups): 
       },
       post: {
         description: 'Back up a custom volume (and its snapshots) into a tarball',
+        body: objectBody({ name: bodyShape.text, expires_at: bodyShape.text, volume_only: bodyShape.flag, optimized_storage: bodyShape.flag, compression_algorithm: bodyShape.text }),
         handler: async (req) => {
           const vol = await owner(req);
           const request = await backups.plan(vol, bodyObject(req.body));
@@ -70,6 +73,7 @@ export function volumeBackupRoutes(ctx: PluginContext, backups: VolumeBackups): 
       },
       post: {
         description: 'Rename a custom volume backup',
+        body: renameBody,
         handler: async (req) => {
           const vol = await owner(req);
           const backup = req.params.backup!;

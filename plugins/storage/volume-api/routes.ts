@@ -4,8 +4,8 @@
  * `features.storage.volumes` names; instance volumes in their instance's project.
  */
 import {
-  acceptingBackupUploads, badRequest, bodyObject, collection, empty, featureProjectOf, instanceUrl, isPlainObject, notFound, optionalBool, optionalString,
-  stringMap, sync,
+  acceptingBackupUploads, badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, featureProjectOf, instanceUrl,
+  isPlainObject, notFound, objectBody, optionalBool, optionalString, stringMap, sync,
   type ApiRequest, type ApiResponse, type InstanceSummary, type PluginContext, type RouteDescriptor, type VerbSpec, type VolumeType,
 } from '../../../sdk/index.js';
 import type { PoolManager } from '../pools.js';
@@ -150,6 +150,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
       },
       post: withImport({
         description: 'Create a custom storage volume, possibly as a copy of another',
+        body: describedConfigBody({ name: bodyShape.text, type: bodyShape.text, content_type: bodyShape.text, source: bodyShape.object }),
         handler: async (req) => {
           const pool = req.params.pool!;
           onlyCustom(volumeType(req.params.type), 'created');
@@ -206,6 +207,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
       },
       put: {
         description: 'Replace the configuration of a custom volume, or restore one of its snapshots',
+        body: describedConfigBody({ restore: bodyShape.text }),
         handler: async (req) => {
           onlyCustom(volumeType(req.params.type), 'edited');
           const project = await customProject(req);
@@ -229,6 +231,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
       },
       post: {
         description: 'Rename a custom volume, or move it to another pool or project',
+        body: objectBody({ name: bodyShape.text, pool: bodyShape.text, project: bodyShape.text, migration: bodyShape.flag }),
         handler: async (req) => {
           onlyCustom(volumeType(req.params.type), 'renamed or moved');
           const pool = req.params.pool!;

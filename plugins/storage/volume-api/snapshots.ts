@@ -5,7 +5,8 @@
  * The driver holds the content (its snapshot capability); records carry description and expiry.
  */
 import {
-  badRequest, bodyObject, collection, conflict, empty, featureProjectOf, notFound, optionalString, ProjectsServiceRef, sync,
+  badRequest, bodyObject, bodyShape, collection, conflict, empty, featureProjectOf, notFound, objectBody, optionalString,
+  ProjectsServiceRef, renameBody, sync,
   type ApiRequest, type PluginContext, type Requestor, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import { expiryFrom } from '../../../sdk/snapshot-expiry.js';
@@ -181,6 +182,7 @@ export function snapshotRoutes(ctx: PluginContext, snapshots: VolumeSnapshots, c
       },
       post: {
         description: 'Snapshot a custom volume',
+        body: objectBody({ name: bodyShape.text, expires_at: bodyShape.text }),
         handler: async (req) => {
           onlyCustom(req);
           const proj = await project(req);
@@ -213,6 +215,7 @@ export function snapshotRoutes(ctx: PluginContext, snapshots: VolumeSnapshots, c
       },
       put: {
         description: 'Change a custom volume snapshot (description, expires_at)',
+        body: objectBody({ description: bodyShape.text, expires_at: bodyShape.text }),
         handler: async (req) => {
           onlyCustom(req);
           const body = bodyObject(req.body);
@@ -224,6 +227,7 @@ export function snapshotRoutes(ctx: PluginContext, snapshots: VolumeSnapshots, c
       },
       post: {
         description: 'Rename a custom volume snapshot',
+        body: renameBody,
         handler: async (req) => {
           onlyCustom(req);
           const proj = await project(req);
