@@ -10,7 +10,7 @@ import {
   badRequest, forbidden, mergePatch, notFound, parseJsonText, preconditionFailed,
   type ApiResponse, type RouteDescriptor, type VerbSpec, type WebsocketSpec,
 } from '../../sdk/index.js';
-import { parseFilter, matchesFilter, FilterSyntaxError, type FilterExpr } from '../filter/index.js';
+import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } from '../filter/index.js';
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
 import { asyncBody, etagOf, syncBody } from './envelope.js';
 
@@ -175,7 +175,7 @@ export class RoutePipeline {
     if (!offered.includes(expected) && !offered.includes('*')) throw preconditionFailed();
   }
 
-  private async render(h: ResponseToolkit, req: KernelRequest, response: ApiResponse, filter: FilterExpr | undefined) {
+  private async render(h: ResponseToolkit, req: KernelRequest, response: ApiResponse, filter: CompiledFilter | undefined) {
     switch (response.kind) {
       case 'sync': {
         const r = h.response(this.serialise(response.metadata)).type('application/json');
@@ -194,7 +194,7 @@ export class RoutePipeline {
         let objects: unknown[] | undefined;
         if (filter) {
           const rendered = await Promise.all(items.map((item) => response.render(item, level)));
-          const keep = rendered.map((obj) => matchesFilter(filter, obj));
+          const keep = rendered.map((obj) => filter(obj));
           items = items.filter((_, i) => keep[i]);
           objects = rendered.filter((_, i) => keep[i]);
         }
@@ -252,10 +252,10 @@ function parseRecursion(value: string | undefined): 0 | 1 | 2 {
   return n <= 0 ? 0 : n === 1 ? 1 : 2;
 }
 
-function parseFilterParam(value: string | undefined): FilterExpr | undefined {
+function parseFilterParam(value: string | undefined): CompiledFilter | undefined {
   if (value === undefined || value.trim() === '') return undefined;
   try {
-    return parseFilter(value);
+    return compileFilter(parseFilter(value));
   } catch (err) {
     if (err instanceof FilterSyntaxError) throw badRequest(`Invalid filter: ${err.message}`);
     throw err;
