@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { SDK_VERSION, type PluginManifest } from '../../sdk/index.js';
 import { checkClaims } from '../extensions/registry.js';
-import { isValidRange, parseVersion, satisfies } from './semver.js';
+import semver from 'semver';
 
 export interface RegistryFile {
   kernel?: { provides?: { extensions?: string[] } };
@@ -71,16 +71,20 @@ export function resolvePluginSet(registry: RegistryFile, selection: string, base
     } else enabled.set(id, m);
   }
 
+  // Ranges mean what npm means by them (`^0.0.3` is 0.0.3 only; a prerelease never satisfies a
+  // plain range), so a vendor's manifest reads the same here as in its package.json.
   for (const m of enabled.values()) {
-    if (typeof m.version === 'string' && !parseVersion(m.version)) problems.push(`${m.id}: version "${m.version}" is not a semantic version`);
-    if (typeof m.sdk === 'string' && (!isValidRange(m.sdk) || !satisfies(SDK_VERSION, m.sdk))) {
-      problems.push(`${m.id}: needs sdk ${m.sdk}, this kernel provides sdk ${SDK_VERSION}`);
+    if (typeof m.version === 'string' && !semver.valid(m.version)) problems.push(`${m.id}: version "${m.version}" is not a semantic version`);
+    if (typeof m.sdk === 'string') {
+      if (!semver.validRange(m.sdk)) problems.push(`${m.id}: sdk range "${m.sdk}" is not a valid semver range`);
+      else if (!semver.satisfies(SDK_VERSION, m.sdk)) problems.push(`${m.id}: needs sdk ${m.sdk}, this kernel provides sdk ${SDK_VERSION}`);
     }
     for (const [dep, range] of Object.entries(m.requires ?? {})) {
       const target = byId.get(dep);
-      if (!target) problems.push(`${m.id} requires "${dep}", which is not in the registry`);
+      if (typeof range !== 'string' || !semver.validRange(range)) problems.push(`${m.id} requires ${dep} "${String(range)}", which is not a valid semver range`);
+      else if (!target) problems.push(`${m.id} requires "${dep}", which is not in the registry`);
       else if (!enabled.has(dep)) problems.push(`${m.id} requires "${dep}", which is not enabled in "${selection}"`);
-      else if (!satisfies(target.version, range)) problems.push(`${m.id} requires ${dep} ${range}, but the registry has ${dep} ${target.version}`);
+      else if (!semver.satisfies(target.version, range)) problems.push(`${m.id} requires ${dep} ${range}, but the registry has ${dep} ${target.version}`);
     }
   }
 
