@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { SDK_VERSION, type PluginManifest } from '../../sdk/index.js';
+import { SDK_VERSION, twinOf, type PluginManifest } from '../../sdk/index.js';
 import { checkClaims } from '../extensions/registry.js';
 import semver from 'semver';
 
@@ -98,6 +98,14 @@ export function resolvePluginSet(registry: RegistryFile, selection: string, base
 /** Nothing may be provided twice: extension names, drivers, types, key prefixes, db namespaces. */
 function claimProblems(kernelExtensions: string[], plugins: PluginManifest[]): string[] {
   const problems = checkClaims(new Map(), 'the kernel', kernelExtensions);
+  // One feature, two spellings (the spec's and the reference's): claiming one alone would leave
+  // the clients that look for the other believing the feature is missing.
+  for (const [owner, names] of [['the kernel', kernelExtensions], ...plugins.map((m) => [m.id, m.provides?.extensions ?? []] as const)] as const) {
+    for (const name of names) {
+      const twin = twinOf(name);
+      if (twin !== undefined && !names.includes(twin)) problems.push(`${owner} claims api extension "${name}" but not its other spelling "${twin}"; claim both`);
+    }
+  }
   const claimedExtensions = new Map(kernelExtensions.map((n) => [n, 'the kernel']));
   const owners = new Map<string, string>();
   for (const m of plugins) {
