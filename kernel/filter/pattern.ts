@@ -20,10 +20,14 @@ const RE2_META = /[\\.+*?()|[\]{}^$]/;
 const ASCII = /^[\x00-\x7f]*$/;
 
 /**
- * Bound on the instructions a value may compile to. RE2 refuses only past ~1.4 million, which
- * re2js needs seconds to build (`x{2,1000}` repeated); real filters need a few hundred.
+ * Bound on the instructions a value may compile to. Matching is linear in the text, but each
+ * character costs up to the program's size once RE2's DFA cache gives up: near 1000 a 20 KB
+ * field takes about a second at worst, at 4000 a 2 KB one already does (measured with re2js
+ * here). RE2 itself refuses only past ~1.4 million. Real filters need a few hundred at most.
  */
-export const MAX_PATTERN_SIZE = 20_000;
+export const MAX_PATTERN_SIZE = 1000;
+/** Largest pattern compiled at all (to tell an invalid one, compared as text, from a valid one too large to use). */
+const MAX_COMPILE_SIZE = 20_000;
 
 let engine: typeof RE2JSClass | undefined;
 function re2(): typeof RE2JSClass {
@@ -32,31 +36,40 @@ function re2(): typeof RE2JSClass {
 }
 
 export function valueMatcher(value: string): ValueMatcher {
-  // An ASCII word: case-insensitive equality is exactly what the anchored pattern would do,
-  // except that RE2's case folding also pairs `k` with KELVIN SIGN and `s` with LONG S, so
-  // text outside ASCII still goes to the engine.
-  if (!RE2_META.test(value) && ASCII.test(value)) {
-    const lower = value.toLowerCase();
-    let full: ValueMatcher | undefined;
-    return (text) => (ASCII.test(text) ? text.toLowerCase() === lower : (full ??= compile(value))(text));
-  }
-  return compile(value);
+  return RE2_META.test(value) ? patternMatcher(value) : textMatcher(value);
 }
 
-function compile(value: string): ValueMatcher {
+/**
+ * A value compared as text, folding case as RE2 does: what a plain word anchored at both ends
+ * means, and what the reference falls back to for a value that is no valid pattern. ASCII on
+ * both sides is plain lower-casing; RE2 also pairs `k` with KELVIN SIGN and `s` with LONG S, so
+ * anything else goes to the engine (a quoted literal: linear, whatever its length).
+ */
+function textMatcher(value: string): ValueMatcher {
+  const asciiValue = ASCII.test(value);
+  const lower = value.toLowerCase();
+  let folded: RE2JSClass | undefined;
+  return (text) => {
+    if (asciiValue && ASCII.test(text)) return text.toLowerCase() === lower;
+    folded ??= re2().compile(`(?i)^${re2().quote(value)}$`);
+    return folded.test(text);
+  };
+}
+
+function patternMatcher(value: string): ValueMatcher {
   const source = value.includes('^') || value.includes('$') ? value : `^${value}$`;
   const size = estimatedSize(source);
-  if (size > MAX_PATTERN_SIZE) {
-    throw new FilterSyntaxError(`The pattern "${value.length > 64 ? `${value.slice(0, 64)}…` : value}" is too large (about ${size} instructions, at most ${MAX_PATTERN_SIZE})`);
-  }
-  const RE2JS = re2();
+  const tooLarge = () => new FilterSyntaxError(`The pattern "${value.length > 64 ? `${value.slice(0, 64)}…` : value}" is too large (about ${size} instructions, at most ${MAX_PATTERN_SIZE})`);
+  // Past what compiles in a few tens of milliseconds, not even its validity is worth learning.
+  if (size > MAX_COMPILE_SIZE) throw tooLarge();
   let pattern: RE2JSClass;
   try {
-    pattern = RE2JS.compile(`(?i)${source}`);
+    pattern = re2().compile(`(?i)${source}`);
   } catch {
-    // Not a valid RE2 pattern: the reference then compares the value as text, folding case.
-    pattern = RE2JS.compile(`(?i)^${RE2JS.quote(value)}$`);
+    // Not a valid RE2 pattern: the reference then compares the value as text.
+    return textMatcher(value);
   }
+  if (size > MAX_PATTERN_SIZE) throw tooLarge();
   return (text) => pattern.test(text);
 }
 
@@ -107,10 +120,12 @@ export function estimatedSize(pattern: string): number {
     }
     if (c === '{') {
       const repeat = /^\{(\d+)(?:(,)(\d*))?\}/.exec(pattern.slice(i, i + 24));
-      if (repeat) {
-        const min = Number(repeat[1]);
-        const max = repeat[2] === undefined ? min : repeat[3] ? Number(repeat[3]) : min + 1;
-        const copies = Math.min(Math.max(min, max), 1_000_000);
+      const min = repeat ? Number(repeat[1]) : 0;
+      const unbounded = repeat?.[2] !== undefined && !repeat[3];
+      const max = !repeat ? 0 : repeat[2] === undefined ? min : unbounded ? min : Number(repeat[3]);
+      // RE2 refuses counts over 1000: such a value is compared as text, so it costs what its characters do.
+      if (repeat && min <= 1000 && max <= 1000) {
+        const copies = Math.max(min, max) + (unbounded ? 1 : 0);
         const repeated = top().last;
         top().total += repeated * Math.max(copies - 1, 0) + copies;
         top().last = repeated * copies + copies;

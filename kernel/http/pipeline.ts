@@ -194,7 +194,7 @@ export class RoutePipeline {
         let objects: unknown[] | undefined;
         if (filter) {
           const rendered = await Promise.all(items.map((item) => response.render(item, level)));
-          const keep = rendered.map((obj) => filter(obj));
+          const keep = await filterCooperatively(rendered, filter);
           items = items.filter((_, i) => keep[i]);
           objects = rendered.filter((_, i) => keep[i]);
         }
@@ -250,6 +250,26 @@ function parseRecursion(value: string | undefined): 0 | 1 | 2 {
   if (!/^-?\d+$/.test(value)) throw badRequest(`Invalid recursion value "${value}"`);
   const n = Number(value);
   return n <= 0 ? 0 : n === 1 ? 1 : 2;
+}
+
+/** How long filtering runs before it lets other requests in. */
+const FILTER_SLICE_MS = 20;
+
+/**
+ * A filter over a large collection with costly patterns can take a while (matching is linear in
+ * each field, but not free): it runs in slices so one request never holds up every other client.
+ */
+async function filterCooperatively(objects: unknown[], filter: CompiledFilter): Promise<boolean[]> {
+  const keep: boolean[] = [];
+  let sliceStart = performance.now();
+  for (const obj of objects) {
+    keep.push(filter(obj));
+    if (performance.now() - sliceStart > FILTER_SLICE_MS) {
+      await new Promise((resolve) => setImmediate(resolve));
+      sliceStart = performance.now();
+    }
+  }
+  return keep;
 }
 
 function parseFilterParam(value: string | undefined): CompiledFilter | undefined {

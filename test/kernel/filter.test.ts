@@ -126,6 +126,14 @@ test('a pattern that would compile to a huge program is refused as a filter erro
   const err = t.throws(() => parseAndCompile(`name eq "${'x{2,1000}'.repeat(50)}"`), { instanceOf: FilterSyntaxError });
   t.regex(err!.message, /too large/);
   t.notThrows(() => parseAndCompile('name eq "[a-z]{1,63}"'));
+  t.throws(() => parseAndCompile('name eq "x{2,1000}"'), { message: /too large/ }, 'valid, and over the bound');
+  t.false(m('name eq "x{2,1000}(("'), 'invalid, so compared as text, whatever its size');
+  t.true(m('name eq "x{2,1000}(("', { name: 'X{2,1000}((' }));
+  // Long values compared as text are linear whatever their length: never refused as too large.
+  const long = { name: `${'é'.repeat(3000)}`, plain: 'x'.repeat(5000) };
+  t.true(m(`name eq "${'É'.repeat(3000)}"`, long));
+  t.true(m(`plain eq "${'X'.repeat(5000)}"`, long));
+  t.false(m(`plain eq "${'x'.repeat(4000)}(("`, long), 'an invalid pattern of any length is text');
 });
 
 test('malformed filters throw FilterSyntaxError with a message naming the problem', (t) => {
