@@ -109,6 +109,19 @@ test('anchoring and case follow the reference', (t) => {
   t.true(m('name eq k', named('\u212a')), 'RE2 folds k with KELVIN SIGN, as Go does');
 });
 
+test('an unquoted value keeps its parentheses, as the reference reads it; the ones it does not open close groups', (t) => {
+  const named = (name: string) => ({ name });
+  t.true(m('name eq (?i)FA1', named('fa1')));
+  t.true(m('name eq (fa|fb)[0-9]', named('fb3')));
+  t.true(m('name eq (a+', named('(A+')), 'an invalid pattern, compared as text');
+  t.true(m('(name eq c1)'));
+  t.true(m('((name eq c1))'));
+  t.true(m('(name eq x or name eq (c|d)1)'));
+  t.true(m('not (name eq (x|y)1)'));
+  t.true(m('name eq c1 and (status eq (?i)RUNNING)'));
+  t.deepEqual(parseFilter('(name eq (a+)+)'), { kind: 'clause', field: 'name', op: 'eq', value: '(a+)+' });
+});
+
 test('a catastrophic pattern for a backtracking engine matches in linear time', (t) => {
   const obj = { description: `${'a'.repeat(60)}!` };
   // On RegExp this takes about 2^60 steps; on RE2 a handful of microseconds.
