@@ -3,7 +3,9 @@
  * members (metadata.yaml). Reading every block to the end checks the archive's framing and
  * header checksums, so a truncated or damaged upload is refused at import instead of failing
  * at the first launch, without running tar twice over the image.
- * Handles ustar names with prefixes, GNU long names and pax `path` records.
+ * Handles ustar names with prefixes, GNU long names, pax `path`, `linkpath` and `size` records
+ * (GNU tar's posix format writes 0 in the header and the real size in a pax record from 8 GiB up)
+ * and GNU base-256 numbers.
  */
 import { badRequest } from './errors.js';
 
@@ -29,12 +31,15 @@ function text(block: Buffer, start: number, length: number): string {
   return field.subarray(0, end < 0 ? field.length : end).toString('utf8');
 }
 
-/** Numeric header fields: octal text, or base-256 when the high bit of the first byte is set. */
+/** Numeric header fields: octal text, or base-256 (GNU) when the high bit of the first byte is set. */
 function numeric(block: Buffer, start: number, length: number): number {
   const field = block.subarray(start, start + length);
   if (field[0]! & 0x80) {
+    // Base-256 is two's complement: 0xff first means negative, never a size or a checksum.
+    if (field[0] === 0xff) throw new RangeError('a header has a negative number');
     let value = field[0]! & 0x7f;
     for (let i = 1; i < field.length; i++) value = value * 256 + field[i]!;
+    if (!Number.isSafeInteger(value)) throw new RangeError('a header has a number too large to read');
     return value;
   }
   const digits = field.toString('latin1').replace(/\0.*$/s, '').trim();
@@ -50,27 +55,45 @@ function checksumOk(block: Buffer): boolean {
   return sum === stored;
 }
 
-/** The member name and link target a pax record set gives (GNU sparse files keep the real name in `GNU.sparse.name`). */
-function paxNames(records: Buffer): { path?: string; linkpath?: string } {
-  let path: string | undefined;
-  let linkpath: string | undefined;
-  let sparseName: string | undefined;
+/** What a pax extended header overrides in the next member's header. */
+interface PaxOverrides {
+  path?: string;
+  linkpath?: string;
+  size?: number;
+}
+
+/**
+ * Reads a pax record set (`<length> <key>=<value>\n` each). GNU sparse files keep the real name in
+ * `GNU.sparse.name`. An empty value removes the override, as POSIX says.
+ */
+function paxOverrides(records: Buffer): PaxOverrides {
+  const found: PaxOverrides & { sparseName?: string } = {};
   let offset = 0;
   while (offset < records.length) {
     const space = records.indexOf(0x20, offset);
     if (space < 0) break;
-    const length = parseInt(records.subarray(offset, space).toString('latin1'), 10);
-    if (!Number.isInteger(length) || length <= 0) break;
+    const lengthText = records.subarray(offset, space).toString('latin1');
+    const length = /^[0-9]{1,10}$/.test(lengthText) ? Number(lengthText) : NaN;
+    if (!(length > space - offset + 1) || offset + length > records.length) throw new RangeError('a pax header has a malformed record');
     const record = records.subarray(space + 1, offset + length - 1).toString('utf8');
     const eq = record.indexOf('=');
     const key = eq > 0 ? record.slice(0, eq) : '';
-    if (key === 'path') path = record.slice(eq + 1);
-    else if (key === 'linkpath') linkpath = record.slice(eq + 1);
-    else if (key === 'GNU.sparse.name') sparseName = record.slice(eq + 1);
+    const value = record.slice(eq + 1);
+    if (key === 'path') found.path = value || undefined;
+    else if (key === 'linkpath') found.linkpath = value || undefined;
+    else if (key === 'GNU.sparse.name') found.sparseName = value || undefined;
+    else if (key === 'size') {
+      if (value !== '' && !/^[0-9]+$/.test(value)) throw new RangeError(`a pax header has an unreadable size "${value.slice(0, 32)}"`);
+      const digits = value.replace(/^0+(?=[0-9])/, '');
+      found.size = value === '' ? undefined : digits.length > 16 ? Infinity : Number(digits);
+      if (found.size !== undefined && !Number.isSafeInteger(found.size)) throw new RangeError('a pax header has a size too large to read');
+    }
     offset += length;
   }
-  return { path: sparseName ?? path, linkpath };
+  return { path: found.sparseName ?? found.path, linkpath: found.linkpath, size: found.size };
 }
+
+const definedOnly = <T extends object>(o: T): Partial<T> => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 
 export class TarWalker {
   private readonly header = Buffer.alloc(BLOCK);
@@ -83,8 +106,8 @@ export class TarWalker {
   private entry: TarEntry | undefined;
   private longName: string | undefined;
   private longLink: string | undefined;
-  private paxLink: string | undefined;
-  private paxName: string | undefined;
+  /** Overrides from a pax extended header, for the next member only. */
+  private pax: PaxOverrides = {};
   private sparseExtensions = false;
   private zeroBlocks = 0;
   private ended = false;
@@ -160,7 +183,9 @@ export class TarWalker {
     this.zeroBlocks = 0;
     if (!checksumOk(block)) throw this.invalid('a header checksum does not match (damaged or not a tar archive)');
     const type = String.fromCharCode(block[156] || 0x30);
-    const size = NO_DATA.has(type) ? 0 : numeric(block, 124, 12);
+    const meta = type === 'L' || type === 'K' || type === 'x' || type === 'g';
+    // A pax `size` replaces the header's for the member it describes (never for another pax or name record).
+    const size = NO_DATA.has(type) ? 0 : (!meta ? this.pax.size : undefined) ?? numeric(block, 124, 12);
     this.remaining = size;
     this.padding = (BLOCK - (size % BLOCK)) % BLOCK;
     this.collected = undefined;
@@ -176,11 +201,10 @@ export class TarWalker {
       const ustar = block.subarray(257, 262).toString('latin1') === 'ustar';
       const prefix = ustar ? text(block, 345, 155) : '';
       const base = text(block, 0, 100);
-      const name = this.paxName ?? this.longName ?? (prefix ? `${prefix}/${base}` : base);
-      const linkname = this.paxLink ?? this.longLink ?? text(block, 157, 100);
-      this.paxName = undefined;
+      const name = this.pax.path ?? this.longName ?? (prefix ? `${prefix}/${base}` : base);
+      const linkname = this.pax.linkpath ?? this.longLink ?? text(block, 157, 100);
+      this.pax = {};
       this.longName = undefined;
-      this.paxLink = undefined;
       this.longLink = undefined;
       this.members++;
       const entry: TarEntry = { name, type, size, linkname };
@@ -203,11 +227,7 @@ export class TarWalker {
     if (!content) return;
     if (kind === 'longname') this.longName = text(content, 0, content.length);
     else if (kind === 'longlink') this.longLink = text(content, 0, content.length);
-    else if (kind === 'pax') {
-      const names = paxNames(content);
-      this.paxName = names.path ?? this.paxName;
-      this.paxLink = names.linkpath ?? this.paxLink;
-    }
+    else if (kind === 'pax') this.pax = { ...this.pax, ...definedOnly(paxOverrides(content)) };
     else if (kind === 'entry') this.onContent(this.entry!, content);
   }
 }

@@ -1,5 +1,6 @@
 /** Evaluates a parsed filter against an object as the API renders it. */
 import type { FilterExpr } from './parse.js';
+import { valueMatcher } from './pattern.js';
 
 const snake = (name: string) => name.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
 
@@ -32,36 +33,38 @@ function asText(value: unknown): string | undefined {
   return undefined;
 }
 
-const regexCache = new Map<string, RegExp | null>();
+/** A filter with its values compiled once, ready to test many objects. */
+export type CompiledFilter = (obj: unknown) => boolean;
 
-function equals(actual: unknown, expected: string): boolean {
-  const text = asText(actual);
-  if (text === undefined) return false;
-  // The reference matches values without regard to case (`status eq running` finds "Running").
-  if (text.toLowerCase() === expected.toLowerCase()) return true;
-  let re = regexCache.get(expected);
-  if (re === undefined) {
-    try {
-      re = new RegExp(`^(?:${expected})$`, 'i');
-    } catch {
-      re = null;
+/** Compiles every value up front, so a pattern too large to use is refused before any work. */
+export function compileFilter(expr: FilterExpr): CompiledFilter {
+  switch (expr.kind) {
+    case 'clause': {
+      const match = valueMatcher(expr.value);
+      const path = expr.field.split('.');
+      const eq = (obj: unknown) => {
+        const text = asText(resolve(obj, path));
+        return text !== undefined && match(text);
+      };
+      return expr.op === 'eq' ? eq : (obj) => !eq(obj);
     }
-    if (regexCache.size < 1000) regexCache.set(expected, re);
+    case 'not': {
+      const inner = compileFilter(expr.expr);
+      return (obj) => !inner(obj);
+    }
+    case 'and': {
+      const left = compileFilter(expr.left);
+      const right = compileFilter(expr.right);
+      return (obj) => left(obj) && right(obj);
+    }
+    case 'or': {
+      const left = compileFilter(expr.left);
+      const right = compileFilter(expr.right);
+      return (obj) => left(obj) || right(obj);
+    }
   }
-  return re !== null && re.test(text);
 }
 
 export function matchesFilter(expr: FilterExpr, obj: unknown): boolean {
-  switch (expr.kind) {
-    case 'clause': {
-      const eq = equals(resolve(obj, expr.field.split('.')), expr.value);
-      return expr.op === 'eq' ? eq : !eq;
-    }
-    case 'not':
-      return !matchesFilter(expr.expr, obj);
-    case 'and':
-      return matchesFilter(expr.left, obj) && matchesFilter(expr.right, obj);
-    case 'or':
-      return matchesFilter(expr.left, obj) || matchesFilter(expr.right, obj);
-  }
+  return compileFilter(expr)(obj);
 }

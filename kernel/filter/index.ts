@@ -1,2 +1,2 @@
 export { parseFilter, FilterSyntaxError, type FilterExpr } from './parse.js';
-export { matchesFilter } from './evaluate.js';
+export { matchesFilter, compileFilter, type CompiledFilter } from './evaluate.js';

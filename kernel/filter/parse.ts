@@ -27,6 +27,10 @@ function tokenize(input: string): Token[] {
   while (i < input.length) {
     const c = input[i]!;
     if (/\s/.test(c)) { i++; continue; }
+    if (keyword(tokens[tokens.length - 1], 'eq', 'ne') && !isPunctuation(input, i) && c !== '"' && c !== "'") {
+      i = unquotedValue(input, i, tokens);
+      continue;
+    }
     if (c === '(' || c === ')') { tokens.push({ text: c, quoted: false, pos: i }); i++; continue; }
     if (c === '"' || c === "'") {
       const start = i++;
@@ -45,6 +49,26 @@ function tokenize(input: string): Token[] {
     tokens.push({ text: input.slice(start, i), quoted: false, pos: start });
   }
   return tokens;
+}
+
+/** A parenthesis standing alone (before a space, another parenthesis or the end) is grouping. */
+const isPunctuation = (input: string, i: number) => /[()]/.test(input[i]!) && (i + 1 >= input.length || /[\s()]/.test(input[i + 1]!));
+
+/**
+ * An unquoted value runs to the next space, parentheses included, as the reference reads it:
+ * `name eq (?i)web-.*` is a pattern, not a group. Closing parentheses at its end that it does
+ * not open itself close groups: `(name eq c1)`, `(name eq (a+)+)`. Returns where it ends.
+ */
+function unquotedValue(input: string, start: number, tokens: Token[]): number {
+  let end = start;
+  while (end < input.length && !/\s/.test(input[end]!)) end++;
+  const text = input.slice(start, end);
+  let balance = 0;
+  for (const ch of text) balance += ch === '(' ? 1 : ch === ')' ? -1 : 0;
+  const closing = Math.min(Math.max(-balance, 0), /\)*$/.exec(text)![0].length);
+  tokens.push({ text: text.slice(0, text.length - closing), quoted: false, pos: start });
+  for (let k = closing; k > 0; k--) tokens.push({ text: ')', quoted: false, pos: end - k });
+  return end;
 }
 
 const keyword = (t: Token | undefined, ...words: string[]) => t !== undefined && !t.quoted && words.includes(t.text.toLowerCase());

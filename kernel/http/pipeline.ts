@@ -11,7 +11,7 @@ import {
   KeyedLock, badRequest, checkShape, forbidden, mergePatch, notFound, objectBody, parseJsonText,
   type ApiResponse, type RouteDescriptor, type VerbSpec, type WebsocketSpec,
 } from '../../sdk/index.js';
-import { parseFilter, matchesFilter, FilterSyntaxError, type FilterExpr } from '../filter/index.js';
+import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } from '../filter/index.js';
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
 import { asyncBody, etagOf, syncBody } from './envelope.js';
 import { checkDeclaredLength, readBody } from './request-body.js';
@@ -178,7 +178,7 @@ export class RoutePipeline {
     );
   }
 
-  private async render(h: ResponseToolkit, req: KernelRequest, response: ApiResponse, filter: FilterExpr | undefined) {
+  private async render(h: ResponseToolkit, req: KernelRequest, response: ApiResponse, filter: CompiledFilter | undefined) {
     switch (response.kind) {
       case 'sync': {
         const r = h.response(this.serialise(response.metadata)).type('application/json');
@@ -197,7 +197,7 @@ export class RoutePipeline {
         let objects: unknown[] | undefined;
         if (filter) {
           const rendered = await Promise.all(items.map((item) => response.render(item, level)));
-          const keep = rendered.map((obj) => matchesFilter(filter, obj));
+          const keep = await filterCooperatively(rendered, filter);
           items = items.filter((_, i) => keep[i]);
           objects = rendered.filter((_, i) => keep[i]);
         }
@@ -255,10 +255,30 @@ function parseRecursion(value: string | undefined): 0 | 1 | 2 {
   return n <= 0 ? 0 : n === 1 ? 1 : 2;
 }
 
-function parseFilterParam(value: string | undefined): FilterExpr | undefined {
+/** How long filtering runs before it lets other requests in. */
+const FILTER_SLICE_MS = 20;
+
+/**
+ * A filter over a large collection with costly patterns can take a while (matching is linear in
+ * each field, but not free): it runs in slices so one request never holds up every other client.
+ */
+async function filterCooperatively(objects: unknown[], filter: CompiledFilter): Promise<boolean[]> {
+  const keep: boolean[] = [];
+  let sliceStart = performance.now();
+  for (const obj of objects) {
+    keep.push(filter(obj));
+    if (performance.now() - sliceStart > FILTER_SLICE_MS) {
+      await new Promise((resolve) => setImmediate(resolve));
+      sliceStart = performance.now();
+    }
+  }
+  return keep;
+}
+
+function parseFilterParam(value: string | undefined): CompiledFilter | undefined {
   if (value === undefined || value.trim() === '') return undefined;
   try {
-    return parseFilter(value);
+    return compileFilter(parseFilter(value));
   } catch (err) {
     if (err instanceof FilterSyntaxError) throw badRequest(`Invalid filter: ${err.message}`);
     throw err;

@@ -5,9 +5,9 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { SDK_VERSION, type PluginManifest } from '../../sdk/index.js';
+import { SDK_VERSION, twinOf, type PluginManifest } from '../../sdk/index.js';
 import { checkClaims } from '../extensions/registry.js';
-import { isValidRange, parseVersion, satisfies } from './semver.js';
+import semver from 'semver';
 
 export interface RegistryFile {
   kernel?: { provides?: { extensions?: string[] } };
@@ -71,16 +71,20 @@ export function resolvePluginSet(registry: RegistryFile, selection: string, base
     } else enabled.set(id, m);
   }
 
+  // Ranges mean what npm means by them (`^0.0.3` is 0.0.3 only; a prerelease never satisfies a
+  // plain range), so a vendor's manifest reads the same here as in its package.json.
   for (const m of enabled.values()) {
-    if (typeof m.version === 'string' && !parseVersion(m.version)) problems.push(`${m.id}: version "${m.version}" is not a semantic version`);
-    if (typeof m.sdk === 'string' && (!isValidRange(m.sdk) || !satisfies(SDK_VERSION, m.sdk))) {
-      problems.push(`${m.id}: needs sdk ${m.sdk}, this kernel provides sdk ${SDK_VERSION}`);
+    if (typeof m.version === 'string' && !semver.valid(m.version)) problems.push(`${m.id}: version "${m.version}" is not a semantic version`);
+    if (typeof m.sdk === 'string') {
+      if (!semver.validRange(m.sdk)) problems.push(`${m.id}: sdk range "${m.sdk}" is not a valid semver range`);
+      else if (!semver.satisfies(SDK_VERSION, m.sdk)) problems.push(`${m.id}: needs sdk ${m.sdk}, this kernel provides sdk ${SDK_VERSION}`);
     }
     for (const [dep, range] of Object.entries(m.requires ?? {})) {
       const target = byId.get(dep);
-      if (!target) problems.push(`${m.id} requires "${dep}", which is not in the registry`);
+      if (typeof range !== 'string' || !semver.validRange(range)) problems.push(`${m.id} requires ${dep} "${String(range)}", which is not a valid semver range`);
+      else if (!target) problems.push(`${m.id} requires "${dep}", which is not in the registry`);
       else if (!enabled.has(dep)) problems.push(`${m.id} requires "${dep}", which is not enabled in "${selection}"`);
-      else if (!satisfies(target.version, range)) problems.push(`${m.id} requires ${dep} ${range}, but the registry has ${dep} ${target.version}`);
+      else if (!semver.satisfies(target.version, range)) problems.push(`${m.id} requires ${dep} ${range}, but the registry has ${dep} ${target.version}`);
     }
   }
 
@@ -94,6 +98,14 @@ export function resolvePluginSet(registry: RegistryFile, selection: string, base
 /** Nothing may be provided twice: extension names, drivers, types, key prefixes, db namespaces. */
 function claimProblems(kernelExtensions: string[], plugins: PluginManifest[]): string[] {
   const problems = checkClaims(new Map(), 'the kernel', kernelExtensions);
+  // One feature, two spellings (the spec's and the reference's): claiming one alone would leave
+  // the clients that look for the other believing the feature is missing.
+  for (const [owner, names] of [['the kernel', kernelExtensions], ...plugins.map((m) => [m.id, m.provides?.extensions ?? []] as const)] as const) {
+    for (const name of names) {
+      const twin = twinOf(name);
+      if (twin !== undefined && !names.includes(twin)) problems.push(`${owner} claims api extension "${name}" but not its other spelling "${twin}"; claim both`);
+    }
+  }
   const claimedExtensions = new Map(kernelExtensions.map((n) => [n, 'the kernel']));
   const owners = new Map<string, string>();
   for (const m of plugins) {

@@ -8,6 +8,7 @@ import { detectFormat, type Compression, type FileFormat } from '../../sdk/index
 import { readDecompressed } from './decompress.js';
 import type { ImageType } from './image.js';
 import { parseMetadata } from './metadata.js';
+import { ImageLayout, isRegularFile } from './layout.js';
 import { TarWalker, type TarEntry } from '../../sdk/index.js';
 
 export interface Inspected {
@@ -28,9 +29,6 @@ async function squashfsTruncated(file: string): Promise<boolean> {
   }
 }
 
-const strip = (name: string) => name.replace(/^\.\//, '');
-const META = 'metadata.yaml';
-
 async function tarFormat(file: string, what: string): Promise<Compression> {
   const format = await detectFormat(file);
   if (!format) throw badRequest(`Unsupported compression of the ${what}`);
@@ -46,16 +44,22 @@ async function walkArchive(tools: HostTools, file: string, compression: Compress
   return walker.members;
 }
 
-/** Read metadata.yaml (`metadata.yaml` or `./metadata.yaml`) while checking the archive. */
-async function metadataOf(tools: HostTools, file: string, compression: Compression, onOther: (bare: string) => void = () => {}): Promise<ImageMetadata | undefined> {
+/**
+ * Read metadata.yaml (`metadata.yaml` or `./metadata.yaml`) while checking the archive and the
+ * shape of its members; returns what the members say about the image's type.
+ */
+async function metadataOf(tools: HostTools, file: string, compression: Compression, missing: string): Promise<{ metadata: ImageMetadata; layout: { container: boolean; virtualMachine: boolean } }> {
+  const layout = new ImageLayout('image tarball');
   let content: Buffer | undefined;
-  await walkArchive(tools, file, compression, (entry) => {
-    const bare = strip(entry.name);
-    if (bare === META) return content === undefined;
-    onOther(bare);
-    return false;
-  }, (_entry, data) => (content ??= data));
-  return content === undefined ? undefined : parseMetadata(content.toString('utf8'));
+  await walkArchive(tools, file, compression, (entry) => layout.see(entry) === 'metadata.yaml' && isRegularFile(entry) && content === undefined,
+    (_entry, data) => (content ??= data));
+  if (content === undefined) {
+    // A metadata.yaml that is there but is no regular file says so through the layout check.
+    layout.check(undefined);
+    throw badRequest(`Invalid image tarball: ${missing}`);
+  }
+  const metadata = parseMetadata(content.toString('utf8'));
+  return { metadata, layout: layout.check(metadata) };
 }
 
 /**
@@ -65,12 +69,9 @@ async function metadataOf(tools: HostTools, file: string, compression: Compressi
  */
 export async function inspectUnified(tools: HostTools, file: string): Promise<Inspected> {
   const compression = await tarFormat(file, 'image');
-  let type: ImageType | undefined;
-  const metadata = await metadataOf(tools, file, compression, (bare) => {
-    if (bare === 'rootfs' || bare.startsWith('rootfs/')) type ??= 'container';
-    else if (bare === 'rootfs.img') type ??= 'virtual-machine';
-  });
-  if (!metadata) throw badRequest('Invalid image tarball: metadata.yaml is missing');
+  const { metadata, layout } = await metadataOf(tools, file, compression, 'metadata.yaml is missing');
+  if (layout.container && layout.virtualMachine) throw badRequest('Invalid image tarball: it has both rootfs/ and rootfs.img');
+  const type: ImageType | undefined = layout.container ? 'container' : layout.virtualMachine ? 'virtual-machine' : undefined;
   if (type === undefined) throw badRequest('Invalid image tarball: it has neither rootfs/ nor rootfs.img (for a split image, upload the metadata and rootfs files together)');
   return { metadata, type, files: { metadata: { kind: 'tar', compression } } };
 }
@@ -78,8 +79,7 @@ export async function inspectUnified(tools: HostTools, file: string): Promise<In
 /** The metadata tarball of a split image. */
 async function splitMetadata(tools: HostTools, file: string): Promise<{ metadata: ImageMetadata; compression: Compression }> {
   const compression = await tarFormat(file, 'metadata tarball');
-  const metadata = await metadataOf(tools, file, compression);
-  if (!metadata) throw badRequest('Invalid image tarball: the metadata tarball is missing metadata.yaml');
+  const { metadata } = await metadataOf(tools, file, compression, 'the metadata tarball is missing metadata.yaml');
   return { metadata, compression };
 }
 

@@ -16,17 +16,45 @@ function stringMap(value: unknown, what: string): Record<string, string> {
   return out;
 }
 
+/** YAML 1.1 booleans, as the reference's YAML reader takes them (`create_only: yes`). */
+const YAML11_TRUE = /^(y|yes|true|on)$/i;
+const YAML11_FALSE = /^(n|no|false|off)$/i;
+
+function flag(value: unknown, what: string): boolean {
+  if (typeof value === 'boolean') return value;
+  if (typeof value === 'string' && YAML11_TRUE.test(value)) return true;
+  if (typeof value === 'string' && YAML11_FALSE.test(value)) return false;
+  throw badRequest(`Invalid image metadata: "${what}" must be true or false`);
+}
+
+/** `when` is a list of triggers; a single word or a map is refused, as the reference refuses it. */
+function triggers(value: unknown, what: string): string[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value) || value.some((w) => w === null || typeof w === 'object')) {
+    throw badRequest(`Invalid image metadata: "${what}" must be a list of triggers (create, copy, start, rename)`);
+  }
+  return value.map(String);
+}
+
+/** A template is a file directly in templates/: a plain name, never a path out of it. */
+function templateName(value: unknown, target: string): string {
+  if (typeof value !== 'string' || value === '') throw badRequest(`Invalid image metadata: template for "${target}" needs a "template" file name`);
+  if (value.includes('/') || value.includes('\0') || value === '.' || value === '..' || value.length > 255) {
+    throw badRequest(`Invalid image metadata: template for "${target}" must name a file in templates/, not "${value}"`);
+  }
+  return value;
+}
+
 function templates(value: unknown): Record<string, ImageTemplate> {
   if (value === undefined || value === null) return {};
   if (!isPlainObject(value)) throw badRequest('Invalid image metadata: "templates" must be a map');
   const out: Record<string, ImageTemplate> = {};
   for (const [target, spec] of Object.entries(value)) {
-    if (!isPlainObject(spec) || typeof spec.template !== 'string') throw badRequest(`Invalid image metadata: template for "${target}" needs a "template" file name`);
-    const when = Array.isArray(spec.when) ? spec.when.map(String) : [];
+    if (!isPlainObject(spec)) throw badRequest(`Invalid image metadata: template for "${target}" must be a map`);
     out[target] = {
-      when,
-      template: spec.template,
-      ...(spec.create_only !== undefined ? { create_only: Boolean(spec.create_only) } : {}),
+      when: triggers(spec.when, `templates.${target}.when`),
+      template: templateName(spec.template, target),
+      ...(spec.create_only !== undefined && spec.create_only !== null ? { create_only: flag(spec.create_only, `templates.${target}.create_only`) } : {}),
       ...(spec.properties !== undefined ? { properties: stringMap(spec.properties, `templates.${target}.properties`) } : {}),
       ...(spec.uid !== undefined ? { uid: String(spec.uid) } : {}),
       ...(spec.gid !== undefined ? { gid: String(spec.gid) } : {}),

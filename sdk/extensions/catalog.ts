@@ -332,6 +332,23 @@ export const EXTENSION_CATALOG: readonly string[] = Object.freeze([
   'resources_cpu_isolated', // named in the spec only
 ]);
 
+/**
+ * The spec's spellings of reference names (spec spelling -> reference name): one feature, two wire
+ * names. Clients look for the reference's, the spec promises its own, so a build that has the
+ * feature advertises both; the loader refuses a manifest that claims only one of a pair.
+ */
+export const SPEC_SPELLINGS: Readonly<Record<string, string>> = Object.freeze({
+  external_authentication: 'macaroon_authentication',
+  proxy_priv_drop: 'unix_priv_drop',
+  snapshots_schedule_aliases: 'snapshot_schedule_aliases',
+  virtual_machines: 'virtual-machines',
+});
+
+const twins = new Map(Object.entries(SPEC_SPELLINGS).flatMap(([spec, reference]) => [[spec, reference], [reference, spec]]));
+
+/** The other wire name of the same feature, when the spec and the reference spell it differently. */
+export const twinOf = (name: string): string | undefined => twins.get(name);
+
 const catalogIndex = new Map(EXTENSION_CATALOG.map((name, i) => [name, i]));
 
 export const isCatalogName = (name: string): boolean => catalogIndex.has(name);

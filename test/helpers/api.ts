@@ -19,8 +19,9 @@ export async function callAndWait(daemon: Daemon, method: string, url: string, b
 
 /** Upload an image tarball, give it `alias`, and answer its fingerprint; throws when the import fails. */
 export async function importImage(daemon: Daemon, tarball: string, alias: string): Promise<string> {
-  const { op } = await callAndWait(daemon, 'POST', '/1.0/images', readFileSync(tarball), { 'content-type': 'application/octet-stream' });
-  if (op?.status !== 'Success') throw new Error(`image import failed: ${op?.err}`);
+  const { op, json } = await callAndWait(daemon, 'POST', '/1.0/images', readFileSync(tarball), { 'content-type': 'application/octet-stream' });
+  // Refused before an operation (a 400) or failed in it.
+  if (op?.status !== 'Success') throw new Error(`image import failed: ${op?.err ?? json?.error}`);
   await daemon.request('POST', '/1.0/images/aliases', { name: alias, target: op.metadata.fingerprint });
   return op.metadata.fingerprint;
 }

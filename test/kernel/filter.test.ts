@@ -1,5 +1,6 @@
 import test from 'ava';
-import { parseFilter, matchesFilter, FilterSyntaxError, type FilterExpr } from '../../kernel/filter/index.js';
+import { parseFilter, matchesFilter, compileFilter, FilterSyntaxError, type FilterExpr } from '../../kernel/filter/index.js';
+import { estimatedSize, MAX_PATTERN_SIZE } from '../../kernel/filter/pattern.js';
 
 const instance = {
   name: 'c1',
@@ -23,6 +24,7 @@ const image = {
 };
 
 const m = (filter: string, obj: unknown = instance) => matchesFilter(parseFilter(filter), obj);
+const parseAndCompile = (filter: string) => compileFilter(parseFilter(filter));
 
 test('eq and ne on plain fields, booleans and numbers', (t) => {
   t.true(m('name eq c1'));
@@ -81,6 +83,70 @@ test('values work as anchored regular expressions; a broken pattern is just a st
   t.true(m('config.image.os eq "Deb(ian|ootstrap)"'));
   t.false(m('name eq "c1("'));
   t.true(m('name eq "c1("', { name: 'c1(' }));
+  t.true(m('name eq "C1("', { name: 'c1(' }), 'a broken pattern still compares without regard to case');
+  t.true(m('name ne "(a+"'));
+  t.false(m('name eq "c(?=1)"'), 'lookahead is not RE2: compared as text');
+  t.false(m('name eq "a{1001}"', { name: 'a'.repeat(1001) }), 'RE2 refuses repeats over 1000: compared as text');
+});
+
+// As the reference (Go regexp): `^` + value + `$` only when the value has neither, case folded by `(?i)`.
+test('anchoring and case follow the reference', (t) => {
+  const named = (name: string) => ({ name });
+  t.true(m('name eq ^c', named('c1')), 'a value with ^ is not anchored at the end');
+  t.true(m('name eq 1$', named('c1')), 'a value with $ is not anchored at the start');
+  t.false(m('name eq ^1', named('c1')));
+  t.true(m('name eq "fa|zzz"', named('fab2')), 'the anchors wrap the text, not an alternation: ^fa|zzz$');
+  t.true(m('name eq "zzz|b2"', named('fab2')));
+  t.false(m('name eq "fa|zzz"', named('xfa')));
+  t.true(m('name eq FA1', named('fa1')));
+  t.true(m('name eq "(?i)fa1"', named('FA1')));
+  t.false(m('name eq "(?-i)a.b"', named('A+B')), '(?-i) turns the folding off');
+  t.true(m('name eq "(?-i)a.b"', named('a+b')));
+  t.false(m('name eq "a+b"', named('a+b')), 'a valid pattern is only a pattern: + is a repeat');
+  t.true(m('name eq \\Qa+b\\E', named('a+b')));
+  t.true(m('name eq fa\\d', named('fa1')));
+  t.true(m('name eq "(?P<n>fa1)"', named('fa1')));
+  t.true(m('name eq k', named('\u212a')), 'RE2 folds k with KELVIN SIGN, as Go does');
+});
+
+test('an unquoted value keeps its parentheses, as the reference reads it; the ones it does not open close groups', (t) => {
+  const named = (name: string) => ({ name });
+  t.true(m('name eq (?i)FA1', named('fa1')));
+  t.true(m('name eq (fa|fb)[0-9]', named('fb3')));
+  t.true(m('name eq (a+', named('(A+')), 'an invalid pattern, compared as text');
+  t.true(m('(name eq c1)'));
+  t.true(m('((name eq c1))'));
+  t.true(m('(name eq x or name eq (c|d)1)'));
+  t.true(m('not (name eq (x|y)1)'));
+  t.true(m('name eq c1 and (status eq (?i)RUNNING)'));
+  t.deepEqual(parseFilter('(name eq (a+)+)'), { kind: 'clause', field: 'name', op: 'eq', value: '(a+)+' });
+});
+
+test('a catastrophic pattern for a backtracking engine matches in linear time', (t) => {
+  const obj = { description: `${'a'.repeat(60)}!` };
+  // On RegExp this takes about 2^60 steps; on RE2 a handful of microseconds.
+  t.false(m('description eq "(a+)+"', obj));
+  t.false(m('description eq "(a|aa)*"', obj));
+  t.false(m('description eq "^(a*)*$"', obj));
+  t.true(m('description eq "(a+)+!"', obj));
+});
+
+test('a pattern that would compile to a huge program is refused as a filter error', (t) => {
+  t.true(estimatedSize('abc') < 10);
+  t.true(estimatedSize('(abc){1000}') >= 3000);
+  t.true(estimatedSize('x{2,1000}'.repeat(50)) > MAX_PATTERN_SIZE);
+  t.true(estimatedSize('[a-z0-9]{1,63}\\.example\\.(com|org)') < 1000);
+  const err = t.throws(() => parseAndCompile(`name eq "${'x{2,1000}'.repeat(50)}"`), { instanceOf: FilterSyntaxError });
+  t.regex(err!.message, /too large/);
+  t.notThrows(() => parseAndCompile('name eq "[a-z]{1,63}"'));
+  t.throws(() => parseAndCompile('name eq "x{2,1000}"'), { message: /too large/ }, 'valid, and over the bound');
+  t.false(m('name eq "x{2,1000}(("'), 'invalid, so compared as text, whatever its size');
+  t.true(m('name eq "x{2,1000}(("', { name: 'X{2,1000}((' }));
+  // Long values compared as text are linear whatever their length: never refused as too large.
+  const long = { name: `${'é'.repeat(3000)}`, plain: 'x'.repeat(5000) };
+  t.true(m(`name eq "${'É'.repeat(3000)}"`, long));
+  t.true(m(`plain eq "${'X'.repeat(5000)}"`, long));
+  t.false(m(`plain eq "${'x'.repeat(4000)}(("`, long), 'an invalid pattern of any length is text');
 });
 
 test('malformed filters throw FilterSyntaxError with a message naming the problem', (t) => {

@@ -4,7 +4,6 @@ import { mkdtempSync, writeFileSync, rmSync, existsSync, readFileSync } from 'no
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { resolvePluginSet, PluginSetError, readRegistry, type RegistryFile } from '../../kernel/loader/plugin-set.js';
-import { satisfies } from '../../kernel/loader/semver.js';
 import { corrald, projectRoot } from '../helpers/daemon.js';
 
 const manifest = (id: string, extra: Record<string, unknown> = {}) => ({ id, entry: `plugins/${id}/index.ts`, version: '1.0.0', sdk: '^1.0.0', ...extra });
@@ -74,15 +73,39 @@ test('unknown sets and ids, bad manifests and sdk ranges are refused', (t) => {
   t.true(problems(registry, 'edge').some((p) => p.includes('b: manifest field "entry" is missing')));
 });
 
-test('semver ranges', (t) => {
-  t.true(satisfies('1.2.3', '^1.0.0'));
-  t.false(satisfies('2.0.0', '^1.0.0'));
-  t.true(satisfies('0.1.5', '^0.1.0'));
-  t.false(satisfies('0.2.0', '^0.1.0'));
-  t.true(satisfies('1.2.9', '~1.2.0'));
-  t.true(satisfies('3.0.0', '>=1.0.0 <4.0.0'));
-  t.true(satisfies('5.0.0', '^1.0.0 || ^5.0.0'));
-  t.true(satisfies('9.9.9', '*'));
+/** Whether a plugin at `version` meets a dependency `range`, as the loader judges it. */
+const meets = (version: string, range: string): boolean =>
+  problems({ plugins: [manifest('dep', { version }), manifest('user', { requires: { dep: range } })] }, 'dep,user').length === 0;
+
+test('dependency ranges mean what npm means by them', (t) => {
+  t.true(meets('1.2.3', '^1.0.0'));
+  t.false(meets('2.0.0', '^1.0.0'));
+  t.true(meets('0.1.5', '^0.1.0'));
+  t.false(meets('0.2.0', '^0.1.0'));
+  t.true(meets('0.0.3', '^0.0.3'));
+  t.false(meets('0.0.5', '^0.0.3'), 'a caret on 0.0.x allows that patch only');
+  t.false(meets('1.0.0-beta.1', '^1.0.0'), 'a prerelease does not satisfy a plain range');
+  t.false(meets('1.3.0-rc.1', '>=1.0.0'));
+  t.true(meets('1.2.9', '~1.2.0'));
+  t.true(meets('3.0.0', '>=1.0.0 <4.0.0'));
+  t.true(meets('5.0.0', '^1.0.0 || ^5.0.0'));
+  t.true(meets('9.9.9', '*'));
+  t.true(meets('1.7.0', '1.x'));
+  t.false(meets('2.0.0', '1.x'));
+  t.true(meets('1.2.7', '^1.2'));
+  t.false(meets('1.1.0', '^1.2'));
+  t.true(meets('1.0.0', '>= 1.0.0'), 'a space after the operator is allowed');
+  t.true(meets('1.5.0', '1.2.0 - 1.6.0'));
+});
+
+test('a range or version that is not semver is refused with a message naming it', (t) => {
+  const found = problems({
+    plugins: [manifest('dep', { version: '1.0' }), manifest('user', { requires: { dep: 'one point oh' }, sdk: 'latest' })],
+  }, 'dep,user');
+  t.true(found.includes('dep: version "1.0" is not a semantic version'), found.join('\n'));
+  t.true(found.includes('user requires dep "one point oh", which is not a valid semver range'), found.join('\n'));
+  t.true(found.includes('user: sdk range "latest" is not a valid semver range'), found.join('\n'));
+  t.true(problems({ plugins: [manifest('a', { sdk: '>= 1.0.0' })] }, 'a').length === 0, 'an sdk range with a space after the operator');
 });
 
 test('the shipped registry is valid for every set', (t) => {

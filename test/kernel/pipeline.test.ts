@@ -46,6 +46,27 @@ test('filter applies the grammar to config, devices and plain fields, at any rec
   await k.stop();
 });
 
+test('filter values are RE2 patterns: linear in time, anchored as the reference, refused with 400 when too large', async (t) => {
+  const k = await start();
+  await seed(k);
+  const patched = await k.inject({ method: 'PATCH', url: '/1.0/probes/beta', payload: { description: `${'a'.repeat(60)}!` } });
+  t.is(patched.statusCode, 200, patched.body);
+  const list = (filter: string) => k.inject({ url: `/1.0/probes?filter=${encodeURIComponent(filter)}` });
+  // A backtracking engine would not answer this within the life of the test.
+  const catastrophic = await list('description eq "(a+)+"');
+  t.is(catastrophic.statusCode, 200, catastrophic.body);
+  t.deepEqual(catastrophic.json.metadata, []);
+  t.deepEqual((await list('description eq "(a+)+!"')).json.metadata, ['/1.0/probes/beta']);
+  t.deepEqual((await list('name eq ^a')).json.metadata, ['/1.0/probes/alpha'], 'a value with ^ is not anchored at the end');
+  t.deepEqual((await list('name eq "(?i)GAMMA"')).json.metadata, ['/1.0/probes/gamma']);
+  t.deepEqual((await list('name eq "(a+"')).json.metadata, [], 'an invalid pattern is compared as text');
+  const huge = await list(`name eq "${'x{2,1000}'.repeat(50)}"`);
+  t.is(huge.statusCode, 400);
+  t.is(huge.json.type, 'error');
+  t.regex(huge.json.error, /^Invalid filter: .*too large/);
+  await k.stop();
+});
+
 test('ETag on GET, If-Match on PUT and PATCH, PATCH merges maps', async (t) => {
   const k = await start();
   await seed(k);
