@@ -47,6 +47,9 @@ interface PtyModule {
   };
 }
 
+/** The terminal's default VEOF (ASCII EOT, ^D). */
+const EOF_CHAR = '\x04';
+
 function spawnWithPty(command: string, args: string[], opts: SpawnOptions): HostProcess {
   // Loaded on first use: only interactive sessions need it.
   const pty = require('node-pty') as PtyModule;
@@ -62,9 +65,18 @@ function spawnWithPty(command: string, args: string[], opts: SpawnOptions): Host
       resolve(signal ? 128 + signal : exitCode);
     });
   });
+  let lastByte: number | undefined;
   const stdin = new Writable({
-    write(chunk, _enc, done) {
+    write(chunk: Buffer, _enc, done) {
+      if (chunk.length) lastByte = chunk[chunk.length - 1];
       try { term.write(chunk); } catch { /* exited */ }
+      done();
+    },
+    // A terminal has no end of input but its EOF character (^D): alone on a line, a read returns 0.
+    // After a partial line, the first one only hands that line over, so a second one follows.
+    final(done) {
+      const atLineStart = lastByte === undefined || lastByte === 0x0a || lastByte === 0x0d;
+      try { term.write(atLineStart ? EOF_CHAR : EOF_CHAR + EOF_CHAR); } catch { /* exited */ }
       done();
     },
   });
