@@ -19,12 +19,15 @@ export class SessionSockets {
   private readonly inputs = new Map<string, SocketInput>();
   private readonly pendingControl: ControlMessage[] = [];
   private controlHandler?: (msg: ControlMessage) => void;
+  private closeHandlers: { name: string; handler: () => void }[] = [];
 
   /** The operation's `connect`: a client opened one of the secrets (the kernel lets each open once). */
   attach(name: string, socket: WebSocket): void {
     this.sockets.set(name, socket);
     if (name === 'control') this.listenControl(socket);
     else this.inputs.set(name, new SocketInput(socket));
+    for (const waiting of this.closeHandlers.filter((w) => w.name === name)) socket.once('close', waiting.handler);
+    this.closeHandlers = this.closeHandlers.filter((w) => w.name !== name);
   }
 
   get(name: string): WebSocket | undefined {
@@ -36,10 +39,16 @@ export class SessionSockets {
     return this.inputs.get(name);
   }
 
-  /** `handler` runs once when the socket of `name` closes; never when it was not opened. */
+  /**
+   * `handler` runs once when the socket of `name` closes, should it open later (the control socket
+   * may open after the session started); never when it is not opened.
+   */
   onClose(name: string, handler: () => void): void {
     const socket = this.sockets.get(name);
-    if (!socket) return;
+    if (!socket) {
+      this.closeHandlers.push({ name, handler });
+      return;
+    }
     if (socket.readyState === socket.CLOSED) handler();
     else socket.once('close', handler);
   }
