@@ -44,6 +44,8 @@ interface PtyModule {
     onExit(cb: (e: { exitCode: number; signal?: number }) => void): void;
     resize(cols: number, rows: number): void;
     kill(signal?: string): void;
+    pause(): void;
+    resume(): void;
   };
 }
 
@@ -58,7 +60,11 @@ function spawnWithPty(command: string, args: string[], opts: SpawnOptions): Host
     env: opts.env ?? (process.env as Record<string, string>), name: 'xterm',
   });
   const stdout = new PassThrough();
-  term.onData((data) => stdout.write(data));
+  // Whoever reads stdout sets the pace: the terminal is not read while its output waits unread.
+  term.onData((data) => {
+    if (!stdout.write(data)) term.pause();
+  });
+  stdout.on('drain', () => term.resume());
   const exited = new Promise<number>((resolve) => {
     term.onExit(({ exitCode, signal }) => {
       stdout.end();

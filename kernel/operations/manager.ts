@@ -1,6 +1,6 @@
 /** Keeps the operations of this daemon; finished ones stay visible for a while, then go. */
 import type { EventHub } from '../events/hub.js';
-import { notFound, type Operation, type OperationClass, type OperationsService, type OperationSpec, type OperationView } from '../../sdk/index.js';
+import { ApiError, notFound, type Operation, type OperationClass, type OperationsService, type OperationSpec, type OperationView } from '../../sdk/index.js';
 import { OperationRecord } from './operation.js';
 
 /** How long a finished operation stays listed (the reference keeps them a few seconds). */
@@ -26,7 +26,8 @@ export class OperationManager implements OperationsService {
   constructor(private readonly events: EventHub, private readonly location: string) {}
 
   create(spec: OperationSpec): Operation {
-    if (this.closed) throw new Error('the daemon is shutting down');
+    // An answer for the client, not an internal fault: nothing new starts once shutdown began.
+    if (this.closed) throw new ApiError(500, 'The daemon is shutting down');
     if (spec.class === 'websocket' && !spec.connect) throw new Error('websocket operations need a connect handler');
     const op = new OperationRecord(spec, this.location, (changed) => this.changed(changed));
     this.operations.set(op.id, op);
