@@ -120,7 +120,7 @@ export function startExec(hostTools: HostTools, target: AttachTarget, spec: Exec
   };
 
   /** Resolves once the command runs in the container (or lxc-attach ended, or the wait ran out). */
-  const attached = new Promise<void>((resolve) => {
+  const attached = () => new Promise<void>((resolve) => {
     const started = Date.now();
     const poll = () => {
       if (done || command() !== undefined || Date.now() - started > ATTACH_WAIT_MS) resolve();
@@ -132,7 +132,7 @@ export function startExec(hostTools: HostTools, target: AttachTarget, spec: Exec
   return {
     // Under a pty, lxc-attach makes our terminal raw just before it attaches, and that flushes
     // whatever input is pending on it: input (and its end, ^D) waits until then.
-    stdin: spec.interactive ? heldUntil(attached, proc.stdin) : proc.stdin,
+    stdin: spec.interactive ? heldUntil(attached(), proc.stdin) : proc.stdin,
     stdout: proc.stdout,
     stderr: proc.stderr,
     resize: (cols, rows) => proc.resize(cols, rows),
