@@ -92,6 +92,7 @@ export function execRoutes(ctx: PluginContext, manager: InstanceManager, power: 
             });
             // End of input ends the command's stdin: a closed pipe, or ^D on its terminal.
             sockets.input('0')!.pipe(session.stdin, () => session.stdin.end());
+            for (const name of ['1', '2']) sockets.input(name)?.discard();
             const outputs = spec.interactive
               ? [new SocketOutput(session.stdout, sockets.get('0'))]
               : [new SocketOutput(session.stdout, sockets.get('1')), new SocketOutput(session.stderr!, sockets.get('2'))];

@@ -3,7 +3,7 @@
  * send stdin, and its end, right after opening it, before the session is ready to read. End of
  * input is an empty text message (what lxc and pylxd send) or the socket closing.
  */
-import type { Writable } from 'node:stream';
+import { Writable } from 'node:stream';
 import type { WebSocket } from 'ws';
 
 /** Input kept while nobody reads it; past this the socket stops reading (the client waits). */
@@ -37,6 +37,11 @@ export class SocketInput {
     if (this.pausedWhileQueued && !this.waitingForDrain) this.socket.resume();
     this.pausedWhileQueued = false;
     if (this.ended) this.deliverEnd();
+  }
+
+  /** Nobody reads this socket (stdout, stderr): what the client sends on it is dropped. */
+  discard(): void {
+    this.pipe(new Writable({ write: (_chunk, _enc, done) => done() }), () => undefined);
   }
 
   private push(chunk: Buffer): void {
