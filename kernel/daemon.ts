@@ -10,6 +10,9 @@ import type { DaemonArgs } from './args.js';
 const compiledRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const projectRoot = path.resolve(compiledRoot, '..');
 
+/** Beyond the sum of the shutdown steps' bounds, before the daemon gives up on a clean stop. */
+const BACKSTOP_MARGIN_MS = 5_000;
+
 export async function runDaemon(args: DaemonArgs): Promise<Kernel> {
   const dir = path.resolve(args.dir);
   mkdirSync(dir, { recursive: true, mode: 0o711 });
@@ -37,21 +40,30 @@ export async function runDaemon(args: DaemonArgs): Promise<Kernel> {
   }
 
   let exiting = false;
+  const exit = (code: number) => {
+    rmSync(socketPath, { force: true });
+    unlock();
+    process.exit(code);
+  };
   const shutdown = (signal: string) => {
-    if (exiting) return;
+    if (exiting) {
+      // A second signal: the operator does not want to wait for a clean stop.
+      kernel.log.warn({ signal }, 'second signal during shutdown: exiting now');
+      exit(1);
+    }
     exiting = true;
     kernel.log.info({ signal }, 'shutting down');
-    kernel.stop({ hostShutdown: signal === 'SIGPWR' }).then(
-      () => {
-        rmSync(socketPath, { force: true });
-        unlock();
-        process.exit(0);
-      },
+    const info = { hostShutdown: signal === 'SIGPWR' };
+    // Every step of stop() is bounded; this is the last resort should one bound fail to hold.
+    setTimeout(() => {
+      kernel.log.error('shutdown did not finish in time: exiting anyway');
+      exit(1);
+    }, kernel.shutdownBoundMs(info) + BACKSTOP_MARGIN_MS).unref();
+    kernel.stop(info).then(
+      () => exit(0),
       (err: Error) => {
         kernel.log.error({ err }, 'unclean shutdown');
-        rmSync(socketPath, { force: true });
-        unlock();
-        process.exit(1);
+        exit(1);
       },
     );
   };

@@ -19,7 +19,8 @@ import { ServerConfigStore } from './config/server-config.js';
 import { ExtensionRegistry } from './extensions/registry.js';
 import { EventHub } from './events/hub.js';
 import { eventRoutes } from './events/routes.js';
-import { OperationManager } from './operations/manager.js';
+import { OPERATION_ABORT_GRACE_MS, OperationManager } from './operations/manager.js';
+import { withinBound } from './bounded.js';
 import { operationRoutes } from './operations/routes.js';
 import { RoutePipeline } from './http/pipeline.js';
 import { createHapiServer, tlsCaller, UNIX_CALLER } from './http/listeners.js';
@@ -59,6 +60,13 @@ interface LoadedPlugin {
   plugin: CorralPlugin;
   ctx: PluginContext;
 }
+
+/** Bound of one shutdown step (a plugin's shutdown, closing a listener or the store). */
+const STEP_BOUND_MS = 5_000;
+/** How long requests in flight get at shutdown before their connections are cut. */
+const LISTENER_DRAIN_MS = 2_000;
+/** A host shutdown waits for the instances to stop, each within its own timeout; this caps the lot. */
+const HOST_SHUTDOWN_BOUND_MS = 10 * 60_000;
 
 /** Event `location` of a server that is not clustered, as the reference reports it. */
 const STANDALONE_LOCATION = 'none';
@@ -243,21 +251,41 @@ export class Kernel {
     return this.injector.inject(options);
   }
 
-  /** Clean shutdown: shutdown hooks, operations finish or are cancelled, plugins stop in reverse order. */
+  /**
+   * Clean shutdown: shutdown hooks, operations finish or are cancelled, plugins stop in reverse order,
+   * listeners close. Every step is bounded, so clients holding anything open cannot keep the daemon up.
+   */
   stop(info: ShutdownInfo = { hostShutdown: false }): Promise<void> {
     this.stopping ??= (async () => {
-      await this.hooks.shutdown.promise(info).catch((err: Error) => this.log.error({ err }, 'shutdown hook failed'));
-      await this.operations.shutdown((this.opts.shutdownTimeout ?? 30) * 1000);
+      const graceMs = this.shutdownGraceMs();
+      const overrun = (step: string, ms: number) => this.log.warn({ step, ms }, 'shutdown step overran its bound; going on without it');
+      // A step that fails is logged and the next one still runs.
+      const step = (name: string, ms: number, work: () => Promise<unknown>) => withinBound(name, ms, work, overrun)
+        .catch((err: Error) => this.log.error({ err, step: name }, 'shutdown step failed'));
+      // A host shutdown stops the instances, each with its own boot.host_shutdown_timeout.
+      await step('shutdown hooks', info.hostShutdown ? HOST_SHUTDOWN_BOUND_MS : graceMs, () => this.hooks.shutdown.promise(info));
+      await this.operations.shutdown(graceMs);
       for (const { manifest, plugin, ctx } of [...this.plugins].reverse()) {
-        await plugin.shutdown?.(ctx).catch((err: Error) => this.log.error({ err, plugin: manifest.id }, 'plugin shutdown failed'));
+        await step(`plugin ${manifest.id}`, STEP_BOUND_MS, async () => plugin.shutdown?.(ctx));
       }
       closeAllWebsockets();
-      await this.unix?.stop({ timeout: 2000 });
-      await this.tls.stop();
-      await this.injector?.stop();
-      await this.store?.close();
+      // hapi ends idle keep-alive connections at once and cuts the rest after its timeout.
+      await step('unix listener', STEP_BOUND_MS, async () => this.unix?.stop({ timeout: LISTENER_DRAIN_MS }));
+      await step('https listener', STEP_BOUND_MS, () => this.tls.stop());
+      await step('inject server', STEP_BOUND_MS, async () => this.injector?.stop());
+      await step('state store', STEP_BOUND_MS, async () => this.store?.close());
     })();
     return this.stopping;
+  }
+
+  /** The longest a whole shutdown can take (the daemon's last resort if it still has not finished). */
+  shutdownBoundMs(info: ShutdownInfo): number {
+    return (info.hostShutdown ? HOST_SHUTDOWN_BOUND_MS : this.shutdownGraceMs()) + this.shutdownGraceMs()
+      + OPERATION_ABORT_GRACE_MS + STEP_BOUND_MS * (this.plugins.length + 4);
+  }
+
+  private shutdownGraceMs(): number {
+    return (this.opts.shutdownTimeout ?? 30) * 1000;
   }
 
   /** bunyan records become `logging` events when somebody listens. */

@@ -36,6 +36,7 @@ export interface SpawnOptions {
 /** A long-running child with its streams, for exec and console sessions. */
 export interface HostProcess {
   readonly pid: number;
+  /** Ending it is end of input: the pipe closes, or under a pty the terminal's EOF character (^D) is typed. */
   readonly stdin: Writable;
   readonly stdout: Readable;
   /** Absent under a pty. */

@@ -47,6 +47,8 @@ export interface ExecSession {
   resize(cols: number, rows: number): void;
   /** Forward a signal (by number) to the command. */
   signal(signal: number): void;
+  /** End the command now, with whatever it started (the client is gone, or the daemon stops). */
+  terminate(): void;
   /** The command's exit status. */
   readonly exited: Promise<number>;
 }

@@ -55,6 +55,11 @@ export interface OperationSpec {
   connect?: (secretName: string, socket: WebSocket, op: OperationControl) => void;
   /** Websocket class: named secrets; they are published under metadata.fds. */
   secrets?: string[];
+  /**
+   * Websocket class: the secrets a client must open before `run` starts (default: all of them).
+   * When they are not all open within the kernel's bound, the operation fails and `run` never runs.
+   */
+  requiredSecrets?: string[];
   /** Called when a client cancels (in addition to the abort signal). */
   onCancel?: () => Promise<void> | void;
 }

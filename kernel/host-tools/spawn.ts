@@ -44,8 +44,13 @@ interface PtyModule {
     onExit(cb: (e: { exitCode: number; signal?: number }) => void): void;
     resize(cols: number, rows: number): void;
     kill(signal?: string): void;
+    pause(): void;
+    resume(): void;
   };
 }
+
+/** The terminal's default VEOF (ASCII EOT, ^D). */
+const EOF_CHAR = '\x04';
 
 function spawnWithPty(command: string, args: string[], opts: SpawnOptions): HostProcess {
   // Loaded on first use: only interactive sessions need it.
@@ -55,16 +60,29 @@ function spawnWithPty(command: string, args: string[], opts: SpawnOptions): Host
     env: opts.env ?? (process.env as Record<string, string>), name: 'xterm',
   });
   const stdout = new PassThrough();
-  term.onData((data) => stdout.write(data));
+  // Whoever reads stdout sets the pace: the terminal is not read while its output waits unread.
+  term.onData((data) => {
+    if (!stdout.write(data)) term.pause();
+  });
+  stdout.on('drain', () => term.resume());
   const exited = new Promise<number>((resolve) => {
     term.onExit(({ exitCode, signal }) => {
       stdout.end();
       resolve(signal ? 128 + signal : exitCode);
     });
   });
+  let lastByte: number | undefined;
   const stdin = new Writable({
-    write(chunk, _enc, done) {
+    write(chunk: Buffer, _enc, done) {
+      if (chunk.length) lastByte = chunk[chunk.length - 1];
       try { term.write(chunk); } catch { /* exited */ }
+      done();
+    },
+    // A terminal has no end of input but its EOF character (^D): alone on a line, a read returns 0.
+    // After a partial line, the first one only hands that line over, so a second one follows.
+    final(done) {
+      const atLineStart = lastByte === undefined || lastByte === 0x0a || lastByte === 0x0d;
+      try { term.write(atLineStart ? EOF_CHAR : EOF_CHAR + EOF_CHAR); } catch { /* exited */ }
       done();
     },
   });

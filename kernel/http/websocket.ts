@@ -81,7 +81,11 @@ async function upgrade(raw: IncomingMessage, socket: Duplex, head: Buffer, pipel
   }
   await spec.accept?.(req);
   const server = await websocketServer();
-  server.handleUpgrade(raw, socket, head, (ws) => spec.handler(req, ws));
+  server.handleUpgrade(raw, socket, head, (ws) => {
+    // A malformed frame is the client's fault: drop its socket, never crash the daemon (ws emits 'error').
+    ws.on('error', () => ws.terminate());
+    spec.handler(req, ws);
+  });
 }
 
 /** Answer a refused upgrade with the error envelope over plain HTTP. */

@@ -1,10 +1,23 @@
 /** Keeps the operations of this daemon; finished ones stay visible for a while, then go. */
 import type { EventHub } from '../events/hub.js';
-import { notFound, type Operation, type OperationClass, type OperationsService, type OperationSpec, type OperationView } from '../../sdk/index.js';
+import { ApiError, notFound, type Operation, type OperationClass, type OperationsService, type OperationSpec, type OperationView } from '../../sdk/index.js';
 import { OperationRecord } from './operation.js';
 
 /** How long a finished operation stays listed (the reference keeps them a few seconds). */
 const KEEP_FINISHED_MS = 5_000;
+/** At shutdown, how long an aborted operation gets to clean up after itself. */
+export const OPERATION_ABORT_GRACE_MS = 5_000;
+
+/** Wait until every operation has ended, or `ms` has passed. */
+async function settled(ops: OperationRecord[], ms: number): Promise<void> {
+  if (ops.every((op) => op.isFinal)) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    Promise.all(ops.map((op) => op.done())),
+    new Promise((resolve) => (timer = setTimeout(resolve, ms))),
+  ]);
+  clearTimeout(timer);
+}
 
 export class OperationManager implements OperationsService {
   private readonly operations = new Map<string, OperationRecord>();
@@ -13,7 +26,8 @@ export class OperationManager implements OperationsService {
   constructor(private readonly events: EventHub, private readonly location: string) {}
 
   create(spec: OperationSpec): Operation {
-    if (this.closed) throw new Error('the daemon is shutting down');
+    // An answer for the client, not an internal fault: nothing new starts once shutdown began.
+    if (this.closed) throw new ApiError(500, 'The daemon is shutting down');
     if (spec.class === 'websocket' && !spec.connect) throw new Error('websocket operations need a connect handler');
     const op = new OperationRecord(spec, this.location, (changed) => this.changed(changed));
     this.operations.set(op.id, op);
@@ -39,17 +53,19 @@ export class OperationManager implements OperationsService {
     await op.cancel();
   }
 
-  /** Cancel what may be cancelled, then wait for every operation to end (up to `timeoutMs`). */
-  async shutdown(timeoutMs: number): Promise<void> {
+  /**
+   * Shutdown: what a client could cancel, tokens and websocket sessions (their clients are about to be
+   * disconnected) are aborted at once; the rest get `graceMs` to finish, then are aborted too and get
+   * a short while to clean up (end their processes). Never waits longer than that.
+   */
+  async shutdown(graceMs: number): Promise<void> {
     this.closed = true;
     const pending = [...this.operations.values()].filter((op) => !op.isFinal);
-    for (const op of pending) if (op.spec.mayCancel || !op.spec.run) op.abortForShutdown();
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all(pending.map((op) => op.done())),
-      new Promise((resolve) => (timer = setTimeout(resolve, timeoutMs))),
-    ]);
-    clearTimeout(timer);
+    for (const op of pending) if (op.spec.mayCancel || !op.spec.run || op.spec.class === 'websocket') op.abortForShutdown();
+    await settled(pending, graceMs);
+    const stuck = pending.filter((op) => !op.isFinal);
+    for (const op of stuck) op.abortForShutdown();
+    await settled(stuck, OPERATION_ABORT_GRACE_MS);
   }
 
   private changed(op: OperationRecord): void {

@@ -8,6 +8,11 @@ import {
 
 const FINAL: ReadonlySet<OperationStatusName> = new Set(['Success', 'Failure', 'Cancelled']);
 
+/** How long a client has to open the required websockets (the reference gives 5 s, then fails the operation). */
+export const WEBSOCKET_CONNECT_TIMEOUT_MS = 5_000;
+/** A socket still open this long after its operation ended is cut (a client that never answers the close). */
+const SOCKET_CLOSE_GRACE_MS = 2_000;
+
 export class OperationRecord implements Operation {
   readonly id = randomUUID();
   readonly url = `/1.0/operations/${this.id}`;
@@ -22,6 +27,10 @@ export class OperationRecord implements Operation {
   private resolveFinished!: (view: OperationView) => void;
   /** secret -> name of the socket it opens (websocket class). */
   private readonly secrets = new Map<string, string>();
+  /** Names whose socket a client has opened, and every socket still attached to this operation. */
+  private readonly opened = new Set<string>();
+  private readonly sockets = new Set<WebSocket>();
+  private allOpened?: () => void;
   readonly control: OperationControl;
 
   constructor(readonly spec: OperationSpec, private readonly location: string, private readonly changed: (op: OperationRecord) => void) {
@@ -79,7 +88,7 @@ export class OperationRecord implements Operation {
     const run = this.spec.run;
     if (!run) return;
     setImmediate(() => {
-      run(this.control).then(
+      this.socketsOpened().then(() => run(this.control)).then(
         (result) => {
           if (result) this.metadata = { ...(this.metadata ?? {}), ...result };
           this.finish(this.abort.signal.aborted ? 'Cancelled' : 'Success');
@@ -90,6 +99,38 @@ export class OperationRecord implements Operation {
         },
       );
     });
+  }
+
+  /**
+   * Websocket class: resolves once the client opened every required socket; rejects when that takes
+   * longer than the bound (then the signal aborts, so whatever `connect` set up is released) or when
+   * the operation is cancelled first.
+   */
+  private socketsOpened(): Promise<void> {
+    if (this.spec.class !== 'websocket' || this.requiredOpen()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.allOpened = undefined;
+        const message = 'Timed out waiting for websockets to connect';
+        // Failed first, so the abort that lets plugins clean up does not read as a cancel.
+        this.finish('Failure', message);
+        this.abort.abort();
+        reject(new Error(message));
+      }, WEBSOCKET_CONNECT_TIMEOUT_MS);
+      timer.unref();
+      this.allOpened = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      this.abort.signal.addEventListener('abort', () => {
+        clearTimeout(timer);
+        reject(new Error('Operation cancelled'));
+      }, { once: true });
+    });
+  }
+
+  private requiredOpen(): boolean {
+    return (this.spec.requiredSecrets ?? this.spec.secrets ?? []).every((name) => this.opened.has(name));
   }
 
   async cancel(): Promise<void> {
@@ -103,7 +144,7 @@ export class OperationRecord implements Operation {
 
   /** Abort on daemon shutdown whatever the class. */
   abortForShutdown(): void {
-    if (this.isFinal) return;
+    if (this.isFinal || this.abort.signal.aborted) return;
     this.abort.abort();
     if (!this.spec.run) this.finish('Cancelled', 'Daemon shutting down');
   }
@@ -112,12 +153,33 @@ export class OperationRecord implements Operation {
     return this.secrets.has(secret);
   }
 
-  /** Websocket class: route a connecting client to the plugin; false when the secret is wrong. */
+  /** Whether a client already opened the socket of this secret (each opens once, as with the reference). */
+  isOpened(secret: string): boolean {
+    const name = this.secrets.get(secret);
+    return name !== undefined && this.opened.has(name);
+  }
+
+  /**
+   * Websocket class: route a connecting client to the plugin; false when the secret is wrong, already
+   * used, or the operation is over. The socket stays the operation's: it is closed when the operation ends.
+   */
   connect(secret: string, socket: WebSocket): boolean {
     const name = this.secrets.get(secret);
-    if (name === undefined || !this.spec.connect) return false;
+    if (name === undefined || !this.spec.connect || this.isFinal || this.opened.has(name)) return false;
+    this.opened.add(name);
+    this.sockets.add(socket);
+    socket.once('close', () => this.sockets.delete(socket));
     this.spec.connect(name, socket, this.control);
+    if (this.allOpened && this.requiredOpen()) this.allOpened();
     return true;
+  }
+
+  /** Close what is still attached; a peer that does not finish the closing handshake is cut. */
+  private releaseSockets(): void {
+    for (const socket of this.sockets) {
+      if (socket.readyState === socket.OPEN) socket.close(1000);
+      setTimeout(() => socket.terminate(), SOCKET_CLOSE_GRACE_MS).unref();
+    }
   }
 
   private finish(status: OperationStatusName, err = ''): void {
@@ -125,6 +187,7 @@ export class OperationRecord implements Operation {
     this.err = err;
     this.setStatus(status);
     this.resolveFinished(this.view());
+    this.releaseSockets();
   }
 
   private setStatus(status: OperationStatusName): void {

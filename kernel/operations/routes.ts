@@ -63,9 +63,12 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
           if (!req.query.secret) throw forbidden('Missing websocket secret');
           if (op.isFinal) throw badRequest('The operation has already finished');
           if (!op.hasSecret(req.query.secret)) throw forbidden('Wrong websocket secret');
+          if (op.isOpened(req.query.secret)) throw badRequest('This websocket is already connected');
         },
         handler: (req, socket) => {
-          if (!find(req.params.id!).connect(req.query.secret!, socket)) socket.close(1008, 'Wrong websocket secret');
+          // The operation may have ended, or the socket been taken, while the upgrade went on.
+          const op = ops.get(req.params.id!);
+          if (!op?.connect(req.query.secret!, socket)) socket.close(1008, 'The websocket is no longer available');
         },
       },
     },

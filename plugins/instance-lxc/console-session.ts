@@ -51,6 +51,7 @@ export function startConsole(hostTools: HostTools, lxcpath: string, name: string
   const proc = hostTools.spawn('lxc-console', ['-n', name, '-P', lxcpath, '-t', '0'], {
     cwd: '/',
     pty: { cols: size.width || 80, rows: size.height || 25 },
+    endWithDaemon: true,
   });
   const output = proc.stdout.pipe(withoutBanner());
   let closed = false;

@@ -6,8 +6,9 @@
  */
 import { lstatSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
+import { Writable } from 'node:stream';
 import { badRequest, type ExecSession, type ExecSpec, type HostTools } from '../../sdk/index.js';
-import { readText } from './cgroups.js';
+import { childrenOf, descendantsOf } from './process-tree.js';
 
 /**
  * lxc-attach has no working-directory option (it keeps the caller's when the container has the
@@ -16,6 +17,10 @@ import { readText } from './cgroups.js';
  * reference's exec does.
  */
 const CHDIR_THEN_EXEC = 'cd "$1" 2>/dev/null || cd /; shift; exec "$@"';
+
+/** How long interactive input waits for the command to be attached before it is written anyway. */
+const ATTACH_WAIT_MS = 2_000;
+const ATTACH_POLL_MS = 10;
 
 export interface AttachTarget {
   lxcpath: string;
@@ -64,6 +69,8 @@ export function startExec(hostTools: HostTools, target: AttachTarget, spec: Exec
   const proc = hostTools.spawn('lxc-attach', args, {
     cwd: '/',
     pty: spec.interactive ? { cols: spec.width || 80, rows: spec.height || 25 } : undefined,
+    // A daemon that dies leaves no lxc-attach behind; the command then sees its input and output close.
+    endWithDaemon: true,
   });
   let done = false;
   const exited = proc.exited.then((code) => {
@@ -74,11 +81,28 @@ export function startExec(hostTools: HostTools, target: AttachTarget, spec: Exec
 
   /** lxc-attach's child once it has entered the container (before that it is still on the host side). */
   const command = (): number | undefined => {
-    const children = readText(`/proc/${proc.pid}/task/${proc.pid}/children`)?.trim();
-    for (const child of children ? children.split(/\s+/).map(Number) : []) {
+    for (const child of childrenOf(proc.pid)) {
       if (containerNs && pidNamespace(child) === containerNs) return child;
     }
     return undefined;
+  };
+
+  /**
+   * SIGKILL the command and all it started, then lxc-attach (which would otherwise wait for them).
+   * Repeated while new processes show up: one may fork while the tree is being read.
+   */
+  const terminate = (): void => {
+    if (done) return;
+    for (let round = 0; round < 5; round++) {
+      const tree = descendantsOf(proc.pid);
+      if (!tree.length) break;
+      for (const pid of tree) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch { /* already gone */ }
+      }
+    }
+    proc.kill('SIGKILL');
   };
 
   const deliver = (signal: number, attempt: number): void => {
@@ -95,12 +119,43 @@ export function startExec(hostTools: HostTools, target: AttachTarget, spec: Exec
     else proc.kill(signal);
   };
 
+  /** Resolves once the command runs in the container (or lxc-attach ended, or the wait ran out). */
+  const attached = () => new Promise<void>((resolve) => {
+    const started = Date.now();
+    const poll = () => {
+      if (done || command() !== undefined || Date.now() - started > ATTACH_WAIT_MS) resolve();
+      else setTimeout(poll, ATTACH_POLL_MS).unref();
+    };
+    poll();
+  });
+
   return {
-    stdin: proc.stdin,
+    // Under a pty, lxc-attach makes our terminal raw just before it attaches, and that flushes
+    // whatever input is pending on it: input (and its end, ^D) waits until then.
+    stdin: spec.interactive ? heldUntil(attached(), proc.stdin) : proc.stdin,
     stdout: proc.stdout,
     stderr: proc.stderr,
     resize: (cols, rows) => proc.resize(cols, rows),
     signal: (signal) => deliver(signal, 0),
+    terminate,
     exited,
   };
+}
+
+/** A writable that passes everything to `target` once `open` has resolved, in order, its end included. */
+function heldUntil(open: Promise<void>, target: Writable): Writable {
+  return new Writable({
+    write(chunk: Buffer, _enc, done) {
+      void open.then(() => {
+        target.write(chunk);
+        done();
+      });
+    },
+    final(done) {
+      void open.then(() => {
+        target.end();
+        done();
+      });
+    },
+  });
 }

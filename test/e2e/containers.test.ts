@@ -77,6 +77,24 @@ test.serial('interactive exec through a pty', async (t) => {
   t.is(await exited, 5);
 });
 
+test.serial('end of input reaches the command: echo x | lxc exec c2 -- cat, with -T and -t too', async (t) => {
+  const plain = await lxcWithInput(d.socket, 'x\n', 'exec', 'c2', '--', 'cat');
+  t.is(plain.status, 0, plain.stderr);
+  t.is(plain.stdout, 'x\n');
+  const forcedOff = await lxcWithInput(d.socket, 'x\n', 'exec', '-T', 'c2', '--', 'cat');
+  t.is(forcedOff.status, 0, forcedOff.stderr);
+  t.is(forcedOff.stdout, 'x\n');
+  // -t: a terminal (it echoes the line, then cat prints it); end of input is ^D on it.
+  const forcedOn = await lxcWithInput(d.socket, 'x\n', 'exec', '-t', 'c2', '--', 'cat');
+  t.is(forcedOn.status, 0, forcedOn.stderr);
+  t.deepEqual(forcedOn.stdout.replace(/\r/g, '').split('\n').filter(Boolean), ['x', 'x']);
+  // Input larger than a pipe holds, with nothing lost before the end.
+  const lines = Array.from({ length: 20000 }, (_, i) => `line ${i}`).join('\n') + '\n';
+  const counted = await lxcWithInput(d.socket, lines, 'exec', 'c2', '--', 'wc', '-lc');
+  t.is(counted.status, 0, counted.stderr);
+  t.deepEqual(counted.stdout.trim().split(/\s+/).map(Number), [20000, Buffer.byteLength(lines)]);
+});
+
 test.serial('file push, pull, recursive, mode, uid, delete, edit', async (t) => {
   const local = path.join(work, 'hello.txt');
   writeFileSync(local, 'hello world\n');

@@ -48,3 +48,19 @@ test('pylxd: upload an image, create, start, execute, put/get files, stop and de
     rmSync(image.dir, { recursive: true, force: true });
   }
 });
+
+test('pylxd: execute with stdin_payload hands the payload and its end to the command', async (t) => {
+  const { startWithImage, stopImageDaemons } = await import('../helpers/image-daemon.js');
+  const d = await startWithImage();
+  try {
+    const run = await python(path.join(projectRoot, 'test', 'e2e', 'pylxd_exec_stdin.py'), [d.socket, 'bb']);
+    t.is(run.status, 0, run.stderr);
+    const seen = JSON.parse(run.stdout);
+    t.deepEqual(seen.bytes, [0, 'x', '']);
+    t.deepEqual(seen.text, [3, 'hello\nworld\n', 'err\n']);
+    t.is(seen.large[0], 0);
+    t.is(seen.large[1], seen.large[2], 'every byte arrived');
+  } finally {
+    await stopImageDaemons();
+  }
+});

@@ -41,14 +41,19 @@ export function lxcWithInput(socket: string, input: string, ...args: string[]): 
   });
 }
 
-export function python(script: string, args: string[]): Promise<ClientRun> {
+/** A script that hangs (waiting on a daemon that never answers) is killed after `timeoutMs`. */
+export function python(script: string, args: string[], timeoutMs = 180_000): Promise<ClientRun> {
   return new Promise((resolve) => {
     const child = spawn('/usr/bin/python3', [script, ...args], { env: { ...process.env, PYLXD_WARNINGS: 'none' } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c) => (stdout += c));
     child.stderr.on('data', (c) => (stderr += c));
-    child.on('close', (status) => resolve({ status, stdout, stderr }));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
   });
 }
 

@@ -109,6 +109,24 @@ test('websocket operations: the secret opens the socket, a wrong one is refused'
   t.is(await d.stop(), 0);
 });
 
+test('a websocket operation whose required sockets are not opened in time fails, and its opened ones are closed', async (t) => {
+  const d = await startDaemon(fixtureArgs);
+  await d.request('POST', '/1.0/probes', { name: 'w' });
+  const never = await d.request('POST', '/1.0/probes/w/echo');
+  const onlyControl = await d.request('POST', '/1.0/probes/w/echo');
+  const control = await unixWebsocket(d.socket, `${onlyControl.headers.location}/websocket?secret=${onlyControl.json.metadata.metadata.fds.control}`);
+  const controlClosed = new Promise<number>((resolve) => control.once('close', (code) => resolve(code)));
+  for (const op of [never, onlyControl]) {
+    const done = (await d.request('GET', `${op.headers.location}/wait?timeout=30`)).json.metadata;
+    t.is(done.status, 'Failure');
+    t.is(done.err, 'Timed out waiting for websockets to connect');
+  }
+  t.is(await controlClosed, 1000, 'the socket the client did open is closed with the operation');
+  const late = await t.throwsAsync(unixWebsocket(d.socket, `${never.headers.location}/websocket?secret=${never.json.metadata.metadata.fds['0']}`)) as Error & { status: number };
+  t.is(late.status, 400, 'a finished operation takes no more sockets');
+  t.is(await d.stop(), 0);
+});
+
 test('TLS listener follows core.https_address live; untrusted clients get the untrusted view only', async (t) => {
   const d = await startDaemon({ plugins: 'edge' });
   const port = await freePort();

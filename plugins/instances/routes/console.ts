@@ -5,7 +5,8 @@ import type { InstanceManager } from '../manager.js';
 import type { PowerControl } from '../power.js';
 import { instancePaths } from './paths.js';
 import { consoleBody } from '../shape.js';
-import { pump, sessionOperation } from './session-sockets.js';
+import { sessionOperation } from './session-sockets.js';
+import { SocketOutput } from './socket-output.js';
 
 export function consoleRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl): RouteDescriptor {
   return {
@@ -24,18 +25,19 @@ export function consoleRoutes(ctx: PluginContext, manager: InstanceManager, powe
         manager.lifecycle('instance-console', handle, req, { type });
         return async(sessionOperation(ctx, req, handle.name, 'Showing console', ['0', 'control'], async (sockets, op) => {
           const session = await handle.driver.console(handle.inst, { width, height });
-          const socket = sockets.get('0')!;
           sockets.onControl((msg) => {
             if (msg.command === 'window-resize' && msg.args) session.resize(Number(msg.args.width) || width, Number(msg.args.height) || height);
           });
-          socket.on('message', (data: Buffer) => session.input.write(data));
+          // A console has no end of input: only detaching (a socket closing) or the operation ending stops it.
+          sockets.input('0')!.pipe(session.input, () => undefined);
           const detached = new Promise<void>((resolve) => {
-            socket.once('close', () => resolve());
-            sockets.get('control')?.once('close', () => resolve());
-            op.signal.addEventListener('abort', () => resolve(), { once: true });
+            sockets.onClose('0', resolve);
+            sockets.onClose('control', resolve);
+            if (op.signal.aborted) resolve();
+            else op.signal.addEventListener('abort', () => resolve(), { once: true });
           });
-          const ended = pump(session.output, socket);
-          await Promise.race([detached, ended]);
+          const output = new SocketOutput(session.output, sockets.get('0'));
+          await Promise.race([detached, output.ended]);
           session.close();
           sockets.closeAll();
         }));

@@ -12,9 +12,18 @@ import type { PowerControl } from '../power.js';
 import { optionalBool, optionalString, stringMap } from '../shape.js';
 import { execRecordNames } from '../logs.js';
 import { instancePaths, operationResources, subresourceUrl } from './paths.js';
-import { pump, sessionOperation } from './session-sockets.js';
+import { sessionOperation } from './session-sockets.js';
+import { SocketOutput } from './socket-output.js';
 
 const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+/** After the command exited, output still flowing is relayed; a stream quiet this long is done. */
+const OUTPUT_QUIET_MS = 500;
+
+/** `fn` once `signal` aborts, or at once when it already has (the abort may come while the command starts). */
+function whenAborted(signal: AbortSignal, fn: () => void): void {
+  if (signal.aborted) fn();
+  else signal.addEventListener('abort', fn, { once: true });
+}
 
 function optionalId(value: unknown, what: string): number | undefined {
   if (value === undefined || value === null) return undefined;
@@ -69,23 +78,26 @@ export function execRoutes(ctx: PluginContext, manager: InstanceManager, power: 
           const names = spec.interactive ? ['0', 'control'] : ['0', '1', '2', 'control'];
           return async(sessionOperation(ctx, req, handle.name, 'Executing command', names, async (sockets, op) => {
             const session = await handle.driver.exec(handle.inst, spec);
-            op.signal.addEventListener('abort', () => session.signal(9), { once: true });
+            // Cancelled or shut down: nothing of it may outlive the operation.
+            whenAborted(op.signal, () => session.terminate());
+            // The client is gone when its control socket closes, or (without one) a socket it reads from.
+            const clientGone = () => session.terminate();
+            sockets.onClose('control', clientGone);
+            for (const name of spec.interactive ? ['0'] : ['1', '2']) {
+              sockets.onClose(name, () => !sockets.get('control') && clientGone());
+            }
             sockets.onControl((msg) => {
               if (msg.command === 'window-resize' && msg.args) session.resize(Number(msg.args.width) || spec.width!, Number(msg.args.height) || spec.height!);
               else if (msg.command === 'signal' && Number.isInteger(msg.signal)) session.signal(msg.signal!);
             });
-            const input = sockets.get('0')!;
-            input.on('message', (data: Buffer, isBinary: boolean) => {
-              // A zero-length text frame is how some clients say "end of input".
-              if (!isBinary && data.length === 0) session.stdin.end();
-              else session.stdin.write(data);
-            });
-            input.on('close', () => session.stdin.end());
+            // End of input ends the command's stdin: a closed pipe, or ^D on its terminal.
+            sockets.input('0')!.pipe(session.stdin, () => session.stdin.end());
+            for (const name of ['1', '2']) sockets.input(name)?.discard();
             const outputs = spec.interactive
-              ? [pump(session.stdout, input)]
-              : [pump(session.stdout, sockets.get('1')), pump(session.stderr!, sockets.get('2'))];
+              ? [new SocketOutput(session.stdout, sockets.get('0'))]
+              : [new SocketOutput(session.stdout, sockets.get('1')), new SocketOutput(session.stderr!, sockets.get('2'))];
             const code = await session.exited;
-            await Promise.race([Promise.all(outputs), new Promise((r) => setTimeout(r, 1000))]);
+            if (!op.signal.aborted) await Promise.all(outputs.map((o) => o.settle(OUTPUT_QUIET_MS)));
             sockets.closeAll();
             return { return: code };
           }));
@@ -100,7 +112,7 @@ export function execRoutes(ctx: PluginContext, manager: InstanceManager, power: 
           run: async (op) => {
             if (record) await mkdir(handle.inst.logDir, { recursive: true });
             const session = await handle.driver.exec(handle.inst, { ...spec, interactive: false });
-            op.signal.addEventListener('abort', () => session.signal(9), { once: true });
+            whenAborted(op.signal, () => session.terminate());
             session.stdin.end();
             if (!record) {
               session.stdout.resume();

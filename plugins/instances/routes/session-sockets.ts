@@ -1,35 +1,56 @@
 /**
- * The websockets of an exec or console operation: wait until the client opened the data sockets,
- * then relay. The control socket is optional (pylxd never opens it), as with the reference.
+ * The websockets of an exec or console operation. The kernel hands each over as the client opens
+ * it and starts the session once the data sockets are all open (or fails the operation when they
+ * are not, in time); it closes what is left when the operation ends. The control socket is optional
+ * (pylxd never opens it), as with the reference.
  */
 import type { WebSocket } from 'ws';
 import type { ApiRequest, Operation, OperationControl, PluginContext } from '../../../sdk/index.js';
 import { operationResources } from './paths.js';
+import { SocketInput } from './socket-input.js';
 
-type ControlMessage = { command?: string; args?: Record<string, string>; signal?: number };
+export type ControlMessage = { command?: string; args?: Record<string, string>; signal?: number };
+
+/** Control messages kept until the session listens (a resize sent at once, say). */
+const MAX_QUEUED_CONTROL = 64;
 
 export class SessionSockets {
   private readonly sockets = new Map<string, WebSocket>();
-  private readonly waiting: (() => void)[] = [];
+  private readonly inputs = new Map<string, SocketInput>();
+  private readonly pendingControl: ControlMessage[] = [];
   private controlHandler?: (msg: ControlMessage) => void;
+  private closeHandlers: { name: string; handler: () => void }[] = [];
 
-  constructor(private readonly names: string[]) {}
-
-  /** The operation's `connect`: a client opened one of the secrets. */
+  /** The operation's `connect`: a client opened one of the secrets (the kernel lets each open once). */
   attach(name: string, socket: WebSocket): void {
-    const previous = this.sockets.get(name);
-    if (previous) previous.terminate();
     this.sockets.set(name, socket);
     if (name === 'control') this.listenControl(socket);
-    if (this.complete()) for (const wake of this.waiting.splice(0)) wake();
+    else this.inputs.set(name, new SocketInput(socket));
+    for (const waiting of this.closeHandlers.filter((w) => w.name === name)) socket.once('close', waiting.handler);
+    this.closeHandlers = this.closeHandlers.filter((w) => w.name !== name);
   }
 
   get(name: string): WebSocket | undefined {
     return this.sockets.get(name);
   }
 
-  private complete(): boolean {
-    return this.names.every((n) => n === 'control' || this.sockets.has(n));
+  /** What the client sends on a data socket, from the moment it opened. */
+  input(name: string): SocketInput | undefined {
+    return this.inputs.get(name);
+  }
+
+  /**
+   * `handler` runs once when the socket of `name` closes, should it open later (the control socket
+   * may open after the session started); never when it is not opened.
+   */
+  onClose(name: string, handler: () => void): void {
+    const socket = this.sockets.get(name);
+    if (!socket) {
+      this.closeHandlers.push({ name, handler });
+      return;
+    }
+    if (socket.readyState === socket.CLOSED) handler();
+    else socket.once('close', handler);
   }
 
   private listenControl(socket: WebSocket): void {
@@ -40,22 +61,16 @@ export class SessionSockets {
       } catch {
         return; // not JSON: ignore, as a stray keepalive would be
       }
-      this.controlHandler?.(msg);
+      if (!msg || typeof msg !== 'object') return;
+      if (this.controlHandler) this.controlHandler(msg);
+      else if (this.pendingControl.length < MAX_QUEUED_CONTROL) this.pendingControl.push(msg);
     });
   }
 
-  /** Resolves once every socket is open; rejects when the operation is cancelled first. */
-  ready(signal: AbortSignal): Promise<void> {
-    if (this.complete()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      this.waiting.push(resolve);
-      signal.addEventListener('abort', () => reject(new Error('Operation cancelled before the client connected')), { once: true });
-    });
-  }
-
-  /** Control messages (`window-resize`, `signal`) as parsed JSON, whenever the control socket connects. */
+  /** Control messages (`window-resize`, `signal`) as parsed JSON, those sent before this call included. */
   onControl(handler: (msg: ControlMessage) => void): void {
     this.controlHandler = handler;
+    for (const msg of this.pendingControl.splice(0)) handler(msg);
   }
 
   closeAll(): void {
@@ -65,27 +80,15 @@ export class SessionSockets {
   }
 }
 
-/** Pipe a readable into a websocket as binary messages; resolves when the readable ends. */
-export function pump(from: NodeJS.ReadableStream, to: WebSocket | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    from.on('data', (chunk: Buffer) => {
-      if (to && to.readyState === to.OPEN) to.send(chunk, { binary: true });
-    });
-    from.once('end', () => resolve());
-    from.once('close', () => resolve());
-    from.once('error', () => resolve());
-  });
-}
-
 /**
- * A websocket operation about an instance: the client gets a secret per name in `secrets`, and
- * `body` runs once the data sockets are open.
+ * A websocket operation about an instance: the client gets a secret per name in `secrets`; `body`
+ * runs once every secret but `control` is open.
  */
 export function sessionOperation(
   ctx: PluginContext, req: ApiRequest, name: string, description: string, secrets: string[],
   body: (sockets: SessionSockets, op: OperationControl) => Promise<Record<string, unknown> | void>,
 ): Operation {
-  const sockets = new SessionSockets(secrets);
+  const sockets = new SessionSockets();
   return ctx.operations.create({
     class: 'websocket',
     description,
@@ -93,10 +96,8 @@ export function sessionOperation(
     requestor: req.requestor,
     resources: operationResources(name),
     secrets,
+    requiredSecrets: secrets.filter((s) => s !== 'control'),
     connect: (secret, socket) => sockets.attach(secret, socket),
-    run: async (op) => {
-      await sockets.ready(op.signal);
-      return body(sockets, op);
-    },
+    run: (op) => body(sockets, op),
   });
 }
