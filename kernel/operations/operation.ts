@@ -5,6 +5,7 @@ import {
   ApiError, OperationStatus,
   type Operation, type OperationControl, type OperationSpec, type OperationStatusName, type OperationView,
 } from '../../sdk/index.js';
+import { clientMessage } from '../http/client-message.js';
 
 const FINAL: ReadonlySet<OperationStatusName> = new Set(['Success', 'Failure', 'Cancelled']);
 
@@ -184,7 +185,8 @@ export class OperationRecord implements Operation {
 
   private finish(status: OperationStatusName, err = ''): void {
     if (this.isFinal) return;
-    this.err = err;
+    // Failures quote whatever a step threw (a tool, a library): filtered like every error a client reads.
+    this.err = clientMessage(err);
     this.setStatus(status);
     this.resolveFinished(this.view());
     this.releaseSockets();

@@ -84,6 +84,20 @@ export const stateChangeBody = objectBody({
 /** POST /1.0/instances/{name}/console. */
 export const consoleBody = objectBody({ type: bodyShape.text, width: Joi.number().integer().allow(null), height: Joi.number().integer().allow(null) });
 
+/** POST .../exec: flags are booleans and the environment is text, as the reference decodes them. */
+export const execBody = objectBody({
+  command: Joi.array().items(Joi.string()).allow(null),
+  environment: bodyShape.config,
+  'wait-for-websocket': bodyShape.flag,
+  'record-output': bodyShape.flag,
+  interactive: bodyShape.flag,
+  width: Joi.number().integer().allow(null),
+  height: Joi.number().integer().allow(null),
+  user: Joi.number().integer().allow(null),
+  group: Joi.number().integer().allow(null),
+  cwd: bodyShape.text,
+});
+
 /** PUT /1.0/instances: a state change for all of them. */
 export const bulkStateBody = objectBody({ state: bodyShape.object });
 

@@ -171,6 +171,14 @@ test('task operations: 202 with Location, progress, success, failure, cancel, wa
   t.is(failed.json.metadata.status_code, 400);
   t.is(failed.json.metadata.err, 'probe job failed on purpose');
 
+  // A failure quoting a lower layer's dump reaches the client filtered, as error envelopes are.
+  const dump = 'options {"key":"-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg\n-----END PRIVATE KEY-----"} \u001b[31mred\u001b[39m\n    at Object.<anonymous> (/x.js:1:1)';
+  const leaking = await k.inject({ method: 'POST', url: '/1.0/probes/alpha/jobs', payload: { ms: 0, failWith: dump } });
+  const leaked = await k.inject({ url: `${leaking.headers.location}/wait` });
+  t.is(leaked.json.metadata.status_code, 400);
+  t.notRegex(leaked.json.metadata.err, /PRIVATE KEY|MIIEvQ|\u001b|at Object/);
+  t.regex(leaked.json.metadata.err, /^options /);
+
   const slow = await k.inject({ method: 'POST', url: '/1.0/probes/alpha/jobs', payload: { ms: 30000 } });
   const slowUrl = slow.headers.location as string;
   const before = Date.now();

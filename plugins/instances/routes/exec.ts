@@ -9,7 +9,7 @@ import {
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
 import type { PowerControl } from '../power.js';
-import { optionalBool, optionalString, stringMap } from '../shape.js';
+import { execBody, optionalBool, optionalString, stringMap } from '../shape.js';
 import { execRecordNames } from '../logs.js';
 import { instancePaths, operationResources, subresourceUrl } from './paths.js';
 import { sessionOperation } from './session-sockets.js';
@@ -65,6 +65,7 @@ export function execRoutes(ctx: PluginContext, manager: InstanceManager, power: 
   return {
     ...instancePaths('/{name}/exec'),
     post: {
+      body: execBody,
       handler: async (req) => {
         const handle = await manager.load(req.project, req.params.name);
         const spec = execSpec(req.body, handle);
