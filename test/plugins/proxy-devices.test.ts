@@ -274,7 +274,7 @@ test.serial('the PROXY protocol header goes first to the server (proxy_haproxy_p
   t.regex(nc.out(), new RegExp(`^PROXY TCP4 127\\.0\\.0\\.1 127\\.0\\.0\\.1 ${from} ${listen}\\r\\npayload\\n$`));
 });
 
-test.serial('security.uid and security.gid: the forwarder drops its privileges (proxy_priv_drop)', async (t) => {
+test.serial('security.uid and security.gid: the forwarder drops its privileges (proxy_priv_drop, unix_priv_drop)', async (t) => {
   const listen = port();
   background('px', 'echo dropped | nc -l -p 8086');
   await waitFor(() => inside('px', 'netstat -ltn').out.includes(':8086'), 10000, 'nc listening');

@@ -47,7 +47,7 @@ test.serial('a cron schedule snapshots within a minute and expired snapshots are
   t.true(all.includes('Cleaning up expired instance snapshots'), all.join(', '));
 });
 
-test.serial('a stopped instance is skipped unless snapshots.schedule.stopped; @startup snapshots on start (snapshot_schedule_aliases)', async (t) => {
+test.serial('a stopped instance is skipped unless snapshots.schedule.stopped; @startup snapshots on start (snapshot_schedule_aliases, snapshots_schedule_aliases)', async (t) => {
   t.timeout(150_000);
   await call('POST', '/1.0/instances', { name: 'boot', source: { type: 'image', alias: 'bb' } });
   t.is((await call('PATCH', '/1.0/instances/boot', { config: { 'snapshots.schedule': '@startup, @hourly' } })).status, 200);
