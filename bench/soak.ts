@@ -17,7 +17,7 @@ import WebSocket from 'ws';
 import { projectRoot, startWithPool, type Daemon } from '../test/helpers/daemon.js';
 import { buildBusyboxImage } from '../test/helpers/busybox-image.js';
 import { importImage } from '../test/helpers/api.js';
-import { Inspector } from './inspector.js';
+import { Inspector } from '../test/helpers/inspector.js';
 
 interface Row { scenario: string; value: string; target?: string }
 
@@ -40,7 +40,7 @@ const MIX: [Action, number][] = [
 ];
 type Action = 'state' | 'list1' | 'list2' | 'patch' | 'exec-ws' | 'exec-record' | 'exec-wait' | 'operations' | 'events';
 
-interface Sample { t: number; rss: number; heap: number; fds: number; operations: number; children: number }
+interface Sample { t: number; rss: number; heap: number; external: number; fds: number; operations: number; children: number }
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
 const openFds = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
@@ -222,7 +222,8 @@ async function sample(d: Daemon, inspector: Inspector, t0: number): Promise<Samp
   const pid = d.child.pid!;
   const ops = await d.request('GET', '/1.0/operations?recursion=1');
   const running = ops.json?.metadata?.running?.length ?? 0;
-  return { t: (Date.now() - t0) / 1000, rss: rssMiB(pid), heap: await inspector.heapUsedMiB(), fds: openFds(pid), operations: running, children: descendants(pid) };
+  const memory = await inspector.memoryUsage();
+  return { t: (Date.now() - t0) / 1000, rss: rssMiB(pid), heap: memory.heapUsed, external: memory.external, fds: openFds(pid), operations: running, children: descendants(pid) };
 }
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -269,7 +270,7 @@ export async function soakScenario(rows: Row[], results: Record<string, unknown>
       await sleep(Math.min(SAMPLE_MS, Math.max(0, stopAt - Date.now())));
       samples.push(await sample(d, inspector, t0));
       const last = samples.at(-1)!;
-      process.stderr.write(`soak ${last.t.toFixed(0)}s: rss ${last.rss.toFixed(1)} MiB, heap ${last.heap.toFixed(1)} MiB, fds ${last.fds}, ops ${last.operations}, children ${last.children}\n`);
+      process.stderr.write(`soak ${last.t.toFixed(0)}s: rss ${last.rss.toFixed(1)} MiB, heap ${last.heap.toFixed(1)} MiB, external ${last.external.toFixed(1)} MiB, fds ${last.fds}, ops ${last.operations}, children ${last.children}\n`);
       if (warmHeap === undefined && Date.now() - t0 >= WARMUP_MS) {
         // What is reachable once warm; the same measure at the end shows what the load kept.
         await inspector.collectGarbage();

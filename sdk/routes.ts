@@ -37,6 +37,8 @@ export interface ApiRequest {
   readonly log: Logger;
   /** The request body as a stream, only for verbs declared with `rawBody`. */
   readonly rawBody?: NodeJS.ReadableStream;
+  /** Aborted when the client goes away before its answer was sent: a handler that waits stops waiting. */
+  readonly signal?: AbortSignal;
 }
 
 export type Handler = (req: ApiRequest) => ApiResponse | Promise<ApiResponse>;

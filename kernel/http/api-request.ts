@@ -1,4 +1,5 @@
 /** The request object handlers see: parsed query conventions, trust and requestor; no hapi toolkit. */
+import type { ServerResponse } from 'node:http';
 import type Logger from 'bunyan';
 import type { ApiRequest, Requestor } from '../../sdk/index.js';
 
@@ -15,6 +16,7 @@ export interface Caller {
 
 export class KernelRequest implements ApiRequest {
   private logger: Logger | undefined;
+  private hangUp: AbortController | undefined;
   body: any;
 
   constructor(
@@ -32,6 +34,8 @@ export class KernelRequest implements ApiRequest {
     readonly caller: Caller,
     private readonly parentLog: Logger,
     readonly rawBody?: NodeJS.ReadableStream,
+    /** The answer's raw response, to learn when the client hangs up. */
+    private readonly response?: ServerResponse,
   ) {
     this.body = body;
   }
@@ -50,6 +54,19 @@ export class KernelRequest implements ApiRequest {
 
   get clientCertificate(): string | undefined {
     return this.caller.certificate;
+  }
+
+  /** Made on first use (only waiting handlers ask): aborted when the connection closes before the answer is sent. */
+  get signal(): AbortSignal | undefined {
+    const res = this.response;
+    if (!res) return undefined;
+    if (!this.hangUp) {
+      const hangUp = (this.hangUp = new AbortController());
+      if (res.closed) {
+        if (!res.writableFinished) hangUp.abort();
+      } else res.once('close', () => !res.writableFinished && hangUp.abort());
+    }
+    return this.hangUp.signal;
   }
 
   /** Child loggers are made on first use: most requests never log. */

@@ -5,6 +5,7 @@
  */
 import type Hapi from '@hapi/hapi';
 import type { Request, ResponseToolkit } from '@hapi/hapi';
+import type { ServerResponse } from 'node:http';
 import type Logger from 'bunyan';
 import {
   badRequest, forbidden, mergePatch, notFound, parseJsonText, preconditionFailed,
@@ -122,7 +123,8 @@ export class RoutePipeline {
     const access = spec.access ?? 'trusted';
     const caller = await authenticate(request, access);
     const req = this.buildRequest(request.method, request.path, request.params as Record<string, string>, request.query as Record<string, unknown>,
-      request.headers as Record<string, string | undefined>, caller, spec.rawBody ? undefined : parseJsonBody(request.payload), spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined);
+      request.headers as Record<string, string | undefined>, caller, spec.rawBody ? undefined : parseJsonBody(request.payload), spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined,
+      request.raw.res);
     checkAccess(caller, access, req.project, req.allProjects);
     await this.checkProject(req);
 
@@ -143,6 +145,7 @@ export class RoutePipeline {
   buildRequest(
     method: string, path: string, params: Record<string, string>, rawQuery: Record<string, unknown>,
     headers: Record<string, string | string[] | undefined>, caller: Caller, body: unknown, rawBody?: NodeJS.ReadableStream,
+    response?: ServerResponse,
   ): KernelRequest {
     const query = flattenQuery(rawQuery);
     const project = query.project || 'default';
@@ -164,6 +167,7 @@ export class RoutePipeline {
       caller,
       this.opts.log,
       rawBody,
+      response,
     );
   }
 

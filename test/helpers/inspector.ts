@@ -60,6 +60,15 @@ export class Inspector {
     return usage.usedSize / 2 ** 20;
   }
 
+  /** The daemon's own `process.memoryUsage()`, in MiB: heap, and memory outside it (Buffers, native). */
+  async memoryUsage(): Promise<{ heapUsed: number; heapTotal: number; external: number; arrayBuffers: number }> {
+    const { result } = await this.call<{ result: { value: Record<string, number> } }>('Runtime.evaluate', {
+      expression: 'process.memoryUsage()', returnByValue: true, silent: true,
+    });
+    const mib = (key: string) => (result.value[key] ?? 0) / 2 ** 20;
+    return { heapUsed: mib('heapUsed'), heapTotal: mib('heapTotal'), external: mib('external'), arrayBuffers: mib('arrayBuffers') };
+  }
+
   /** A full collection, so the next heap figure counts only what is still reachable. */
   async collectGarbage(): Promise<void> {
     await this.call('HeapProfiler.collectGarbage');
