@@ -37,10 +37,11 @@ const TOLERANCE = 1.1;
 /** Weights of the mixed load (the issue's: state, list, PATCH, exec). */
 const MIX: [Action, number][] = [
   ['state', 6], ['list1', 2], ['list2', 1], ['patch', 3], ['exec-ws', 2], ['exec-record', 1], ['exec-wait', 1], ['operations', 1], ['events', 1],
+  ['wait-abandoned', 1],
 ];
-type Action = 'state' | 'list1' | 'list2' | 'patch' | 'exec-ws' | 'exec-record' | 'exec-wait' | 'operations' | 'events';
+type Action = 'state' | 'list1' | 'list2' | 'patch' | 'exec-ws' | 'exec-record' | 'exec-wait' | 'operations' | 'events' | 'wait-abandoned';
 
-interface Sample { t: number; rss: number; heap: number; external: number; fds: number; operations: number; children: number }
+interface Sample { t: number; rss: number; heap: number; external: number; fds: number; operations: number; children: number; running?: string[] }
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
 const openFds = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
@@ -102,6 +103,20 @@ class Client {
     const meta = op.json?.metadata;
     if (meta?.status !== 'Success') throw new Error(meta?.err || `operation ${meta?.status ?? op.status}`);
     return meta;
+  }
+
+  /** A wait whose client gives up before the operation ends (its own timeout, a ^C). */
+  abandonWait(operation: string, afterMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const req = http.request({ socketPath: this.socket, agent: false, method: 'GET', path: `${operation}/wait` });
+      req.on('error', () => resolve());
+      req.on('response', () => resolve());
+      req.end();
+      setTimeout(() => {
+        req.destroy();
+        resolve();
+      }, afterMs);
+    });
   }
 
   close(): void {
@@ -167,7 +182,7 @@ async function execRecorded(client: Client, instance: string): Promise<void> {
 }
 
 /** One client: a fixed sequence through the mix, so every run does the same work. */
-async function runClient(index: number, socket: string, instances: string[], until: () => boolean, tally: Map<string, { ok: number; failed: number; errors: Map<string, number> }>): Promise<void> {
+async function runClient(index: number, socket: string, instances: string[], token: string, until: () => boolean, tally: Map<string, { ok: number; failed: number; errors: Map<string, number> }>): Promise<void> {
   const client = new Client(socket);
   const deck = MIX.flatMap(([action, weight]) => Array<Action>(weight).fill(action));
   let listener: { ws: WebSocket; left: number } | undefined;
@@ -194,6 +209,7 @@ async function runClient(index: number, socket: string, instances: string[], unt
             break;
           }
           case 'operations': await client.settle('GET', '/1.0/operations?recursion=1'); break;
+          case 'wait-abandoned': await client.abandonWait(token, 50); break;
           case 'events': {
             // A listener that stays for a few of this client's next steps; half leave cleanly, half just drop.
             if (!listener) listener = { ws: await websocket(socket, step % 2 ? '/1.0/events' : '/1.0/events?type=operation,lifecycle'), left: 3 + (step % 5) };
@@ -218,12 +234,12 @@ async function runClient(index: number, socket: string, instances: string[], unt
   }
 }
 
-async function sample(d: Daemon, inspector: Inspector, t0: number): Promise<Sample> {
+async function sample(d: Daemon, inspector: Inspector, t0: number, withNames = false): Promise<Sample> {
   const pid = d.child.pid!;
   const ops = await d.request('GET', '/1.0/operations?recursion=1');
   const running = ops.json?.metadata?.running?.length ?? 0;
   const memory = await inspector.memoryUsage();
-  return { t: (Date.now() - t0) / 1000, rss: rssMiB(pid), heap: memory.heapUsed, external: memory.external, fds: openFds(pid), operations: running, children: descendants(pid) };
+  return { t: (Date.now() - t0) / 1000, rss: rssMiB(pid), heap: memory.heapUsed, external: memory.external, fds: openFds(pid), operations: running.length, children: descendants(pid), ...(withNames ? { running: running.map((op) => op.description) } : {}) };
 }
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
@@ -253,6 +269,9 @@ export async function soakScenario(rows: Row[], results: Record<string, unknown>
       await setup.settle('POST', '/1.0/instances', { name, source: { type: 'image', alias: 'bb' } });
       await setup.settle('PUT', `/1.0/instances/${name}/state`, { action: 'start' });
     }
+    // A token lives until it is used: the operation the abandoned waits wait on.
+    const token = (await setup.request('POST', '/1.0/certificates', { name: 'soak', type: 'client', token: true })).json?.operation as string;
+    if (!token) throw new Error('the soak needs the certificates plugin (a token operation)');
     setup.close();
     await sleep(3000);
     const pid = d.child.pid!;
@@ -264,7 +283,7 @@ export async function soakScenario(rows: Row[], results: Record<string, unknown>
     const t0 = Date.now();
     const stopAt = t0 + MINUTES * 60_000;
     const tally = new Map<string, { ok: number; failed: number; errors: Map<string, number> }>();
-    const load = Promise.all(Array.from({ length: CLIENTS }, (_, i) => runClient(i, d.socket, instances, () => Date.now() >= stopAt, tally)));
+    const load = Promise.all(Array.from({ length: CLIENTS }, (_, i) => runClient(i, d.socket, instances, token, () => Date.now() >= stopAt, tally)));
     let warmHeap: number | undefined;
     while (Date.now() < stopAt) {
       await sleep(Math.min(SAMPLE_MS, Math.max(0, stopAt - Date.now())));
@@ -283,7 +302,7 @@ export async function soakScenario(rows: Row[], results: Record<string, unknown>
     if (SNAPSHOTS) await inspector.snapshot(path.join(heapDir, 'end-of-load.heapsnapshot'));
     await load;
     await sleep(SETTLE_MS);
-    const after = await sample(d, inspector, t0);
+    const after = await sample(d, inspector, t0, true);
     await inspector.collectGarbage();
     const afterHeap = await inspector.heapUsedMiB();
 
@@ -316,7 +335,7 @@ export async function soakScenario(rows: Row[], results: Record<string, unknown>
     rows.push({ scenario: '  RSS slope after warm-up', value: `${slope.toFixed(2)} MiB/min (heap ${heapSlope.toFixed(2)} MiB/min)` });
     rows.push({ scenario: '  V8 heap after a full GC: idle -> warm -> end -> after load', value: `${f(idleHeap)} -> ${f(warmHeap ?? NaN)} -> ${f(endHeap)} -> ${f(afterHeap)} MiB` });
     rows.push({ scenario: '  open fds: idle -> end of load -> after load', value: `${idle.fds} -> ${endWindow.at(-1)?.fds} -> ${after.fds}` });
-    rows.push({ scenario: `  after the load (${SETTLE_MS / 1000} s later)`, value: `RSS ${f(after.rss)} MiB, ${after.operations} operations running, ${after.children} child processes`, target: 'near idle, 0 running, 0 children' });
+    rows.push({ scenario: `  after the load (${SETTLE_MS / 1000} s later)`, value: `RSS ${f(after.rss)} MiB, ${after.operations} operations running${after.operations ? ` (${after.running!.join(', ')})` : ''}, ${after.children} child processes`, target: 'near idle, 0 running, 0 children' });
   } finally {
     inspector.close();
     await d.stop();
