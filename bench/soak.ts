@@ -237,7 +237,8 @@ async function runClient(index: number, socket: string, instances: string[], tok
 async function sample(d: Daemon, inspector: Inspector, t0: number, withNames = false): Promise<Sample> {
   const pid = d.child.pid!;
   const ops = await d.request('GET', '/1.0/operations?recursion=1');
-  const running = ops.json?.metadata?.running?.length ?? 0;
+  // The token operation runs all along; it is not the load's.
+  const running = ((ops.json?.metadata?.running ?? []) as { class: string; description: string }[]).filter((op) => op.class !== 'token');
   const memory = await inspector.memoryUsage();
   return { t: (Date.now() - t0) / 1000, rss: rssMiB(pid), heap: memory.heapUsed, external: memory.external, fds: openFds(pid), operations: running.length, children: descendants(pid), ...(withNames ? { running: running.map((op) => op.description) } : {}) };
 }
