@@ -15,6 +15,7 @@ import { volumeScenarios } from './volumes.js';
 import { storageScenarios } from './storage.js';
 import { proxyScenarios } from './proxy.js';
 import { nicScenarios } from './nics.js';
+import { soakScenario } from './soak.js';
 
 interface Row { scenario: string; value: string; target?: string }
 const rows: Row[] = [];
@@ -109,7 +110,10 @@ async function fanout(d: Daemon, listeners: number): Promise<void> {
   rows.push({ scenario: `  same, measured from the request's start`, value: `p50 ${sendP50.toFixed(3)} ms, p99 ${sendP99.toFixed(3)} ms` });
 }
 
-/** `npm run bench -- tls startup` runs only those groups (startup, api, tls, containers, networks, volumes, storage, proxy, nics); no argument runs them all. */
+/**
+ * `npm run bench -- tls startup` runs only those groups (startup, api, tls, containers, networks, volumes, storage, proxy, nics);
+ * no argument runs them all. `soak` (minutes of steady load, BENCH_SOAK_MINUTES) runs only when named.
+ */
 const only = new Set(process.argv.slice(2));
 const want = (group: string) => only.size === 0 || only.has(group);
 
@@ -133,6 +137,7 @@ if (want('volumes')) await volumeScenarios(rows, results);
 if (want('storage')) await storageScenarios(rows, results);
 if (want('proxy')) await proxyScenarios(rows, results);
 if (want('nics')) await nicScenarios(rows, results);
+if (only.has('soak')) await soakScenario(rows, results);
 
 const width = Math.max(...rows.map((r) => r.scenario.length));
 const valueWidth = Math.max(...rows.map((r) => r.value.length));

@@ -43,6 +43,8 @@ export interface ApiRequest {
    * lock, checks again there against what it is about to change.
    */
   checkIfMatch(content: unknown): void;
+  /** Aborted when the client goes away before its answer was sent: a handler that waits stops waiting. */
+  readonly signal?: AbortSignal;
 }
 
 export type Handler = (req: ApiRequest) => ApiResponse | Promise<ApiResponse>;

@@ -1,4 +1,5 @@
 /** The request object handlers see: parsed query conventions, trust and requestor; no hapi toolkit. */
+import type { ServerResponse } from 'node:http';
 import type Logger from 'bunyan';
 import { preconditionFailed, type ApiRequest, type Requestor } from '../../sdk/index.js';
 import { etagOf } from './envelope.js';
@@ -16,6 +17,7 @@ export interface Caller {
 
 export class KernelRequest implements ApiRequest {
   private logger: Logger | undefined;
+  private hangUp: AbortController | undefined;
   body: any;
 
   constructor(
@@ -33,6 +35,8 @@ export class KernelRequest implements ApiRequest {
     readonly caller: Caller,
     private readonly parentLog: Logger,
     readonly rawBody?: NodeJS.ReadableStream,
+    /** The answer's raw response, to learn when the client hangs up. */
+    private readonly response?: ServerResponse,
   ) {
     this.body = body;
   }
@@ -59,6 +63,19 @@ export class KernelRequest implements ApiRequest {
     const expected = etagOf(content);
     const offered = String(header).split(',').map((t) => t.trim().replace(/^W\//, '').replace(/^"|"$/g, ''));
     if (!offered.includes(expected) && !offered.includes('*')) throw preconditionFailed();
+  }
+
+  /** Made on first use (only waiting handlers ask): aborted when the connection closes before the answer is sent. */
+  get signal(): AbortSignal | undefined {
+    const res = this.response;
+    if (!res) return undefined;
+    if (!this.hangUp) {
+      const hangUp = (this.hangUp = new AbortController());
+      if (res.closed) {
+        if (!res.writableFinished) hangUp.abort();
+      } else res.once('close', () => !res.writableFinished && hangUp.abort());
+    }
+    return this.hangUp.signal;
   }
 
   /** Child loggers are made on first use: most requests never log. */

@@ -6,6 +6,7 @@
 import type Hapi from '@hapi/hapi';
 import type { Request, ResponseToolkit } from '@hapi/hapi';
 import type { Readable } from 'node:stream';
+import type { ServerResponse } from 'node:http';
 import type Logger from 'bunyan';
 import {
   KeyedLock, badRequest, checkShape, forbidden, mergePatch, notFound, objectBody, parseJsonText,
@@ -129,7 +130,8 @@ export class RoutePipeline {
     if (spec.rawBody) checkDeclaredLength(request.raw.req.headers, limit);
     const payload = spec.rawBody || verb === 'get' ? undefined : await readBody(request.payload as Readable, request.raw.req.headers, limit);
     const req = this.buildRequest(request.method, request.path, request.params as Record<string, string>, request.query as Record<string, unknown>,
-      request.headers as Record<string, string | undefined>, caller, spec.rawBody ? undefined : parseJsonBody(payload), spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined);
+      request.headers as Record<string, string | undefined>, caller, spec.rawBody ? undefined : parseJsonBody(payload), spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined,
+      request.raw.res);
     checkAccess(caller, access, req.project, req.allProjects);
     await this.checkProject(req);
 
@@ -154,6 +156,7 @@ export class RoutePipeline {
   buildRequest(
     method: string, path: string, params: Record<string, string>, rawQuery: Record<string, unknown>,
     headers: Record<string, string | string[] | undefined>, caller: Caller, body: unknown, rawBody?: NodeJS.ReadableStream,
+    response?: ServerResponse,
   ): KernelRequest {
     const query = flattenQuery(rawQuery);
     const project = query.project || 'default';
@@ -175,6 +178,7 @@ export class RoutePipeline {
       caller,
       this.opts.log,
       rawBody,
+      response,
     );
   }
 

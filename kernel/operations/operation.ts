@@ -26,6 +26,8 @@ export class OperationRecord implements Operation {
   private readonly abort = new AbortController();
   private readonly finished: Promise<OperationView>;
   private resolveFinished!: (view: OperationView) => void;
+  /** Wakers of `/wait` callers; each removes itself when it fires, whatever fired it. */
+  private readonly waiters = new Set<() => void>();
   /** secret -> name of the socket it opens (websocket class). */
   private readonly secrets = new Map<string, string>();
   /** Names whose socket a client has opened, and every socket still attached to this operation. */
@@ -81,6 +83,32 @@ export class OperationRecord implements Operation {
 
   done(): Promise<OperationView> {
     return this.finished;
+  }
+
+  /**
+   * Resolves when the operation ends, after `timeoutMs` (undefined: no limit) or when `signal` aborts
+   * (its caller went away). Unlike a race against done(), nothing stays attached to a long-lived
+   * operation (a token, say) once the wait is over.
+   */
+  wait(timeoutMs: number | undefined, signal?: AbortSignal): Promise<void> {
+    if (this.isFinal || signal?.aborted || timeoutMs === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const wake = () => {
+        clearTimeout(timer);
+        this.waiters.delete(wake);
+        signal?.removeEventListener('abort', wake);
+        resolve();
+      };
+      this.waiters.add(wake);
+      if (timeoutMs !== undefined) timer = setTimeout(wake, timeoutMs);
+      signal?.addEventListener('abort', wake, { once: true });
+    });
+  }
+
+  /** How many `/wait` callers are waiting (for tests of the above). */
+  get waiting(): number {
+    return this.waiters.size;
   }
 
   /** Move to Running and run the body; token operations just stay Running until cancelled. */
@@ -190,6 +218,7 @@ export class OperationRecord implements Operation {
     this.setStatus(status);
     this.resolveFinished(this.view());
     this.releaseSockets();
+    for (const wake of [...this.waiters]) wake();
   }
 
   private setStatus(status: OperationStatusName): void {

@@ -43,11 +43,8 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
         handler: async (req) => {
           const op = find(req.params.id!, req);
           const timeout = req.query.timeout === undefined ? -1 : Number(req.query.timeout);
-          if (timeout !== 0) {
-            let timer: NodeJS.Timeout | undefined;
-            await Promise.race([op.done(), ...(timeout > 0 ? [new Promise((r) => (timer = setTimeout(r, timeout * 1000)))] : [])]);
-            clearTimeout(timer);
-          }
+          // A caller that hangs up stops waiting: its request is not kept until the operation ends.
+          await op.wait(timeout < 0 ? undefined : timeout * 1000, req.signal);
           return sync(op.view());
         },
       },

@@ -87,10 +87,11 @@ export async function stopDaemons(): Promise<void> {
   await Promise.all([...running].map((d) => d.stop()));
 }
 
-export async function startDaemon(opts: { plugins?: string; dir?: string; args?: string[] } = {}): Promise<Daemon> {
+/** `nodeArgs`: node options beside the daemon's own flags (the soak bench adds the inspector). */
+export async function startDaemon(opts: { plugins?: string; dir?: string; args?: string[]; nodeArgs?: string[] } = {}): Promise<Daemon> {
   const dir = opts.dir ?? mkdtempSync(path.join(tmpdir(), 'corral-'));
   const socket = path.join(dir, 'unix.socket');
-  const child = spawn(process.execPath, [...nodeFlags, corrald, '--dir', dir, '--plugins', opts.plugins ?? 'full', ...(opts.args ?? [])], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeFlags, ...(opts.nodeArgs ?? []), corrald, '--dir', dir, '--plugins', opts.plugins ?? 'full', ...(opts.args ?? [])], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (c: Buffer) => (output += c));
   child.stderr!.on('data', (c: Buffer) => (output += c));
@@ -156,7 +157,7 @@ export function collect(ws: WebSocket): any[] {
 }
 
 /** An `edge` daemon once `--init auto` has made its default pool: where every container test starts. */
-export async function startWithPool(opts: { dir?: string; plugins?: string } = {}): Promise<Daemon> {
+export async function startWithPool(opts: { dir?: string; plugins?: string; nodeArgs?: string[] } = {}): Promise<Daemon> {
   const daemon = await startDaemon({ plugins: 'edge', ...opts, args: ['--init', 'auto'] });
   await waitFor(async () => (await daemon.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
   // The init gives the default profile its root disk after making the pool: on a loaded machine a test could come in between.
