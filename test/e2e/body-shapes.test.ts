@@ -5,7 +5,7 @@
  */
 import test from 'ava';
 import { startDaemon, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
-import { callAndWait, importImage } from '../helpers/api.js';
+import { callAndWait, importImage, mustSucceed } from '../helpers/api.js';
 import { buildBusyboxImage } from '../helpers/busybox-image.js';
 import { selfSigned } from '../helpers/pki.js';
 import { lxc } from '../helpers/clients.js';
@@ -124,10 +124,7 @@ async function everything(): Promise<Record<string, unknown>> {
   return out;
 }
 
-async function must(method: string, url: string, body: unknown): Promise<void> {
-  const res = await callAndWait(d, method, url, body);
-  if (res.status >= 400 || (res.op && res.op.status !== 'Success')) throw new Error(`${method} ${url}: ${res.body} ${res.op?.err ?? ''}`);
-}
+const must = (method: string, url: string, body?: unknown): Promise<void> => mustSucceed(d, method, url, body);
 
 test.before(async () => {
   d = await startDaemon({ args: ['--init', 'auto'] });

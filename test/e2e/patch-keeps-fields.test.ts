@@ -7,7 +7,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startDaemon, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
-import { callAndWait, importImage } from '../helpers/api.js';
+import { callAndWait, importImage, mustSucceed } from '../helpers/api.js';
 import { buildBusyboxImage } from '../helpers/busybox-image.js';
 import { selfSigned } from '../helpers/pki.js';
 
@@ -17,10 +17,7 @@ const cert = selfSigned(mkdtempSync(path.join(tmpdir(), 'corral-certs-')), 'keep
 let d: Daemon;
 let fingerprint: string;
 
-async function must(method: string, url: string, body: unknown): Promise<void> {
-  const res = await callAndWait(d, method, url, body);
-  if (res.status >= 400 || (res.op && res.op.status !== 'Success')) throw new Error(`${method} ${url}: ${res.body} ${res.op?.err ?? ''}`);
-}
+const must = (method: string, url: string, body?: unknown): Promise<void> => mustSucceed(d, method, url, body);
 
 test.before(async () => {
   d = await startDaemon({ args: ['--init', 'auto'] });

@@ -17,6 +17,12 @@ export async function callAndWait(daemon: Daemon, method: string, url: string, b
   return { ...res, op: op.json.metadata };
 }
 
+/** A setup call that must work: throws with the daemon's answer when the request or its operation fails. */
+export async function mustSucceed(daemon: Daemon, method: string, url: string, body?: unknown): Promise<void> {
+  const res = await callAndWait(daemon, method, url, body);
+  if (res.status >= 400 || (res.op && res.op.status !== 'Success')) throw new Error(`${method} ${url}: ${res.body} ${res.op?.err ?? ''}`);
+}
+
 /** Upload an image tarball, give it `alias`, and answer its fingerprint; throws when the import fails. */
 export async function importImage(daemon: Daemon, tarball: string, alias: string): Promise<string> {
   const { op, json } = await callAndWait(daemon, 'POST', '/1.0/images', readFileSync(tarball), { 'content-type': 'application/octet-stream' });
