@@ -87,8 +87,8 @@ export interface InstanceDriver {
   readonly configKeys?: ConfigKeyDescriptor[];
   /** Volatile keys to store when an instance is created or copied (id maps...). */
   initialize?(inst: DriverInstance, existing: DriverInstance[]): Promise<Record<string, string>>;
-  /** Check config the driver will apply (raw.lxc...); throw a 400 ApiError. */
-  validate?(config: Record<string, string>): void;
+  /** Check config the driver will apply (raw.lxc...); throw (or reject with) a 400 ApiError. */
+  validate?(config: Record<string, string>): void | Promise<void>;
   /** Resolves with volatile keys to record, such as the id map now in effect (`volatile.idmap.current`). */
   start(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<Record<string, string> | void>;
   /** Clean shutdown within `timeoutMs` then kill; `force` kills at once. */

@@ -30,8 +30,10 @@ import { NicPlumber, type RecordedNic } from './nics.js';
 import { LxcPaths, lxcName } from './paths.js';
 import { readList, writeList } from './recorded-list.js';
 import { checkRawLxc } from './raw-lxc.js';
+import { liblxcRefusal } from './raw-lxc-verdict.js';
 import { runningState, stoppedState } from './runtime-state.js';
 import { runTool } from './tool.js';
+import { refuseShift } from './shift-protection.js';
 
 /** The logger methods the driver uses (a bunyan logger in the daemon). */
 export interface DriverLog {
@@ -103,7 +105,20 @@ export class LxcDriver implements InstanceDriver {
     return lxcName(inst.project, inst.name);
   }
 
-  validate(config: Record<string, string>): void {
+  /** What the key registry cannot see (the whole config), then liblxc's own verdict on raw.lxc. */
+  async validate(config: Record<string, string>): Promise<void> {
+    this.checkConfig(config);
+    const raw = config['raw.lxc'];
+    if (!raw) return;
+    const refusal = await liblxcRefusal(this.opts.hostTools, raw).catch((err: Error) => {
+      // Without lxc-info the lines are judged at the next start instead.
+      this.opts.log.warn({ err }, 'liblxc could not be asked about raw.lxc');
+      return undefined;
+    });
+    if (refusal) throw badRequest(`Invalid value for "raw.lxc": ${refusal}`);
+  }
+
+  private checkConfig(config: Record<string, string>): void {
     const check = (key: string, fn: (v: string) => void) => {
       const v = config[key];
       if (!v) return;
@@ -181,8 +196,9 @@ export class LxcDriver implements InstanceDriver {
   async start(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<StartResult> {
     const name = this.nameOf(inst);
     if (this.monitors.find(name)) throw badRequest('The instance is already running');
-    this.validate(inst.config);
+    this.checkConfig(inst.config);
     const plan = this.plan(inst.config, () => this.recordedRanges(name));
+    refuseShift(inst.config, plan);
     const delegated = this.delegated();
     try {
       // Without any subid entry for root, liblxc writes the maps itself and anything goes.

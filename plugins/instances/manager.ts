@@ -147,7 +147,7 @@ export class InstanceManager implements InstanceAccess {
     const config = expandConfig(profiles, edit.config);
     const devices = expandDevices(profiles, edit.devices);
     this.ctx.keys.validate('instance', edit.config);
-    driver.validate?.(config);
+    await driver.validate?.(config);
     this.deps.devices.validate(devices, { instanceType: type, profile: false, project });
     await checkDevices(this.deps.devices, devices, { instanceType: type, profile: false, project });
     const roots = Object.values(devices).filter(isRootDisk);
