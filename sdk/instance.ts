@@ -112,6 +112,11 @@ export interface InstanceDriver {
   detachDevice?(inst: DriverInstance, device: string): Promise<void>;
   /** Apply changed keys to a running instance (undefined value: unset). Throw if a key needs a restart. */
   update?(inst: DriverInstance, changed: Record<string, string | undefined>): Promise<void>;
+  /**
+   * Give the instance's host directories the owners and modes its config calls for (who may pass
+   * into its rootfs): called after a create, after a config change and at boot.
+   */
+  secureFiles?(inst: DriverInstance): Promise<void>;
   /** Forget an instance (driver-side files); the volume is the family's business. */
   remove(inst: DriverInstance): Promise<void>;
   /** Driver-side names that no record owns any more (crash leftovers), removed at boot. */
