@@ -28,7 +28,6 @@ export function parseRawLxc(text: string): RawLxcLine[] {
 /** Keys compare without case, as the reference compares them; liblxc ignores lines not starting with `lxc.`. */
 function checkKey(original: string): void {
   const key = original.toLowerCase();
-  if (key === '') throw new Error('Invalid raw.lxc line: a line has no key before "="');
   if (key === 'lxc.logfile' || key === 'lxc.log.file') throw new Error('Setting lxc.logfile is not allowed');
   if (key === 'lxc.syslog' || key === 'lxc.log.syslog') throw new Error('Setting lxc.log.syslog is not allowed');
   if (key === 'lxc.ephemeral') throw new Error('Setting lxc.ephemeral is not allowed');
