@@ -5,11 +5,8 @@
  */
 import { chmod, rm, readdir } from 'node:fs/promises';
 import path from 'node:path';
-import type { PluginContext } from '../../sdk/index.js';
+import { CONTAINER_SNAPSHOT_MODE, type PluginContext } from '../../sdk/index.js';
 import { LOGS_MODE, volumeName, type InstanceManager } from './manager.js';
-
-/** New snapshots copy their instance directory's 0100 and owner; older ones get the mode at boot. */
-const SNAPSHOT_DIR_MODE = 0o100;
 
 export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceManager): Promise<void> {
   const records = await manager.records.list();
@@ -33,8 +30,8 @@ export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceMana
     const names = await storage.listSnapshots(s.doc.pool, vol).catch(() => [] as string[]);
     for (const snap of names) {
       if (snapshotRecords.has(`${s.project}/${s.name}/${snap}`)) {
-        // A snapshot holds the same setuid binaries as its instance: passable by its root alone (instance-dir in instance-lxc).
-        if (s.doc.type === 'container') await chmod(await storage.snapshotPath(s.doc.pool, vol, snap), SNAPSHOT_DIR_MODE).catch(() => undefined);
+        // Made by an older version with the volume mode (read-only btrfs snapshots keep theirs).
+        if (s.doc.type === 'container') await chmod(await storage.snapshotPath(s.doc.pool, vol, snap), CONTAINER_SNAPSHOT_MODE).catch(() => undefined);
         continue;
       }
       ctx.log.warn({ pool: s.doc.pool, volume: vol, snapshot: snap }, 'removing a snapshot that has no record (left by a crash)');

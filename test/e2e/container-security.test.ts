@@ -201,6 +201,15 @@ test.serial('instance directories: only the container root may pass (0100), on c
   // The privileged container kept running through the restart.
   t.regex(await ok(t, 'info', 'pv'), /Status: RUNNING/);
   await ok(t, 'start', 'up');
+
+  // An instance imported from a backup, snapshots and all, is closed the same way.
+  const tarball = path.join(dir, 'up.tar.gz');
+  await ok(t, 'export', 'up', tarball);
+  await ok(t, 'import', tarball, 'up2');
+  t.is(mode(volume('up2')), 0o100);
+  t.is(owner(volume('up2')), root);
+  t.is(mode(path.join(pool(), 'containers-snapshots', 'up2', 's1')), 0o100);
+  await ok(t, 'delete', '--force', 'up2');
   await ok(t, 'delete', '--force', 'up');
   await ok(t, 'delete', '--force', 'pv');
 });
