@@ -12,6 +12,7 @@ import { diskDevice, isRootDisk } from './devices/disk.js';
 import { noneDevice } from './devices/none.js';
 import { InstanceManager } from './manager.js';
 import { expandConfig, expandDevices } from './expand.js';
+import { validateProfileUsers } from './profile-validation.js';
 import { PowerControl } from './power.js';
 import { collectionRoutes } from './routes/collection.js';
 import { instanceRoutes } from './routes/instance.js';
@@ -103,13 +104,14 @@ export default definePlugin({
       .filter((s) => s.doc.config['volatile.base_image'] === fingerprint).map((s) => resourceUrl(`/1.0/instances/${s.name}`, s.project)));
     registerImageSources(ctx, manager, images);
 
-    // Profile edits: validate against device types and re-apply live keys to running instances.
+    // Profile edits: validate against device types and the drivers of the instances using them, and re-apply live keys to running instances.
     profiles.onChange(async (change) => {
       if (!change.profile) return;
       devices.validate(change.profile.devices, { instanceType: 'any', profile: true, project: change.project });
       for (const dev of Object.values(change.profile.devices)) {
         if (isRootDisk(dev)) await storage.pool(dev.pool);
       }
+      await validateProfileUsers(manager, change, await recordsUsing('profiles', change.project));
       const quotasBack = await applyProfileRootQuotas(manager, storage, change);
       await applyProfileToRunning(manager, change).catch(async (err) => {
         await quotasBack();

@@ -60,6 +60,9 @@ export interface CreateSpec extends InstanceEdit {
 /** What the project policy gate is told besides the expanded instance (see InstanceProposal). */
 export type InstanceVet = Pick<InstanceProposal, 'action' | 'name' | 'replaces' | 'target'>;
 
+/** The logs root is root's alone, as the reference's log directory is: logs may tell what runs inside. */
+export const LOGS_MODE = 0o700;
+
 export const volumeName = (project: string, name: string) => (project === 'default' ? name : `${project}_${name}`);
 
 export class InstanceManager implements InstanceAccess {
@@ -150,7 +153,7 @@ export class InstanceManager implements InstanceAccess {
     const config = expandConfig(profiles, edit.config);
     const devices = expandDevices(profiles, edit.devices);
     this.ctx.keys.validate('instance', edit.config);
-    driver.validate?.(config);
+    await driver.validate?.(config);
     this.deps.devices.validate(devices, { instanceType: type, profile: false, project });
     await checkDevices(this.deps.devices, devices, { instanceType: type, profile: false, project });
     const roots = Object.values(devices).filter(isRootDisk);
@@ -201,6 +204,7 @@ export class InstanceManager implements InstanceAccess {
     const volumePath = await this.deps.storage.createInstanceVolume(pool, vol, spec.source);
     let stored: StoredDoc<InstanceRecord> | undefined;
     try {
+      await mkdir(this.logsRoot, { recursive: true, mode: LOGS_MODE });
       await mkdir(this.logDir(spec.project, spec.name), { recursive: true });
       const profiles = await this.loadProfiles(spec.project, spec.profiles);
       const draft: DriverInstance = {
@@ -217,6 +221,7 @@ export class InstanceManager implements InstanceAccess {
         return tx.collection<InstanceRecord>('instances').put(spec.project, spec.name, record, 0);
       });
       const handle = await this.handleFor(stored);
+      await handle.driver.secureFiles?.(handle.inst);
       this.lifecycle('instance-created', spec, req, { 'storage-pool': pool, type: spec.type });
       return handle;
     } catch (err) {
@@ -261,6 +266,8 @@ export class InstanceManager implements InstanceAccess {
       await quotaBack().catch(() => undefined);
       throw err;
     }
+    // A privilege or id map change changes who may enter the instance's directory.
+    if (handle.driver.secureFiles) await handle.driver.secureFiles((await this.load(handle.project, handle.name)).inst);
     this.lifecycle('instance-updated', handle, req);
   }
 
