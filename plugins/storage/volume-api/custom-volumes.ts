@@ -13,6 +13,7 @@ import {
 } from '../../../sdk/index.js';
 import { poolLockKey, type PoolManager } from '../pools.js';
 import type { SharedLock } from '../shared-lock.js';
+import { withPoolDefaults } from '../volume-defaults.js';
 import type { VolumeManager } from '../volumes.js';
 import type { VolumeCatalog } from './catalog.js';
 import { checkVolumeName } from './names.js';
@@ -104,11 +105,11 @@ export class CustomVolumes {
 
   async create(poolName: string, project: string, vol: NewVolume, requestor?: Requestor): Promise<void> {
     checkVolumeName(vol.name);
-    const config = { ...vol.config };
+    const { info } = await this.pools.usable(poolName);
+    const config = withPoolDefaults(info.config, vol.contentType === 'block' ? 'custom-block' : 'custom-filesystem', vol.config);
     for (const [k, v] of Object.entries(config)) if (v === '') delete config[k];
     this.checkConfig(config, vol.contentType);
-    const { info } = await this.pools.usable(poolName);
-    if (vol.contentType === 'block' && !config.size) config.size = info.config['volume.size'] || DEFAULT_BLOCK_SIZE;
+    if (vol.contentType === 'block' && !config.size) config.size = DEFAULT_BLOCK_SIZE;
     await this.vet(project, poolName, vol.name, config);
     await this.reserving(project, poolName, vol.name, async () => {
       await this.locks.shared(poolLockKey(poolName), async () => {
