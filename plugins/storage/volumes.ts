@@ -60,18 +60,22 @@ export class VolumeManager {
     return (await this.records.get(pool, vol)).state;
   }
 
-  /** What a new instance volume carries: what it is given, its copy source's, or the pool's defaults. */
+  /**
+   * What a new instance volume carries: what it is given or its copy source's, and the pool's
+   * defaults for the keys that leaves out (as the reference fills a moved or copied volume).
+   */
   private async newState(info: PoolInfo, vol: VolumeRef, source: VolumeSource, given?: VolumeState): Promise<VolumeState> {
-    if (given) return { description: given.description, config: { ...given.config }, snapshots: { ...given.snapshots } };
+    const kind = vol.type === 'image' ? 'image' : 'instance';
+    if (given) return { description: given.description, config: withPoolDefaults(info.config, kind, given.config), snapshots: { ...given.snapshots } };
     if (source.kind === 'copy') {
       const from = await this.volumeState(source.pool, source.volume);
       const base = source.snapshot ? from.snapshots[source.snapshot] ?? from : from;
       const snapshots: VolumeState['snapshots'] = {};
       for (const name of source.snapshots ?? []) if (from.snapshots[name]) snapshots[name] = from.snapshots[name]!;
       // As the reference: the copy takes the config; its description starts empty, its snapshots keep theirs.
-      return { description: '', config: { ...base.config }, snapshots };
+      return { description: '', config: withPoolDefaults(info.config, kind, base.config), snapshots };
     }
-    return { description: '', config: withPoolDefaults(info.config, vol.type === 'image' ? 'image' : 'instance'), snapshots: {} };
+    return { description: '', config: withPoolDefaults(info.config, kind), snapshots: {} };
   }
 
   async createInstanceVolume(poolName: string, vol: VolumeRef, source: VolumeSource, state?: VolumeState): Promise<string> {

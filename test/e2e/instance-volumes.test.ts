@@ -158,7 +158,16 @@ test.serial('pools take volume.* keys as the reference does and give them to new
   const fingerprint = (await run(t, 'image', 'list', '--format', 'csv', '-c', 'F')).trim();
   t.deepEqual((await showVolume(t, 'p2', `image/${fingerprint}`)).config, { 'snapshots.expiry': '2d', 'snapshots.pattern': 'v%d', 'snapshots.schedule': '@daily' });
 
+  // A move to the pool keeps the volume's description and config and adds the pool's defaults it lacks.
+  await run(t, 'init', 'bb', 'c6');
+  t.is((await d.request('PUT', '/1.0/storage-pools/default/volumes/container/c6', { config: { 'user.m': '1' }, description: 'moving' })).status, 200);
+  await run(t, 'move', 'c6', '-s', 'p2');
+  t.like(await showVolume(t, 'p2', 'container/c6'), {
+    description: 'moving', config: { 'user.m': '1', 'snapshots.expiry': '2d', 'snapshots.pattern': 'v%d', 'snapshots.schedule': '@daily' },
+  });
+
   await run(t, 'delete', 'c5');
+  await run(t, 'delete', 'c6');
   await run(t, 'storage', 'volume', 'delete', 'p2', 'v1/s1');
   await run(t, 'storage', 'volume', 'delete', 'p2', 'v1');
   await run(t, 'storage', 'volume', 'delete', 'p2', 'blk');
