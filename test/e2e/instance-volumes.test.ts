@@ -146,6 +146,15 @@ test.serial('pools take volume.* keys as the reference does and give them to new
   await run(t, 'storage', 'volume', 'create', 'p2', 'blk', '--type=block', 'size=10MiB', 'snapshots.expiry=1w');
   t.deepEqual((await showVolume(t, 'p2', 'blk')).config, { size: '10MiB', 'snapshots.expiry': '1w', 'snapshots.pattern': 'v%d', 'snapshots.schedule': '@daily' });
 
+  // A copy from another pool keeps its config and takes the defaults it lacks.
+  await run(t, 'storage', 'volume', 'create', 'default', 'cv', 'user.k=1');
+  await run(t, 'storage', 'volume', 'copy', 'default/cv', 'p2/cv2');
+  t.deepEqual((await showVolume(t, 'p2', 'cv2')).config, {
+    'security.shifted': 'true', size: '1GiB', 'snapshots.expiry': '2d', 'snapshots.pattern': 'v%d', 'snapshots.schedule': '@daily', 'user.k': '1',
+  });
+  await run(t, 'storage', 'volume', 'delete', 'p2', 'cv2');
+  await run(t, 'storage', 'volume', 'delete', 'default', 'cv');
+
   // New snapshots of the volume expire by the inherited snapshots.expiry.
   const before = Date.now();
   await run(t, 'storage', 'volume', 'snapshot', 'p2', 'v1', 's1');

@@ -225,7 +225,11 @@ export class CustomVolumes {
       this.ctx.events.lifecycle('storage-volume-updated', volumeUrl(poolName, 'custom', target.name, project), { project, requestor });
       return;
     }
-    const config = { ...src.doc.config, ...(target.config ?? {}) };
+    // As the reference: the target pool's volume.* defaults fill what the source's config leaves out.
+    const { info: targetPool } = await this.pools.usable(poolName);
+    const kind = src.doc.contentType === 'block' ? 'custom-block' : 'custom-filesystem';
+    const config = withPoolDefaults(targetPool.config, kind, { ...src.doc.config, ...(target.config ?? {}) });
+    for (const [k, v] of Object.entries(config)) if (v === '') delete config[k];
     this.checkConfig(config, src.doc.contentType);
     await this.vet(project, poolName, target.name, config);
     await this.reserving(project, poolName, target.name, async () => {
