@@ -1,6 +1,7 @@
 /**
  * /1.0/storage-pools/{pool}/volumes[/{type}[/{name}[/state]]]: volumes of every type, custom
- * volumes created, edited, renamed, copied and moved. Custom volumes live in the project that
+ * volumes created, edited, renamed, copied and moved; instance and image volumes shown and their
+ * description and config edited. Custom volumes live in the project that
  * `features.storage.volumes` names; instance volumes in their instance's project.
  */
 import {
@@ -55,7 +56,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
     content_type: inst.type === 'virtual-machine' ? 'block' : 'filesystem', project: inst.project, created_at: NEVER,
   });
 
-  const imageView = (pool: string, name: string, state: { description: string; config: Record<string, string> }): VolumeView => ({
+  const imageView = (name: string, state: { description: string; config: Record<string, string> }): VolumeView => ({
     config: state.config, description: state.description, name, type: 'image', used_by: [`/1.0/images/${name}`], location: 'none',
     content_type: 'filesystem', project: 'default', created_at: NEVER,
   });
@@ -82,7 +83,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
     if (type === 'image') {
       const refs = (await volumes.listVolumes(pool, 'image')).filter((r) => !r.name.includes('.'));
       const out: Listed[] = [];
-      for (const r of refs) out.push({ url: volumeUrl(pool, 'image', r.name, 'default'), view: imageView(pool, r.name, await volumes.volumeState(pool, imageRef(r.name))) });
+      for (const r of refs) out.push({ url: volumeUrl(pool, 'image', r.name, 'default'), view: imageView(r.name, await volumes.volumeState(pool, imageRef(r.name))) });
       return out;
     }
     const out: Listed[] = [];
@@ -118,7 +119,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
     if (type === 'image') {
       const found = (await volumes.listVolumes(pool, 'image')).some((r) => r.name === name && !name.includes('.'));
       if (!found) throw notFound(`Storage volume "${name}" not found on pool "${pool}"`);
-      return { ref: imageRef(name), view: imageView(pool, name, await volumes.volumeState(pool, imageRef(name))) };
+      return { ref: imageRef(name), view: imageView(name, await volumes.volumeState(pool, imageRef(name))) };
     }
     const inst = (await users.instancesOnPool(pool, req.project)).find((i) => i.type === type && i.name === name);
     if (!inst) throw notFound(`Storage volume "${name}" not found on pool "${pool}"`);
