@@ -10,9 +10,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
-import type { Daemon } from '../helpers/daemon.js';
+import { projectRoot, type Daemon } from '../helpers/daemon.js';
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
-import { lxc, lxcOk, lxcWithInput } from '../helpers/clients.js';
+import { lxc, lxcOk, lxcWithInput, python } from '../helpers/clients.js';
 
 let d: Daemon;
 let work: string;
@@ -180,4 +180,14 @@ test.serial('pools take volume.* keys as the reference does and give them to new
   await run(t, 'storage', 'volume', 'delete', 'p2', 'v1/s1');
   await run(t, 'storage', 'volume', 'delete', 'p2', 'v1');
   await run(t, 'storage', 'volume', 'delete', 'p2', 'blk');
+});
+
+test.serial('pylxd: an instance volume\'s config changed with save()', async (t) => {
+  const res = await python(path.join(projectRoot, 'test', 'e2e', 'pylxd_instance_volume.py'), [d.socket, 'c1']);
+  t.is(res.status, 0, res.stderr);
+  const seen = JSON.parse(res.stdout.trim().split('\n').pop()!);
+  t.is(seen.type, 'container');
+  t.is(seen.before['user.foo'], 'baz');
+  t.like(seen.config, { 'user.foo': 'baz', 'user.py': 'yes' });
+  t.is(seen.description, '', 'a PUT without a description clears it, as the reference does');
 });
