@@ -152,6 +152,14 @@ test.serial('pools take volume.* keys as the reference does and give them to new
   t.deepEqual((await showVolume(t, 'p2', 'cv2')).config, {
     'security.shifted': 'true', size: '1GiB', 'snapshots.expiry': '2d', 'snapshots.pattern': 'v%d', 'snapshots.schedule': '@daily', 'user.k': '1',
   });
+  // So does a volume imported from a backup.
+  const backup = path.join(work, 'cv.tar.gz');
+  await run(t, 'storage', 'volume', 'export', 'default', 'cv', backup);
+  await run(t, 'storage', 'volume', 'import', 'p2', backup, 'cv3');
+  t.deepEqual((await showVolume(t, 'p2', 'cv3')).config, {
+    'security.shifted': 'true', size: '1GiB', 'snapshots.expiry': '2d', 'snapshots.pattern': 'v%d', 'snapshots.schedule': '@daily', 'user.k': '1',
+  });
+  await run(t, 'storage', 'volume', 'delete', 'p2', 'cv3');
   await run(t, 'storage', 'volume', 'delete', 'p2', 'cv2');
   await run(t, 'storage', 'volume', 'delete', 'default', 'cv');
 

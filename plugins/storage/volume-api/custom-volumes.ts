@@ -313,6 +313,9 @@ export class CustomVolumes {
     snapshots: { name: string; description: string; expiresAt: string; createdAt?: string }[],
     requestor?: Requestor,
   ): Promise<void> {
+    // As the reference: the pool's volume.* defaults fill what the archive's config leaves out.
+    const { info } = await this.pools.usable(poolName);
+    vol = { ...vol, config: withPoolDefaults(info.config, vol.contentType === 'block' ? 'custom-block' : 'custom-filesystem', vol.config) };
     await this.checkNew(poolName, project, vol.name, vol.config, vol.contentType);
     await this.reserving(project, poolName, vol.name, async () => {
       const scratch = customRef(project, PARTIAL_PREFIX + vol.name);
