@@ -60,6 +60,7 @@ test.serial('lxc storage volume set/get/unset/show/edit on container/<name>, wit
   t.regex(await refused(t, 'storage', 'volume', 'set', 'default', 'container/c1', 'bogus=1'), /bogus/);
   t.regex(await refused(t, 'storage', 'volume', 'set', 'default', 'container/c1', 'volatile.x=1'), /volatile\.x/);
   t.regex(await refused(t, 'storage', 'volume', 'set', 'default', 'container/c1', 'snapshots.expiry=soon'), /snapshots\.expiry/);
+  t.regex(await refused(t, 'storage', 'volume', 'set', 'default', 'container/c1', 'snapshots.schedule=@startup'), /snapshots\.schedule/);
   const bad = await d.request('PUT', '/1.0/storage-pools/default/volumes/container/c1', { config: { size: '1GiB' } });
   t.is(bad.status, 400, 'a client mistake, not a 500');
   t.like(await showVolume(t, 'default', 'container/c1'), { description: 'root of c1', config: { 'user.foo': 'baz', 'snapshots.expiry': '1d' } }, 'refusals changed nothing');
@@ -136,6 +137,7 @@ test.serial('pools take volume.* keys as the reference does and give them to new
   t.regex(await refused(t, 'storage', 'set', 'p2', 'volume.user.foo=1'), /volume\.user\.foo/);
   t.regex(await refused(t, 'storage', 'set', 'p2', 'volume.snapshots.expiry=garbage'), /volume\.snapshots\.expiry/);
   t.regex(await refused(t, 'storage', 'set', 'p2', 'volume.snapshots.schedule=@sometimes'), /volume\.snapshots\.schedule/);
+  t.regex(await refused(t, 'storage', 'set', 'p2', 'volume.snapshots.schedule=@startup'), /volume\.snapshots\.schedule/);
   t.like(parse(await run(t, 'storage', 'show', 'p2')).config, { 'volume.snapshots.expiry': '2d', 'volume.security.shifted': 'true' });
 
   // A custom filesystem volume takes every default; a block volume all but security.*; its own keys win.
