@@ -10,7 +10,7 @@ import {
   badRequest, conflict, KeyedLock, notFound, truthy, instanceUrl, ProjectsServiceRef,
   type ApiRequest, type InstanceProposal, type Collection, type DeviceConfig, type DriverInstance, type ImagesService, type InstanceDriver,
   type InstanceType, type PluginContext, type Profile, type ProfilesService, type StorageService, type StoredDoc,
-  type VolumeSource,
+  type VolumeSource, type VolumeState,
 } from '../../sdk/index.js';
 import type { InstanceAccess, InstanceHandle } from './access.js';
 import { expandConfig, expandDevices } from './expand.js';
@@ -55,6 +55,8 @@ export interface CreateSpec extends InstanceEdit {
   templateTrigger?: 'create' | 'copy';
   /** Snapshot records written with the instance record (copies and backup imports); the volume source makes their storage. */
   snapshots?: SnapshotRecord[];
+  /** What the new volume carries (a backup import); the storage family's defaults otherwise. */
+  volumeState?: VolumeState;
 }
 
 /** What the project policy gate is told besides the expanded instance (see InstanceProposal). */
@@ -201,7 +203,7 @@ export class InstanceManager implements InstanceAccess {
     if (spec.templateTrigger) deferTemplates(record.config, spec.templateTrigger);
     this.deviceRuntime.prepareVolatile(spec, {}, expandDevices(await this.loadProfiles(spec.project, spec.profiles), spec.devices), record.config);
     record.config['volatile.last_state.power'] = 'STOPPED';
-    const volumePath = await this.deps.storage.createInstanceVolume(pool, vol, spec.source);
+    const volumePath = await this.deps.storage.createInstanceVolume(pool, vol, spec.source, spec.volumeState);
     let stored: StoredDoc<InstanceRecord> | undefined;
     try {
       await mkdir(this.logsRoot, { recursive: true, mode: LOGS_MODE });
