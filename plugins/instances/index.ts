@@ -30,6 +30,7 @@ import { SNAPSHOT_KEYS } from './snapshots/keys.js';
 import { SnapshotScheduler } from './snapshots/scheduler.js';
 import { scheduleLogExpiry } from './log-expiry.js';
 import { cleanupLeftovers } from './leftovers.js';
+import { checkProfileDependants } from './profile-dependants.js';
 import { applyProfileToRunning } from './profile-updates.js';
 import { applyProfileRootQuotas } from './root-quota.js';
 import { registerImageSources } from './publish.js';
@@ -110,6 +111,7 @@ export default definePlugin({
       for (const dev of Object.values(change.profile.devices)) {
         if (isRootDisk(dev)) await storage.pool(dev.pool);
       }
+      await checkProfileDependants(manager, change, () => recordsUsing('profiles', change.project));
       const quotasBack = await applyProfileRootQuotas(manager, storage, change);
       await applyProfileToRunning(manager, change).catch(async (err) => {
         await quotasBack();

@@ -39,9 +39,12 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
       extension: 'image_types',
       get: {
         description: 'List the images of a project',
+        // A restricted caller outside its projects sees what anyone may: the public images (maybe none).
+        access: 'filtered',
         handler: async (req) => {
           const project = req.project;
-          const [records, aliases] = await Promise.all([catalog.images.list(project), catalog.aliasesByTarget(project)]);
+          const [all, aliases] = await Promise.all([catalog.images.list(project), catalog.aliasesByTarget(project)]);
+          const records = req.restrictedTo && !req.restrictedTo.includes(project) ? all.filter((r) => r.doc.public) : all;
           return collection(records, (r) => imageUrl(project, r.name), (r) => imageView(r.doc, aliases.get(r.name) ?? []));
         },
       },
