@@ -133,6 +133,8 @@ test.serial('a restricted certificate with one project: that project, its users 
   const noneSeen: any[] = [];
   refused.ws!.on('message', (data) => noneSeen.push(JSON.parse(String(data))));
 
+  // p1 has no images of its own: it lists and uses those of default.
+  t.regex(await remoteOk(t, 'one', 'image', 'list', 'r:', '--format', 'csv', '-c', 'l'), /^bb$/m);
   await remoteOk(t, 'one', 'init', 'r:bb', 'r:c1');
   await lxcOk(t, d.socket, 'config', 'set', 'c0', 'user.x', '1');
   t.regex(await remoteOk(t, 'one', 'list', 'r:', '--format', 'csv', '-c', 'n'), /^c1$/m);
