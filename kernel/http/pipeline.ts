@@ -246,7 +246,8 @@ export function checkAccess(caller: Caller, access: string, project: string, all
   if (!caller.projects) return;
   // Listings shared by projects: the handler shows a restricted caller only what is its own.
   if (access === 'filtered') return;
-  if (access === 'admin') throw forbidden('Restricted clients cannot change server-wide settings');
+  // Warnings, server config, pool changes: reads included, as the reference refuses them too.
+  if (access === 'admin') throw forbidden('Restricted clients have no access to server-wide endpoints');
   // A restricted client sees its own projects only: asking for all of them is refused, as the reference does.
   if (allProjects) throw forbidden('Restricted clients cannot list all projects');
   if (!caller.projects.includes(project)) throw forbidden(`Not authorized for project "${project}"`);
