@@ -12,7 +12,6 @@ import { diskDevice, isRootDisk } from './devices/disk.js';
 import { noneDevice } from './devices/none.js';
 import { InstanceManager } from './manager.js';
 import { expandConfig, expandDevices } from './expand.js';
-import { validateProfileUsers } from './profile-validation.js';
 import { PowerControl } from './power.js';
 import { collectionRoutes } from './routes/collection.js';
 import { instanceRoutes } from './routes/instance.js';
@@ -31,6 +30,7 @@ import { SNAPSHOT_KEYS } from './snapshots/keys.js';
 import { SnapshotScheduler } from './snapshots/scheduler.js';
 import { scheduleLogExpiry } from './log-expiry.js';
 import { cleanupLeftovers } from './leftovers.js';
+import { checkProfileDependants } from './profile-dependants.js';
 import { applyProfileToRunning } from './profile-updates.js';
 import { applyProfileRootQuotas } from './root-quota.js';
 import { registerImageSources } from './publish.js';
@@ -111,7 +111,7 @@ export default definePlugin({
       for (const dev of Object.values(change.profile.devices)) {
         if (isRootDisk(dev)) await storage.pool(dev.pool);
       }
-      await validateProfileUsers(manager, change, await recordsUsing('profiles', change.project));
+      await checkProfileDependants(manager, change, () => recordsUsing('profiles', change.project));
       const quotasBack = await applyProfileRootQuotas(manager, storage, change);
       await applyProfileToRunning(manager, change).catch(async (err) => {
         await quotasBack();

@@ -149,9 +149,12 @@ export class InstanceManager implements InstanceAccess {
    * Everything that can be checked before any work starts: names, profiles, keys, devices, the
    * root disk. Returns the expanded view and the pool of the root disk.
    */
-  async check(project: string, type: InstanceType, edit: InstanceEdit, vet?: InstanceVet): Promise<{ pool: string; config: Record<string, string>; devices: Record<string, DeviceConfig> }> {
+  async check(
+    project: string, type: InstanceType, edit: InstanceEdit, vet?: InstanceVet, loaded?: Profile[],
+  ): Promise<{ pool: string; config: Record<string, string>; devices: Record<string, DeviceConfig> }> {
     const driver = this.driverFor(type);
-    const profiles = await this.loadProfiles(project, edit.profiles);
+    // `loaded`: the profiles as they would be (a profile edit checks the instances that use it).
+    const profiles = loaded ?? await this.loadProfiles(project, edit.profiles);
     const config = expandConfig(profiles, edit.config);
     const devices = expandDevices(profiles, edit.devices);
     this.ctx.keys.validate('instance', edit.config);
