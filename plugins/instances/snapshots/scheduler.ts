@@ -61,7 +61,8 @@ export class SnapshotScheduler {
     const value = handle.inst.config['snapshots.schedule'];
     if (!value) return undefined;
     try {
-      return parseSchedule(value, { allowStartup: true });
+      // The aliases' minute and hour are spread by instance, as the reference spreads them.
+      return parseSchedule(value, { allowStartup: true, subject: `${handle.project}/${handle.name}` });
     } catch {
       return undefined;
     }
