@@ -164,3 +164,33 @@ test.serial('a host directory without shift: ids go through the instance\'s id m
   t.is(headers.headers['x-lxd-uid'], '5');
   t.is(headers.headers['x-lxd-gid'], '6');
 });
+
+test.serial('a disk mounting a single file: written in place, never removed; an existing file keeps its owner and mode', async (t) => {
+  const file = path.join(work, 'hostfile');
+  writeFileSync(file, 'original\n');
+  chmodSync(file, 0o666);
+  const inode = statSync(file).ino;
+  await run(t, 'config', 'device', 'add', 'c1', 'hostfile', 'disk', `source=${file}`, 'path=/etc/hostfile');
+  await run(t, 'config', 'device', 'add', 'c1', 'hostfile-ro', 'disk', `source=${file}`, 'path=/etc/hostfile-ro', 'readonly=true');
+  t.is(await run(t, 'file', 'pull', 'c1/etc/hostfile', '-'), 'original\n');
+  await run(t, 'file', 'push', local('n', 'new\n'), 'c1/etc/hostfile');
+  t.is(readFileSync(file, 'utf8'), 'new\n');
+  t.is(statSync(file).ino, inode, 'the same file, written in place: the mount still shows it');
+  t.is(statSync(file).mode & 0o777, 0o666, 'its mode is kept');
+  t.is(await run(t, 'exec', 'c1', '--', 'cat', '/etc/hostfile'), 'new\n');
+  const busy = await lxc(d.socket, 'file', 'delete', 'c1/etc/hostfile');
+  t.not(busy.status, 0);
+  t.regex(busy.stderr, /busy/i);
+  t.true(existsSync(file));
+  t.regex((await lxc(d.socket, 'file', 'push', local('n2', 'x'), 'c1/etc/hostfile/below')).stderr, /not a directory/i);
+  t.regex((await lxc(d.socket, 'file', 'push', local('n3', 'x'), 'c1/etc/hostfile-ro')).stderr, /read-only file system/i);
+  t.is(readFileSync(file, 'utf8'), 'new\n');
+
+  // lxc file push always sends the local file's owner and mode; the reference keeps an existing file's.
+  await run(t, 'exec', 'c1', '--', 'sh', '-c', 'echo x > /etc/existing && chmod 600 /etc/existing && chown 7:7 /etc/existing');
+  await run(t, 'file', 'push', local('e', 'pushed\n'), 'c1/etc/existing');
+  t.is((await run(t, 'exec', 'c1', '--', 'stat', '-c', '%u %g %a', '/etc/existing')).trim(), '7 7 600');
+  await run(t, 'file', 'push', local('e2', 'again\n'), 'c1/etc/existing', '--uid', '5', '--mode', '0644');
+  t.is((await run(t, 'exec', 'c1', '--', 'stat', '-c', '%u %g %a', '/etc/existing')).trim(), '7 7 600', 'even when asked explicitly');
+  t.is(await run(t, 'exec', 'c1', '--', 'cat', '/etc/existing'), 'again\n');
+});

@@ -57,10 +57,9 @@ export function idTranslation(config: Record<string, string>): IdTranslation | u
 }
 
 /**
- * Root filesystem and mounted directories of a container. A disk whose source cannot be found
- * (an optional host path, a volume gone from a stopped instance) is left out: the path then
- * shows what is underneath, as in a container started without it. Disks that mount a single
- * file are left out too (see docs/decisions/0026-instance-files-and-snapshot-schedules.md).
+ * Root filesystem and mounted directories and files of a container. A disk whose source cannot
+ * be found (an optional host path, a volume gone from a stopped instance) is left out: the path
+ * then shows what is underneath, as in a container started without it.
  */
 export async function containerTree(handle: InstanceHandle, types: DeviceTypes, runtime: DeviceRuntime): Promise<ContainerTree> {
   const disk = types.get('disk');
@@ -71,11 +70,11 @@ export async function containerTree(handle: InstanceHandle, types: DeviceTypes, 
     if (device.type !== 'disk' || isRootDisk(device) || !disk) continue;
     const run = await disk.start(runtime.context(handle, name, device, devices, handle.inst.config)).catch(() => undefined);
     for (const m of run?.mounts ?? []) {
-      if (m.file || !existsSync(m.source)) continue;
+      if (!existsSync(m.source)) continue;
       const target = path.posix.normalize(m.target).replace(/(.)\/+$/, '$1');
       if (target === '/') continue;
       mounts.push({
-        mount: { target, source: m.source, readonly: Boolean(m.readonly), ids: m.shift ? undefined : ids },
+        mount: { target, source: m.source, file: Boolean(m.file), readonly: Boolean(m.readonly), ids: m.shift ? undefined : ids },
         depth: target.split('/').length,
       });
     }

@@ -17,6 +17,7 @@ import { constants as C } from 'node:fs';
 import { lstat, mkdir, open, readdir, readlink, realpath, rename, rmdir, symlink, unlink, lchown, type FileHandle } from 'node:fs/promises';
 import type { Stats } from 'node:fs';
 import { randomBytes } from 'node:crypto';
+import path from 'node:path';
 
 /** O_PATH is not in fs.constants; Node passes open flags through to open(2). */
 const O_PATH = process.arch === 'x64' || process.arch === 'arm64' || process.arch === 'arm' || process.arch === 'ia32'
@@ -27,7 +28,14 @@ const MAX_HOPS = 40;
 const MAX_RETRIES = 5;
 const DIR_FLAGS = C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW;
 
-export interface WriteOptions { uid?: number; gid?: number; mode?: number; append?: boolean }
+export interface WriteOptions {
+  uid?: number;
+  gid?: number;
+  mode?: number;
+  append?: boolean;
+  /** An existing file keeps its owner and mode even when uid, gid or mode are given. */
+  keepExisting?: boolean;
+}
 
 /** Maps ids between the container and what is stored on disk (a host directory mounted without shifting). */
 export interface IdTranslation {
@@ -37,12 +45,14 @@ export interface IdTranslation {
   toContainer(id: number, kind: 'uid' | 'gid'): number;
 }
 
-/** A host directory mounted into the container's tree. */
+/** A host directory (or a single file) mounted into the container's tree. */
 export interface TreeMount {
   /** Container path it is mounted at (absolute, normalised, no trailing slash). */
   target: string;
-  /** Host directory. */
+  /** Host directory, or host file with `file`. */
   source: string;
+  /** A single file is mounted: it is written in place and cannot be removed or replaced. */
+  file?: boolean;
   readonly: boolean;
   /** Unset: ids on disk are the container's own (as in the root filesystem). */
   ids?: IdTranslation;
@@ -145,6 +155,8 @@ interface Domain {
   ids?: IdTranslation;
   /** The top directory of a mount (it cannot be removed). */
   top?: FileHandle;
+  /** For the host directory holding a file mount: the file's name there (the only name the walk may touch). */
+  file?: string;
 }
 
 /** A directory on the walk's stack and its path as the container sees it. */
@@ -208,12 +220,26 @@ class Walk {
 
   /** Pin the top directory of a mount (its source is the host's, so it is followed as the mount followed it). */
   private async openMount(mount: TreeMount): Promise<FileHandle> {
-    const real = await realpath(mount.source).catch((err) => {
-      throw errnoOf(err) === 'ENOENT' ? fail('ENOENT', this.target, `The source of the disk mounted at ${mount.target} is missing for`) : err;
-    });
+    const real = await this.realSource(mount);
     const fh = await this.track(open(real, C.O_RDONLY | C.O_DIRECTORY));
     this.domains.set(fh, { real, readonly: mount.readonly, ids: mount.ids, top: fh });
     return fh;
+  }
+
+  /** A file mount: the host directory that holds the file, and the file's name in it. */
+  private async openFileMount(mount: TreeMount): Promise<Location> {
+    const real = await this.realSource(mount);
+    const dir = path.dirname(real);
+    const name = path.basename(real);
+    const fh = await this.track(open(dir, C.O_RDONLY | C.O_DIRECTORY));
+    this.domains.set(fh, { real: dir, readonly: mount.readonly, ids: mount.ids, file: name });
+    return { dir: fh, name };
+  }
+
+  private async realSource(mount: TreeMount): Promise<string> {
+    return realpath(mount.source).catch((err) => {
+      throw errnoOf(err) === 'ENOENT' ? fail('ENOENT', this.target, `The source of the disk mounted at ${mount.target} is missing for`) : err;
+    });
   }
 
   async close(): Promise<void> {
@@ -256,10 +282,15 @@ class Walk {
         continue;
       }
       // A mount hides whatever is at its path underneath, link or not.
-      const path = childPath(stack[stack.length - 1]!.path, name);
-      const mount = this.mounts.get(path);
+      const here = childPath(stack[stack.length - 1]!.path, name);
+      const mount = this.mounts.get(here);
+      if (mount?.file) {
+        // Nothing can be below a file, not even `..` (the kernel answers the same).
+        if (todo.length > 0) throw fail('ENOTDIR', this.target);
+        return { ...(await this.openFileMount(mount)), viaLink };
+      }
       if (mount) {
-        stack.push({ fh: await this.openMount(mount), path });
+        stack.push({ fh: await this.openMount(mount), path: here });
         continue;
       }
       // Final unless a `..` still has to climb back through it.
@@ -276,7 +307,7 @@ class Walk {
       } else {
         const fh = await this.tryOpenDir(top(), name, createParents);
         if (fh) {
-          stack.push({ fh, path });
+          stack.push({ fh, path: here });
           continue;
         }
       }
@@ -434,8 +465,8 @@ async function writeAll(fh: FileHandle, data: Buffer | NodeJS.ReadableStream): P
  * Write `data` to `target` (a container path) inside `root`, never touching anything outside it.
  * A final symlink is followed inside the root (as the reference does). Overwrites go to a temp
  * file in the same directory renamed into place, so a failure leaves the old file whole.
- * Without explicit uid/gid/mode an existing file keeps its own; new files get 0:0 and 0644.
- * Ids are written as given (the rootfs holds container ids on disk), or mapped for a host
+ * Without explicit uid/gid/mode (or with `keepExisting`) an existing file keeps its own; new
+ * files get 0:0 and 0644 unless told otherwise. Ids are written as given (the rootfs holds container ids on disk), or mapped for a host
  * directory mounted without shifting.
  */
 export async function writeFileInRoot(
@@ -447,20 +478,23 @@ export async function writeFileInRoot(
     const existing = await pin(walk, loc);
     if (existing && existing.st.isDirectory()) throw fail('EISDIR', target);
     walk.writable(loc.dir);
+    const fileMount = walk.domainOf(loc.dir).file !== undefined;
     const keep = existing?.st.isFile() ? existing.st : undefined;
     const given = walk.diskIds(loc.dir, opts.uid ?? 0, opts.gid ?? 0);
-    const uid = opts.uid !== undefined ? given.uid : keep?.uid ?? given.uid;
-    const gid = opts.gid !== undefined ? given.gid : keep?.gid ?? given.gid;
-    const mode = opts.mode ?? (keep ? keep.mode & 0o7777 : 0o644);
+    const kept = opts.keepExisting ? keep : undefined;
+    const uid = kept?.uid ?? (opts.uid !== undefined ? given.uid : keep?.uid ?? given.uid);
+    const gid = kept?.gid ?? (opts.gid !== undefined ? given.gid : keep?.gid ?? given.gid);
+    const mode = kept ? kept.mode & 0o7777 : opts.mode ?? (keep ? keep.mode & 0o7777 : 0o644);
 
-    if (opts.append) {
+    if (opts.append || fileMount) {
       if (!existing) throw fail('ENOENT', target);
       if (!existing.st.isFile()) throw fail('EINVAL', target, 'Not a regular file');
       // Reopen the pinned inode: whatever is at the name now, we append to what we checked.
-      const fh = await walk.track(open(fdPath(existing.fh), C.O_WRONLY | C.O_APPEND));
+      // A mounted file is written in place: replacing it would leave the mount on the old inode.
+      const fh = await walk.track(open(fdPath(existing.fh), C.O_WRONLY | (opts.append ? C.O_APPEND : C.O_TRUNC)));
       await writeAll(fh, data);
-      if (opts.uid !== undefined || opts.gid !== undefined) await fh.chown(uid, gid);
-      if (opts.mode !== undefined) await fh.chmod(mode);
+      if (!kept && (opts.uid !== undefined || opts.gid !== undefined)) await fh.chown(uid, gid);
+      if (!kept && opts.mode !== undefined) await fh.chmod(mode);
       return;
     }
 
@@ -529,8 +563,9 @@ export async function symlinkInRoot(root: TreeSpec, target: string, linkTarget: 
 export async function removeInRoot(root: TreeSpec, target: string): Promise<void> {
   return withWalk(root, target, async (walk) => {
     const loc = await walk.resolve(false);
-    // A mount point cannot go while it is mounted, as rmdir(2) answers in the container.
+    // A mount point cannot go while it is mounted, as rmdir(2) and unlink(2) answer in the container.
     if (loc.name === null && walk.domainOf(loc.dir).top === loc.dir) throw fail('EBUSY', target);
+    if (walk.domainOf(loc.dir).file !== undefined) throw fail('EBUSY', target);
     if (loc.name === null) throw fail('EINVAL', target, 'Cannot remove a directory through "." or "..", or the root');
     const found = await pin(walk, loc);
     if (!found) throw fail('ENOENT', target);

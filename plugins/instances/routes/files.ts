@@ -112,7 +112,8 @@ export function filesRoutes(_ctx: PluginContext, manager: InstanceManager): Rout
               break;
             }
             default:
-              await writeFileInRoot(root, target, req.rawBody ?? Buffer.alloc(0), { ...owner, append: opts.append });
+              // `lxc file push` always sends the local file's owner and mode; the reference applies them to new files only.
+              await writeFileInRoot(root, target, req.rawBody ?? Buffer.alloc(0), { ...owner, append: opts.append, keepExisting: true });
           }
         } catch (err) {
           throw apiError(err);
