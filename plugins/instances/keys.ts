@@ -13,4 +13,5 @@ export const INSTANCE_KEYS: ConfigKeyDescriptor[] = [
   { prefix: 'environment.', scope: 'instance', type: 'string', live: true, doc: 'Environment variables for exec sessions' },
   { prefix: 'image.', scope: 'instance', type: 'string', live: true, extension: 'container_image_properties', doc: 'Properties of the image the instance was created from' },
   { prefix: 'volatile.', scope: 'instance', type: 'string', live: true, doc: 'Internal state kept by the daemon' },
+  { key: 'volatile.apply_template', scope: 'instance', type: 'string', live: true, doc: 'Image templates owed at the next start: the trigger (create, copy, rename) of the change that made them due; cleared once rendered' },
 ];

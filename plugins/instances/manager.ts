@@ -23,6 +23,8 @@ import { NEVER, type InstanceRecord } from './record.js';
 import { snapshotKey, type SnapshotRecord } from './snapshots/record.js';
 import type { ChildKinds } from './children.js';
 import { removeInstanceBackups, renameInstanceBackups } from './backups/follow.js';
+import { deferTemplates } from './templates/deferred.js';
+import type { TemplateTrigger } from './templates/apply.js';
 
 export interface InstanceDeps {
   storage: StorageService;
@@ -49,6 +51,7 @@ export interface CreateSpec extends InstanceEdit {
   source: VolumeSource;
   /** Volatile keys carried from a copy source or an image. */
   extraConfig: Record<string, string>;
+  /** Recorded in `volatile.apply_template`; the templates render at the first start. */
   templateTrigger?: 'create' | 'copy';
   /** Snapshot records written with the instance record (copies and backup imports); the volume source makes their storage. */
   snapshots?: SnapshotRecord[];
@@ -65,7 +68,7 @@ export class InstanceManager implements InstanceAccess {
   private readonly reserved = new Set<string>();
   private readonly profileCache = new Map<string, Profile>();
   /** Template application, wired by the plugin (templates module). */
-  applyTemplates: (handle: InstanceHandle, trigger: 'create' | 'copy' | 'start' | 'rename') => Promise<void> = async () => {};
+  applyTemplates: (handle: InstanceHandle, trigger: TemplateTrigger) => Promise<void> = async () => {};
   /** recursion=2 lists of what an instance owns, wired by the snapshot and backup modules. */
   readonly children: ChildKinds = {};
   /** Devices of running instances: start and stop hooks, hot-plug. */
@@ -192,6 +195,7 @@ export class InstanceManager implements InstanceAccess {
       pool,
     };
     record.config['volatile.uuid'] ??= randomUUID();
+    if (spec.templateTrigger) deferTemplates(record.config, spec.templateTrigger);
     this.deviceRuntime.prepareVolatile(spec, {}, expandDevices(await this.loadProfiles(spec.project, spec.profiles), spec.devices), record.config);
     record.config['volatile.last_state.power'] = 'STOPPED';
     const volumePath = await this.deps.storage.createInstanceVolume(pool, vol, spec.source);
@@ -213,7 +217,6 @@ export class InstanceManager implements InstanceAccess {
         return tx.collection<InstanceRecord>('instances').put(spec.project, spec.name, record, 0);
       });
       const handle = await this.handleFor(stored);
-      if (spec.templateTrigger) await this.applyTemplates(handle, spec.templateTrigger);
       this.lifecycle('instance-created', spec, req, { 'storage-pool': pool, type: spec.type });
       return handle;
     } catch (err) {
@@ -274,9 +277,9 @@ export class InstanceManager implements InstanceAccess {
     this.lifecycle('instance-deleted', handle, req);
   }
 
-  async rename(handle: InstanceHandle, newName: string, req?: ApiRequest): Promise<InstanceHandle> {
-    const renamed = await this.relocate(handle, handle.project, newName);
-    await this.applyTemplates(renamed, 'rename').catch((err) => this.ctx.log.warn({ err }, 'rename templates failed'));
+  /** `deferTemplates` false for the rename that ends a pool move: the reference records no trigger there. */
+  async rename(handle: InstanceHandle, newName: string, req?: ApiRequest, opts: { deferTemplates?: boolean } = {}): Promise<InstanceHandle> {
+    const renamed = await this.relocate(handle, handle.project, newName, opts.deferTemplates ?? true);
     this.ctx.events.lifecycle('instance-renamed', instanceUrl(renamed.project, newName), { project: renamed.project, requestor: req?.requestor, context: { old_name: handle.name } });
     return renamed;
   }
@@ -294,7 +297,7 @@ export class InstanceManager implements InstanceAccess {
   }
 
   /** The shared part of a rename and a project move; every step is undone when a later one fails. */
-  private async relocate(handle: InstanceHandle, project: string, newName: string): Promise<InstanceHandle> {
+  private async relocate(handle: InstanceHandle, project: string, newName: string, renameTemplates = false): Promise<InstanceHandle> {
     const release = await this.reserve(project, newName);
     const { pool, type } = handle.record;
     const from = handle.project;
@@ -308,7 +311,9 @@ export class InstanceManager implements InstanceAccess {
         await this.ctx.store.transaction(async (tx) => {
           const records = tx.collection<InstanceRecord>('instances');
           const stored = await records.rename(from, handle.name, project, newName);
-          await records.put(project, newName, { ...stored.doc, name: newName }, stored.rev);
+          const config = { ...stored.doc.config };
+          if (renameTemplates) deferTemplates(config, 'rename');
+          await records.put(project, newName, { ...stored.doc, name: newName, config }, stored.rev);
           const snapshots = tx.collection<SnapshotRecord>('snapshots');
           for (const snap of await snapshots.list(from, `${handle.name}/`)) {
             await snapshots.rename(from, snap.name, project, snapshotKey(newName, snap.doc.name));

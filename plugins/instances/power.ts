@@ -7,6 +7,7 @@ import { badRequest, instanceUrl, truthy, type ApiRequest, type InstanceStatus, 
 import type { InstanceHandle } from './access.js';
 import type { InstanceManager } from './manager.js';
 import { applyVolatile } from './device-runtime.js';
+import { applyStartTemplates } from './templates/deferred.js';
 
 export type PowerAction = 'start' | 'stop' | 'restart' | 'freeze' | 'unfreeze';
 export const POWER_ACTIONS: PowerAction[] = ['start', 'stop', 'restart', 'freeze', 'unfreeze'];
@@ -76,7 +77,7 @@ export class PowerControl {
     const { runs: devices, volatile: deviceVolatile } = await runtime.startAll(handle);
     let volatile: Record<string, string> | void;
     try {
-      await this.manager.applyTemplates(handle, 'start');
+      await applyStartTemplates(this.manager, handle);
       volatile = await handle.driver.start(handle.inst, devices);
     } catch (err) {
       await runtime.stopAll(handle);

@@ -16,6 +16,7 @@ import { groupByInstance, type ChildLister } from '../children.js';
 import { expiryFrom } from '../../../sdk/snapshot-expiry.js';
 import { checkSnapshotName, nextSnapshotName } from '../../../sdk/snapshot-pattern.js';
 import { NO_EXPIRY, hasExpiry, snapshotKey, type SnapshotRecord } from './record.js';
+import { restoreDeferred } from '../templates/deferred.js';
 
 export interface SnapshotRequest {
   name?: string;
@@ -162,7 +163,8 @@ export class SnapshotManager {
 
   /**
    * The instance's volume and config become the snapshot's. Volatile keys stay the instance's
-   * own (its identity and id map are not rolled back), as the reference keeps them.
+   * own (its identity and id map are not rolled back), except the templates a start still owes:
+   * those belong to the files restored, so they come back with them, as in the reference.
    */
   async restore(handle: InstanceHandle, snapshot: string, req?: ApiRequest): Promise<void> {
     const stored = await this.load(handle, snapshot);
@@ -170,6 +172,7 @@ export class SnapshotManager {
     await this.instances.deps.storage.restoreSnapshot(handle.record.pool, this.volume(handle), snapshot);
     const config = Object.fromEntries(Object.entries(snap.config).filter(([k]) => !k.startsWith('volatile.')));
     for (const [k, v] of Object.entries(handle.record.config)) if (k.startsWith('volatile.')) config[k] = v;
+    restoreDeferred(config, snap.config);
     await this.instances.touch(handle.project, handle.name, (r) => {
       r.architecture = snap.architecture;
       r.config = config;
