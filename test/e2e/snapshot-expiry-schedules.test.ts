@@ -129,4 +129,16 @@ test.serial('snapshots.pattern names lxc snapshot as the reference does', async 
     t.deepEqual(await names(t, 'p1'), expected, pattern);
     for (const n of expected) await run(t, 'delete', `p1/${n}`);
   }
+
+  // The index after the highest in use: gaps stay, named snapshots count when they fit the pattern.
+  await run(t, 'config', 'unset', 'p1', 'snapshots.pattern');
+  for (let i = 0; i < 3; i++) await run(t, 'snapshot', 'p1');
+  await run(t, 'delete', 'p1/snap1');
+  await run(t, 'snapshot', 'p1');
+  await run(t, 'snapshot', 'p1', 'snap7');
+  await run(t, 'snapshot', 'p1');
+  await run(t, 'snapshot', 'p1', 'snap-x');
+  await run(t, 'snapshot', 'p1', 'snap010');
+  await run(t, 'snapshot', 'p1');
+  t.deepEqual(await names(t, 'p1'), ['snap0', 'snap2', 'snap3', 'snap7', 'snap8', 'snap-x', 'snap010', 'snap11'], 'as the reference names them');
 });
