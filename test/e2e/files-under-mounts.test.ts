@@ -145,6 +145,19 @@ test.serial('a stopped container: writes land in the volume the container will m
   t.false(existsSync(path.join(volumeDir('data'), 'stopped-ro')));
   await run(t, 'start', 'c1');
   t.is(await run(t, 'exec', 'c1', '--', 'cat', '/mnt/stopped.txt', '/mnt/sub/deep/new/dir/p.txt'), 'while stopped\nparents\n');
+
+  // Never started: the image has no /mnt, yet the container will, with the volume in it.
+  await run(t, 'init', 'bb', 'fresh');
+  t.false(existsSync(path.join(rootfs('fresh'), 'mnt')));
+  await run(t, 'config', 'device', 'add', 'fresh', 'data', 'disk', 'pool=default', 'source=data', 'path=/mnt');
+  const listing = await d.request('GET', '/1.0/instances/fresh/files?path=/');
+  t.true(listing.json.metadata.includes('mnt'), 'the mount point is listed');
+  t.regex(await run(t, 'file', 'pull', 'fresh/mnt/stopped.txt', '-'), /while stopped/);
+  await run(t, 'file', 'push', local('fr', 'fresh\n'), 'fresh/mnt/fresh.txt');
+  t.true(existsSync(path.join(volumeDir('data'), 'fresh.txt')));
+  await run(t, 'start', 'fresh');
+  t.is(await run(t, 'exec', 'fresh', '--', 'cat', '/mnt/fresh.txt'), 'fresh\n');
+  await run(t, 'delete', '--force', 'fresh');
 });
 
 test.serial('a host directory without shift: ids go through the instance\'s id map both ways', async (t) => {

@@ -196,6 +196,11 @@ class Walk {
     return this.domains.get(dir) ?? this.rootDomain;
   }
 
+  /** Names of the mount points directly in the directory at container path `dir`. */
+  mountPointsIn(dir: string): string[] {
+    return [...this.mounts.keys()].filter((t) => t !== '/' && path.posix.dirname(t) === dir).map((t) => path.posix.basename(t));
+  }
+
   /** Refuse changes in a read-only mount, as the container's kernel would. */
   writable(dir: FileHandle): void {
     if (this.domainOf(dir).readonly) throw fail('EROFS', this.target);
@@ -270,7 +275,7 @@ class Walk {
    * Resolve `target`. Intermediate links are always followed in the root; the final one only
    * with `followFinal`. `viaLink` tells whether the final name came from a link target.
    */
-  async resolve(followFinal: boolean, createParents = false): Promise<Location & { viaLink: boolean }> {
+  async resolve(followFinal: boolean, createParents = false): Promise<Location & { viaLink: boolean; path: string }> {
     const stack: Frame[] = [{ fh: this.root, path: '/' }];
     const todo = split(this.target);
     let viaLink = false;
@@ -287,7 +292,7 @@ class Walk {
       if (mount?.file) {
         // Nothing can be below a file, not even `..` (the kernel answers the same).
         if (todo.length > 0) throw fail('ENOTDIR', this.target);
-        return { ...(await this.openFileMount(mount)), viaLink };
+        return { ...(await this.openFileMount(mount)), viaLink, path: here };
       }
       if (mount) {
         stack.push({ fh: await this.openMount(mount), path: here });
@@ -302,7 +307,7 @@ class Walk {
         });
         if (!st?.isSymbolicLink() || !followFinal) {
           await this.checkInside(top());
-          return { dir: top(), name, viaLink };
+          return { dir: top(), name, viaLink, path: here };
         }
       } else {
         const fh = await this.tryOpenDir(top(), name, createParents);
@@ -326,7 +331,7 @@ class Walk {
       todo.unshift(...split(link));
     }
     await this.checkInside(top());
-    return { dir: top(), name: null, viaLink: false };
+    return { dir: top(), name: null, viaLink: false, path: stack[stack.length - 1]!.path };
   }
 
   /**
@@ -438,9 +443,13 @@ async function readOnce(root: TreeSpec, target: string): Promise<ReadResult> {
           kind: 'symlink',
           target: await readlink(fdPath(loc.dir, loc.name!)).catch((err) => { throw errnoOf(err) === 'EINVAL' ? new Changed() : err; }),
         };
-      case 'directory':
+      case 'directory': {
         // Through the pinned inode's magic link: the listing cannot come from anywhere else.
-        return { ...info, kind: 'directory', entries: await readdir(fdPath(found.fh)) };
+        const entries = await readdir(fdPath(found.fh));
+        // Mount points the container will have even where the directory underneath lacks them.
+        for (const name of walk.mountPointsIn(loc.path)) if (!entries.includes(name)) entries.push(name);
+        return { ...info, kind: 'directory', entries };
+      }
       case 'file': {
         // Reopening the magic link of the pinned inode (no O_NOFOLLOW: it is a link itself).
         const file = await open(fdPath(found.fh), C.O_RDONLY);
