@@ -198,6 +198,10 @@ test.serial('a disk mounting a single file: written in place, never removed; an 
   t.regex((await lxc(d.socket, 'file', 'push', local('n2', 'x'), 'c1/etc/hostfile/below')).stderr, /not a directory/i);
   t.regex((await lxc(d.socket, 'file', 'push', local('n3', 'x'), 'c1/etc/hostfile-ro')).stderr, /read-only file system/i);
   t.is(readFileSync(file, 'utf8'), 'new\n');
+  const at = '/1.0/instances/c1/files?path=/etc/hostfile';
+  t.is((await d.request('POST', at, '', { 'X-LXD-type': 'directory' })).status, 409, 'no directory over the mounted file');
+  t.is((await d.request('POST', at, 'elsewhere', { 'X-LXD-type': 'symlink' })).status, 409, 'no link over the mounted file');
+  t.true(statSync(file).isFile());
 
   // lxc file push always sends the local file's owner and mode; the reference keeps an existing file's.
   await run(t, 'exec', 'c1', '--', 'sh', '-c', 'echo x > /etc/existing && chmod 600 /etc/existing && chown 7:7 /etc/existing');

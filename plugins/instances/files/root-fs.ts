@@ -537,8 +537,8 @@ export async function mkdirInRoot(root: TreeSpec, target: string, opts: MkdirOpt
       if (existing.st.isDirectory()) return;
       throw fail('EEXIST', target, 'A file that is not a directory exists at');
     }
-    // A dangling link: POSIX mkdir refuses it too.
-    if (loc.viaLink) throw fail('EEXIST', target);
+    // A dangling link: POSIX mkdir refuses it too. A mounted file is there even if its source just went.
+    if (loc.viaLink || walk.domainOf(loc.dir).file !== undefined) throw fail('EEXIST', target);
     walk.writable(loc.dir);
     const owner = walk.diskIds(loc.dir, opts.uid ?? 0, opts.gid ?? 0);
     const where = fdPath(loc.dir, loc.name!);
@@ -554,7 +554,8 @@ export async function symlinkInRoot(root: TreeSpec, target: string, linkTarget: 
   if (linkTarget === '' || linkTarget.includes('\0')) throw fail('EINVAL', target, 'Invalid symlink target for');
   return withWalk(root, target, async (walk) => {
     const loc = await walk.resolve(false);
-    if (loc.name === null) throw fail('EEXIST', target);
+    // Nothing is ever made beside a mounted file, in the host directory that holds it.
+    if (loc.name === null || walk.domainOf(loc.dir).file !== undefined) throw fail('EEXIST', target);
     const where = fdPath(loc.dir, loc.name);
     const existing = await pin(walk, loc);
     if (existing) {
