@@ -21,7 +21,9 @@ export interface PowerOptions {
 const WATCH_INTERVAL_MS = 1000;
 
 export class PowerControl {
-  /** Called after each successful start (snapshots on `@startup`). */
+  /** Awaited as each start begins, before the instance runs; a failure fails the start (snapshots on `@startup`). */
+  readonly beforeStart: ((handle: InstanceHandle) => Promise<void>)[] = [];
+  /** Called after each successful start. */
   readonly afterStart: ((handle: InstanceHandle) => void)[] = [];
   /** Instances this daemon believes are running: key -> [project, name]. */
   private readonly watched = new Map<string, [string, string]>();
@@ -70,6 +72,7 @@ export class PowerControl {
   }
 
   async start(handle: InstanceHandle, req?: ApiRequest, quiet = false): Promise<void> {
+    for (const hook of this.beforeStart) await hook(handle);
     const runtime = this.manager.deviceRuntime;
     const { runs: devices, volatile: deviceVolatile } = await runtime.startAll(handle);
     let volatile: Record<string, string> | void;

@@ -27,10 +27,13 @@ export interface SnapshotRequest {
 export const snapshotUrl = (project: string, instance: string, snapshot: string) =>
   resourceUrl(`/1.0/instances/${encodeURIComponent(instance)}/snapshots/${encodeURIComponent(snapshot)}`, project);
 
-/** `0001-01-01T00:00:00Z` and '' disable expiry; anything else must be a time. */
+/**
+ * `0001-01-01T00:00:00Z` and null disable expiry; anything else must be a time. An empty string
+ * is no time: refused, as the reference refuses it.
+ */
 export function parseExpiresAt(value: unknown): string {
-  if (value === undefined || value === null || value === '') return NO_EXPIRY;
-  if (typeof value !== 'string') throw badRequest('"expires_at" must be a time (RFC 3339) or an empty string');
+  if (value === undefined || value === null) return NO_EXPIRY;
+  if (typeof value !== 'string' || value === '') throw badRequest('"expires_at" must be a time (RFC 3339), "0001-01-01T00:00:00Z" for never, or null');
   if (value.startsWith('0001-01-01')) return NO_EXPIRY;
   const time = Date.parse(value);
   if (Number.isNaN(time)) throw badRequest(`Invalid "expires_at" time "${value}"`);
