@@ -19,6 +19,11 @@ export interface ApiRequest {
   readonly method: string;
   readonly path: string;
   readonly params: Record<string, string>;
+  /**
+   * Parameters the matched path fixes by declaration rather than carries in the URL (the route's or
+   * alias's `fixed`: `/1.0/containers/...` says `type: container`); empty when it fixes none.
+   */
+  readonly fixed: Readonly<Record<string, string>>;
   readonly query: Record<string, string>;
   readonly headers: Record<string, string | string[] | undefined>;
   body: any;
@@ -77,11 +82,20 @@ export interface WebsocketSpec {
   handler: (req: ApiRequest, socket: WebSocket) => void;
 }
 
+/** A further path a descriptor serves, with parameters that the path itself fixes. */
+export interface RouteAlias {
+  path: string;
+  /** Handed to handlers as `req.fixed`: `/1.0/containers/{name}` fixes `{ type: 'container' }`. */
+  fixed: Readonly<Record<string, string>>;
+}
+
 export interface RouteDescriptor {
   /** hapi path syntax: `/1.0/warnings/{uuid}`. */
   path: string;
-  /** Other paths served identically (e.g. `/1.0/containers/...`). */
-  aliases?: string[];
+  /** Parameters the main path fixes (see `RouteAlias`). */
+  fixed?: Readonly<Record<string, string>>;
+  /** Other paths served by the same handlers, each as is or with the parameters it fixes. */
+  aliases?: (string | RouteAlias)[];
   /** Extension name this route belongs to (for docs and bookkeeping). */
   extension?: string;
   get?: VerbSpec;

@@ -25,6 +25,7 @@ export class KernelRequest implements ApiRequest {
     readonly method: string,
     readonly path: string,
     readonly params: Record<string, string>,
+    readonly fixed: Readonly<Record<string, string>>,
     readonly query: Record<string, string>,
     readonly headers: Record<string, string | string[] | undefined>,
     body: unknown,

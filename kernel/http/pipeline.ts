@@ -16,6 +16,7 @@ import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } fr
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
 import { asyncBody, etagOf, syncBody } from './envelope.js';
 import { checkDeclaredLength, readBody } from './request-body.js';
+import { servedPaths } from './route-paths.js';
 
 const VERBS = ['get', 'put', 'patch', 'post', 'delete'] as const;
 type Verb = (typeof VERBS)[number];
@@ -43,6 +44,7 @@ export interface PipelineOptions {
 
 interface WebsocketRoute {
   path: string;
+  fixed: Readonly<Record<string, string>>;
   pattern: RegExp;
   names: string[];
   spec: WebsocketSpec;
@@ -64,13 +66,13 @@ export class RoutePipeline {
   constructor(private readonly opts: PipelineOptions) {}
 
   add(owner: string, route: RouteDescriptor): void {
-    for (const path of [route.path, ...(route.aliases ?? [])]) {
+    for (const { path, fixed } of servedPaths(route)) {
       if (!path.startsWith('/')) throw new Error(`${owner}: route path "${path}" must start with /`);
       const key = path.replace(/\{[^}]+\}/g, '{}');
       const other = this.owners.get(key);
       if (other) throw new Error(`route ${path} is registered by both ${other} and ${owner}`);
       this.owners.set(key, owner);
-      if (route.websocket) this.websockets.push(compileWebsocketRoute(path, route.websocket));
+      if (route.websocket) this.websockets.push(compileWebsocketRoute(path, fixed, route.websocket));
     }
     this.routes.push({ owner, route });
   }
@@ -79,7 +81,7 @@ export class RoutePipeline {
   /** `only`: the paths this server serves (a listener for part of the API); all when undefined. */
   install(server: Hapi.Server, authenticate: Authenticate, only?: ReadonlySet<string>): void {
     for (const { route } of this.routes) {
-      for (const path of [route.path, ...(route.aliases ?? [])]) {
+      for (const { path, fixed } of servedPaths(route)) {
         if (only && !only.has(path)) continue;
         for (const verb of VERBS) {
           const spec = this.verbSpec(route, verb);
@@ -92,7 +94,7 @@ export class RoutePipeline {
               // and parses them itself, within the route's limit (request-body.ts).
               payload: verb === 'get' ? undefined : UNREAD_PAYLOAD,
             },
-            handler: (request, h) => this.serve(request, h, route, verb, spec, authenticate),
+            handler: (request, h) => this.serve(request, h, route, fixed, verb, spec, authenticate),
           });
         }
         server.route({ method: '*', path, options: { payload: UNREAD_PAYLOAD }, handler: (request, h) => {
@@ -125,13 +127,15 @@ export class RoutePipeline {
     };
   }
 
-  private async serve(request: Request, h: ResponseToolkit, route: RouteDescriptor, verb: Verb, spec: VerbSpec, authenticate: Authenticate) {
+  private async serve(
+    request: Request, h: ResponseToolkit, route: RouteDescriptor, fixed: Readonly<Record<string, string>>, verb: Verb, spec: VerbSpec, authenticate: Authenticate,
+  ) {
     const access = spec.access ?? 'trusted';
     const caller = await authenticate(request, access);
     const limit = spec.maxBytes ?? DEFAULT_MAX_BYTES;
     if (spec.rawBody) checkDeclaredLength(request.raw.req.headers, limit);
     const payload = spec.rawBody || verb === 'get' ? undefined : await readBody(request.payload as Readable, request.raw.req.headers, limit);
-    const req = this.buildRequest(request.method, request.path, request.params as Record<string, string>, request.query as Record<string, unknown>,
+    const req = this.buildRequest(request.method, request.path, request.params as Record<string, string>, fixed, request.query as Record<string, unknown>,
       request.headers as Record<string, string | undefined>, caller, spec.rawBody ? undefined : parseJsonBody(payload), spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined,
       request.raw.res);
     checkAccess(caller, access, req.project, req.allProjects);
@@ -156,7 +160,7 @@ export class RoutePipeline {
   }
 
   buildRequest(
-    method: string, path: string, params: Record<string, string>, rawQuery: Record<string, unknown>,
+    method: string, path: string, params: Record<string, string>, fixed: Readonly<Record<string, string>>, rawQuery: Record<string, unknown>,
     headers: Record<string, string | string[] | undefined>, caller: Caller, body: unknown, rawBody?: NodeJS.ReadableStream,
     response?: ServerResponse,
   ): KernelRequest {
@@ -170,6 +174,7 @@ export class RoutePipeline {
       method.toUpperCase(),
       path,
       params,
+      fixed,
       query,
       headers,
       body,
@@ -299,13 +304,13 @@ function writeKey(route: RouteDescriptor, req: KernelRequest): string {
   return JSON.stringify([route.path, req.project, req.params]);
 }
 
-function compileWebsocketRoute(path: string, spec: WebsocketSpec): WebsocketRoute {
+function compileWebsocketRoute(path: string, fixed: Readonly<Record<string, string>>, spec: WebsocketSpec): WebsocketRoute {
   const names: string[] = [];
   const pattern = new RegExp('^' + path.replace(/[.+^$()|[\]\\]/g, '\\$&').replace(/\{(\w+)\}/g, (_, name: string) => {
     names.push(name);
     return '([^/]+)';
   }) + '/?$');
-  return { path, pattern, names, spec };
+  return { path, fixed, pattern, names, spec };
 }
 
 export function matchWebsocket(routes: WebsocketRoute[], pathname: string): { route: WebsocketRoute; params: Record<string, string> } | undefined {

@@ -72,7 +72,7 @@ async function upgrade(raw: IncomingMessage, socket: Duplex, head: Buffer, pipel
   const spec = match.route.spec;
   const access = spec.access ?? 'trusted';
   const caller = await authenticate(raw, access);
-  const req = pipeline.buildRequest('GET', path, match.params, Object.fromEntries(url.searchParams), raw.headers, caller, undefined);
+  const req = pipeline.buildRequest('GET', path, match.params, match.route.fixed, Object.fromEntries(url.searchParams), raw.headers, caller, undefined);
   checkAccess(caller, access, req.project, req.allProjects);
   await pipeline.checkProject(req);
   if (spec.query) {

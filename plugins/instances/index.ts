@@ -24,6 +24,7 @@ import { applyTemplates } from './templates/apply.js';
 import { filesRoutes } from './routes/files.js';
 import { logsRoutes } from './routes/logs.js';
 import { snapshotRoutes } from './routes/snapshots.js';
+import { guardRouteType } from './routes/type-guard.js';
 import { setupBackups } from './backups/setup.js';
 import { SnapshotManager } from './snapshots/manager.js';
 import { SNAPSHOT_KEYS } from './snapshots/keys.js';
@@ -131,7 +132,7 @@ export default definePlugin({
       ...logsRoutes(ctx, manager),
       ...snapshotRoutes(ctx, manager, snapshots),
       ...setupBackups(ctx, manager),
-    ]) ctx.routes.add(route);
+    ]) ctx.routes.add(guardRouteType(route, async (project, name) => (await manager.records.get(project, name))?.doc.type));
 
     ctx.hooks.ready.tap(async () => {
       await cleanupLeftovers(ctx, manager);

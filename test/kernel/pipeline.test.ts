@@ -97,6 +97,19 @@ test('ETag on GET, If-Match on PUT and PATCH, PATCH merges maps', async (t) => {
   await k.stop();
 });
 
+test('a route and its aliases hand handlers the parameters their paths fix, apart from the URL parameters', async (t) => {
+  const k = await start();
+  const answer = async (url: string) => {
+    const r = await k.inject({ url });
+    t.is(r.statusCode, 200, r.body);
+    return r.json.metadata;
+  };
+  t.deepEqual(await answer('/1.0/probe-flavours/a'), { fixed: { flavour: 'plain' }, params: { name: 'a' } });
+  t.deepEqual(await answer('/1.0/probe-sweet/b'), { fixed: { flavour: 'sweet' }, params: { name: 'b' } });
+  t.deepEqual(await answer('/1.0/probe-flavourless/c'), { fixed: {}, params: { name: 'c' } }, 'a plain alias fixes nothing');
+  await k.stop();
+});
+
 test('PATCH derived from PUT is serialised per object: concurrent PATCHes of distinct keys all land, through aliases too', async (t) => {
   const k = await start();
   await seed(k);

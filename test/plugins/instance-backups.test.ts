@@ -212,7 +212,7 @@ for (const algorithm of ['gzip', 'bzip2', 'xz', 'zstd', 'none']) {
 
     const list = (await call('GET', '/1.0/instances/src/backups')).json.metadata;
     t.true(list.includes(`/1.0/instances/src/backups/${name}`));
-    t.true((await call('GET', '/1.0/containers/src/backups')).json.metadata.includes(`/1.0/containers/src/backups/${name}`));
+    t.true((await call('GET', '/1.0/containers/src/backups')).json.metadata.includes(`/1.0/instances/src/backups/${name}`), 'the alias lists /1.0/instances URLs, as the reference does');
     const full = (await call('GET', '/1.0/instances/src/backups?recursion=1')).json.metadata.find((b: any) => b.name === name);
     t.deepEqual(Object.keys(full).sort(), ['container_only', 'created_at', 'expires_at', 'instance_only', 'name', 'optimized_storage']);
     const shown = (await call('GET', `/1.0/instances/src/backups/${name}`)).json.metadata;

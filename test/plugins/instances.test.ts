@@ -163,7 +163,7 @@ test.serial('exec with record-output keeps the output under logs (container_exec
   const logs: string[] = (await call('GET', '/1.0/instances/rec/logs')).json.metadata;
   t.true(logs.includes(stdoutUrl));
   t.true(logs.includes('/1.0/instances/rec/logs/lxc.log'));
-  t.is((await call('GET', '/1.0/containers/rec/logs')).json.metadata[0].split('/')[2], 'containers', 'the alias answers with its own URLs');
+  t.is((await call('GET', '/1.0/containers/rec/logs')).json.metadata[0].split('/')[2], 'instances', 'the alias answers with /1.0/instances URLs, as the reference does');
   t.is((await call('DELETE', '/1.0/instances/rec/logs/lxc.log')).status, 400);
   t.is((await call('GET', '/1.0/instances/rec/logs/passwd')).status, 400);
   t.is((await call('GET', '/1.0/instances/rec/logs/..%2F..%2Fcorral.db')).status, 400);

@@ -39,7 +39,7 @@ export function backupRoutes(ctx: PluginContext, manager: InstanceManager, backu
         description: 'List the backups of an instance',
         handler: async (req) => {
           const handle = await manager.load(req.project, req.params.name);
-          const base = subresourcePath(req, handle.name, 'backups');
+          const base = subresourcePath(handle.name, 'backups');
           return collection(await backups.list(handle), (s) => resourceUrl(`${base}/${encodeURIComponent(s.doc.name)}`, handle.project), (s) => backupView(s.doc));
         },
       },

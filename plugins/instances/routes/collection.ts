@@ -10,7 +10,7 @@ import { checkInstanceName, randomInstanceName } from '../names.js';
 import { instanceTypeLimits } from '../instance-types.js';
 import { bulkStateBody, deviceMap, instanceCreateBody, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
 import { fullView, instanceView, prefetchChildren, type PrefetchedChildren } from '../render.js';
-import { instancePaths, operationResources, prefixOf } from './paths.js';
+import { collectionPath, instancePaths, operationResources, routeType } from './paths.js';
 import { acceptBackupUploads } from '../backups/instance-post.js';
 import { stateBody } from './state.js';
 import type { InstanceHandle } from '../access.js';
@@ -25,7 +25,8 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
     ...instancePaths(),
     get: {
       handler: async (req) => {
-        const { prefix, type } = prefixOf(req.path);
+        const type = routeType(req);
+        const prefix = collectionPath(req);
         const project = req.allProjects ? undefined : req.project;
         const stored = (await manager.records.list(project)).filter((s) => !type || s.doc.type === type);
         let prefetched: Promise<PrefetchedChildren> | undefined;
@@ -108,10 +109,9 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
   const body = req.body as Record<string, any>;
   // No name, or an empty one (what `lxc init` sends when given none), gets a generated one.
   const name = checkInstanceName(body.name || randomInstanceName());
-  const pathType = prefixOf(req.path).type;
-  const type = (optionalString(body.type, 'type') || pathType || 'container') as InstanceType;
+  // The body's type wins over the collection's, which only fills it in when absent, as the reference does.
+  const type = (optionalString(body.type, 'type') || routeType(req) || 'container') as InstanceType;
   if (!TYPES.includes(type)) throw badRequest(`Invalid instance type "${type}"`);
-  if (pathType && type !== pathType) throw badRequest(`Instance type "${type}" cannot be created under ${prefixOf(req.path).prefix}`);
   const source = body.source ?? { type: 'none' };
   if (typeof source !== 'object' || Array.isArray(source)) throw badRequest('"source" must be an object');
 

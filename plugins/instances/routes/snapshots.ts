@@ -26,7 +26,7 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
       get: {
         handler: async (req) => {
           const handle = await manager.load(req.project, req.params.name);
-          const base = subresourcePath(req, handle.name, 'snapshots');
+          const base = subresourcePath(handle.name, 'snapshots');
           return collection(await snapshots.list(handle), (s) => resourceUrl(`${base}/${encodeURIComponent(s.doc.name)}`, handle.project), (s) => snapshots.view(handle, s));
         },
       },
