@@ -90,6 +90,21 @@ test('events: lifecycle with requestor and location, type and project filters, l
   await d.stop();
 });
 
+test('websocket routes hand handlers the parameters their paths fix', async (t) => {
+  const d = await startDaemon(fixtureArgs);
+  const first = async (url: string) => {
+    const ws = await d.websocket(url);
+    const message = new Promise<string>((resolve) => ws.once('message', (data) => resolve(String(data))));
+    ws.send('which?');
+    const answer = JSON.parse(await message);
+    ws.close();
+    return answer;
+  };
+  t.deepEqual(await first('/1.0/probe-sweet/a/socket'), { fixed: { flavour: 'sweet' }, params: { name: 'a' } });
+  t.deepEqual(await first('/1.0/probe-flavours/b/socket'), { fixed: {}, params: { name: 'b' } });
+  await d.stop();
+});
+
 test('websocket operations: the secret opens the socket, a wrong one is refused', async (t) => {
   const d = await startDaemon(fixtureArgs);
   await d.request('POST', '/1.0/probes', { name: 'a' });
