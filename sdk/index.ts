@@ -24,6 +24,7 @@ export * from './services.js';
 export * from './warnings.js';
 export * from './hooks.js';
 export * from './plugin.js';
+export * from './type-registry.js';
 export { EXTENSION_CATALOG, SPEC_SPELLINGS, isCatalogName, catalogPosition, twinOf } from './extensions/catalog.js';
 export * from './used-by.js';
 export * from './instance.js';
