@@ -31,6 +31,7 @@ export * from './instance.js';
 export * from './metrics.js';
 export * from './identity.js';
 export * from './device.js';
+export * from './nic-type.js';
 export * from './storage.js';
 export * from './storage-volumes.js';
 export * from './storage-layout.js';
