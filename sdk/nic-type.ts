@@ -60,6 +60,8 @@ export interface NicType {
 export interface NicTypesService {
   /** In the register phase only. */
   registerNicType(type: NicType): void;
+  /** A registered nictype (for conformance suites and diagnostics). */
+  nicType(nictype: string): NicType | undefined;
 }
 
 export const NicTypesServiceRef = createServiceRef<NicTypesService>('nic-types');

@@ -18,7 +18,7 @@ export default definePlugin({
     const types = new NicTypes(ctx.catalog);
     const nic = new NicDevice(ctx, types);
     devices.set(ctx, { nic, types });
-    ctx.services.provide(NicTypesServiceRef, { registerNicType: (type) => types.register(type) });
+    ctx.services.provide(NicTypesServiceRef, { registerNicType: (type) => types.register(type), nicType: (name) => types.get(name) });
     instances.registerDeviceType(nic);
   },
 
