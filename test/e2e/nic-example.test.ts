@@ -40,7 +40,7 @@ test.serial('with the example in the build, lxc config device add of a nictype=e
   t.regex(ifName, /^eth\d+$/);
   const inside = await lxcOk(t, withExample.socket, 'exec', 'c', '--', 'ip', 'link', 'show', ifName);
   t.true(inside.includes(hwaddr), inside);
-  t.regex(await lxcOk(t, withExample.socket, 'info', 'c'), /eth1:[\s\S]*Host interface: vex/);
+  t.regex(await lxcOk(t, withExample.socket, 'info', 'c'), new RegExp(`${ifName}:[\\s\\S]*Host interface: ${hostEnd}`));
   await lxcOk(t, withExample.socket, 'config', 'device', 'remove', 'c', 'eth1');
   t.false(existsSync(`/sys/class/net/${hostEnd}`), 'the host end went with the device');
   await lxcOk(t, withExample.socket, 'delete', '--force', 'c');
