@@ -84,6 +84,15 @@ export async function featureProjectOf(services: ServiceRegistry, project: strin
 }
 
 /**
+ * The project the client named in `req`, before any `features.*` mapping. Operations answering a
+ * request belong there (the client waits for them on that project's event stream), and so do the
+ * images family's lifecycle events, as with the reference.
+ */
+export function requestedProject(req: ApiRequest): string {
+  return req.requestedProject ?? req.project;
+}
+
+/**
  * A route whose handlers see `req.project` already mapped through `features.<feature>`: a project
  * without its own images (profiles...) reads and writes those of `default`, as if it had asked for it.
  */
@@ -91,7 +100,10 @@ export function featureScopedRoute(services: ServiceRegistry, feature: ProjectFe
   const scoped = async (req: ApiRequest): Promise<ApiRequest> => {
     const project = await featureProjectOf(services, req.project, feature);
     // The mapped request keeps everything else of the original (body, trust, requestor) through its prototype.
-    return project === req.project ? req : Object.create(req, { project: { value: project, enumerable: true } });
+    return project === req.project ? req : Object.create(req, {
+      project: { value: project, enumerable: true },
+      requestedProject: { value: requestedProject(req), enumerable: true },
+    });
   };
   const wrap = (spec: VerbSpec | undefined): VerbSpec | undefined => spec && { ...spec, handler: async (req) => spec.handler(await scoped(req)) };
   const current = route.current;

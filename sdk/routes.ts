@@ -20,8 +20,16 @@ export interface ApiRequest {
   readonly query: Record<string, string>;
   readonly headers: Record<string, string | string[] | undefined>;
   body: any;
-  /** Project named by `?project=` (default `default`). */
+  /**
+   * Project named by `?project=` (default `default`); on a feature-scoped route (featureScopedRoute),
+   * the project whose resources of that kind it uses.
+   */
   readonly project: string;
+  /**
+   * Set only where a feature-scoped route mapped `project` through `features.*`: the project the
+   * client named. Read it through `requestedProject(req)`.
+   */
+  readonly requestedProject?: string;
   /** `?all-projects=true`. */
   readonly allProjects: boolean;
   /** Cluster member named by `?target=`. */

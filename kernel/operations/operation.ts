@@ -2,7 +2,7 @@
 import { randomUUID, randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import {
-  ApiError, OperationStatus,
+  ApiError, OperationStatus, requestedProject,
   type Operation, type OperationControl, type OperationSpec, type OperationStatusName, type OperationView,
 } from '../../sdk/index.js';
 import { clientMessage } from '../http/client-message.js';
@@ -37,7 +37,7 @@ export class OperationRecord implements Operation {
   readonly control: OperationControl;
 
   constructor(readonly spec: OperationSpec, private readonly location: string, private readonly changed: (op: OperationRecord) => void) {
-    this.project = spec.project ?? 'default';
+    this.project = spec.request ? requestedProject(spec.request) : spec.project ?? 'default';
     this.metadata = spec.metadata ? { ...spec.metadata } : null;
     if (spec.class === 'websocket') {
       const fds: Record<string, string> = {};

@@ -9,6 +9,7 @@ import type { ImageCreator } from '../create.js';
 import { exportResponse } from '../export.js';
 import type { ImageFiles } from '../files.js';
 import { editableOf, imageUrl, imageView, type StoredAlias, type StoredImage } from '../image.js';
+import { imageLifecycle } from '../lifecycle.js';
 import { parseClientTime } from '../times.js';
 
 /** Uploads are streamed to disk; images of several GB are normal. */
@@ -87,7 +88,7 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
             profiles: profiles ?? found.doc.profiles,
           };
           await catalog.images.put(found.project, found.name, next, found.rev);
-          ctx.events.lifecycle('image-updated', imageUrl(req.project, found.name), { project: req.project, requestor: req.requestor });
+          imageLifecycle(ctx.events, req, 'image-updated', (project) => imageUrl(project, found.name));
           return empty();
         },
       },
@@ -100,8 +101,7 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
           const op = ctx.operations.create({
             class: 'task',
             description: 'Deleting image',
-            project,
-            requestor: req.requestor,
+            request: req,
             resources: { images: [url] },
             run: async () => {
               await lock.run(fp, async () => {
@@ -116,7 +116,7 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
                 });
                 if (!shared) await files.remove(fp);
               });
-              ctx.events.lifecycle('image-deleted', url, { project, requestor: req.requestor });
+              imageLifecycle(ctx.events, req, 'image-deleted', (named) => imageUrl(named, fp));
             },
           });
           return async(op);
@@ -130,7 +130,7 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
         handler: async (req) => {
           const { doc } = await find(req);
           const response = exportResponse(doc, files);
-          ctx.events.lifecycle('image-retrieved', imageUrl(req.project, doc.fingerprint), { project: req.project, requestor: req.requestor });
+          imageLifecycle(ctx.events, req, 'image-retrieved', (project) => imageUrl(project, doc.fingerprint));
           return response;
         },
       },
