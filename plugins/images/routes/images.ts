@@ -1,7 +1,7 @@
 /** /1.0/images, /1.0/images/{fingerprint} and its /export. */
 import Joi from 'joi';
 import {
-  async, badRequest, collection, empty, ProfilesServiceRef, StorageServiceRef, sync,
+  async, badRequest, collection, empty, StorageServiceRef, sync,
   type ApiRequest, type KeyedLock, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { ImageCatalog } from '../catalog.js';
@@ -10,6 +10,7 @@ import { exportResponse } from '../export.js';
 import type { ImageFiles } from '../files.js';
 import { editableOf, imageUrl, imageView, type StoredAlias, type StoredImage } from '../image.js';
 import { imageLifecycle } from '../lifecycle.js';
+import { imageProfiles } from '../profiles.js';
 import { parseClientTime } from '../times.js';
 
 /** Uploads are streamed to disk; images of several GB are normal. */
@@ -76,16 +77,15 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
           } catch (err) {
             throw badRequest(`Invalid "expires_at": ${(err as Error).message}`);
           }
-          // Absent or empty profiles and dates keep their value, as the reference does; the rest is replaced.
-          const profiles: string[] | undefined = body.profiles?.length ? body.profiles : undefined;
-          if (profiles) await ctx.services.get(ProfilesServiceRef)?.load(req.project, profiles);
+          // An absent date keeps its value, as the reference does; the rest is replaced.
+          const profiles = await imageProfiles(ctx.services, req.project, body.profiles);
           const next: StoredImage = {
             ...found.doc,
             auto_update: body.auto_update ?? false,
             public: body.public ?? false,
             properties: body.properties ?? {},
             expires_at: expires ?? found.doc.expires_at,
-            profiles: profiles ?? found.doc.profiles,
+            profiles,
           };
           await catalog.images.put(found.project, found.name, next, found.rev);
           imageLifecycle(ctx.events, req, 'image-updated', (project) => imageUrl(project, found.name));
