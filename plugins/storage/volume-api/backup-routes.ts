@@ -30,6 +30,7 @@ function header(value: string | string[] | undefined): string {
 export function volumeBackupRoutes(ctx: PluginContext, backups: VolumeBackups): RouteDescriptor[] {
   const owner = async (req: ApiRequest): Promise<VolumeOwner> => {
     if (req.params.type !== 'custom') throw badRequest('Only custom volumes have backups');
+    await backups.checkPool(req.params.pool!);
     return { pool: req.params.pool!, project: await featureProjectOf(ctx.services, req.project, 'storage.volumes'), name: req.params.name! };
   };
   const task = (req: ApiRequest, vol: VolumeOwner, description: string, backup: string, run: (op: OperationControl) => Promise<unknown>, release?: () => void) =>
