@@ -4,6 +4,7 @@ import type { ApiRequest, AuthDecision, KernelHooks, ShutdownInfo, TlsClient } f
 
 export class KernelHookSet {
   readonly environment = new SyncWaterfallHook<[Record<string, unknown>]>(['environment']);
+  readonly authMethods = new SyncWaterfallHook<[string[]]>(['methods']);
   readonly authenticate = new AsyncSeriesBailHook<[TlsClient], AuthDecision | undefined>(['client']);
   readonly checkProject = new AsyncSeriesHook<[ApiRequest]>(['request']);
   readonly ready = new AsyncSeriesHook<[]>([]);
@@ -18,6 +19,7 @@ export class KernelHookSet {
     const tapOptions = (stage?: number) => ({ name: pluginId, stage: stage ?? 0 });
     return Object.freeze({
       environment: { tap: (fn, o) => this.environment.tap(tapOptions(o?.stage), fn) },
+      authMethods: { tap: (fn, o) => this.authMethods.tap(tapOptions(o?.stage), fn) },
       authenticate: { tap: (fn, o) => this.authenticate.tapPromise(tapOptions(o?.stage), fn) },
       checkProject: { tap: (fn, o) => this.checkProject.tapPromise(tapOptions(o?.stage), fn) },
       ready: { tap: (fn, o) => this.ready.tapPromise(tapOptions(o?.stage), fn) },

@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import type Hapi from '@hapi/hapi';
 import type Logger from 'bunyan';
 import {
-  type CorralPlugin, type PluginContext, type PluginManifest, type ShutdownInfo,
+  type CorralPlugin, type PathListener, type PluginContext, type PluginManifest, type ShutdownInfo,
 } from '../sdk/index.js';
 import { createLogger, levelName, type LogRecord } from './logging/logger.js';
 import { createHostTools, findOnPath } from './host-tools/host-tools.js';
@@ -32,7 +32,7 @@ import { ServiceTable, createPluginContext, warningsFacade } from './plugin-cont
 import { PluginSetError, entryPath, readRegistry, resolvePluginSet } from './loader/plugin-set.js';
 import { probeHostFacts } from './server/host-facts.js';
 import { ServerInfo } from './server/server-info.js';
-import { serverRoutes } from './server/routes.js';
+import { ROOT_PATHS, serverRoutes } from './server/routes.js';
 import { ensureServerCertificate, type ServerCertificate } from './tls/server-certificate.js';
 
 export interface KernelOptions {
@@ -91,6 +91,8 @@ export class Kernel {
   private unix: Hapi.Server | undefined;
   private injector: Hapi.Server | undefined;
   private readonly tls: TlsListener;
+  /** Listeners plugins asked for, serving part of the API (metrics). */
+  private readonly partial: TlsListener[] = [];
   /** CORS headers and trusted proxies, kept current by their config keys. */
   private readonly http = new HttpSettings();
   private stopping: Promise<void> | undefined;
@@ -145,6 +147,7 @@ export class Kernel {
       config: this.serverConfig,
       extensions: () => this.extensions.list(),
       environmentHook: this.hooks.environment,
+      authMethodsHook: this.hooks.authMethods,
       certificate: () => this.certificate,
       httpsAddresses: () => (this.tls.current ? [this.tls.current] : []),
     });
@@ -223,7 +226,16 @@ export class Kernel {
     this.unix = server;
   }
 
-  private async startTls(host: string, port: number): Promise<Hapi.Server> {
+  /** A further HTTPS listener serving only `paths` and the server's root; the owner drives it from its config key. */
+  pathListener(owner: string, paths: string[]): PathListener {
+    const only = new Set([...ROOT_PATHS, ...paths]);
+    const listener = new TlsListener((host, port) => this.startTls(host, port, only));
+    this.partial.push(listener);
+    this.log.debug({ owner, paths }, 'listener for part of the API defined');
+    return { apply: (address) => listener.apply(address), validate: validateListenAddress };
+  }
+
+  private async startTls(host: string, port: number, only?: ReadonlySet<string>): Promise<Hapi.Server> {
     if (!this.certificate) throw new Error('the server certificate is missing (it could not be created at start)');
     const server = createHapiServer({
       log: this.log,
@@ -233,8 +245,9 @@ export class Kernel {
     });
     const authenticate = (raw: import('node:http').IncomingMessage, access: string) =>
       tlsCaller(raw, access, (client) => this.hooks.authenticate.promise(client));
-    this.pipeline.install(server, (request, access) => authenticate(request.raw.req, access));
-    attachWebsockets(server.listener, this.pipeline, authenticate, this.log);
+    this.pipeline.install(server, (request, access) => authenticate(request.raw.req, access), only);
+    // A listener for part of the API has no websockets (events, exec): an upgrade there is a plain 404.
+    if (!only) attachWebsockets(server.listener, this.pipeline, authenticate, this.log);
     await server.start();
     this.info.invalidate();
     return server;
@@ -272,6 +285,7 @@ export class Kernel {
       // hapi ends idle keep-alive connections at once and cuts the rest after its timeout.
       await step('unix listener', STEP_BOUND_MS, async () => this.unix?.stop({ timeout: LISTENER_DRAIN_MS }));
       await step('https listener', STEP_BOUND_MS, () => this.tls.stop());
+      for (const listener of this.partial) await step('https listener for part of the API', STEP_BOUND_MS, () => listener.stop());
       await step('inject server', STEP_BOUND_MS, async () => this.injector?.stop());
       await step('state store', STEP_BOUND_MS, async () => this.store?.close());
     })();

@@ -56,6 +56,11 @@ export interface ShutdownInfo {
 export interface KernelHooks {
   /** Add fields to the `environment` section of GET /1.0 (drivers, storage...). Re-run when `refreshServerInfo()` is called. */
   environment: Tappable<[Record<string, unknown>], Record<string, unknown>>;
+  /**
+   * Add to GET /1.0's `auth_methods` (which starts as `tls`) the ways of logging in a plugin offers.
+   * Re-run when the server config changes or `refreshServerInfo()` is called.
+   */
+  authMethods: Tappable<[string[]], string[]>;
   /** Decide trust for a TLS client; the first tap returning a decision wins. */
   authenticate: Tappable<[TlsClient], Promise<AuthDecision | undefined>>;
   /** Check the `project` of a request; throw an ApiError (404) for an unknown project. */

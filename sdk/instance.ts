@@ -87,8 +87,8 @@ export interface InstanceDriver {
   readonly configKeys?: ConfigKeyDescriptor[];
   /** Volatile keys to store when an instance is created or copied (id maps...). */
   initialize?(inst: DriverInstance, existing: DriverInstance[]): Promise<Record<string, string>>;
-  /** Check config the driver will apply (raw.lxc...); throw a 400 ApiError. */
-  validate?(config: Record<string, string>): void;
+  /** Check config the driver will apply (raw.lxc...); throw (or reject with) a 400 ApiError. */
+  validate?(config: Record<string, string>): void | Promise<void>;
   /** Resolves with volatile keys to record, such as the id map now in effect (`volatile.idmap.current`). */
   start(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<Record<string, string> | void>;
   /** Clean shutdown within `timeoutMs` then kill; `force` kills at once. */
@@ -112,6 +112,11 @@ export interface InstanceDriver {
   detachDevice?(inst: DriverInstance, device: string): Promise<void>;
   /** Apply changed keys to a running instance (undefined value: unset). Throw if a key needs a restart. */
   update?(inst: DriverInstance, changed: Record<string, string | undefined>): Promise<void>;
+  /**
+   * Give the instance's host directories the owners and modes its config calls for (who may pass
+   * into its rootfs): called after a create, after a config change and at boot.
+   */
+  secureFiles?(inst: DriverInstance): Promise<void>;
   /** Forget an instance (driver-side files); the volume is the family's business. */
   remove(inst: DriverInstance): Promise<void>;
   /** Driver-side names that no record owns any more (crash leftovers), removed at boot. */

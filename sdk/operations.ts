@@ -46,7 +46,7 @@ export interface OperationSpec {
   description: string;
   /**
    * The request this operation answers. The operation then belongs to the project that request
-   * named (`requestedProject`), wherever `features.*` put the resources it works on: the reference
+   * named (`requestedProjectOf`), wherever `features.*` put the resources it works on: the reference
    * files it there, and its clients wait for it on that project's event stream.
    */
   request?: ApiRequest;

@@ -56,6 +56,8 @@ export interface PluginContext {
   readonly hostTools: HostTools;
   readonly hooks: KernelHooks;
   readonly services: ServiceRegistry;
+  /** Further HTTPS listeners that serve only some of the API (as `core.metrics_address` does). */
+  readonly listeners: ListenerFactory;
   /** Whether an api_extensions name is advertised by this build. */
   hasExtension(name: string): boolean;
   /** Recompute the cached GET /1.0 answer (after an `environment` contribution changed). */
@@ -73,4 +75,20 @@ export interface CorralPlugin {
 
 export function definePlugin(plugin: CorralPlugin): CorralPlugin {
   return plugin;
+}
+
+/**
+ * An HTTPS listener beside the main one, with the same server certificate and client authentication,
+ * serving only the paths it was made for (and the server's root, `/` and `/1.0`); anything else is 404.
+ */
+export interface PathListener {
+  /** Starts, moves or stops (`''`) the listener; refuses an address it cannot listen on. */
+  apply(address: string): Promise<void>;
+  /** Throws a plain Error (a config key's validator) when `address` is no listen address. */
+  validate(address: string): void;
+}
+
+export interface ListenerFactory {
+  /** A listener for `paths` (route paths as declared, aliases included); stopped with the daemon. */
+  forPaths(paths: string[]): PathListener;
 }

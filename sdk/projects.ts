@@ -63,6 +63,11 @@ export interface ProjectsService {
   get(name: string): Promise<ProjectView | undefined>;
   /** The project whose resources of `feature`'s kind `project` uses: itself when the feature is on, else `default`. */
   featureProject(project: string, feature: ProjectFeature): Promise<string>;
+  /**
+   * Whether `project`'s restrictions let it see and use a network (`managed`: a managed network, not a
+   * host interface). Networks it may not use are hidden from it, as if they did not exist.
+   */
+  networkAllowed(project: string, network: string, managed: boolean): Promise<boolean>;
   /** Throws an ApiError (400 naming the restriction or limit, 403 where the reference answers so) when refused. */
   vet(proposal: ProjectProposal): Promise<void>;
   /**
@@ -83,13 +88,16 @@ export async function featureProjectOf(services: ServiceRegistry, project: strin
   return projects ? projects.featureProject(project, feature) : project;
 }
 
+const requestedProjects = new WeakMap<ApiRequest, string>();
+
 /**
- * The project the client named in `req`, before any `features.*` mapping. Operations answering a
- * request belong there (the client waits for them on that project's event stream), and so do the
- * images family's lifecycle events, as with the reference.
+ * The project the client named, before `featureScopedRoute` mapped it: its restrictions still apply
+ * to what it is shown of the project it borrows from; operations answering the request belong to
+ * it (the client waits for them on that project's event stream), and so do the images family's
+ * lifecycle events, as with the reference.
  */
-export function requestedProject(req: ApiRequest): string {
-  return req.requestedProject ?? req.project;
+export function requestedProjectOf(req: ApiRequest): string {
+  return requestedProjects.get(req) ?? req.project;
 }
 
 /**
@@ -99,11 +107,11 @@ export function requestedProject(req: ApiRequest): string {
 export function featureScopedRoute(services: ServiceRegistry, feature: ProjectFeature, route: RouteDescriptor): RouteDescriptor {
   const scoped = async (req: ApiRequest): Promise<ApiRequest> => {
     const project = await featureProjectOf(services, req.project, feature);
+    if (project === req.project) return req;
     // The mapped request keeps everything else of the original (body, trust, requestor) through its prototype.
-    return project === req.project ? req : Object.create(req, {
-      project: { value: project, enumerable: true },
-      requestedProject: { value: requestedProject(req), enumerable: true },
-    });
+    const mapped: ApiRequest = Object.create(req, { project: { value: project, enumerable: true } });
+    requestedProjects.set(mapped, requestedProjectOf(req));
+    return mapped;
   };
   const wrap = (spec: VerbSpec | undefined): VerbSpec | undefined => spec && { ...spec, handler: async (req) => spec.handler(await scoped(req)) };
   const current = route.current;

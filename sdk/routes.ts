@@ -8,9 +8,11 @@ import type { Requestor } from './events.js';
 /**
  * Who may call: `trusted` (default) needs a trusted client, kept to its projects when restricted;
  * `admin` needs a trusted client that is not restricted to projects (server-wide changes);
- * `untrusted` lets anyone in (handlers see `req.trusted`); `metrics` also admits metrics-only certificates.
+ * `untrusted` lets anyone in (handlers see `req.trusted`); `metrics` also admits metrics-only certificates;
+ * `filtered` needs a trusted client but lets a restricted one in whatever project it names (or all of them):
+ * the handler answers it with only what its projects may see (`req.restrictedTo`), an empty list being an answer.
  */
-export type AccessPolicy = 'trusted' | 'admin' | 'untrusted' | 'metrics';
+export type AccessPolicy = 'trusted' | 'admin' | 'untrusted' | 'metrics' | 'filtered';
 
 export interface ApiRequest {
   readonly id: string;
@@ -22,14 +24,9 @@ export interface ApiRequest {
   body: any;
   /**
    * Project named by `?project=` (default `default`); on a feature-scoped route (featureScopedRoute),
-   * the project whose resources of that kind it uses.
+   * the project whose resources of that kind it uses (the named one: `requestedProjectOf`).
    */
   readonly project: string;
-  /**
-   * Set only where a feature-scoped route mapped `project` through `features.*`: the project the
-   * client named. Read it through `requestedProject(req)`.
-   */
-  readonly requestedProject?: string;
   /** `?all-projects=true`. */
   readonly allProjects: boolean;
   /** Cluster member named by `?target=`. */

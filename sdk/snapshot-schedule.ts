@@ -1,20 +1,26 @@
 /**
  * `snapshots.schedule`: a comma-separated list of entries, each a 5-field cron expression
  * (`<minute> <hour> <day-of-month> <month> <day-of-week>`) or an alias (`@hourly`, `@daily`,
- * `@midnight`, `@weekly`, `@monthly`, `@annually`, `@yearly`, and `@startup` for instances).
+ * `@midnight`, `@weekly`, `@monthly`, `@annually`, `@yearly`, `@never`, and `@startup` for instances).
  *
  * Times are the host's local time (as the reference daemon does), at minute resolution.
  */
+import { createHash } from 'node:crypto';
 
-/** Aliases and the cron expression each stands for; `@startup` is handled apart (it has no time). */
+/**
+ * Aliases and the cron expression each stands for, with `M` and `H` standing for the minute and
+ * hour spread per subject (see `spreadFor`), so that a host's instances do not all snapshot at
+ * once. `@never` stands for no time at all; `@startup` is handled apart (it has no time).
+ */
 const ALIASES: Readonly<Record<string, string>> = {
-  '@hourly': '0 * * * *',
-  '@daily': '0 0 * * *',
-  '@midnight': '0 0 * * *',
-  '@weekly': '0 0 * * 0',
-  '@monthly': '0 0 1 * *',
-  '@annually': '0 0 1 1 *',
-  '@yearly': '0 0 1 1 *',
+  '@hourly': 'M * * * *',
+  '@daily': 'M H * * *',
+  '@midnight': 'M 0 * * *',
+  '@weekly': 'M H * * 0',
+  '@monthly': 'M H 1 * *',
+  '@annually': 'M H 1 1 *',
+  '@yearly': 'M H 1 1 *',
+  '@never': '',
 };
 
 export const STARTUP_ALIAS = '@startup';
@@ -23,6 +29,18 @@ export const SCHEDULE_ALIASES: readonly string[] = [...Object.keys(ALIASES), STA
 export interface ScheduleOptions {
   /** `@startup` is meaningful for instances only (custom volumes never "start"). */
   allowStartup: boolean;
+  /**
+   * What the schedule belongs to (e.g. `<project>/<instance>`): the aliases' minute and hour are
+   * derived from it. Without it they fall on minute 0 of hour 0.
+   */
+  subject?: string;
+}
+
+/** The minute (0-59) and hour (0-23) an alias falls on for `subject`: stable, and spread across subjects. */
+export function spreadFor(subject: string | undefined): { minute: number; hour: number } {
+  if (subject === undefined) return { minute: 0, hour: 0 };
+  const digest = createHash('sha256').update(subject).digest();
+  return { minute: digest.readUInt32BE(0) % 60, hour: digest.readUInt32BE(4) % 24 };
 }
 
 export interface Schedule {
@@ -109,17 +127,20 @@ export function parseSchedule(value: string, opts: ScheduleOptions): Schedule {
   for (const entry of entries) {
     if (entry === '') throw new Error(`Invalid schedule "${value}": empty entry (entries are separated by ", ")`);
     if (entry.startsWith('@')) {
-      if (entry === STARTUP_ALIAS) {
+      if (entry.toLowerCase() === STARTUP_ALIAS) {
         if (!opts.allowStartup) throw new Error(`Invalid schedule entry "${entry}": @startup is only allowed for instances`);
         onStartup = true;
         continue;
       }
-      const expr = ALIASES[entry];
-      if (expr === undefined) {
+      // Aliases are matched whatever their case, as the reference does.
+      const template = ALIASES[entry.toLowerCase()];
+      if (template === undefined) {
         const known = SCHEDULE_ALIASES.filter((a) => opts.allowStartup || a !== STARTUP_ALIAS).join(', ');
         throw new Error(`Invalid schedule entry "${entry}": unknown alias (known: ${known})`);
       }
-      specs.push(parseCron(expr, entry));
+      if (template === '') continue;
+      const { minute, hour } = spreadFor(opts.subject);
+      specs.push(parseCron(template.replace('M', String(minute)).replace('H', String(hour)), entry));
       continue;
     }
     specs.push(parseCron(entry, entry));

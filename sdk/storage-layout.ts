@@ -27,6 +27,16 @@ export const SNAPSHOT_DIRS: Partial<Record<VolumeType, string>> = {
 /** Volume directories themselves: the instance driver maps ids at mount time and needs to pass. */
 export const VOLUME_MODE = 0o711;
 
+/**
+ * A container snapshot holds the setuid binaries of its instance: only root passes (0100, as the
+ * reference keeps it). A snapshot copied from its instance keeps the instance directory's mode
+ * and owner instead (the container's root owns it, also 0100).
+ */
+export const CONTAINER_SNAPSHOT_MODE = 0o100;
+
+/** The mode a snapshot filled from elsewhere (a backup, a migration) ends with. */
+export const filledSnapshotMode = (type: VolumeType) => (type === 'container' ? CONTAINER_SNAPSHOT_MODE : VOLUME_MODE);
+
 export const typeDir = (root: string, type: VolumeType) => path.join(root, TYPE_DIRS[type]);
 
 /** The volume a directory under typeDir(type) holds: `<project>_<name>`, or a bare name in the default project (images always). */

@@ -230,12 +230,26 @@ export type VolumeSource =
     prepare?: (dir: string, part: OptimizedPart) => Promise<void>;
   };
 
+/** What an instance or image volume carries beside its content: description, config, and those of its snapshots. */
+export interface VolumeState {
+  description: string;
+  config: Record<string, string>;
+  /** By snapshot name: the volume's description and config when the snapshot was taken. */
+  snapshots: Record<string, { description: string; config: Record<string, string> }>;
+}
+
 export interface StorageService {
   registerDriver(driver: StorageDriver): void;
   /** Throws 404 when there is no such pool, 400 when it is unavailable. */
   pool(name: string): Promise<PoolInfo>;
   poolNames(): Promise<string[]>;
-  createInstanceVolume(pool: string, vol: VolumeRef, source: VolumeSource): Promise<string>;
+  /**
+   * Create an instance volume. It carries `state` when given (a backup import); otherwise the
+   * source's config with a copy, or the pool's `volume.*` defaults.
+   */
+  createInstanceVolume(pool: string, vol: VolumeRef, source: VolumeSource, state?: VolumeState): Promise<string>;
+  /** Description and config of an instance or image volume and of its snapshots (empty when it has none). */
+  volumeState(pool: string, vol: VolumeRef): Promise<VolumeState>;
   deleteVolume(pool: string, vol: VolumeRef): Promise<void>;
   /** Rename a volume (and its snapshots), into `newProject` when given. */
   renameVolume(pool: string, vol: VolumeRef, newName: string, newProject?: string): Promise<void>;

@@ -42,3 +42,14 @@ export function createUsedByRegistry(): UsedByRegistry {
 export function resourceUrl(path: string, project: string): string {
   return project === 'default' ? path : `${path}?project=${encodeURIComponent(project)}`;
 }
+
+/** The project a used_by URL points into (`default` when it names none). */
+export function projectOfUrl(url: string): string {
+  const query = url.indexOf('?');
+  return (query < 0 ? undefined : new URLSearchParams(url.slice(query + 1)).get('project')) ?? 'default';
+}
+
+/** What of `urls` a caller restricted to `projects` may see (all of it for an unrestricted caller). */
+export function visibleUrls(urls: string[], projects: readonly string[] | undefined): string[] {
+  return projects ? urls.filter((url) => projects.includes(projectOfUrl(url))) : urls;
+}

@@ -8,6 +8,8 @@ export interface EventListener {
   types: ReadonlySet<EventType>;
   /** Undefined: every project. */
   project?: string;
+  /** A restricted listener's projects: it gets their events only, and no server-wide ones. */
+  restrictedTo?: readonly string[];
   send(frame: string): void;
 }
 
@@ -32,7 +34,7 @@ export class EventHub implements EventsService {
     if (this.watchers[type] === 0) return;
     const frame = JSON.stringify(event);
     for (const socket of this.sockets) {
-      if (socket.types.has(type) && (socket.project === undefined || project === undefined || socket.project === project)) socket.send(frame);
+      if (socket.types.has(type) && admits(socket, project)) socket.send(frame);
     }
   }
 
@@ -63,4 +65,9 @@ export class EventHub implements EventsService {
   watched(type: EventType): boolean {
     return this.watchers[type] > 0 || this.internal.size > 0;
   }
+}
+
+function admits(listener: EventListener, project: string | undefined): boolean {
+  if (listener.restrictedTo) return project !== undefined && listener.restrictedTo.includes(project) && (listener.project === undefined || listener.project === project);
+  return listener.project === undefined || project === undefined || listener.project === project;
 }

@@ -22,11 +22,14 @@ export function eventRoutes(hub: EventHub): RouteDescriptor[] {
     {
       path: '/1.0/events',
       websocket: {
+        // Anyone trusted may listen, as with the reference; a restricted listener hears only its own projects.
+        access: 'filtered',
         accept: (req) => void parseTypes(req.query.type),
         handler: (req, socket) => {
           const detach = hub.attach({
             types: parseTypes(req.query.type),
             project: req.allProjects ? undefined : req.project,
+            restrictedTo: req.restrictedTo,
             send: (frame) => {
               if (socket.bufferedAmount > MAX_BUFFERED) socket.terminate();
               else socket.send(frame);

@@ -76,9 +76,11 @@ export class RoutePipeline {
   }
 
   /** Put every route on a hapi server (one per listener), authenticating callers with `authenticate`. */
-  install(server: Hapi.Server, authenticate: Authenticate): void {
+  /** `only`: the paths this server serves (a listener for part of the API); all when undefined. */
+  install(server: Hapi.Server, authenticate: Authenticate, only?: ReadonlySet<string>): void {
     for (const { route } of this.routes) {
       for (const path of [route.path, ...(route.aliases ?? [])]) {
+        if (only && !only.has(path)) continue;
         for (const verb of VERBS) {
           const spec = this.verbSpec(route, verb);
           if (!spec) continue;
@@ -242,7 +244,10 @@ export function checkAccess(caller: Caller, access: string, project: string, all
   if (access === 'untrusted') return;
   if (!caller.trusted && !(access === 'metrics' && caller.metrics)) throw forbidden();
   if (!caller.projects) return;
-  if (access === 'admin') throw forbidden('Restricted clients cannot change server-wide settings');
+  // Listings shared by projects: the handler shows a restricted caller only what is its own.
+  if (access === 'filtered') return;
+  // Warnings, server config, pool changes: reads included, as the reference refuses them too.
+  if (access === 'admin') throw forbidden('Restricted clients have no access to server-wide endpoints');
   // A restricted client sees its own projects only: asking for all of them is refused, as the reference does.
   if (allProjects) throw forbidden('Restricted clients cannot list all projects');
   if (!caller.projects.includes(project)) throw forbidden(`Not authorized for project "${project}"`);

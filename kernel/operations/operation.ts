@@ -2,7 +2,7 @@
 import { randomUUID, randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import {
-  ApiError, OperationStatus, requestedProject,
+  ApiError, OperationStatus, requestedProjectOf,
   type Operation, type OperationControl, type OperationSpec, type OperationStatusName, type OperationView,
 } from '../../sdk/index.js';
 import { clientMessage } from '../http/client-message.js';
@@ -42,7 +42,7 @@ export class OperationRecord implements Operation {
     // The request only says which project the operation belongs to: not kept for the operation's life.
     const { request, ...rest } = spec;
     this.spec = rest;
-    this.project = request ? requestedProject(request) : spec.project ?? 'default';
+    this.project = request ? requestedProjectOf(request) : spec.project ?? 'default';
     this.metadata = spec.metadata ? { ...spec.metadata } : null;
     if (spec.class === 'websocket') {
       const fds: Record<string, string> = {};

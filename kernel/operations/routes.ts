@@ -16,9 +16,12 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
     {
       path: '/1.0/operations',
       get: {
+        // A restricted caller lists only its own projects' operations: none, in a project not its own.
+        access: 'filtered',
         handler: (req) => {
           const grouped: Record<string, unknown[]> = {};
           for (const op of ops.list(req.allProjects ? undefined : req.project)) {
+            if (req.restrictedTo && !req.restrictedTo.includes(op.project)) continue;
             const view = op.view();
             (grouped[view.status.toLowerCase()] ??= []).push(req.recursion === 0 ? op.url : view);
           }

@@ -6,6 +6,9 @@ import type { ServerConfigStore } from '../config/server-config.js';
 
 const ROOT = Object.freeze(['/1.0']);
 
+/** The server's root: every listener serves it, even one made for part of the API. */
+export const ROOT_PATHS: readonly string[] = Object.freeze(['/', '/1.0']);
+
 /** Config values are strings; null unsets a key, as the reference allows; `true` is how a write-only key comes back unchanged. */
 export const configMap = Joi.object().pattern(Joi.string(), Joi.alternatives().try(Joi.string().allow(''), Joi.boolean()).allow(null)).allow(null);
 

@@ -11,6 +11,7 @@ export interface ServerInfoSources {
   config: ServerConfig & { visible(): Record<string, string | boolean> };
   extensions: () => readonly string[];
   environmentHook: SyncWaterfallHook<[Record<string, unknown>]>;
+  authMethodsHook: SyncWaterfallHook<[string[]]>;
   certificate: () => { cert: string; fingerprint: string } | undefined;
   httpsAddresses: () => string[];
 }
@@ -51,7 +52,7 @@ export class ServerInfo {
       api_version: API_VERSION,
       auth: 'untrusted',
       public: false,
-      auth_methods: ['tls'],
+      auth_methods: this.authMethods(),
     };
     return this.untrustedView;
   }
@@ -60,6 +61,11 @@ export class ServerInfo {
   editable(): { config: Record<string, string | boolean> } {
     this.etagContent ??= { config: this.sources.config.visible() };
     return this.etagContent;
+  }
+
+  /** Every client sees the same list, trusted or not, as clients pick how to log in from it. */
+  private authMethods(): string[] {
+    return this.sources.authMethodsHook.call(['tls']);
   }
 
   private build(): Record<string, unknown> {
@@ -98,7 +104,7 @@ export class ServerInfo {
       api_version: API_VERSION,
       auth: 'trusted',
       public: false,
-      auth_methods: ['tls'],
+      auth_methods: this.authMethods(),
       environment,
     };
   }

@@ -65,7 +65,9 @@ export function certificateRoutes(trust: TrustStore, tokens: CertificateTokens, 
     {
       path: '/1.0/certificates',
       extension: 'certificate_update',
+      // Every trusted caller, restricted or not, may read the trust store, as with the reference.
       get: {
+        access: 'filtered',
         handler: () => collection(trust.list(), (c) => certificateUrl(c.fingerprint), (c) => c),
       },
       post: {
@@ -115,6 +117,7 @@ export function certificateRoutes(trust: TrustStore, tokens: CertificateTokens, 
       extension: 'certificate_update',
       current: (req) => editable(find(req)),
       get: {
+        access: 'filtered',
         handler: (req) => {
           const cert = find(req);
           return sync(cert, { etag: editable(cert) });

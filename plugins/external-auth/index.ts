@@ -18,6 +18,10 @@ export default definePlugin({
     for (const key of externalAuthKeys(state)) ctx.keys.register(key);
     const providers: readonly IdentityProvider[] = Object.freeze([new ExternalService('candid', state), new ExternalService('rbac', state)]);
     ctx.services.provide(IdentityProvidersRef, { list: () => providers });
+    // With an identity service set, GET /1.0 offers it as a way to log in, as the reference does (it
+    // does so from the URL alone, before any exchange with the service).
+    const candid = providers[0]!;
+    ctx.hooks.authMethods.tap((methods) => (candid.configured() ? [...methods, 'candid'] : methods));
 
     // After the trust store: a connected service may vouch for a client the store does not know.
     ctx.hooks.authenticate.tap(async (client) => {

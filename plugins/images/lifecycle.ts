@@ -3,11 +3,11 @@
  * project in the source URL, even where `features.images=false` keeps the images in `default`:
  * the reference files them so, and a client watching its own project sees its images change.
  */
-import { requestedProject, type ApiRequest, type EventsService } from '../../sdk/index.js';
+import { requestedProjectOf, type ApiRequest, type EventsService } from '../../sdk/index.js';
 
 export function imageLifecycle(
   events: EventsService, req: ApiRequest, action: string, source: (project: string) => string, context?: Record<string, unknown>,
 ): void {
-  const project = requestedProject(req);
+  const project = requestedProjectOf(req);
   events.lifecycle(action, source(project), { project, requestor: req.requestor, ...(context ? { context } : {}) });
 }

@@ -30,8 +30,11 @@ import { NicPlumber, type RecordedNic } from './nics.js';
 import { LxcPaths, lxcName } from './paths.js';
 import { readList, writeList } from './recorded-list.js';
 import { checkRawLxc } from './raw-lxc.js';
+import { liblxcRefusal } from './raw-lxc-verdict.js';
 import { runningState, stoppedState } from './runtime-state.js';
 import { runTool } from './tool.js';
+import { refuseShift } from './shift-protection.js';
+import { lockInstanceDir, rootOwner } from './instance-dir.js';
 
 /** The logger methods the driver uses (a bunyan logger in the daemon). */
 export interface DriverLog {
@@ -103,7 +106,20 @@ export class LxcDriver implements InstanceDriver {
     return lxcName(inst.project, inst.name);
   }
 
-  validate(config: Record<string, string>): void {
+  /** What the key registry cannot see (the whole config), then liblxc's own verdict on raw.lxc. */
+  async validate(config: Record<string, string>): Promise<void> {
+    this.checkConfig(config);
+    const raw = config['raw.lxc'];
+    if (!raw) return;
+    const refusal = await liblxcRefusal(this.opts.hostTools, raw).catch((err: Error) => {
+      // Without lxc-info the lines are judged at the next start instead.
+      this.opts.log.warn({ err }, 'liblxc could not be asked about raw.lxc');
+      return undefined;
+    });
+    if (refusal) throw badRequest(`Invalid value for "raw.lxc": ${refusal}`);
+  }
+
+  private checkConfig(config: Record<string, string>): void {
     const check = (key: string, fn: (v: string) => void) => {
       const v = config[key];
       if (!v) return;
@@ -158,6 +174,21 @@ export class LxcDriver implements InstanceDriver {
     return LxcDriver.volatileKeys(plan);
   }
 
+  /**
+   * The instance directory's owner and mode for the map the config asks for: after a create, a
+   * config change (security.privileged, raw.idmap...) and at boot, as well as at every start.
+   */
+  async secureFiles(inst: DriverInstance): Promise<void> {
+    let owner = { uid: 0, gid: 0 };
+    try {
+      owner = rootOwner(this.plan(inst.config, () => this.recordedRanges(this.nameOf(inst))));
+    } catch (err) {
+      // No map can be made now (the start will say why): only root may enter meanwhile.
+      this.opts.log.debug({ err, instance: inst.name }, 'no id map for the instance directory owner');
+    }
+    await lockInstanceDir(inst.volumePath, owner);
+  }
+
   /** Isolated ranges of the instances this driver has started (recorded in their directories). */
   private recordedRanges(except: string): IdRange[] {
     const out: IdRange[] = [];
@@ -181,8 +212,9 @@ export class LxcDriver implements InstanceDriver {
   async start(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<StartResult> {
     const name = this.nameOf(inst);
     if (this.monitors.find(name)) throw badRequest('The instance is already running');
-    this.validate(inst.config);
+    this.checkConfig(inst.config);
     const plan = this.plan(inst.config, () => this.recordedRanges(name));
+    refuseShift(inst.config, plan);
     const delegated = this.delegated();
     try {
       // Without any subid entry for root, liblxc writes the maps itself and anything goes.
@@ -200,9 +232,9 @@ export class LxcDriver implements InstanceDriver {
       limits: startLimits(inst.config, this.host(), name),
       cgroups: this.cgroups,
     });
-    const dir = this.paths.dir(name);
-    await Promise.all([mkdir(dir, { recursive: true }), mkdir(inst.logDir, { recursive: true })]);
-    if (!plan.privileged) await this.traversable(rootfs);
+    await Promise.all([this.containerDir(name), mkdir(inst.logDir, { recursive: true })]);
+    await lockInstanceDir(inst.volumePath, rootOwner(plan));
+    if (!plan.privileged) await this.traversable(rootfs, inst.volumePath);
     const configFile = this.paths.config(name);
     await writeList<RecordedNic>(this.paths.nicsFile(name), devices.flatMap((d) => (d.nics ?? []).map((nic) => ({ device: d.device ?? '', nic, hotplugged: false }))));
     await writeList<RecordedMount>(this.paths.mountsFile(name), devices.flatMap((d) => (d.mounts ?? []).map((m) => ({ device: d.device ?? '', target: m.target }))));
@@ -236,10 +268,12 @@ export class LxcDriver implements InstanceDriver {
    * above its rootfs. Directories of the daemon's data dir get search permission for others (not
    * read: nothing becomes listable), as the reference's data dir has; others are the admin's.
    */
-  private async traversable(rootfs: string): Promise<void> {
+  private async traversable(rootfs: string, instanceDir: string): Promise<void> {
     const top = path.resolve(this.opts.dataDir);
     const inside = (dir: string) => dir === top || dir.startsWith(`${top}${path.sep}`);
     for (let dir = path.dirname(path.resolve(rootfs)); inside(dir); dir = path.dirname(dir)) {
+      // The instance directory is the container root's own (instance-dir.ts).
+      if (dir === path.resolve(instanceDir)) continue;
       if (this.searchable.has(dir)) break;
       const st = await stat(dir);
       if ((st.mode & 0o001) === 0) await chmod(dir, (st.mode & 0o7777) | 0o001);
@@ -539,12 +573,28 @@ export class LxcDriver implements InstanceDriver {
     await rm(this.paths.dir(name), { recursive: true, force: true });
   }
 
+  /**
+   * The liblxc directory of a container: the lxcpath passable (0711, as the reference's), each
+   * container's own directory root's alone (0700): only root's tools read its config and pid file.
+   */
+  private async containerDir(name: string): Promise<void> {
+    await mkdir(this.paths.lxcpath, { recursive: true, mode: LXCPATH_MODE });
+    await mkdir(this.paths.dir(name), { recursive: true, mode: CONTAINER_DIR_MODE });
+    await setMode(this.paths.lxcpath, LXCPATH_MODE);
+    await setMode(this.paths.dir(name), CONTAINER_DIR_MODE);
+  }
+
   /** Directories no record owns (a crash between steps): removed, unless their container runs. */
   async cleanup(known: { project: string; name: string }[]): Promise<void> {
     const owned = new Set(known.map((k) => lxcName(k.project, k.name)));
     const entries = await readdir(this.paths.lxcpath).catch(() => [] as string[]);
+    if (entries.length) await setMode(this.paths.lxcpath, LXCPATH_MODE);
     for (const name of entries) {
-      if (owned.has(name)) continue;
+      if (owned.has(name)) {
+        // Made by an older version with the default mode.
+        await setMode(this.paths.dir(name), CONTAINER_DIR_MODE);
+        continue;
+      }
       if (this.monitors.find(name)) {
         this.opts.log.warn({ container: name, lxcpath: this.paths.lxcpath }, 'a container without an instance record is running: left alone');
         continue;
@@ -553,6 +603,14 @@ export class LxcDriver implements InstanceDriver {
       await rm(this.paths.dir(name), { recursive: true, force: true });
     }
   }
+}
+
+const LXCPATH_MODE = 0o711;
+const CONTAINER_DIR_MODE = 0o700;
+
+async function setMode(dir: string, mode: number): Promise<void> {
+  const st = await stat(dir).catch(() => undefined);
+  if (st?.isDirectory() && (st.mode & 0o7777) !== mode) await chmod(dir, mode);
 }
 
 function fileSize(file: string): number {

@@ -66,20 +66,28 @@ export function readSubordinateIds(): SubordinateIds {
 }
 
 /**
- * liblxc writes maps through newuidmap/newgidmap even as root, and those only map host ids that
- * /etc/subuid and /etc/subgid give to root: say which entry is missing rather than let the start
- * fail deep inside liblxc.
+ * liblxc writes maps through newuidmap/newgidmap, which map only host ids that /etc/subuid and
+ * /etc/subgid give to root, or the caller's own id alone. Once the uid map maps the daemon's own
+ * uid (root mapping itself into a container: `raw.idmap=both 0 0`), liblxc writes the maps itself
+ * and any host id goes. Say which entry is missing rather than let the start fail inside liblxc.
  */
-export function checkDelegated(map: IdmapEntry[], delegated: { uid: IdRange[]; gid: IdRange[] }): void {
+export function checkDelegated(map: IdmapEntry[], delegated: { uid: IdRange[]; gid: IdRange[] }, self: { uid: number; gid: number } = ownIds()): void {
+  const holds = (e: IdmapEntry, id: number) => e.Hostid <= id && id < e.Hostid + e.Maprange;
+  if (map.some((e) => e.Isuid && holds(e, self.uid))) return;
   const covered = (ranges: IdRange[], e: IdmapEntry) => ranges.some((r) => e.Hostid >= r.start && e.Hostid + e.Maprange <= r.start + r.size);
   for (const e of map) {
     for (const kind of ['uid', 'gid'] as const) {
       if (!(kind === 'uid' ? e.Isuid : e.Isgid) || covered(delegated[kind], e)) continue;
+      if (e.Maprange === 1 && e.Hostid === self[kind]) continue;
       const last = e.Hostid + e.Maprange - 1;
       const what = e.Maprange === 1 ? `host ${kind} ${e.Hostid}` : `host ${kind}s ${e.Hostid}-${last}`;
       throw new Error(`The id map uses ${what}, which /etc/sub${kind} does not give to root (add "root:${e.Hostid}:${e.Maprange}" to /etc/sub${kind})`);
     }
   }
+}
+
+function ownIds(): { uid: number; gid: number } {
+  return { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
 }
 
 function parseIdRange(text: string, line: string): [number, number] {

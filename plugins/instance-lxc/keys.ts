@@ -16,7 +16,7 @@ export const LXC_KEYS: ConfigKeyDescriptor[] = [
   { key: 'security.idmap.base', scope: 'instance', type: 'integer', validate: isUint32, extension: 'id_map_base', doc: 'Host id where an isolated map starts (default: allocated)' },
   { key: 'raw.idmap', scope: 'instance', type: 'string', extension: 'id_map', doc: 'Host ids mapped straight into the container: lines of `uid|gid|both <host>[-<last>] <container>[-<last>]`',
     validate: (v) => void parseRawIdmap(v) },
-  { key: 'raw.lxc', scope: 'instance', type: 'string', validate: checkRawLxc, doc: 'liblxc config lines appended to the generated config' },
+  { key: 'raw.lxc', scope: 'instance', type: 'string', validate: checkRawLxc, doc: 'liblxc config lines appended to the generated config (parsed by liblxc when set)' },
   { key: 'limits.cpu', scope: 'instance', type: 'string', live: true, validate: checkCpu, doc: 'Number of CPUs, or a list of CPU ids and ranges (0-1,3), the container may run on' },
   { key: 'limits.memory', scope: 'instance', type: 'string', live: true, validate: checkMemory, doc: 'Memory limit: bytes with an optional unit (kB, MB, GB, KiB, MiB, GiB...) or a percentage of the host\'s memory' },
   { key: 'limits.processes', scope: 'instance', type: 'integer', live: true, validate: isInt, doc: 'Maximum number of processes in the container' },

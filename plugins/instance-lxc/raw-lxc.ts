@@ -1,7 +1,7 @@
 /**
- * `raw.lxc`: liblxc config lines appended after the generated ones. The same keys the reference
+ * `raw.lxc`: liblxc config lines appended after the generated ones. The keys the reference
  * refuses are refused here (the daemon owns logging, ephemerality, process limits and the network
- * set-up); anything liblxc itself rejects makes the start fail with liblxc's message.
+ * set-up); whether liblxc can parse the rest is liblxc's own call (raw-lxc-verdict.ts).
  */
 
 export interface RawLxcLine {
@@ -25,8 +25,9 @@ export function parseRawLxc(text: string): RawLxcLine[] {
   return lines;
 }
 
-function checkKey(key: string): void {
-  if (!/^lxc\.[A-Za-z0-9_.-]+$/.test(key)) throw new Error(`Invalid raw.lxc key "${key}": liblxc keys start with "lxc."`);
+/** Keys compare without case, as the reference compares them; liblxc ignores lines not starting with `lxc.`. */
+function checkKey(original: string): void {
+  const key = original.toLowerCase();
   if (key === 'lxc.logfile' || key === 'lxc.log.file') throw new Error('Setting lxc.logfile is not allowed');
   if (key === 'lxc.syslog' || key === 'lxc.log.syslog') throw new Error('Setting lxc.log.syslog is not allowed');
   if (key === 'lxc.ephemeral') throw new Error('Setting lxc.ephemeral is not allowed');

@@ -1,7 +1,8 @@
 /**
  * Local copies (`source.type` "copy"): from an instance, with or without its snapshots, or from
  * one snapshot; and refresh copies that bring an existing copy up to date. A copy gets fresh
- * volatile keys (uuid, id map, MAC addresses): only `volatile.base_image` carries over.
+ * volatile keys (uuid, id map, MAC addresses): only `volatile.base_image` carries over, and the copy
+ * owes its `copy` templates at its first start (`volatile.apply_template`).
  */
 import { badRequest, notFound, optionalBool, optionalString, type ApiRequest } from '../../sdk/index.js';
 import type { InstanceHandle } from './access.js';
@@ -9,6 +10,7 @@ import type { CreateSpec, InstanceManager } from './manager.js';
 import type { SnapshotManager } from './snapshots/manager.js';
 import { NEVER } from './record.js';
 import type { SnapshotRecord } from './snapshots/record.js';
+import { APPLY_TEMPLATE_KEY } from './templates/deferred.js';
 
 export interface CopyOrigin {
   handle: InstanceHandle;
@@ -21,6 +23,13 @@ export interface CopyOrigin {
 
 const keepOnCopy = (config: Record<string, string>) =>
   Object.fromEntries(Object.entries(config).filter(([k]) => !k.startsWith('volatile.') || k === 'volatile.base_image'));
+
+/** A copied snapshot also keeps the templates its files still owe, which a restore brings back. */
+const keepOnSnapshotCopy = (config: Record<string, string>) => {
+  const kept = keepOnCopy(config);
+  if (config[APPLY_TEMPLATE_KEY]) kept[APPLY_TEMPLATE_KEY] = config[APPLY_TEMPLATE_KEY];
+  return kept;
+};
 
 /** Read and check the `source` of a copy request. */
 export async function copyOrigin(manager: InstanceManager, snapshots: SnapshotManager, req: ApiRequest, source: Record<string, unknown>): Promise<CopyOrigin> {
@@ -64,7 +73,7 @@ export function applyCopyOrigin(spec: CreateSpec, origin: CopyOrigin, body: Reco
     snapshot: origin.snapshot?.name,
     snapshots: origin.snapshots.map((s) => s.name),
   };
-  spec.snapshots = origin.snapshots.map((s) => ({ ...s, config: keepOnCopy(s.config), last_used_at: NEVER }));
+  spec.snapshots = origin.snapshots.map((s) => ({ ...s, config: keepOnSnapshotCopy(s.config), last_used_at: NEVER }));
   spec.templateTrigger = 'copy';
 }
 
@@ -80,7 +89,7 @@ export async function refreshCopy(manager: InstanceManager, snapshots: SnapshotM
   const sourceVol = { type: origin.handle.record.type, project: origin.handle.project, name: origin.handle.name };
   await manager.deps.storage.refreshVolume(target.record.pool, vol, { pool: origin.handle.record.pool, volume: sourceVol, snapshots: added.map((s) => s.name) });
   for (const snap of added) {
-    await snapshots.records.put(target.project, `${target.name}/${snap.name}`, { ...snap, config: keepOnCopy(snap.config), last_used_at: NEVER }, 0).catch((err) => {
+    await snapshots.records.put(target.project, `${target.name}/${snap.name}`, { ...snap, config: keepOnSnapshotCopy(snap.config), last_used_at: NEVER }, 0).catch((err) => {
       if ((err as { status?: number }).status !== 409) throw err;
     });
   }

@@ -30,6 +30,7 @@ import { SNAPSHOT_KEYS } from './snapshots/keys.js';
 import { SnapshotScheduler } from './snapshots/scheduler.js';
 import { scheduleLogExpiry } from './log-expiry.js';
 import { cleanupLeftovers } from './leftovers.js';
+import { checkProfileDependants } from './profile-dependants.js';
 import { applyProfileToRunning } from './profile-updates.js';
 import { applyProfileRootQuotas } from './root-quota.js';
 import { registerImageSources } from './publish.js';
@@ -103,13 +104,14 @@ export default definePlugin({
       .filter((s) => s.doc.config['volatile.base_image'] === fingerprint).map((s) => resourceUrl(`/1.0/instances/${s.name}`, s.project)));
     registerImageSources(ctx, manager, images);
 
-    // Profile edits: validate against device types and re-apply live keys to running instances.
+    // Profile edits: validate against device types and the drivers of the instances using them, and re-apply live keys to running instances.
     profiles.onChange(async (change) => {
       if (!change.profile) return;
       devices.validate(change.profile.devices, { instanceType: 'any', profile: true, project: change.project });
       for (const dev of Object.values(change.profile.devices)) {
         if (isRootDisk(dev)) await storage.pool(dev.pool);
       }
+      await checkProfileDependants(manager, change, () => recordsUsing('profiles', change.project));
       const quotasBack = await applyProfileRootQuotas(manager, storage, change);
       await applyProfileToRunning(manager, change).catch(async (err) => {
         await quotasBack();

@@ -8,9 +8,10 @@ export const INSTANCE_KEYS: ConfigKeyDescriptor[] = [
   { key: 'boot.stop.priority', scope: 'instance', type: 'integer', default: '0', validate: isInt, live: true, extension: 'container_stop_priority', doc: 'Stop order on daemon shutdown: higher stops first' },
   { key: 'boot.host_shutdown_timeout', scope: 'instance', type: 'integer', default: '30', validate: isUint, live: true, extension: 'container_host_shutdown_timeout', doc: 'Seconds to wait for a clean shutdown when the daemon stops before killing' },
   { key: 'security.protection.delete', scope: 'instance', type: 'bool', default: 'false', validate: isBool, live: true, extension: 'container_protection_delete', doc: 'Refuse to delete the instance' },
-  { key: 'security.protection.shift', scope: 'instance', type: 'bool', default: 'false', validate: isBool, live: true, doc: 'Refuse to shift the instance filesystem' },
+  { key: 'security.protection.shift', scope: 'instance', type: 'bool', default: 'false', validate: isBool, live: true, doc: 'Refuse to start the container under another id map than at its last start (what its files\' owners would shift to)' },
   { key: 'linux.kernel_modules', scope: 'instance', type: 'list', doc: 'Kernel modules to load before starting' },
   { prefix: 'environment.', scope: 'instance', type: 'string', live: true, doc: 'Environment variables for exec sessions' },
   { prefix: 'image.', scope: 'instance', type: 'string', live: true, extension: 'container_image_properties', doc: 'Properties of the image the instance was created from' },
   { prefix: 'volatile.', scope: 'instance', type: 'string', live: true, doc: 'Internal state kept by the daemon' },
+  { key: 'volatile.apply_template', scope: 'instance', type: 'string', live: true, doc: 'Image templates owed at the next start: the trigger (create, copy, rename) of the change that made them due; cleared once rendered' },
 ];

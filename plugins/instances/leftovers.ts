@@ -3,10 +3,10 @@
  * without a record. Creates write the record last and deletes remove it first, so anything
  * without a record is a leftover: remove it at boot.
  */
-import { rm, readdir } from 'node:fs/promises';
+import { chmod, rm, readdir } from 'node:fs/promises';
 import path from 'node:path';
-import type { PluginContext } from '../../sdk/index.js';
-import { volumeName, type InstanceManager } from './manager.js';
+import { CONTAINER_SNAPSHOT_MODE, type PluginContext } from '../../sdk/index.js';
+import { LOGS_MODE, volumeName, type InstanceManager } from './manager.js';
 
 export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceManager): Promise<void> {
   const records = await manager.records.list();
@@ -29,7 +29,11 @@ export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceMana
     const vol = { type: s.doc.type, project: s.project, name: s.name };
     const names = await storage.listSnapshots(s.doc.pool, vol).catch(() => [] as string[]);
     for (const snap of names) {
-      if (snapshotRecords.has(`${s.project}/${s.name}/${snap}`)) continue;
+      if (snapshotRecords.has(`${s.project}/${s.name}/${snap}`)) {
+        // Made by an older version with the volume mode (read-only btrfs snapshots keep theirs).
+        if (s.doc.type === 'container') await chmod(await storage.snapshotPath(s.doc.pool, vol, snap), CONTAINER_SNAPSHOT_MODE).catch(() => undefined);
+        continue;
+      }
       ctx.log.warn({ pool: s.doc.pool, volume: vol, snapshot: snap }, 'removing a snapshot that has no record (left by a crash)');
       await storage.deleteSnapshot(s.doc.pool, vol, snap).catch((err) => ctx.log.error({ err }, 'leftover snapshot removal failed'));
     }
@@ -37,7 +41,13 @@ export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceMana
   for (const driver of manager.deps.drivers.values()) {
     await driver.cleanup?.(records.map((s) => ({ project: s.project, name: s.name }))).catch((err) => ctx.log.error({ err }, 'driver leftover cleanup failed'));
   }
+  // Directories made by an older version (or changed by hand) get the owners and modes of now.
+  for (const s of records) {
+    const handle = await manager.handleFor(s).catch(() => undefined);
+    await handle?.driver.secureFiles?.(handle.inst).catch((err) => ctx.log.warn({ err, instance: s.name }, 'securing the instance directory failed'));
+  }
   const logs = path.join(ctx.dataDir, 'logs');
+  await chmod(logs, LOGS_MODE).catch(() => undefined);
   const logNames = new Set(records.map((s) => volumeName(s.project, s.name)));
   for (const entry of await readdir(logs).catch(() => [] as string[])) {
     if (!logNames.has(entry)) await rm(path.join(logs, entry), { recursive: true, force: true });

@@ -10,7 +10,7 @@ import {
   badRequest, conflict, KeyedLock, notFound, truthy, instanceUrl, ProjectsServiceRef,
   type ApiRequest, type InstanceProposal, type Collection, type DeviceConfig, type DriverInstance, type ImagesService, type InstanceDriver,
   type InstanceType, type PluginContext, type Profile, type ProfilesService, type StorageService, type StoredDoc,
-  type VolumeSource,
+  type VolumeSource, type VolumeState,
 } from '../../sdk/index.js';
 import type { InstanceAccess, InstanceHandle } from './access.js';
 import { expandConfig, expandDevices } from './expand.js';
@@ -23,6 +23,8 @@ import { NEVER, type InstanceRecord } from './record.js';
 import { snapshotKey, type SnapshotRecord } from './snapshots/record.js';
 import type { ChildKinds } from './children.js';
 import { removeInstanceBackups, renameInstanceBackups } from './backups/follow.js';
+import { deferTemplates } from './templates/deferred.js';
+import type { TemplateTrigger } from './templates/apply.js';
 
 export interface InstanceDeps {
   storage: StorageService;
@@ -49,13 +51,19 @@ export interface CreateSpec extends InstanceEdit {
   source: VolumeSource;
   /** Volatile keys carried from a copy source or an image. */
   extraConfig: Record<string, string>;
+  /** Recorded in `volatile.apply_template`; the templates render at the first start. */
   templateTrigger?: 'create' | 'copy';
   /** Snapshot records written with the instance record (copies and backup imports); the volume source makes their storage. */
   snapshots?: SnapshotRecord[];
+  /** What the new volume carries (a backup import); the storage family's defaults otherwise. */
+  volumeState?: VolumeState;
 }
 
 /** What the project policy gate is told besides the expanded instance (see InstanceProposal). */
 export type InstanceVet = Pick<InstanceProposal, 'action' | 'name' | 'replaces' | 'target'>;
+
+/** The logs root is root's alone, as the reference's log directory is: logs may tell what runs inside. */
+export const LOGS_MODE = 0o700;
 
 export const volumeName = (project: string, name: string) => (project === 'default' ? name : `${project}_${name}`);
 
@@ -65,7 +73,7 @@ export class InstanceManager implements InstanceAccess {
   private readonly reserved = new Set<string>();
   private readonly profileCache = new Map<string, Profile>();
   /** Template application, wired by the plugin (templates module). */
-  applyTemplates: (handle: InstanceHandle, trigger: 'create' | 'copy' | 'start' | 'rename') => Promise<void> = async () => {};
+  applyTemplates: (handle: InstanceHandle, trigger: TemplateTrigger) => Promise<void> = async () => {};
   /** recursion=2 lists of what an instance owns, wired by the snapshot and backup modules. */
   readonly children: ChildKinds = {};
   /** Devices of running instances: start and stop hooks, hot-plug. */
@@ -141,13 +149,16 @@ export class InstanceManager implements InstanceAccess {
    * Everything that can be checked before any work starts: names, profiles, keys, devices, the
    * root disk. Returns the expanded view and the pool of the root disk.
    */
-  async check(project: string, type: InstanceType, edit: InstanceEdit, vet?: InstanceVet): Promise<{ pool: string; config: Record<string, string>; devices: Record<string, DeviceConfig> }> {
+  async check(
+    project: string, type: InstanceType, edit: InstanceEdit, vet?: InstanceVet, loaded?: Profile[],
+  ): Promise<{ pool: string; config: Record<string, string>; devices: Record<string, DeviceConfig> }> {
     const driver = this.driverFor(type);
-    const profiles = await this.loadProfiles(project, edit.profiles);
+    // `loaded`: the profiles as they would be (a profile edit checks the instances that use it).
+    const profiles = loaded ?? await this.loadProfiles(project, edit.profiles);
     const config = expandConfig(profiles, edit.config);
     const devices = expandDevices(profiles, edit.devices);
     this.ctx.keys.validate('instance', edit.config);
-    driver.validate?.(config);
+    await driver.validate?.(config);
     this.deps.devices.validate(devices, { instanceType: type, profile: false, project });
     await checkDevices(this.deps.devices, devices, { instanceType: type, profile: false, project });
     const roots = Object.values(devices).filter(isRootDisk);
@@ -192,11 +203,13 @@ export class InstanceManager implements InstanceAccess {
       pool,
     };
     record.config['volatile.uuid'] ??= randomUUID();
+    if (spec.templateTrigger) deferTemplates(record.config, spec.templateTrigger);
     this.deviceRuntime.prepareVolatile(spec, {}, expandDevices(await this.loadProfiles(spec.project, spec.profiles), spec.devices), record.config);
     record.config['volatile.last_state.power'] = 'STOPPED';
-    const volumePath = await this.deps.storage.createInstanceVolume(pool, vol, spec.source);
+    const volumePath = await this.deps.storage.createInstanceVolume(pool, vol, spec.source, spec.volumeState);
     let stored: StoredDoc<InstanceRecord> | undefined;
     try {
+      await mkdir(this.logsRoot, { recursive: true, mode: LOGS_MODE });
       await mkdir(this.logDir(spec.project, spec.name), { recursive: true });
       const profiles = await this.loadProfiles(spec.project, spec.profiles);
       const draft: DriverInstance = {
@@ -213,7 +226,7 @@ export class InstanceManager implements InstanceAccess {
         return tx.collection<InstanceRecord>('instances').put(spec.project, spec.name, record, 0);
       });
       const handle = await this.handleFor(stored);
-      if (spec.templateTrigger) await this.applyTemplates(handle, spec.templateTrigger);
+      await handle.driver.secureFiles?.(handle.inst);
       this.lifecycle('instance-created', spec, req, { 'storage-pool': pool, type: spec.type });
       return handle;
     } catch (err) {
@@ -258,6 +271,8 @@ export class InstanceManager implements InstanceAccess {
       await quotaBack().catch(() => undefined);
       throw err;
     }
+    // A privilege or id map change changes who may enter the instance's directory.
+    if (handle.driver.secureFiles) await handle.driver.secureFiles((await this.load(handle.project, handle.name)).inst);
     this.lifecycle('instance-updated', handle, req);
   }
 
@@ -274,9 +289,9 @@ export class InstanceManager implements InstanceAccess {
     this.lifecycle('instance-deleted', handle, req);
   }
 
-  async rename(handle: InstanceHandle, newName: string, req?: ApiRequest): Promise<InstanceHandle> {
-    const renamed = await this.relocate(handle, handle.project, newName);
-    await this.applyTemplates(renamed, 'rename').catch((err) => this.ctx.log.warn({ err }, 'rename templates failed'));
+  /** `deferTemplates` false for the rename that ends a pool move: the reference records no trigger there. */
+  async rename(handle: InstanceHandle, newName: string, req?: ApiRequest, opts: { deferTemplates?: boolean } = {}): Promise<InstanceHandle> {
+    const renamed = await this.relocate(handle, handle.project, newName, opts.deferTemplates ?? true);
     this.ctx.events.lifecycle('instance-renamed', instanceUrl(renamed.project, newName), { project: renamed.project, requestor: req?.requestor, context: { old_name: handle.name } });
     return renamed;
   }
@@ -294,7 +309,7 @@ export class InstanceManager implements InstanceAccess {
   }
 
   /** The shared part of a rename and a project move; every step is undone when a later one fails. */
-  private async relocate(handle: InstanceHandle, project: string, newName: string): Promise<InstanceHandle> {
+  private async relocate(handle: InstanceHandle, project: string, newName: string, renameTemplates = false): Promise<InstanceHandle> {
     const release = await this.reserve(project, newName);
     const { pool, type } = handle.record;
     const from = handle.project;
@@ -308,7 +323,9 @@ export class InstanceManager implements InstanceAccess {
         await this.ctx.store.transaction(async (tx) => {
           const records = tx.collection<InstanceRecord>('instances');
           const stored = await records.rename(from, handle.name, project, newName);
-          await records.put(project, newName, { ...stored.doc, name: newName }, stored.rev);
+          const config = { ...stored.doc.config };
+          if (renameTemplates) deferTemplates(config, 'rename');
+          await records.put(project, newName, { ...stored.doc, name: newName, config }, stored.rev);
           const snapshots = tx.collection<SnapshotRecord>('snapshots');
           for (const snap of await snapshots.list(from, `${handle.name}/`)) {
             await snapshots.rename(from, snap.name, project, snapshotKey(newName, snap.doc.name));

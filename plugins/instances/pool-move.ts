@@ -14,7 +14,9 @@ export async function moveToPool(manager: InstanceManager, snapshots: SnapshotMa
   const from = handle.record.pool;
   const vol = { type: handle.record.type, project: handle.project, name: handle.name };
   const names = (await snapshots.list(handle)).map((s) => s.doc.name);
-  await storage.createInstanceVolume(pool, vol, { kind: 'copy', pool: from, volume: vol, snapshots: names });
+  // A move keeps what the volume carries, description included (a copy would start it empty).
+  const state = await storage.volumeState(from, vol);
+  await storage.createInstanceVolume(pool, vol, { kind: 'copy', pool: from, volume: vol, snapshots: names }, state);
   try {
     await manager.touch(handle.project, handle.name, (r) => {
       r.pool = pool;

@@ -7,6 +7,7 @@ import { badRequest, instanceUrl, truthy, type ApiRequest, type InstanceStatus, 
 import type { InstanceHandle } from './access.js';
 import type { InstanceManager } from './manager.js';
 import { applyVolatile } from './device-runtime.js';
+import { applyStartTemplates } from './templates/deferred.js';
 
 export type PowerAction = 'start' | 'stop' | 'restart' | 'freeze' | 'unfreeze';
 export const POWER_ACTIONS: PowerAction[] = ['start', 'stop', 'restart', 'freeze', 'unfreeze'];
@@ -20,7 +21,9 @@ export interface PowerOptions {
 const WATCH_INTERVAL_MS = 1000;
 
 export class PowerControl {
-  /** Called after each successful start (snapshots on `@startup`). */
+  /** Awaited as each start begins, before the instance runs; a failure fails the start (snapshots on `@startup`). */
+  readonly beforeStart: ((handle: InstanceHandle) => Promise<void>)[] = [];
+  /** Called after each successful start. */
   readonly afterStart: ((handle: InstanceHandle) => void)[] = [];
   /** Instances this daemon believes are running: key -> [project, name]. */
   private readonly watched = new Map<string, [string, string]>();
@@ -69,11 +72,12 @@ export class PowerControl {
   }
 
   async start(handle: InstanceHandle, req?: ApiRequest, quiet = false): Promise<void> {
+    for (const hook of this.beforeStart) await hook(handle);
     const runtime = this.manager.deviceRuntime;
     const { runs: devices, volatile: deviceVolatile } = await runtime.startAll(handle);
     let volatile: Record<string, string> | void;
     try {
-      await this.manager.applyTemplates(handle, 'start');
+      await applyStartTemplates(this.manager, handle);
       volatile = await handle.driver.start(handle.inst, devices);
     } catch (err) {
       await runtime.stopAll(handle);

@@ -9,15 +9,20 @@ import { isRootDisk } from './devices/disk.js';
 import { expandDevices } from './expand.js';
 import type { InstanceManager } from './manager.js';
 
-/** Bytes of the root disk's `size` among expanded devices; 0 when unset. */
-export function rootSize(devices: Record<string, DeviceConfig>): number {
-  const size = Object.values(devices).find(isRootDisk)?.size;
+/**
+ * Bytes of the root disk's `size` among expanded devices; without one, the pool's `volume.size`
+ * (`poolDefault`), as the reference sizes a new instance volume; 0 when neither is set.
+ */
+export function rootSize(devices: Record<string, DeviceConfig>, poolDefault?: string): number {
+  const size = Object.values(devices).find(isRootDisk)?.size || poolDefault;
   return size ? parseSize(size) : 0;
 }
 
-async function hasQuotas(storage: StorageService, pool: string): Promise<boolean> {
-  const driver = storage.driver((await storage.pool(pool)).driver);
-  return driver !== undefined && canQuota(driver);
+/** The pool's default volume size when its driver has quotas; undefined when it has none. */
+async function quotaDefault(storage: StorageService, pool: string): Promise<{ size: string | undefined } | undefined> {
+  const info = await storage.pool(pool);
+  const driver = storage.driver(info.driver);
+  return driver !== undefined && canQuota(driver) ? { size: info.config['volume.size'] } : undefined;
 }
 
 /**
@@ -27,9 +32,11 @@ async function hasQuotas(storage: StorageService, pool: string): Promise<boolean
 export async function applyRootQuota(
   storage: StorageService, pool: string, vol: VolumeRef, before: Record<string, DeviceConfig> | undefined, after: Record<string, DeviceConfig>,
 ): Promise<() => Promise<void>> {
-  const from = before ? rootSize(before) : 0;
-  const to = rootSize(after);
-  if (from === to || !(await hasQuotas(storage, pool))) return async () => {};
+  const quotas = await quotaDefault(storage, pool);
+  if (!quotas) return async () => {};
+  const from = before ? rootSize(before, quotas.size) : 0;
+  const to = rootSize(after, quotas.size);
+  if (from === to) return async () => {};
   await storage.setVolumeQuota(pool, vol, to);
   return () => storage.setVolumeQuota(pool, vol, from);
 }

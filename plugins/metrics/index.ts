@@ -8,6 +8,8 @@ import { daemonFamilies, instanceFamilies } from './families.js';
 import { OperationsCount } from './operations-count.js';
 import { ScrapeCache } from './scrape-cache.js';
 
+const METRICS_PATH = '/1.0/metrics';
+
 /** The reference sends a bare text/plain (no version parameter); Prometheus then reads the classic text format. */
 const CONTENT_TYPE = 'text/plain';
 
@@ -46,8 +48,21 @@ export default definePlugin({
       if (action.startsWith('instance-')) cache.clear();
     }, ['lifecycle']);
 
+    // The reference's second listener: /1.0/metrics (and the server's root) only, same certificates.
+    const listener = ctx.listeners.forPaths([METRICS_PATH]);
+    ctx.keys.register({
+      key: 'core.metrics_address',
+      scope: 'server',
+      type: 'address',
+      live: true,
+      extension: 'metrics',
+      validate: (value) => listener.validate(value),
+      doc: 'Address to bind for the metrics-only HTTPS listener; unset disables it',
+      apply: (value) => listener.apply(value),
+    });
+
     ctx.routes.add({
-      path: '/1.0/metrics',
+      path: METRICS_PATH,
       extension: 'metrics',
       get: {
         access: 'metrics',

@@ -56,7 +56,7 @@ export default definePlugin({
       usedBy,
     };
     ctx.services.provide(NetworksServiceRef, service);
-    for (const route of networkRoutes(manager, ctx.hostTools)) ctx.routes.add(featureScopedRoute(ctx.services, 'networks', route));
+    for (const route of networkRoutes(manager, ctx.hostTools, ctx.services)) ctx.routes.add(featureScopedRoute(ctx.services, 'networks', route));
     // Late: instances stop first on a host shutdown, then their networks go.
     ctx.hooks.shutdown.tap((info) => manager.shutdown(info.hostShutdown), { stage: Stage.LATE });
   },

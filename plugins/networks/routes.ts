@@ -1,9 +1,9 @@
 /** /1.0/networks, /1.0/networks/{name} and its /leases and /state. */
 import { readFileSync } from 'node:fs';
 import {
-  badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, networkUrl, notFound, optionalString, renameBody, stringMap,
-  sync, UsedByMemo,
-  type ApiRequest, type HostTools, type RouteDescriptor,
+  badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, networkUrl, notFound, optionalString, ProjectsServiceRef,
+  renameBody, requestedProjectOf, stringMap, sync, UsedByMemo, visibleUrls,
+  type ApiRequest, type HostTools, type RouteDescriptor, type ServiceRegistry,
 } from '../../sdk/index.js';
 import { hostInterfaceExists, hostInterfaceNames, hostInterfaceType, interfaceState } from './host-interfaces.js';
 import type { NetworkEdit, NetworkManager } from './manager.js';
@@ -35,12 +35,21 @@ const ifindex = (name: string): number => {
 
 type Entry = { managed: NetworkRecord } | { unmanaged: string };
 
-export function networkRoutes(manager: NetworkManager, tools: HostTools): RouteDescriptor[] {
+export function networkRoutes(manager: NetworkManager, tools: HostTools, services: ServiceRegistry): RouteDescriptor[] {
   const entryName = (e: Entry) => ('managed' in e ? e.managed.name : e.unmanaged);
 
-  const render = async (project: string, e: Entry, memo?: UsedByMemo) => 'managed' in e
-    ? managedView(e.managed, manager.status(project, e.managed.name), await manager.usedBy.collect(project, e.managed.name, memo))
-    : unmanagedView(e.unmanaged, hostInterfaceType(e.unmanaged), await manager.usedBy.collect(project, e.unmanaged, memo));
+  // A restricted caller sees only its own projects' users of a network.
+  const render = async (req: ApiRequest, e: Entry, memo?: UsedByMemo) => {
+    const project = req.project;
+    const usedBy = visibleUrls(await manager.usedBy.collect(project, entryName(e), memo), req.restrictedTo);
+    return 'managed' in e
+      ? managedView(e.managed, manager.status(project, e.managed.name), usedBy)
+      : unmanagedView(e.unmanaged, hostInterfaceType(e.unmanaged), usedBy);
+  };
+
+  /** The project the client named may be restricted to some networks (or none): the others do not exist for it. */
+  const allowed = async (req: ApiRequest, e: Entry): Promise<boolean> =>
+    (await services.get(ProjectsServiceRef)?.networkAllowed(requestedProjectOf(req), entryName(e), 'managed' in e)) ?? true;
 
   /** Unmanaged host interfaces belong to the default project only, in the kernel's order. */
   const entries = async (project: string): Promise<Entry[]> => {
@@ -57,9 +66,11 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools): RouteD
   const entry = async (req: ApiRequest): Promise<Entry> => {
     const name = req.params.name!;
     const found = await manager.find(req.project, name);
-    if (found) return { managed: found.doc };
-    if (req.project === 'default' && hostInterfaceExists(name) && !(await manager.list()).some((n) => n.name === name)) return { unmanaged: name };
-    throw notFound('Network not found');
+    let e: Entry | undefined;
+    if (found) e = { managed: found.doc };
+    else if (req.project === 'default' && hostInterfaceExists(name) && !(await manager.list()).some((n) => n.name === name)) e = { unmanaged: name };
+    if (!e || !(await allowed(req, e))) throw notFound('Network not found');
+    return e;
   };
 
   const managedOnly = async (req: ApiRequest) => {
@@ -76,7 +87,10 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools): RouteD
         description: 'List the networks: managed ones and the host\'s interfaces',
         handler: async (req) => {
           const memo = new UsedByMemo();
-          return collection(await entries(req.project), (e) => networkUrl(req.project, entryName(e)), (e) => render(req.project, e, memo));
+          const all = await entries(req.project);
+          const kept = await Promise.all(all.map((e) => allowed(req, e)));
+          const seen = all.filter((_, i) => kept[i]);
+          return collection(seen, (e) => networkUrl(req.project, entryName(e)), (e) => render(req, e, memo));
         },
       },
       post: {
@@ -97,7 +111,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools): RouteD
         description: 'Show a network',
         handler: async (req) => {
           const e = await entry(req);
-          return sync(await render(req.project, e), 'managed' in e ? { etag: editableView(e.managed) } : {});
+          return sync(await render(req, e), 'managed' in e ? { etag: editableView(e.managed) } : {});
         },
       },
       put: {

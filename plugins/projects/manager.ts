@@ -8,6 +8,7 @@ import {
   type Collection, type PluginContext, type ProjectFeature, type ProjectProposal, type ProjectsService, type Requestor, type StoredDoc,
 } from '../../sdk/index.js';
 import { DEFAULT_FEATURES, DEFAULT_PROJECT, FEATURES, GLOBAL, projectUrl, type ProjectRecord } from './project.js';
+import { networkAllowed } from './policy/restrictions.js';
 
 export const PROJECTS = 'projects';
 
@@ -58,6 +59,11 @@ export class ProjectManager implements ProjectsService {
     const found = await this.get(project);
     if (!found) return project;
     return truthy(found.config[featureKey(feature)]) ? project : DEFAULT_PROJECT;
+  }
+
+  async networkAllowed(project: string, network: string, managed: boolean): Promise<boolean> {
+    const found = await this.get(project);
+    return !found || networkAllowed(found.config, network, managed);
   }
 
   async vet(proposal: ProjectProposal): Promise<void> {

@@ -1,6 +1,6 @@
 /** /1.0/projects, /1.0/projects/{name} and /1.0/projects/{name}/state. */
 import {
-  async, bodyObject, bodyShape, collection, describedConfigBody, empty, notFound, optionalString, renameBody, stringMap, sync,
+  async, bodyObject, bodyShape, collection, describedConfigBody, empty, forbidden, optionalString, renameBody, stringMap, sync,
   type ApiRequest, type PluginContext, type RouteDescriptor,
 } from '../../sdk/index.js';
 import type { ProjectEdit, ProjectManager } from './manager.js';
@@ -16,10 +16,13 @@ function editFrom(req: ApiRequest): ProjectEdit {
   };
 }
 
-/** A restricted client sees only its own projects; the others do not exist for it. */
+/**
+ * A restricted client reaches only its own projects: any other name, existing or not, is refused the
+ * same way (as the reference does), so the refusal tells nothing about what exists.
+ */
 function visibleName(req: ApiRequest): string {
   const name = req.params.name!;
-  if (req.restrictedTo && !req.restrictedTo.includes(name)) throw notFound(`Project "${name}" not found`);
+  if (req.restrictedTo && !req.restrictedTo.includes(name)) throw forbidden(`Not authorized for project "${name}"`);
   return name;
 }
 
@@ -32,6 +35,8 @@ export function projectRoutes(ctx: PluginContext, projects: ProjectManager): Rou
       extension: 'projects',
       get: {
         description: 'List the projects',
+        // The project named in the query does not matter here: a restricted caller lists its own (maybe none).
+        access: 'filtered',
         handler: async (req) => {
           const all = await projects.list();
           const seen = req.restrictedTo ? all.filter((p) => req.restrictedTo!.includes(p.name)) : all;
@@ -55,6 +60,8 @@ export function projectRoutes(ctx: PluginContext, projects: ProjectManager): Rou
       current: async (req) => editableView((await projects.load(req.params.name!)).doc),
       get: {
         description: 'Show a project',
+        // The project is the one in the path, not in the query.
+        access: 'filtered',
         handler: async (req) => {
           const { doc } = await projects.load(visibleName(req));
           return sync(await render(doc), { etag: editableView(doc) });
@@ -102,6 +109,7 @@ export function projectRoutes(ctx: PluginContext, projects: ProjectManager): Rou
       extension: 'project_usage',
       get: {
         description: 'Current allocations of a project against its limits',
+        access: 'filtered',
         handler: async (req) => {
           const { doc } = await projects.load(visibleName(req));
           return sync(await projectState(ctx.services, doc));

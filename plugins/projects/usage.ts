@@ -1,12 +1,12 @@
 /**
  * What a project currently holds, counted the way project limits count it: instances by type, and
  * the sum of what instances are configured to use (`limits.cpu`, `limits.memory`, `limits.processes`,
- * root disk `size`), plus image sizes, for `/1.0/projects/<name>/state`. Unlike the policy gate
+ * root disk `size`), plus custom volumes' `size` (images count nothing, decision 0008), for `/1.0/projects/<name>/state`. Unlike the policy gate
  * (policy/limits.ts), values that cannot be summed count as nothing here instead of being refused.
  */
 import { totalmem } from 'node:os';
 import {
-  CustomVolumesServiceRef, featureProjectOf, ImagesServiceRef, InstancesServiceRef, parseSize, ProjectsServiceRef,
+  CustomVolumesServiceRef, featureProjectOf, InstancesServiceRef, parseSize, ProjectsServiceRef,
   type DeviceConfig, type InstanceType, type ServiceRegistry,
 } from '../../sdk/index.js';
 import { rootDisk } from './policy/contents.js';
@@ -114,9 +114,6 @@ export async function projectAllocations(services: ServiceRegistry, project: str
   for (const inst of await countedInstances(services, project)) {
     if (inst.name !== opts.except) addAllocations(total, instanceAllocations(inst));
   }
-  // Images count only where they live: a project without features.images keeps none of its own.
-  const images = services.get(ImagesServiceRef);
-  if (images) for (const image of await images.list(project)) total.disk += image.size;
   // Custom volumes by their `size` (one without a size counts nothing here; the gate refuses it under limits.disk).
   const volumes = services.get(CustomVolumesServiceRef);
   if (volumes && (await featureProjectOf(services, project, 'storage.volumes')) === project) {

@@ -14,6 +14,7 @@ export default definePlugin({
       extension: 'resources',
       get: {
         description: 'Hardware resources of this server',
+        access: 'filtered',
         handler: async () => sync(await collectResources(new HostReader())),
       },
     });

@@ -7,7 +7,7 @@
  */
 import { chmod, mkdir, readdir, rename } from 'node:fs/promises';
 import path from 'node:path';
-import { conflict, notFound, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType, SNAPSHOT_DIRS, VOLUME_MODE } from '../../sdk/index.js';
+import { conflict, filledSnapshotMode, notFound, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType, SNAPSHOT_DIRS, VOLUME_MODE } from '../../sdk/index.js';
 import { BUILDING, RESTORE_NEW, RESTORE_OLD, checkName, snapshotRoot, volumeDirName } from './layout.js';
 import { Subvolumes, exists } from './subvolumes.js';
 
@@ -44,6 +44,7 @@ export class BtrfsSnapshots implements VolumeSnapshots {
       await this.subvolumes.create(scratch);
       await chmod(scratch, VOLUME_MODE);
       await fill(scratch);
+      await chmod(scratch, filledSnapshotMode(vol.type));
       await this.subvolumes.setReadonly(scratch, true);
       await rename(scratch, final);
     } catch (err) {

@@ -4,9 +4,9 @@
  * that exists is whole. A restore copies the snapshot beside the volume and swaps the two by
  * renames; the swap is finished or undone at the next mount if the daemon dies between them.
  */
-import { lstat, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
 import path from 'node:path';
-import { conflict, notFound, SNAPSHOT_DIRS, treeUsage, typeDir, type HostTools, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType } from '../../sdk/index.js';
+import { conflict, filledSnapshotMode, notFound, SNAPSHOT_DIRS, treeUsage, typeDir, type HostTools, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType } from '../../sdk/index.js';
 import { checkVolumeName, volumeDirName } from './layout.js';
 import { removeInside } from './remove.js';
 import { copyTreeSharingSymlinks } from './tree-copy.js';
@@ -53,6 +53,7 @@ export class DirSnapshots implements VolumeSnapshots {
       if (fill) {
         await mkdir(scratch, { mode: 0o711 });
         await fill(scratch);
+        await chmod(scratch, filledSnapshotMode(vol.type));
       } else {
         const source = this.volumePath(pool, vol);
         if (!(await exists(source))) throw notFound(`Volume "${vol.name}" not found on storage pool "${pool.name}"`);

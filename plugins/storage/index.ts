@@ -6,10 +6,12 @@ import { createUsedByRegistry, definePlugin, Stage, StorageServiceRef, type Plug
 import { DriverTable } from './drivers.js';
 import { storageEnvironment } from './environment.js';
 import { POOL_KEYS } from './keys.js';
+import { POOL_DEFAULT_KEYS } from './volume-defaults.js';
 import { PoolManager } from './pools.js';
 import { poolRoutes } from './routes.js';
 import { SharedLock } from './shared-lock.js';
 import { VolumeManager } from './volumes.js';
+import { InstanceVolumeRecords } from './instance-volumes.js';
 import { registerVolumeApi, type VolumeApi } from './volume-api/setup.js';
 
 /** Per kernel: several test kernels may load this module in one process. */
@@ -18,19 +20,20 @@ const volumeApis = new WeakMap<PluginContext, VolumeApi>();
 
 export default definePlugin({
   register(ctx) {
-    for (const key of POOL_KEYS) ctx.keys.register(key);
+    for (const key of [...POOL_KEYS, ...POOL_DEFAULT_KEYS]) ctx.keys.register(key);
     const drivers = new DriverTable(ctx.keys);
     const locks = new SharedLock();
     const poolUsedBy = createUsedByRegistry();
     const pools = new PoolManager(ctx, drivers, locks, poolUsedBy);
     poolManagers.set(ctx, pools);
-    const volumes = new VolumeManager(ctx, pools, locks);
+    const volumes = new VolumeManager(ctx, pools, locks, new InstanceVolumeRecords(ctx));
 
     const service: StorageService = {
       registerDriver: (driver) => drivers.register(driver),
       pool: async (name) => (await pools.usable(name)).info,
       poolNames: async () => (await pools.list()).map((p) => p.name),
-      createInstanceVolume: (pool, vol, source) => volumes.createInstanceVolume(pool, vol, source),
+      createInstanceVolume: (pool, vol, source, state) => volumes.createInstanceVolume(pool, vol, source, state),
+      volumeState: (pool, vol) => volumes.volumeState(pool, vol),
       deleteVolume: (pool, vol) => volumes.deleteVolume(pool, vol),
       renameVolume: (pool, vol, newName, newProject) => volumes.renameVolume(pool, vol, newName, newProject),
       volumePath: (pool, vol) => volumes.volumePath(pool, vol),

@@ -1,6 +1,6 @@
 /** /1.0/storage-pools, /1.0/storage-pools/{name} and /1.0/storage-pools/{name}/resources. */
 import {
-  badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, optionalString, stringMap, sync, UsedByMemo,
+  badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, optionalString, stringMap, sync, UsedByMemo, visibleUrls,
   type ApiRequest, type RouteDescriptor,
 } from '../../sdk/index.js';
 import { checkPoolName } from './names.js';
@@ -21,7 +21,12 @@ function editBody(req: ApiRequest): PoolEdit {
 }
 
 export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
-  const render = async (pool: PoolRecord, memo?: UsedByMemo) => poolView(pool, pools.status(pool.name), await pools.usedBy.collect('default', pool.name, memo));
+  // Pools are shared by all projects: a restricted caller sees them, but only its own projects' users of them.
+  // Its config (host paths, sizes) is the server's business: a restricted caller gets none, as from the reference.
+  const render = async (req: ApiRequest, pool: PoolRecord, memo?: UsedByMemo) => {
+    const view = poolView(pool, pools.status(pool.name), visibleUrls(await pools.usedBy.collect('default', pool.name, memo), req.restrictedTo));
+    return req.restrictedTo ? { ...view, config: null } : view;
+  };
 
   return [
     {
@@ -29,9 +34,10 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
       extension: 'storage',
       get: {
         description: 'List the storage pools',
-        handler: async () => {
+        access: 'filtered',
+        handler: async (req) => {
           const memo = new UsedByMemo();
-          return collection(await pools.list(), (p) => poolUrl(p.name), (p) => render(p, memo));
+          return collection(await pools.list(), (p) => poolUrl(p.name), (p) => render(req, p, memo));
         },
       },
       post: {
@@ -51,9 +57,10 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
       current: async (req) => editableView((await pools.get(req.params.name!)).doc),
       get: {
         description: 'Show a storage pool',
+        access: 'filtered',
         handler: async (req) => {
           const { doc } = await pools.get(req.params.name!);
-          return sync(await render(doc), { etag: editableView(doc) });
+          return sync(await render(req, doc), { etag: editableView(doc) });
         },
       },
       put: {
@@ -79,6 +86,7 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
       extension: 'storage',
       get: {
         description: 'Space and inodes of a storage pool',
+        access: 'filtered',
         handler: async (req) => {
           const { info, driver } = await pools.usable(req.params.name!);
           return sync(await driver.resources(info));

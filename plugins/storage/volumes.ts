@@ -8,8 +8,11 @@ import { lstat, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import {
   badRequest, canQuota, canRefresh, canReportUsage, canSendReceive, canSnapshot, conflict, unsupportedMessage,
-  type OptimizedPart, type PluginContext, type PoolInfo, type StorageDriver, type VolumeRef, type VolumeSendReceive, type VolumeSnapshots, type VolumeSource, type VolumeType,
+  type OptimizedPart, type PluginContext, type PoolInfo, type StorageDriver, type VolumeRef, type VolumeSendReceive, type VolumeSnapshots, type VolumeSource,
+  type VolumeState, type VolumeType,
 } from '../../sdk/index.js';
+import type { InstanceVolumeRecords } from './instance-volumes.js';
+import { withPoolDefaults } from './volume-defaults.js';
 import type { Readable } from 'node:stream';
 import { poolLockKey, type PoolManager } from './pools.js';
 import type { SharedLock } from './shared-lock.js';
@@ -18,6 +21,12 @@ import type { SharedLock } from './shared-lock.js';
 const imageVolume = (fingerprint: string, suffix = ''): VolumeRef => ({ type: 'image', project: 'default', name: fingerprint + suffix });
 const SCRATCH = '.unpacking';
 const imageLockKey = (pool: string, fingerprint: string) => `image/${pool}/${fingerprint}`;
+
+const without = <T>(map: Record<string, T>, key: string): Record<string, T> => {
+  const out = { ...map };
+  delete out[key];
+  return out;
+};
 
 const exists = (dir: string) => lstat(dir).then(() => true, () => false);
 
@@ -37,9 +46,39 @@ export class VolumeManager {
   /** One unpack at a time per pool and image; later callers wait for it. */
   private readonly unpacks = new Map<string, Promise<void>>();
 
-  constructor(private readonly ctx: PluginContext, private readonly pools: PoolManager, private readonly locks: SharedLock) {}
+  constructor(
+    private readonly ctx: PluginContext,
+    private readonly pools: PoolManager,
+    private readonly locks: SharedLock,
+    readonly records: InstanceVolumeRecords,
+  ) {}
 
-  async createInstanceVolume(poolName: string, vol: VolumeRef, source: VolumeSource): Promise<string> {
+  /** Custom volumes keep their records in the volume API's catalog; every other type here. */
+  private recorded = (vol: VolumeRef) => vol.type !== 'custom';
+
+  async volumeState(pool: string, vol: VolumeRef): Promise<VolumeState> {
+    return (await this.records.get(pool, vol)).state;
+  }
+
+  /**
+   * What a new instance volume carries: what it is given or its copy source's, and the pool's
+   * defaults for the keys that leaves out (as the reference fills a moved or copied volume).
+   */
+  private async newState(info: PoolInfo, vol: VolumeRef, source: VolumeSource, given?: VolumeState): Promise<VolumeState> {
+    const kind = vol.type === 'image' ? 'image' : 'instance';
+    if (given) return { description: given.description, config: withPoolDefaults(info.config, kind, given.config), snapshots: { ...given.snapshots } };
+    if (source.kind === 'copy') {
+      const from = await this.volumeState(source.pool, source.volume);
+      const base = source.snapshot ? from.snapshots[source.snapshot] ?? from : from;
+      const snapshots: VolumeState['snapshots'] = {};
+      for (const name of source.snapshots ?? []) if (from.snapshots[name]) snapshots[name] = from.snapshots[name]!;
+      // As the reference: the copy takes the config; its description starts empty, its snapshots keep theirs.
+      return { description: '', config: withPoolDefaults(info.config, kind, base.config), snapshots };
+    }
+    return { description: '', config: withPoolDefaults(info.config, kind), snapshots: {} };
+  }
+
+  async createInstanceVolume(poolName: string, vol: VolumeRef, source: VolumeSource, state?: VolumeState): Promise<string> {
     return this.locks.shared(poolLockKey(poolName), async () => {
       const { info, driver } = await this.pools.usable(poolName);
       // Checked here so that undoing a failed clone can never remove a volume that was there before.
@@ -74,6 +113,14 @@ export class VolumeManager {
             throw err;
           }
           break;
+      }
+      if (this.recorded(vol)) {
+        try {
+          await this.records.put(poolName, vol, await this.newState(info, vol, source, state));
+        } catch (err) {
+          await driver.deleteVolume(info, vol).catch(() => {});
+          throw err;
+        }
       }
       return driver.volumePath(info, vol);
     });
@@ -111,16 +158,36 @@ export class VolumeManager {
     });
   }
 
+  /** A snapshot keeps the volume's description and config as they were when it was taken. */
   createSnapshot(pool: string, vol: VolumeRef, snapshot: string): Promise<void> {
-    return this.withSnapshots(pool, (info, snaps) => snaps.create(info, vol, snapshot));
+    return this.withSnapshots(pool, async (info, snaps) => {
+      await snaps.create(info, vol, snapshot);
+      if (!this.recorded(vol)) return;
+      try {
+        await this.records.update(pool, vol, (s) => ({ ...s, snapshots: { ...s.snapshots, [snapshot]: { description: s.description, config: { ...s.config } } } }));
+      } catch (err) {
+        await snaps.delete(info, vol, snapshot).catch(() => {});
+        throw err;
+      }
+    });
   }
 
   deleteSnapshot(pool: string, vol: VolumeRef, snapshot: string): Promise<void> {
-    return this.withSnapshots(pool, (info, snaps) => snaps.delete(info, vol, snapshot));
+    return this.withSnapshots(pool, async (info, snaps) => {
+      await snaps.delete(info, vol, snapshot);
+      if (this.recorded(vol)) await this.records.update(pool, vol, (s) => (s.snapshots[snapshot] ? { ...s, snapshots: without(s.snapshots, snapshot) } : undefined));
+    });
   }
 
   renameSnapshot(pool: string, vol: VolumeRef, snapshot: string, newName: string): Promise<void> {
-    return this.withSnapshots(pool, (info, snaps) => snaps.rename(info, vol, snapshot, newName));
+    return this.withSnapshots(pool, async (info, snaps) => {
+      await snaps.rename(info, vol, snapshot, newName);
+      if (!this.recorded(vol)) return;
+      await this.records.update(pool, vol, (s) => {
+        const entry = s.snapshots[snapshot];
+        return entry ? { ...s, snapshots: { ...without(s.snapshots, snapshot), [newName]: entry } } : undefined;
+      });
+    });
   }
 
   restoreSnapshot(pool: string, vol: VolumeRef, snapshot: string): Promise<void> {
@@ -152,6 +219,7 @@ export class VolumeManager {
       const { info, driver } = await this.pools.usable(poolName);
       if (source.pool === poolName && canRefresh(driver)) {
         await driver.refresh.refresh(info, source.volume, vol, source.snapshots);
+        await this.recordRefreshed(poolName, vol, source);
         return;
       }
       const snaps = snapshotsOf(driver);
@@ -168,6 +236,18 @@ export class VolumeManager {
       } finally {
         await snaps.delete(info, vol, scratch).catch((err) => this.ctx.log.error({ err }, 'removing a refresh scratch snapshot failed'));
       }
+      await this.recordRefreshed(poolName, vol, source);
+    });
+  }
+
+  /** After a refresh the snapshots it added carry the source's records, as on a copy. */
+  private async recordRefreshed(poolName: string, vol: VolumeRef, source: { pool: string; volume: VolumeRef; snapshots: string[] }): Promise<void> {
+    if (!this.recorded(vol) || source.snapshots.length === 0) return;
+    const from = await this.volumeState(source.pool, source.volume);
+    await this.records.update(poolName, vol, (s) => {
+      const snapshots = { ...s.snapshots };
+      for (const name of source.snapshots) if (from.snapshots[name] && !snapshots[name]) snapshots[name] = from.snapshots[name]!;
+      return { ...s, snapshots };
     });
   }
 
@@ -200,8 +280,10 @@ export class VolumeManager {
     await driver.createVolume(info, scratch, unpack);
     try {
       await driver.renameVolume(info, scratch, final.name);
+      await this.records.put(info.name, final, { description: '', config: withPoolDefaults(info.config, 'image'), snapshots: {} });
     } catch (err) {
       await driver.deleteVolume(info, scratch).catch(() => {});
+      await driver.deleteVolume(info, final).catch(() => {});
       throw err;
     }
     this.ctx.log.info({ pool: info.name, fingerprint, ms: Date.now() - started }, 'image unpacked into the pool');
@@ -211,6 +293,7 @@ export class VolumeManager {
     await this.locks.shared(poolLockKey(poolName), async () => {
       const { info, driver } = await this.pools.usable(poolName);
       await driver.deleteVolume(info, vol);
+      if (this.recorded(vol)) await this.records.delete(poolName, vol);
     });
   }
 
@@ -218,6 +301,7 @@ export class VolumeManager {
     await this.locks.shared(poolLockKey(poolName), async () => {
       const { info, driver } = await this.pools.usable(poolName);
       await driver.renameVolume(info, vol, newName, newProject);
+      if (this.recorded(vol)) await this.records.rename(poolName, vol, newName, newProject);
     });
   }
 
@@ -268,6 +352,7 @@ export class VolumeManager {
         if (!usable) return;
         await usable.driver.deleteVolume(usable.info, imageVolume(fingerprint));
         await usable.driver.deleteVolume(usable.info, imageVolume(fingerprint, SCRATCH));
+        await this.records.delete(pool.name, imageVolume(fingerprint));
       }));
     }
   }

@@ -76,4 +76,3 @@ export async function startTestKernel(opts: TestKernelOptions): Promise<TestKern
     },
   };
 }
-export * from './storage-conformance.js';

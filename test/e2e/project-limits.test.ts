@@ -64,3 +64,23 @@ test.serial('lxc --project r launch is refused by restrictions, with the restric
   t.regex(await run(t, '--project', 'res', 'info', 'c1'), /snap0/);
   await run(t, '--project', 'res', 'delete', '-f', 'c1');
 });
+
+test.serial('limits.disk counts root disk sizes and custom volume sizes, not the project\'s images, as the reference does', async (t) => {
+  const d2 = d as Daemon & { image: { unified: string } };
+  await run(t, 'project', 'create', 'dsk', '-c', 'features.images=true', '-c', 'features.profiles=true', '-c', 'features.storage.volumes=true');
+  await run(t, '--project', 'dsk', 'image', 'import', d2.image.unified, '--alias', 'bb');
+  await run(t, '--project', 'dsk', 'profile', 'device', 'add', 'default', 'root', 'disk', 'path=/', 'pool=default', 'size=100MiB');
+  await run(t, '--project', 'dsk', 'init', 'bb', 'c1');
+  await run(t, '--project', 'dsk', 'storage', 'volume', 'create', 'default', 'v1', 'size=50MiB');
+  // 150MiB exactly: the image (about 1MB) is not part of the total.
+  t.regex(await run(t, 'project', 'info', 'dsk'), /\| DISK\s+\| UNLIMITED \| 150\.00MiB \|/);
+  await run(t, 'project', 'set', 'dsk', 'limits.disk=157286400');
+  await run(t, 'project', 'set', 'dsk', 'limits.disk=150MiB');
+  t.regex(await refused(t, 'project', 'set', 'dsk', 'limits.disk=157286399'), /limits\.disk of project "dsk" can't be 157286399: its instances and volumes already use 150(\.00)?MiB/);
+  // Snapshots count nothing either.
+  await run(t, '--project', 'dsk', 'snapshot', 'c1', 's1');
+  await run(t, '--project', 'dsk', 'storage', 'volume', 'snapshot', 'default', 'v1', 's1');
+  t.regex(await run(t, 'project', 'info', 'dsk'), /\| DISK\s+\| 150\.00MiB \| 150\.00MiB \|/);
+  await run(t, '--project', 'dsk', 'delete', 'c1');
+  await run(t, '--project', 'dsk', 'storage', 'volume', 'delete', 'default', 'v1');
+});

@@ -21,7 +21,7 @@ test.before(async () => {
 test.after.always(async () => {
   if (d) {
     for (const c of JSON.parse((await lxc(d.socket, 'list', '--format', 'json')).stdout || '[]')) await lxc(d.socket, 'delete', '--force', c.name);
-    for (const v of ['q']) await lxc(d.socket, 'storage', 'volume', 'delete', 'bp', v);
+    for (const v of ['q', 'qd']) await lxc(d.socket, 'storage', 'volume', 'delete', 'bp', v);
     await lxc(d.socket, 'profile', 'delete', 'small');
     await lxc(d.socket, 'storage', 'delete', 'bp');
   }
@@ -83,4 +83,24 @@ test.serial('on dir, size is taken and not enforced (as the reference)', async (
   await run(t, 'storage', 'volume', 'set', 'default', 'dv', 'size', '2MiB');
   await run(t, 'delete', 'cd', '--force');
   await run(t, 'storage', 'volume', 'delete', 'default', 'dv');
+});
+
+test.serial('a btrfs pool\'s volume.size limits new custom volumes and root disks that have no size, as the reference', async (t) => {
+  await run(t, 'storage', 'set', 'bp', 'volume.size', '30MiB');
+  await run(t, 'storage', 'volume', 'create', 'bp', 'qd');
+  t.is((await run(t, 'storage', 'volume', 'get', 'bp', 'qd', 'size')).trim(), '30MiB');
+  await run(t, 'launch', 'bb', 'cd', '-s', 'bp');
+  await run(t, 'storage', 'volume', 'attach', 'bp', 'qd', 'cd', '/mnt/qd');
+  t.not((await write('cd', '/mnt/qd/big', 50)).status, 0, 'the custom volume took the pool\'s size');
+  await lxc(d.socket, 'exec', 'cd', '--', 'rm', '-f', '/mnt/qd/big');
+  const over = await write('cd', '/big', 50);
+  t.not(over.status, 0, 'the root disk without a size took the pool\'s size');
+  t.regex(over.stderr, /quota|No space/i);
+  await lxc(d.socket, 'exec', 'cd', '--', 'rm', '-f', '/big');
+  // The device's own size wins over the pool's default.
+  await run(t, 'config', 'device', 'set', 'cd', 'root', 'size=200MiB');
+  t.is((await write('cd', '/big', 50)).status, 0);
+  await run(t, 'storage', 'volume', 'detach', 'bp', 'qd', 'cd');
+  await run(t, 'delete', 'cd', '--force');
+  await run(t, 'storage', 'unset', 'bp', 'volume.size');
 });

@@ -47,7 +47,14 @@ function writeRootfs(root: string): void {
   execFileSync('chown', ['1000:1000', path.join(root, 'home/user')]);
 }
 
-function metadataYaml(): string {
+/** More templates for an image: metadata.yaml lines under `templates:` and the template files. */
+export interface ExtraTemplates {
+  /** YAML, indented two spaces, appended under `templates:`. */
+  yaml: string;
+  files: Record<string, string>;
+}
+
+function metadataYaml(extra?: ExtraTemplates): string {
   return [
     'architecture: x86_64',
     `creation_date: ${Math.floor(Date.now() / 1000)}`,
@@ -64,18 +71,20 @@ function metadataYaml(): string {
     '      - copy',
     '      - rename',
     '    template: hostname.tpl',
+    ...(extra ? [extra.yaml.replace(/\n$/, '')] : []),
     '',
   ].join('\n');
 }
 
-/** Build the image in a fresh temporary directory. */
-export function buildBusyboxImage(compression: Compression = 'gzip'): BusyboxImage {
+/** Build the image in a fresh temporary directory; `extra` adds templates beside the hostname one. */
+export function buildBusyboxImage(compression: Compression = 'gzip', extra?: ExtraTemplates): BusyboxImage {
   const dir = mkdtempSync(path.join(tmpdir(), 'corral-busybox-'));
   const tree = path.join(dir, 'tree');
   writeRootfs(path.join(tree, 'rootfs'));
-  writeFileSync(path.join(tree, 'metadata.yaml'), metadataYaml());
+  writeFileSync(path.join(tree, 'metadata.yaml'), metadataYaml(extra));
   mkdirSync(path.join(tree, 'templates'));
   writeFileSync(path.join(tree, 'templates/hostname.tpl'), '{{ container.name }}\n');
+  for (const [name, content] of Object.entries(extra?.files ?? {})) writeFileSync(path.join(tree, 'templates', name), content);
   const ext = compression === 'none' ? 'tar' : `tar.${{ gzip: 'gz', xz: 'xz', bzip2: 'bz2', zstd: 'zst' }[compression]}`;
   const unified = path.join(dir, `busybox.${ext}`);
   const metadata = path.join(dir, `meta.${ext}`);

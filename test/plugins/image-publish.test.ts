@@ -154,6 +154,9 @@ test.serial('a stopped container publishes with every compression; each image ex
   t.deepEqual([home.uid, home.gid], [1000, 1000], 'ids are kept as numbers');
   const attr = spawnSync('getfattr', ['--only-values', '-n', 'user.corral', path.join(volume('from-bzip2'), 'rootfs/root/marker.txt')], { encoding: 'utf8' });
   t.is(attr.stdout, 'kept');
+  // The image's templates came along; the first start renders them.
+  await state('from-bzip2', 'start');
+  await state('from-bzip2', 'stop');
   t.is((await pull('from-bzip2', '/etc/hostname')).body.trim(), 'from-bzip2', 'templates still apply');
   t.truthy(events('image-created').find((e) => e.metadata.source === `/1.0/images/${fp}` && e.metadata.context.type === 'container'));
 });

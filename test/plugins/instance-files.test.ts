@@ -123,7 +123,12 @@ async function roundTrip(t: ExecutionContext, name: string) {
   t.is(got.headers['x-lxd-gid'], '0');
   t.is(got.headers['x-lxd-mode'], '0644');
 
-  // Explicit owner and mode, as `lxc file push --uid --gid --mode` sends them.
+  // Explicit owner and mode, as `lxc file push --uid --gid --mode` sends them, apply to a new file.
+  t.is((await push(name, '/root/a.txt', 'owned\n', { 'X-LXD-uid': '1000', 'X-LXD-gid': '1001', 'X-LXD-mode': '0600' })).status, 200);
+  st = lstatSync(path.join(root, 'root/a.txt'));
+  t.deepEqual([st.uid, st.gid, st.mode & 0o7777], [0, 0, 0o644], 'an existing file keeps its owner and mode, as in the reference');
+  t.is(readFileSync(path.join(root, 'root/a.txt'), 'utf8'), 'owned\n');
+  rmSync(path.join(root, 'root/a.txt'));
   t.is((await push(name, '/root/a.txt', 'owned\n', { 'X-LXD-uid': '1000', 'X-LXD-gid': '1001', 'X-LXD-mode': '0600' })).status, 200);
   st = lstatSync(path.join(root, 'root/a.txt'));
   t.deepEqual([st.uid, st.gid, st.mode & 0o7777], [1000, 1001, 0o600]);
@@ -352,7 +357,7 @@ test.serial('escape: ".." sequences stay at the container root', async (t) => {
     }
     t.is((await push(STOPPED, `/../../..${sentinelFile}`, 'pwned', { 'X-LXD-uid': '4242', 'X-LXD-gid': '4242', 'X-LXD-mode': '0666' })).status, 200);
     t.is(readFileSync(m.secret, 'utf8'), 'pwned');
-    t.is(lstatSync(m.secret).uid, 4242);
+    t.is(lstatSync(m.secret).uid, 0, 'the existing file keeps its owner, as in the reference');
     t.is((await push(STOPPED, `/../../..${sentinelDir}/new.txt`, 'new')).status, 200);
     t.true(existsSync(path.join(m.dir, 'new.txt')));
     t.is((await push(STOPPED, `/../..${sentinelDir}/newdir`, '', { 'X-LXD-type': 'directory' })).status, 200);
@@ -397,7 +402,7 @@ async function throughParentLink(t: ExecutionContext, linkTarget: string) {
     t.is((await pull(STOPPED, '/root/evil/secret.txt')).body, 'CONTAINER COPY\n');
     t.is((await push(STOPPED, '/root/evil/secret.txt', 'pwned', { 'X-LXD-uid': '4242', 'X-LXD-gid': '4242', 'X-LXD-mode': '0666' })).status, 200);
     t.is(readFileSync(m.secret, 'utf8'), 'pwned');
-    t.is(lstatSync(m.secret).uid, 4242);
+    t.is(lstatSync(m.secret).uid, 0, 'the existing file keeps its owner, as in the reference');
     t.is((await push(STOPPED, '/root/evil/victim', 'appended', { 'X-LXD-write': 'append' })).status, 200);
     t.is(readFileSync(m.victim, 'utf8'), 'container victim\nappended');
     t.is((await remove(STOPPED, '/root/evil/victim')).status, 200);
@@ -464,7 +469,7 @@ test.serial('escape: a symlink as the final component', async (t) => {
     const m = mirror(STOPPED);
     t.is((await push(STOPPED, '/root/fin-rel', 'through', { 'X-LXD-uid': '4242', 'X-LXD-mode': '0606' })).status, 200);
     t.is(readFileSync(m.secret, 'utf8'), 'through');
-    t.deepEqual([lstatSync(m.secret).uid, lstatSync(m.secret).mode & 0o7777], [4242, 0o606]);
+    t.deepEqual([lstatSync(m.secret).uid, lstatSync(m.secret).mode & 0o7777], [0, 0o644], 'the existing file keeps its owner and mode, as in the reference');
     t.true(lstatSync(rel).isSymbolicLink(), 'the link stays a link');
     // Deleting removes the links, not what they point to.
     t.is((await remove(STOPPED, '/root/fin-abs')).status, 200);

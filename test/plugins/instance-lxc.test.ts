@@ -423,8 +423,8 @@ test.serial('id_map: the shared map by default, as the reference stores it; raw.
     t.is(statSync(path.join(hostOwned, 'by-1000')).uid, spare.start);
   }
 
-  t.throws(() => driver.validate({ 'raw.idmap': 'garbage' }), { instanceOf: ApiError, message: /Invalid ID map line "garbage"/ });
-  t.throws(() => driver.validate({ 'raw.idmap': 'both 1-2 3' }), { instanceOf: ApiError, message: /different sizes/ });
+  await t.throwsAsync(driver.validate({ 'raw.idmap': 'garbage' }), { instanceOf: ApiError, message: /Invalid ID map line "garbage"/ });
+  await t.throwsAsync(driver.validate({ 'raw.idmap': 'both 1-2 3' }), { instanceOf: ApiError, message: /different sizes/ });
   const split = await driver.initialize(instance('rawuid', { 'raw.idmap': 'uid 50-60 500-510' }), []);
   t.deepEqual(JSON.parse(split['volatile.idmap.next']!).slice(0, 3), [entry(true, false, start, 0, 500), entry(true, false, 50, 500, 11), entry(true, false, start + 511, 511, size - 511)]);
 });
@@ -567,7 +567,7 @@ test.serial('a start that fails leaves nothing running and says why', async (t) 
   t.false(monitorRuns(noInit));
 });
 
-test('validate refuses what the reference refuses and bad limits', (t) => {
+test('validate refuses what the reference refuses, what liblxc cannot parse, and bad limits', async (t) => {
   const refused: [Record<string, string>, RegExp][] = [
     [{ 'raw.lxc': 'lxc.log.file = /tmp/x' }, /lxc\.logfile is not allowed/],
     [{ 'raw.lxc': 'lxc.net.0.type = veth' }, /Only interface-specific ipv4\/ipv6 lxc\.net\. keys/],
@@ -579,10 +579,18 @@ test('validate refuses what the reference refuses and bad limits', (t) => {
     [{ 'limits.cpu': 'abc' }, /Invalid CPU limit syntax/],
     [{ 'limits.processes': 'abc' }, /integer/],
     [{ 'security.idmap.size': 'x' }, /uint32/],
+    [{ 'raw.lxc': 'LXC.Log.File = /tmp/x' }, /lxc\.logfile is not allowed/],
+    // liblxc's own verdict, naming the line.
+    [{ 'raw.lxc': 'lxc.uts.name = a\nlxc.notaconfigkey = invalid' }, /liblxc cannot parse the line "lxc\.notaconfigkey = invalid": .*Unsupported config key/],
+    [{ 'raw.lxc': 'lxc.cap.drop = notacap' }, /"lxc\.cap\.drop = notacap": .*capability/],
+    [{ 'raw.lxc': 'lxc.tty.max = abc' }, /"lxc\.tty\.max = abc"/],
   ];
-  for (const [config, message] of refused) t.throws(() => driver.validate(config), { instanceOf: ApiError, message }, JSON.stringify(config));
-  const accepted: Record<string, string>[] = [{ 'raw.lxc': 'lxc.net.0.ipv4.address = 10.0.0.2/24\nlxc.rootfs.options = idmap=container' }, { 'limits.memory': '1GiB' }, { 'limits.memory': '50%' }, { 'limits.cpu': '0-1,3' }, { 'limits.processes': '-1' }];
-  for (const ok of accepted) t.notThrows(() => driver.validate(ok));
+  for (const [config, message] of refused) await t.throwsAsync(driver.validate(config), { instanceOf: ApiError, message }, JSON.stringify(config));
+  const accepted: Record<string, string>[] = [
+    { 'raw.lxc': 'lxc.net.0.ipv4.address = 10.0.0.2/24\nlxc.rootfs.options = idmap=container' }, { 'raw.lxc': 'notlxc.key = 1' },
+    { 'limits.memory': '1GiB' }, { 'limits.memory': '50%' }, { 'limits.cpu': '0-1,3' }, { 'limits.processes': '-1' },
+  ];
+  for (const ok of accepted) await t.notThrowsAsync(driver.validate(ok), JSON.stringify(ok));
   const keys = new Map(driver.configKeys.map((k) => [k.key, k]));
   for (const key of ['security.idmap.isolated', 'security.idmap.size', 'security.idmap.base', 'security.privileged', 'security.nesting', 'raw.lxc', 'raw.idmap', 'limits.cpu', 'limits.memory', 'limits.processes', 'volatile.idmap.base', 'volatile.idmap.next', 'volatile.idmap.current', 'volatile.last_state.idmap']) {
     t.is(keys.get(key)?.scope, 'instance', key);

@@ -1,7 +1,8 @@
 /**
  * Instance metadata and image templates: the renderer on its own, the metadata and template
- * routes of a real daemon (edge set), each template trigger, confinement of template targets
- * to the container root, and the real `lxc config metadata/template` commands.
+ * routes of a real daemon (edge set), each template trigger (a create, copy or rename records it
+ * in `volatile.apply_template`; the next start renders it), confinement of template targets to
+ * the container root, and the real `lxc config metadata/template` commands.
  */
 import test from 'ava';
 import { execFileSync } from 'node:child_process';
@@ -122,9 +123,11 @@ let work: string;
 const call = (method: string, url: string, body?: unknown, headers?: Record<string, string>) => callAndWait(d, method, url, body, headers);
 const importTarball = (file: string, alias: string) => importImageFile(d, file, alias);
 
-/** A tiny image without busybox (nothing in it runs): metadata, templates, a rootfs shaped by `rootfs`. */
+/** A busybox image with its own metadata and templates, its rootfs shaped further by `rootfs`. */
 async function importImage(alias: string, templates: string, files: Record<string, string>, rootfs?: (root: string) => void): Promise<void> {
   const dir = mkdtempSync(path.join(work, 'img-'));
+  // Runnable: templates render at the start.
+  execFileSync('tar', ['-xzf', busybox.unified, '-C', dir, 'rootfs']);
   mkdirSync(path.join(dir, 'rootfs/etc'), { recursive: true });
   mkdirSync(path.join(dir, 'templates'));
   rootfs?.(path.join(dir, 'rootfs'));
@@ -149,6 +152,16 @@ async function create(name: string, alias: string, extra: Record<string, unknown
 async function createOk(t: any, name: string, alias: string, extra: Record<string, unknown> = {}) {
   const res = await create(name, alias, extra);
   t.is(res.op?.status, 'Success', `create ${name}: ${res.op?.err ?? res.json?.error}`);
+}
+
+/** The trigger a start still owes the instance. */
+const waiting = async (name: string): Promise<string | undefined> => (await call('GET', `/1.0/instances/${name}`)).json.metadata.config['volatile.apply_template'];
+
+/** Start and stop: the start renders what a create, copy or rename left waiting. */
+async function startStop(t: any, name: string) {
+  const started = await call('PUT', `/1.0/instances/${name}/state`, { action: 'start' });
+  t.is(started.op?.status, 'Success', `start ${name}: ${started.op?.err ?? started.json?.error}`);
+  t.is((await call('PUT', `/1.0/instances/${name}/state`, { action: 'stop', force: true })).op?.status, 'Success');
 }
 
 test.before(async () => {
@@ -290,8 +303,12 @@ test.serial('templates: list, get, create, replace, delete, bad names', async (t
   t.is((await call('DELETE', '/1.0/instances/tpl')).op?.status, 'Success');
 });
 
-test.serial('triggers: create, copy and rename render the hostname', async (t) => {
+test.serial('triggers: create, copy and rename are recorded and render the hostname at the next start', async (t) => {
   await createOk(t, 'orig', 'bb');
+  t.is(await waiting('orig'), 'create');
+  t.false(existsSync(inRoot('orig', 'etc/hostname')), 'nothing is rendered before the start');
+  await startStop(t, 'orig');
+  t.is(await waiting('orig'), undefined);
   t.is(read('orig', 'etc/hostname'), 'orig\n');
   const st = statSync(inRoot('orig', 'etc/hostname'));
   t.is(st.mode & 0o777, 0o644);
@@ -299,11 +316,16 @@ test.serial('triggers: create, copy and rename render the hostname', async (t) =
 
   const copy = await call('POST', '/1.0/instances', { name: 'dup', source: { type: 'copy', source: 'orig' } });
   t.is(copy.op?.status, 'Success', copy.op?.err);
+  t.is(await waiting('dup'), 'copy');
+  t.is(read('dup', 'etc/hostname'), 'orig\n', 'the source content until the start');
+  await startStop(t, 'dup');
   t.is(read('dup', 'etc/hostname'), 'dup\n');
   t.is(read('orig', 'etc/hostname'), 'orig\n');
 
   const renamed = await call('POST', '/1.0/instances/dup', { name: 'moved' });
   t.is(renamed.op?.status, 'Success', renamed.op?.err);
+  t.is(await waiting('moved'), 'rename');
+  await startStop(t, 'moved');
   t.is(read('moved', 'etc/hostname'), 'moved\n');
   for (const name of ['orig', 'moved']) t.is((await call('DELETE', `/1.0/instances/${name}`)).op?.status, 'Success');
 });
@@ -311,7 +333,7 @@ test.serial('triggers: create, copy and rename render the hostname', async (t) =
 test.serial('trigger context: properties, config, devices, config_get, path, instance fields', async (t) => {
   await importImage('ctximg', [
     '  /etc/ctx:',
-    '    when: [create, copy, rename, start]',
+    '    when: [create, copy, rename]',
     '    template: ctx.tpl',
     '    properties:',
     '      flavour: vanilla',
@@ -341,6 +363,7 @@ test.serial('trigger context: properties, config, devices, config_get, path, ins
     'plain.tpl': 'plain {{ trigger }}\n',
   });
   await createOk(t, 'ctx1', 'ctximg', { config: { 'user.foo': 'bar', 'security.privileged': 'true' }, ephemeral: false, devices: { extra: { type: 'none' } } });
+  await startStop(t, 'ctx1');
   t.is(read('ctx1', 'etc/ctx'), 'create /etc/ctx\nctx1 ctx1 container x86_64 true false\nvanilla 3\nbar none \nextra:none root:disk \n');
   t.is(read('ctx1', 'etc/relative/deep/file'), 'plain create\n', 'relative targets start at the root; parents are created');
   t.is(statSync(inRoot('ctx1', 'etc/relative/deep')).mode & 0o777, 0o755);
@@ -350,6 +373,7 @@ test.serial('trigger context: properties, config, devices, config_get, path, ins
 
   const copy = await call('POST', '/1.0/instances', { name: 'ctx2', source: { type: 'copy', source: 'ctx1' } });
   t.is(copy.op?.status, 'Success', copy.op?.err);
+  await startStop(t, 'ctx2');
   t.regex(read('ctx2', 'etc/ctx'), /^copy \/etc\/ctx\nctx2 ctx2 /);
   t.is(read('ctx2', 'etc/only-on-copy'), 'plain copy\n');
   for (const name of ['ctx1', 'ctx2']) t.is((await call('DELETE', `/1.0/instances/${name}`)).op?.status, 'Success');
@@ -371,32 +395,35 @@ test.serial('create_only leaves an existing file alone and creates a missing one
     '',
   ].join('\n'), { 't.tpl': '{{ trigger }} {{ instance.name }}' }, (root) => writeFileSync(path.join(root, 'etc/keep'), 'from the image\n'));
   await createOk(t, 'once', 'onceimg');
+  await startStop(t, 'once');
   t.is(read('once', 'etc/keep'), 'from the image\n');
   t.is(read('once', 'etc/fresh'), 'create once');
   t.is(read('once', 'etc/always'), 'create once');
   t.is((await call('POST', '/1.0/instances/once', { name: 'twice' })).op?.status, 'Success');
+  await startStop(t, 'twice');
   t.is(read('twice', 'etc/fresh'), 'create once', 'create_only: not rewritten on rename');
   t.is(read('twice', 'etc/always'), 'rename twice');
   t.is((await call('DELETE', '/1.0/instances/twice')).op?.status, 'Success');
 });
 
-test.serial('a broken template fails the create with a clear error and leaves nothing', async (t) => {
+test.serial('a broken template fails the first start with a clear error and the trigger stays waiting', async (t) => {
   await importImage('brokenimg', '  /etc/a:\n    when: [create]\n    template: a.tpl\n  /etc/b:\n    when: [create]\n    template: b.tpl\n', {
     'a.tpl': 'fine\n', 'b.tpl': 'line one\n{% if instance.name %}never closed\n',
   });
-  const res = await create('broken', 'brokenimg');
+  await createOk(t, 'broken', 'brokenimg');
+  const res = await call('PUT', '/1.0/instances/broken/state', { action: 'start' });
   t.is(res.op?.status, 'Failure');
   t.regex(res.op?.err ?? '', /template "b\.tpl".*\/etc\/b.*line 2.*never closed/);
-  t.is((await call('GET', '/1.0/instances/broken')).status, 404);
-  t.false(existsSync(volume('broken')), 'the volume was removed');
+  t.is((await call('GET', '/1.0/instances/broken')).json.metadata.status, 'Stopped');
+  t.is(await waiting('broken'), 'create');
 
   await importImage('missingimg', '  /etc/a:\n    when: [create]\n    template: nothere.tpl\n', {});
-  const missing = await create('missing', 'missingimg');
+  await createOk(t, 'missing', 'missingimg');
+  const missing = await call('PUT', '/1.0/instances/missing/state', { action: 'start' });
   t.is(missing.op?.status, 'Failure');
   t.regex(missing.op?.err ?? '', /nothere\.tpl.*not found/);
-  t.false(existsSync(volume('missing')));
-  t.is((await create('broken', 'bb')).op?.status, 'Success', 'the name is free again');
-  t.is((await call('DELETE', '/1.0/instances/broken')).op?.status, 'Success');
+  t.is(await waiting('missing'), 'create');
+  for (const name of ['broken', 'missing']) t.is((await call('DELETE', `/1.0/instances/${name}`)).op?.status, 'Success');
 });
 
 test.serial('template targets from a malicious image never leave the container root', async (t) => {
@@ -420,8 +447,8 @@ test.serial('template targets from a malicious image never leave the container r
     symlinkSync(`../../../../../../../../..${outside}`, path.join(root, 'etc/rellink'));
     symlinkSync(`${outside}/target-file`, path.join(root, 'etc/filelink'));
   });
-  const res = await create('evil', 'evilimg');
-  t.is(res.op?.status, 'Success', res.op?.err);
+  await createOk(t, 'evil', 'evilimg');
+  await startStop(t, 'evil');
   t.deepEqual(readdirSync(outside), [], 'nothing was written outside the root');
   // Every write landed inside the root: `..` stops at the root, links resolve from the root.
   const root = path.join(volume('evil'), 'rootfs');
@@ -498,6 +525,7 @@ test.serial('lxc config metadata and lxc config template', async (t) => {
   t.is(metaEdit.status, 0, metaEdit.stderr);
   t.is((await call('GET', '/1.0/instances/cli/metadata')).json.metadata.properties.os, 'Changed');
   t.is((await call('POST', '/1.0/instances/cli', { name: 'cli2' })).op?.status, 'Success');
+  await startStop(t, 'cli2');
   t.is(read('cli2', 'etc/hostname'), 'edited cli2\n', 'the edited template is used');
   const missing = await lxc(d.socket, 'config', 'template', 'show', 'cli2', 'fresh.tpl');
   t.not(missing.status, 0);

@@ -201,14 +201,14 @@ test('limits.cpu, limits.memory, limits.processes: every instance states its sha
   refused(t, config, inst('c', full), /Instance "old" must set limits\.cpu/, holding(entry('old')));
 });
 
-test('limits.disk counts root disk sizes, custom volumes and images', (t) => {
+test('limits.disk counts root disk sizes and custom volume sizes, not images', (t) => {
   const config = { 'limits.disk': '3GB' };
   const sized = (size: string) => ({ root: { type: 'disk', path: '/', pool: 'default', size } });
   refused(t, config, inst('c'), /Instance "c" must give its root disk a size/);
   allowed(t, config, inst('c', {}, sized('3GB')));
-  const contents: ProjectContents = { ...holding(entry('a', {}, sized('2GB'))), volumes: [{ pool: 'default', name: 'v1', size: '500MB' }], imageBytes: 100e6 };
-  allowed(t, config, inst('c', {}, sized('400MB')), contents);
-  refused(t, config, inst('c', {}, sized('401MB')), /limits\.disk of project "p": the total would be 2\.79GiB of the 3GB allowed/, contents);
+  const contents: ProjectContents = { ...holding(entry('a', {}, sized('2GB'))), volumes: [{ pool: 'default', name: 'v1', size: '500MB' }] };
+  allowed(t, config, inst('c', {}, sized('500MB')), contents);
+  refused(t, config, inst('c', {}, sized('501MB')), /limits\.disk of project "p": the total would be 2\.79GiB of the 3GB allowed/, contents);
   allowed(t, config, { kind: 'volume', project: 'p', pool: 'default', name: 'v2', size: 400e6 }, contents);
   refused(t, config, { kind: 'volume', project: 'p', pool: 'default', name: 'v2', size: 1e9 }, /Creating volume "v2" would exceed limits\.disk/, contents);
   refused(t, config, { kind: 'volume', project: 'p', pool: 'default', name: 'v2' }, /Custom volume "v2" on pool "default" must have a size/, contents);

@@ -1,6 +1,6 @@
 import test from 'ava';
 import { isApiError } from '../../sdk/index.js';
-import { parseSchedule, splitScheduleEntries, type Schedule } from '../../sdk/snapshot-schedule.js';
+import { parseSchedule, splitScheduleEntries, spreadFor, type Schedule } from '../../sdk/snapshot-schedule.js';
 import { expiryFrom, parseExpiry } from '../../sdk/snapshot-expiry.js';
 import { checkSnapshotName, formatGoTime, nextSnapshotName, validateSnapshotPattern } from '../../sdk/snapshot-pattern.js';
 import { SNAPSHOT_KEYS } from '../../plugins/instances/snapshots/keys.js';
@@ -172,6 +172,47 @@ test('next finds the first due minute strictly after the given time', (t) => {
   t.deepEqual(inst('0 18 * * *, 0 6 * * *').next(at(2024, 6, 1, 12)), at(2024, 6, 1, 18));
 });
 
+test('aliases fall on a minute and hour picked per instance, as the reference spreads them (snapshots_schedule_aliases)', (t) => {
+  const subject = 'default/c1';
+  const { minute: m, hour: h } = spreadFor(subject);
+  const of = (v: string) => parseSchedule(v, { allowStartup: true, subject });
+  const from = at(2024, 6, 5, 10, 30);
+  // 2024-06-05 is a Wednesday; the next Sunday is 06-09.
+  const expected: Record<string, Date> = {
+    '@hourly': m > 30 ? at(2024, 6, 5, 10, m) : at(2024, 6, 5, 11, m),
+    '@daily': h * 60 + m > 10 * 60 + 30 ? at(2024, 6, 5, h, m) : at(2024, 6, 6, h, m),
+    '@midnight': at(2024, 6, 6, 0, m),
+    '@weekly': at(2024, 6, 9, h, m),
+    '@monthly': at(2024, 7, 1, h, m),
+    '@annually': at(2025, 1, 1, h, m),
+    '@yearly': at(2025, 1, 1, h, m),
+  };
+  for (const [alias, next] of Object.entries(expected)) {
+    t.deepEqual(of(alias).next(from), next, alias);
+    t.true(of(alias).matches(next), alias);
+    t.deepEqual(of(alias.toUpperCase()).next(from), next, `${alias} in capitals`);
+  }
+  t.deepEqual(spreadFor(subject), spreadFor('default/c1'), 'stable for one instance');
+  const minutes = new Set(Array.from({ length: 40 }, (_, i) => spreadFor(`default/c${i}`).minute));
+  const hours = new Set(Array.from({ length: 40 }, (_, i) => spreadFor(`default/c${i}`).hour));
+  t.true(minutes.size > 10 && hours.size > 6, 'instances do not all snapshot at the same time');
+  t.deepEqual(spreadFor(undefined), { minute: 0, hour: 0 }, 'without a subject: minute 0 of hour 0');
+});
+
+test('@never schedules nothing, alone or beside other entries; @startup alone has no time', (t) => {
+  const never = parseSchedule('@never', { allowStartup: true, subject: 'default/c1' });
+  t.true(never.isEmpty);
+  t.false(never.onStartup);
+  t.is(never.next(at(2024, 1, 1)), undefined);
+  t.is(minutesOf(never, 2024, 1, 1).length, 0);
+  const withStartup = parseSchedule('@never, @startup', { allowStartup: true });
+  t.true(withStartup.onStartup);
+  t.is(withStartup.next(at(2024, 1, 1)), undefined);
+  t.deepEqual(parseSchedule('@never, 0 6 * * *', { allowStartup: false }).next(at(2024, 1, 1)), at(2024, 1, 1, 6));
+  t.true(parseSchedule('@Startup', { allowStartup: true }).onStartup);
+  t.is(inst('@startup').next(at(2024, 1, 1)), undefined);
+});
+
 test('bad schedules are refused with a message naming the bad part', (t) => {
   const cases: [string, RegExp][] = [
     ['0 * * *', /"0 \* \* \*": expected 5 fields .* got 4/],
@@ -190,7 +231,6 @@ test('bad schedules are refused with a message naming the bad part', (t) => {
     ['0 0 * * mon-', /day-of-week field "mon-": missing value/],
     ['? * * * *', /"\?" is only allowed in the day fields/],
     ['@fortnightly', /"@fortnightly": unknown alias/],
-    ['@Daily', /unknown alias/],
     ['@daily, ', /empty entry/],
     ['@daily, 0 0 1, 15 * *', /"0 0 1": expected 5 fields/],
     ['@daily 0', /unknown alias/],

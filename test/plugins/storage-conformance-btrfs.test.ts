@@ -1,5 +1,5 @@
 /** The btrfs driver against the storage driver conformance suite, on loop-file pools. */
-import { driverFromPlugins, storageDriverConformance } from '../../sdk/testing/index.js';
+import { driverFromPlugins, storageDriverConformance } from '../../sdk/testing/storage-conformance.js';
 
 storageDriverConformance({
   driver: 'btrfs',

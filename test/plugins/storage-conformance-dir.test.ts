@@ -1,5 +1,5 @@
 /** The dir driver against the storage driver conformance suite. */
-import { driverFromPlugins, storageDriverConformance } from '../../sdk/testing/index.js';
+import { driverFromPlugins, storageDriverConformance } from '../../sdk/testing/storage-conformance.js';
 
 storageDriverConformance({
   driver: 'dir',

@@ -5,7 +5,7 @@
  * recreates its records from these on import, so they are complete, not a summary.
  */
 import { stringify } from 'yaml';
-import type { PoolInfo, Profile, StoredDoc } from '../../../sdk/index.js';
+import type { PoolInfo, Profile, StoredDoc, VolumeState } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
 import { expandConfig, expandDevices } from '../expand.js';
 import type { InstanceManager } from '../manager.js';
@@ -27,8 +27,8 @@ const poolSection = (pool: PoolInfo) => ({
 
 const profileSection = (p: Profile) => ({ config: p.config, description: p.description, devices: p.devices, name: p.name, used_by: [] });
 
-const volumeSection = (handle: InstanceHandle) => ({
-  config: {}, description: '', name: handle.name, type: handle.record.type, used_by: [], location: 'none',
+const volumeSection = (handle: InstanceHandle, state: VolumeState) => ({
+  config: state.config, description: state.description, name: handle.name, type: handle.record.type, used_by: [], location: 'none',
   content_type: 'filesystem', project: handle.project, created_at: NO_EXPIRY,
 });
 
@@ -55,19 +55,20 @@ export async function backupConfig(manager: InstanceManager, handle: InstanceHan
   const status = await handle.driver.status(handle.inst).catch(() => 'Error' as const);
   const pool = await manager.deps.storage.pool(handle.record.pool);
   const profiles = await manager.loadProfiles(handle.project, handle.record.profiles);
+  const volume = await manager.deps.storage.volumeState(handle.record.pool, { type: handle.record.type, project: handle.project, name: handle.name });
   const config: BackupConfig = {
     container: instanceView(handle, status),
     pool: poolSection(pool),
     profiles: profiles.map(profileSection),
-    volume: volumeSection(handle),
+    volume: volumeSection(handle, volume),
   };
   if (snapshots.length) {
     const sections = [];
     for (const s of snapshots) sections.push(snapshotSection(s.doc, await manager.loadProfiles(handle.project, s.doc.profiles).catch(() => [])));
     config.snapshots = sections;
     config.volume_snapshots = snapshots.map((s) => ({
-      description: '', expires_at: hasExpiry(s.doc.expires_at) ? s.doc.expires_at : NO_EXPIRY, name: s.doc.name,
-      config: {}, content_type: 'filesystem', created_at: s.doc.created_at,
+      description: volume.snapshots[s.doc.name]?.description ?? '', expires_at: hasExpiry(s.doc.expires_at) ? s.doc.expires_at : NO_EXPIRY, name: s.doc.name,
+      config: volume.snapshots[s.doc.name]?.config ?? {}, content_type: 'filesystem', created_at: s.doc.created_at,
     }));
   }
   return config;

@@ -91,6 +91,7 @@ export class BackupImporter {
       source: { kind: 'empty' },
       extraConfig: {},
       snapshots: index.snapshots.map((s) => this.snapshotRecord(s, pool, profileRootPool)),
+      volumeState: index.volume,
     };
     const checked = await this.manager.check(project, index.type, spec, { action: 'import', name: spec.name });
     if (checked.pool !== pool) throw badRequest(`The instance's root disk would not be on storage pool "${pool}"`);

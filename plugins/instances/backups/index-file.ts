@@ -3,7 +3,7 @@
  * instance and snapshot configs under `config` (or, for archives older than that field, in
  * `backup/container/backup.yaml`). Anything missing or malformed is a 400.
  */
-import { invalidBackup as invalid, isPlainObject, stringMap, type DeviceConfig, type InstanceType } from '../../../sdk/index.js';
+import { invalidBackup as invalid, isPlainObject, stringMap, type DeviceConfig, type InstanceType, type VolumeState } from '../../../sdk/index.js';
 import { backupIndexText as text, checkBackupParts, checkListedSnapshot, parseBackupYaml as parseYaml, type BackupPartsFound } from '../../../sdk/backup-index.js';
 import { deviceMap, profileList } from '../shape.js';
 import { snapshotNameProblem } from '../../../sdk/snapshot-pattern.js';
@@ -33,6 +33,35 @@ export interface BackupIndex {
   container: InstanceSection;
   /** In archive order (oldest first), each with its config. */
   snapshots: InstanceSection[];
+  /** The instance volume's description and config (`volume`, `volume_snapshots`); undefined when the archive has none. */
+  volume?: VolumeState;
+}
+
+/** `config.volume` and `config.volume_snapshots`: what the volume and its snapshots carried. */
+function volumeSection(config: Record<string, unknown>): VolumeState | undefined {
+  const vol = config.volume;
+  if (!isPlainObject(vol)) return undefined;
+  const wrap = <T>(what: string, fn: () => T): T => {
+    try {
+      return fn();
+    } catch (err) {
+      throw invalid(`${what}: ${(err as Error).message}`);
+    }
+  };
+  const state: VolumeState = {
+    description: text(vol.description, 'config.volume.description') ?? '',
+    config: wrap('config.volume', () => stringMap(vol.config, 'config')),
+    snapshots: {},
+  };
+  const snaps = Array.isArray(config.volume_snapshots) ? config.volume_snapshots : [];
+  for (const s of snaps) {
+    if (!isPlainObject(s) || typeof s.name !== 'string') continue;
+    state.snapshots[s.name] = {
+      description: text(s.description, `config.volume_snapshots[${s.name}].description`) ?? '',
+      config: wrap(`config.volume_snapshots[${s.name}]`, () => stringMap(s.config, 'config')),
+    };
+  }
+  return state;
 }
 
 /** A time field: kept as written when it parses, dropped otherwise. */
@@ -116,5 +145,6 @@ export function readIndex(scan: ArchiveScan): BackupIndex {
     optimized,
     container,
     snapshots,
+    volume: volumeSection(config),
   };
 }

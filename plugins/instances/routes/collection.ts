@@ -164,6 +164,8 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
 async function fillSource(manager: InstanceManager, snapshots: SnapshotManager, req: ApiRequest, spec: CreateSpec, source: Record<string, any>): Promise<CopyOrigin | undefined> {
   switch (source.type ?? 'none') {
     case 'none':
+      // The reference records the trigger for an empty instance too; with no metadata.yaml the start renders nothing.
+      spec.templateTrigger = 'create';
       return undefined;
     case 'image': {
       if (source.server || (source.mode && source.mode !== 'pull')) throw badRequest('Images from remote servers are not reachable from this daemon; import the image first');

@@ -1,7 +1,8 @@
 /**
  * /1.0/instances/{name}/files?path=: read, write and delete files of an instance. Everything
- * goes through root-fs, which keeps every operation inside the instance's root filesystem, so it
- * works the same whether the instance runs or not.
+ * goes through root-fs, which keeps every operation inside the instance's root filesystem and the
+ * directories its disk devices mount, resolving paths as the container sees them, so it works the
+ * same whether the instance runs or not.
  */
 import path from 'node:path';
 import {
@@ -10,7 +11,8 @@ import {
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
 import { entryHeaders, parsePushHeaders } from '../files/headers.js';
-import { mkdirInRoot, readInRoot, removeInRoot, RootFsError, symlinkInRoot, writeFileInRoot } from '../files/root-fs.js';
+import { containerTree } from '../files/mounts.js';
+import { mkdirInRoot, readInRoot, removeInRoot, RootFsError, symlinkInRoot, writeFileInRoot, type ContainerTree } from '../files/root-fs.js';
 import { instancePaths } from './paths.js';
 
 /** Uploads are streamed to disk; the bound is only there to have one. */
@@ -24,12 +26,12 @@ function targetPath(req: ApiRequest): string {
   return target;
 }
 
-async function rootOf(manager: InstanceManager, req: ApiRequest): Promise<{ handle: InstanceHandle; root: string }> {
+async function rootOf(manager: InstanceManager, req: ApiRequest): Promise<{ handle: InstanceHandle; root: ContainerTree }> {
   const handle = await manager.load(req.project, req.params.name);
   if (handle.record.type !== 'container') throw badRequest('File access is only available for containers');
   // An empty volume path means the pool's driver is missing: never resolve relative to our cwd.
   if (!path.isAbsolute(handle.rootfs)) throw new ApiError(500, 'The instance storage is not available');
-  return { handle, root: handle.rootfs };
+  return { handle, root: await containerTree(handle, manager.deps.devices, manager.deviceRuntime) };
 }
 
 /** Client mistakes become 4xx with the reason; anything unexpected stays a 500. */
@@ -110,7 +112,8 @@ export function filesRoutes(_ctx: PluginContext, manager: InstanceManager): Rout
               break;
             }
             default:
-              await writeFileInRoot(root, target, req.rawBody ?? Buffer.alloc(0), { ...owner, append: opts.append });
+              // `lxc file push` always sends the local file's owner and mode; the reference applies them to new files only.
+              await writeFileInRoot(root, target, req.rawBody ?? Buffer.alloc(0), { ...owner, append: opts.append, keepExisting: true });
           }
         } catch (err) {
           throw apiError(err);

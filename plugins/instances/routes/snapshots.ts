@@ -40,7 +40,8 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
           if (body.name !== undefined && body.name !== null && typeof body.name !== 'string') throw badRequest('"name" must be a string');
           const request = {
             name: (body.name as string | undefined) || undefined,
-            expiresAt: body.expires_at === undefined ? undefined : parseExpiresAt(body.expires_at),
+            // null (what `lxc snapshot` sends) and absent both mean "from snapshots.expiry".
+            expiresAt: body.expires_at === undefined || body.expires_at === null ? undefined : parseExpiresAt(body.expires_at),
           };
           // Name and expiry are checked now so that bad input is a 400, not a failed operation.
           const planned = await snapshots.plan(handle, request);

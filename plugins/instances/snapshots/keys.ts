@@ -9,7 +9,7 @@ export const SNAPSHOT_KEYS: ConfigKeyDescriptor[] = [
     key: 'snapshots.schedule', scope: 'instance', type: 'string', default: '', validate: validateSchedule(true), live: true,
     // The aliases, @startup included, came later with snapshots_schedule_aliases; the key itself with snapshot_scheduling.
     extension: 'snapshot_scheduling',
-    doc: 'When to take snapshots: 5-field cron expressions and/or aliases (@hourly, @daily, @midnight, @weekly, @monthly, @annually, @yearly, @startup), separated by ", "',
+    doc: 'When to take snapshots: 5-field cron expressions and/or aliases (@hourly, @daily, @midnight, @weekly, @monthly, @annually, @yearly, @never, @startup; the first ones at a minute and hour picked per instance), separated by ", "',
   },
   {
     key: 'snapshots.schedule.stopped', scope: 'instance', type: 'bool', default: 'false', validate: isBool, live: true,

@@ -16,6 +16,7 @@ import { groupByInstance, type ChildLister } from '../children.js';
 import { expiryFrom } from '../../../sdk/snapshot-expiry.js';
 import { checkSnapshotName, nextSnapshotName } from '../../../sdk/snapshot-pattern.js';
 import { NO_EXPIRY, hasExpiry, snapshotKey, type SnapshotRecord } from './record.js';
+import { restoreDeferred } from '../templates/deferred.js';
 
 export interface SnapshotRequest {
   name?: string;
@@ -26,10 +27,13 @@ export interface SnapshotRequest {
 export const snapshotUrl = (project: string, instance: string, snapshot: string) =>
   resourceUrl(`/1.0/instances/${encodeURIComponent(instance)}/snapshots/${encodeURIComponent(snapshot)}`, project);
 
-/** `0001-01-01T00:00:00Z` and '' disable expiry; anything else must be a time. */
+/**
+ * `0001-01-01T00:00:00Z` and null disable expiry; anything else must be a time. An empty string
+ * is no time: refused, as the reference refuses it.
+ */
 export function parseExpiresAt(value: unknown): string {
-  if (value === undefined || value === null || value === '') return NO_EXPIRY;
-  if (typeof value !== 'string') throw badRequest('"expires_at" must be a time (RFC 3339) or an empty string');
+  if (value === undefined || value === null) return NO_EXPIRY;
+  if (typeof value !== 'string' || value === '') throw badRequest('"expires_at" must be a time (RFC 3339), "0001-01-01T00:00:00Z" for never, or null');
   if (value.startsWith('0001-01-01')) return NO_EXPIRY;
   const time = Date.parse(value);
   if (Number.isNaN(time)) throw badRequest(`Invalid "expires_at" time "${value}"`);
@@ -159,7 +163,8 @@ export class SnapshotManager {
 
   /**
    * The instance's volume and config become the snapshot's. Volatile keys stay the instance's
-   * own (its identity and id map are not rolled back), as the reference keeps them.
+   * own (its identity and id map are not rolled back), except the templates a start still owes:
+   * those belong to the files restored, so they come back with them, as in the reference.
    */
   async restore(handle: InstanceHandle, snapshot: string, req?: ApiRequest): Promise<void> {
     const stored = await this.load(handle, snapshot);
@@ -167,6 +172,7 @@ export class SnapshotManager {
     await this.instances.deps.storage.restoreSnapshot(handle.record.pool, this.volume(handle), snapshot);
     const config = Object.fromEntries(Object.entries(snap.config).filter(([k]) => !k.startsWith('volatile.')));
     for (const [k, v] of Object.entries(handle.record.config)) if (k.startsWith('volatile.')) config[k] = v;
+    restoreDeferred(config, snap.config);
     await this.instances.touch(handle.project, handle.name, (r) => {
       r.architecture = snap.architecture;
       r.config = config;

@@ -1,7 +1,7 @@
 /**
  * The minute tick: snapshots due under `snapshots.schedule` are taken, and expired snapshots are
  * removed, each batch as one operation so clients watching operations see the work. A minute
- * with nothing to do creates no operation. `@startup` schedules are served after each start.
+ * with nothing to do creates no operation. `@startup` schedules are served as each start begins.
  */
 import { truthy, type PluginContext } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
@@ -23,7 +23,7 @@ export class SnapshotScheduler {
     private readonly snapshots: SnapshotManager,
     power: PowerControl,
   ) {
-    power.afterStart.push((handle) => this.onStarted(handle));
+    power.beforeStart.push((handle) => this.onStarting(handle));
   }
 
   start(): void {
@@ -61,7 +61,8 @@ export class SnapshotScheduler {
     const value = handle.inst.config['snapshots.schedule'];
     if (!value) return undefined;
     try {
-      return parseSchedule(value, { allowStartup: true });
+      // The aliases' minute and hour are spread by instance, as the reference spreads them.
+      return parseSchedule(value, { allowStartup: true, subject: `${handle.project}/${handle.name}` });
     } catch {
       return undefined;
     }
@@ -127,11 +128,14 @@ export class SnapshotScheduler {
     await op.done().catch(() => {});
   }
 
-  /** `@startup`: a snapshot each time the instance starts. */
-  private onStarted(handle: InstanceHandle): void {
+  /**
+   * `@startup`: a snapshot each time the instance starts, taken as the start begins (the instance
+   * is still stopped, its files at rest) and within the start, so that it exists when `lxc start`
+   * returns; a snapshot that fails fails the start. This is the reference's order.
+   */
+  private async onStarting(handle: InstanceHandle): Promise<void> {
     if (!this.schedule(handle)?.onStartup) return;
-    void this.allowed(handle).then(async (yes) => {
-      if (yes) await this.snapshotAll([handle], 'Creating startup snapshot');
-    });
+    if (!(await this.allowed(handle))) return;
+    await this.snapshots.create(handle, {});
   }
 }

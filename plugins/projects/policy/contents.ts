@@ -35,12 +35,10 @@ export interface ProjectContents {
   profiles: ProfileEntry[];
   /** Custom storage volumes of the project. */
   volumes: VolumeEntry[];
-  /** Bytes of the images the project owns (counted in `limits.disk`). */
-  imageBytes: number;
   networks: number;
 }
 
-export const emptyContents = (): ProjectContents => ({ instances: [], profiles: [], volumes: [], imageBytes: 0, networks: 0 });
+export const emptyContents = (): ProjectContents => ({ instances: [], profiles: [], volumes: [], networks: 0 });
 
 /** The root disk: a disk device mounted at `/` from a pool. */
 export function rootDisk(devices: Record<string, DeviceConfig>): DeviceConfig | undefined {

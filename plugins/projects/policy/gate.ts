@@ -5,7 +5,7 @@
  * config read.
  */
 import {
-  CustomVolumesServiceRef, ImagesServiceRef, InstancesServiceRef, ProfilesServiceRef,
+  CustomVolumesServiceRef, InstancesServiceRef, ProfilesServiceRef,
   type ProjectFeature, type ProjectProposal, type ProjectView, type ServiceRegistry,
 } from '../../../sdk/index.js';
 import { emptyContents, type ProjectContents } from './contents.js';
@@ -51,10 +51,7 @@ export class PolicyGate {
       // A profile edit re-expands the instances using it: they need every profile they name, wherever it lives.
       contents.profiles = await profiles.list(profileProject);
     }
-    // Images count where they live: a project without features.images holds none of its own.
-    const images = this.services.get(ImagesServiceRef);
-    if (images) for (const image of await images.list(project)) contents.imageBytes += image.size;
-    // Custom volumes count where they live, as images do.
+    // Custom volumes count where they live. Images do not count (decision 0008): like the reference.
     const volumes = this.services.get(CustomVolumesServiceRef);
     if (volumes && (await this.featureProject(project, 'storage.volumes')) === project) {
       contents.volumes = volumes.list(project).map((v) => ({ pool: v.pool, name: v.name, size: v.config.size }));

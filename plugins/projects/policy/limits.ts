@@ -75,7 +75,6 @@ export function aggregateTotal(project: string, contents: ProjectContents, key: 
   for (const inst of contents.instances) total += instanceShare(project, inst, key);
   if (key === 'limits.disk') {
     for (const vol of contents.volumes) total += volumeShare(project, vol);
-    total += contents.imageBytes;
   }
   return total;
 }

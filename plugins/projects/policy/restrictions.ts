@@ -63,6 +63,17 @@ export function restriction(config: ProjectConfig, key: string): string {
   return config[key] || RESTRICTION_DEFAULTS[key] || (key.startsWith('restricted.devices.') ? 'block' : '');
 }
 
+/**
+ * Whether a project may see and use a network: any, unless restricted; then only managed networks,
+ * none while NICs are blocked, and only those `restricted.networks.access` names when it is set.
+ */
+export function networkAllowed(config: ProjectConfig, network: string, managed: boolean): boolean {
+  if (!isRestricted(config)) return true;
+  if (!managed || restriction(config, 'restricted.devices.nic') === 'block') return false;
+  const access = config['restricted.networks.access'];
+  return !access || listOf(access).includes(network);
+}
+
 /** Throws a 400 when the subject breaks one of the project's restrictions. */
 export function checkRestrictions(project: string, config: ProjectConfig, subject: RestrictionSubject): void {
   if (!isRestricted(config)) return;

@@ -103,7 +103,7 @@ export function vetProjectConfig(project: string, before: ProjectConfig, after: 
   for (const key of setAggregates(after).filter(changed) as AggregateLimit[]) {
     const max = parsed(key);
     const total = aggregateTotal(project, contents, key);
-    if (total > max) throw tooLow(key, `its instances${key === 'limits.disk' ? ', volumes and images' : ''} already use ${showAmount(key, total)}`);
+    if (total > max) throw tooLow(key, `its instances${key === 'limits.disk' ? ' and volumes' : ''} already use ${showAmount(key, total)}`);
   }
   const restrictionsChanged = Object.keys({ ...before, ...after }).some((k) => (k === 'restricted' || k.startsWith('restricted.')) && changed(k));
   if (!isRestricted(after) || !restrictionsChanged) return;

@@ -13,6 +13,7 @@ import {
 } from '../../../sdk/index.js';
 import { poolLockKey, type PoolManager } from '../pools.js';
 import type { SharedLock } from '../shared-lock.js';
+import { withPoolDefaults } from '../volume-defaults.js';
 import type { VolumeManager } from '../volumes.js';
 import type { VolumeCatalog } from './catalog.js';
 import { checkVolumeName } from './names.js';
@@ -104,11 +105,11 @@ export class CustomVolumes {
 
   async create(poolName: string, project: string, vol: NewVolume, requestor?: Requestor): Promise<void> {
     checkVolumeName(vol.name);
-    const config = { ...vol.config };
+    const { info } = await this.pools.usable(poolName);
+    const config = withPoolDefaults(info.config, vol.contentType === 'block' ? 'custom-block' : 'custom-filesystem', vol.config);
     for (const [k, v] of Object.entries(config)) if (v === '') delete config[k];
     this.checkConfig(config, vol.contentType);
-    const { info } = await this.pools.usable(poolName);
-    if (vol.contentType === 'block' && !config.size) config.size = info.config['volume.size'] || DEFAULT_BLOCK_SIZE;
+    if (vol.contentType === 'block' && !config.size) config.size = DEFAULT_BLOCK_SIZE;
     await this.vet(project, poolName, vol.name, config);
     await this.reserving(project, poolName, vol.name, async () => {
       await this.locks.shared(poolLockKey(poolName), async () => {
@@ -224,7 +225,11 @@ export class CustomVolumes {
       this.ctx.events.lifecycle('storage-volume-updated', volumeUrl(poolName, 'custom', target.name, project), { project, requestor });
       return;
     }
-    const config = { ...src.doc.config, ...(target.config ?? {}) };
+    // As the reference: the target pool's volume.* defaults fill what the source's config leaves out.
+    const { info: targetPool } = await this.pools.usable(poolName);
+    const kind = src.doc.contentType === 'block' ? 'custom-block' : 'custom-filesystem';
+    const config = withPoolDefaults(targetPool.config, kind, { ...src.doc.config, ...(target.config ?? {}) });
+    for (const [k, v] of Object.entries(config)) if (v === '') delete config[k];
     this.checkConfig(config, src.doc.contentType);
     await this.vet(project, poolName, target.name, config);
     await this.reserving(project, poolName, target.name, async () => {
@@ -308,6 +313,9 @@ export class CustomVolumes {
     snapshots: { name: string; description: string; expiresAt: string; createdAt?: string }[],
     requestor?: Requestor,
   ): Promise<void> {
+    // As the reference: the pool's volume.* defaults fill what the archive's config leaves out.
+    const { info } = await this.pools.usable(poolName);
+    vol = { ...vol, config: withPoolDefaults(info.config, vol.contentType === 'block' ? 'custom-block' : 'custom-filesystem', vol.config) };
     await this.checkNew(poolName, project, vol.name, vol.config, vol.contentType);
     await this.reserving(project, poolName, vol.name, async () => {
       const scratch = customRef(project, PARTIAL_PREFIX + vol.name);

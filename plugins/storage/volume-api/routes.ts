@@ -1,12 +1,13 @@
 /**
  * /1.0/storage-pools/{pool}/volumes[/{type}[/{name}[/state]]]: volumes of every type, custom
- * volumes created, edited, renamed, copied and moved. Custom volumes live in the project that
+ * volumes created, edited, renamed, copied and moved; instance and image volumes shown and their
+ * description and config edited. Custom volumes live in the project that
  * `features.storage.volumes` names; instance volumes in their instance's project.
  */
 import {
   acceptingBackupUploads, badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, featureProjectOf, instanceUrl,
   isPlainObject, notFound, objectBody, optionalBool, optionalString, stringMap, sync,
-  type ApiRequest, type ApiResponse, type InstanceSummary, type PluginContext, type RouteDescriptor, type VerbSpec, type VolumeType,
+  type ApiRequest, type ApiResponse, type InstanceSummary, type PluginContext, type RouteDescriptor, type VerbSpec, type VolumeRef, type VolumeType,
 } from '../../../sdk/index.js';
 import type { PoolManager } from '../pools.js';
 import type { VolumeManager } from '../volumes.js';
@@ -15,6 +16,7 @@ import { checkVolumeName } from './names.js';
 import { customView, editableView, NEVER, VOLUME_TYPES, volumeSnapshotUrl, volumeUrl, type VolumeView } from './record.js';
 import type { VolumeUsers } from './users.js';
 import { volumeTask } from './volume-task.js';
+import { editInstanceVolume } from './instance-volume-edit.js';
 
 const BASE = '/1.0/storage-pools/{pool}/volumes';
 
@@ -49,10 +51,16 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
   const { ctx, pools, volumes, custom, users } = deps;
   const customProject = (req: ApiRequest) => featureProjectOf(ctx.services, req.project, 'storage.volumes');
 
-  const instanceView = (inst: InstanceSummary, name: string, usedBy: string): VolumeView => ({
-    config: {}, description: '', name, type: inst.type, used_by: [usedBy], location: 'none',
+  const instanceView = (inst: InstanceSummary, name: string, usedBy: string, state: { description: string; config: Record<string, string> }): VolumeView => ({
+    config: state.config, description: state.description, name, type: inst.type, used_by: [usedBy], location: 'none',
     content_type: inst.type === 'virtual-machine' ? 'block' : 'filesystem', project: inst.project, created_at: NEVER,
   });
+
+  const imageView = (name: string, state: { description: string; config: Record<string, string> }): VolumeView => ({
+    config: state.config, description: state.description, name, type: 'image', used_by: [`/1.0/images/${name}`], location: 'none',
+    content_type: 'filesystem', project: 'default', created_at: NEVER,
+  });
+  const imageRef = (name: string): VolumeRef => ({ type: 'image', project: 'default', name });
 
   /** Everything of `type` on the pool that the request's project sees. */
   async function listType(pool: string, type: VolumeType, req: ApiRequest): Promise<Listed[]> {
@@ -73,21 +81,22 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
       return out;
     }
     if (type === 'image') {
-      const refs = await volumes.listVolumes(pool, 'image');
-      return refs.filter((r) => !r.name.includes('.')).map((r) => ({
-        url: volumeUrl(pool, 'image', r.name, 'default'),
-        view: { config: {}, description: '', name: r.name, type: 'image', used_by: [`/1.0/images/${r.name}`], location: 'none', content_type: 'filesystem', project: 'default', created_at: NEVER },
-      }));
+      const refs = (await volumes.listVolumes(pool, 'image')).filter((r) => !r.name.includes('.'));
+      const out: Listed[] = [];
+      for (const r of refs) out.push({ url: volumeUrl(pool, 'image', r.name, 'default'), view: imageView(r.name, await volumes.volumeState(pool, imageRef(r.name))) });
+      return out;
     }
     const out: Listed[] = [];
     for (const inst of await users.instancesOnPool(pool, req.allProjects ? undefined : req.project)) {
       if (inst.type !== type) continue;
-      out.push({ url: volumeUrl(pool, type, inst.name, inst.project), view: instanceView(inst, inst.name, instanceUrl(inst.project, inst.name)) });
-      for (const snap of await volumes.listSnapshots(pool, { type, project: inst.project, name: inst.name }).catch(() => [])) {
+      const ref: VolumeRef = { type, project: inst.project, name: inst.name };
+      const state = await volumes.volumeState(pool, ref);
+      out.push({ url: volumeUrl(pool, type, inst.name, inst.project), view: instanceView(inst, inst.name, instanceUrl(inst.project, inst.name), state) });
+      for (const snap of await volumes.listSnapshots(pool, ref).catch(() => [])) {
         const snapUser = instanceUrl(inst.project, inst.name).replace(/(\?|$)/, `/snapshots/${encodeURIComponent(snap)}$1`);
         out.push({
           url: volumeUrl(pool, type, inst.name, inst.project).replace(/(\?|$)/, `/snapshots/${encodeURIComponent(snap)}$1`),
-          view: instanceView(inst, `${inst.name}/${snap}`, snapUser),
+          view: instanceView(inst, `${inst.name}/${snap}`, snapUser, state.snapshots[snap] ?? { description: '', config: {} }),
         });
       }
     }
@@ -105,11 +114,20 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
 
   const listing = (items: Listed[]): ApiResponse => collection(items, (i) => i.url, (i) => i.view);
 
-  async function findInstanceVolume(pool: string, type: VolumeType, name: string, req: ApiRequest): Promise<VolumeView> {
+  /** An instance or image volume: where its record lives, and how the API shows it. */
+  async function findInstanceVolume(pool: string, type: VolumeType, name: string, req: ApiRequest): Promise<{ ref: VolumeRef; view: VolumeView }> {
+    if (type === 'image') {
+      const found = (await volumes.listVolumes(pool, 'image')).some((r) => r.name === name && !name.includes('.'));
+      if (!found) throw notFound(`Storage volume "${name}" not found on pool "${pool}"`);
+      return { ref: imageRef(name), view: imageView(name, await volumes.volumeState(pool, imageRef(name))) };
+    }
     const inst = (await users.instancesOnPool(pool, req.project)).find((i) => i.type === type && i.name === name);
     if (!inst) throw notFound(`Storage volume "${name}" not found on pool "${pool}"`);
-    return instanceView(inst, inst.name, instanceUrl(inst.project, inst.name));
+    const ref: VolumeRef = { type, project: inst.project, name: inst.name };
+    return { ref, view: instanceView(inst, inst.name, instanceUrl(inst.project, inst.name), await volumes.volumeState(pool, ref)) };
   }
+
+  const editable = (view: VolumeView) => ({ config: view.config, description: view.description });
 
   const onlyCustom = (type: VolumeType, doing: string) => {
     if (type !== 'custom') throw badRequest(`Only custom volumes can be ${doing} through this API`);
@@ -190,7 +208,8 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
       path: `${BASE}/{type}/{name}`,
       extension: 'storage',
       current: async (req) => {
-        onlyCustom(volumeType(req.params.type), 'edited');
+        const type = volumeType(req.params.type);
+        if (type !== 'custom') return editable((await findInstanceVolume(req.params.pool!, type, req.params.name!, req)).view);
         return editableView(custom.get(await customProject(req), req.params.pool!, req.params.name!).doc);
       },
       get: {
@@ -199,17 +218,27 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
           const pool = req.params.pool!;
           const type = volumeType(req.params.type);
           await pools.get(pool);
-          if (type !== 'custom') return sync(await findInstanceVolume(pool, type, req.params.name!, req));
+          if (type !== 'custom') {
+            const { view } = await findInstanceVolume(pool, type, req.params.name!, req);
+            return sync(view, { etag: editable(view) });
+          }
           const project = await customProject(req);
           const entry = custom.get(project, pool, req.params.name!);
           return sync(customView(entry.doc, project, await users.usersOf(project, pool, entry.doc.name)), { etag: editableView(entry.doc) });
         },
       },
       put: {
-        description: 'Replace the configuration of a custom volume, or restore one of its snapshots',
+        description: 'Replace the configuration of a volume, or restore one of a custom volume\'s snapshots',
         body: describedConfigBody({ restore: bodyShape.text }),
         handler: async (req) => {
-          onlyCustom(volumeType(req.params.type), 'edited');
+          const type = volumeType(req.params.type);
+          if (type !== 'custom') {
+            const edit = editBody(req);
+            if (edit.restore) throw badRequest(`Snapshots of ${type} volumes are restored through their ${type === 'image' ? 'image' : 'instance'}`);
+            const { ref } = await findInstanceVolume(req.params.pool!, type, req.params.name!, req);
+            await editInstanceVolume(ctx, volumes, req.params.pool!, ref, edit, req.requestor);
+            return empty();
+          }
           const project = await customProject(req);
           const edit = editBody(req);
           if (edit.restore) {
@@ -269,8 +298,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
             custom.get(project, pool, req.params.name!);
             ref = customRef(project, req.params.name!);
           } else {
-            const view = await findInstanceVolume(pool, type, req.params.name!, req);
-            ref = { type, project: view.project, name: view.name };
+            ref = (await findInstanceVolume(pool, type, req.params.name!, req)).ref;
           }
           const used = await volumes.volumeUsage(pool, ref);
           return sync({ usage: used === undefined ? null : { used } });

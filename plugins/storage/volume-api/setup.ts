@@ -16,6 +16,7 @@ import { VOLUME_KEYS } from './keys.js';
 import type { CustomVolumeRecord } from './record.js';
 import { volumeRoutes } from './routes.js';
 import { snapshotRoutes, VolumeSnapshots } from './snapshots.js';
+import { InstanceVolumeSnapshots } from './instance-volume-snapshots.js';
 import { VolumeUsers } from './users.js';
 
 export interface VolumeApi {
@@ -59,7 +60,7 @@ export function registerVolumeApi(ctx: PluginContext, pools: PoolManager, volume
   const importer = new VolumeBackupImporter(ctx, backups, custom);
   const routes = volumeRoutes({
     ctx, pools, volumes, custom, users,
-    more: [...snapshotRoutes(ctx, snapshots, catalog), ...volumeBackupRoutes(ctx, backups)],
+    more: [...snapshotRoutes(ctx, snapshots, catalog, new InstanceVolumeSnapshots(volumes, users)), ...volumeBackupRoutes(ctx, backups)],
     importBackup: (req, pool, project) => importer.post(req, pool, project),
     restore: (pool, project, volume, snapshot, req) => snapshots.restore(project, pool, volume, snapshot, req.requestor),
   });

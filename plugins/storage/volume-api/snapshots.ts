@@ -9,6 +9,7 @@ import {
   ProjectsServiceRef, renameBody, sync,
   type ApiRequest, type PluginContext, type Requestor, type RouteDescriptor,
 } from '../../../sdk/index.js';
+import type { InstanceVolumeSnapshots } from './instance-volume-snapshots.js';
 import { expiryFrom } from '../../../sdk/snapshot-expiry.js';
 import { nextSnapshotName } from '../../../sdk/snapshot-pattern.js';
 import { parseSchedule } from '../../../sdk/snapshot-schedule.js';
@@ -158,11 +159,17 @@ export class VolumeSnapshots {
   }
 }
 
-export function snapshotRoutes(ctx: PluginContext, snapshots: VolumeSnapshots, catalog: VolumeCatalog): RouteDescriptor[] {
+export function snapshotRoutes(ctx: PluginContext, snapshots: VolumeSnapshots, catalog: VolumeCatalog, instanceSnapshots?: InstanceVolumeSnapshots): RouteDescriptor[] {
   const base = '/1.0/storage-pools/{pool}/volumes/{type}/{name}/snapshots';
   const project = (req: ApiRequest) => featureProjectOf(ctx.services, req.project, 'storage.volumes');
   const onlyCustom = (req: ApiRequest) => {
-    if (req.params.type !== 'custom') throw badRequest('Only custom volumes have snapshots through this API');
+    if (req.params.type !== 'custom') throw badRequest('Snapshots of instance volumes are made, renamed and deleted through their instance');
+  };
+  /** Instance volume snapshots are shown (and their description edited) here too. */
+  const ofInstance = (req: ApiRequest) => {
+    if (req.params.type === 'custom') return undefined;
+    if (!instanceSnapshots) throw badRequest('Only custom volumes have snapshots through this API');
+    return instanceSnapshots;
   };
   const task = (req: ApiRequest, proj: string, description: string, run: () => Promise<void>) =>
     volumeTask(ctx, req, { pool: req.params.pool!, project: proj, name: req.params.name! }, description, run);
@@ -173,7 +180,8 @@ export function snapshotRoutes(ctx: PluginContext, snapshots: VolumeSnapshots, c
       get: {
         description: 'List the snapshots of a custom volume',
         handler: async (req) => {
-          onlyCustom(req);
+          const inst = ofInstance(req);
+          if (inst) return collection(await inst.list(req), (s) => s.url, (s) => s.view);
           const proj = await project(req);
           if (!catalog.find(proj, req.params.pool!, req.params.name!)) throw notFound(`Storage volume "${req.params.name}" not found`);
           const snaps = catalog.snapshotsOf(proj, req.params.pool!, req.params.name!);
@@ -202,13 +210,22 @@ export function snapshotRoutes(ctx: PluginContext, snapshots: VolumeSnapshots, c
       path: `${base}/{snapshot}`,
       extension: 'storage_api_volume_snapshots',
       current: async (req) => {
+        const inst = ofInstance(req);
+        if (inst) {
+          const v = await inst.get(req);
+          return { description: v.description, expires_at: v.expires_at };
+        }
         const s = snapshots.get(await project(req), req.params.pool!, req.params.name!, req.params.snapshot!).doc;
         return { description: s.description, expires_at: s.expiresAt || NEVER };
       },
       get: {
         description: 'Show a custom volume snapshot',
         handler: async (req) => {
-          onlyCustom(req);
+          const inst = ofInstance(req);
+          if (inst) {
+            const v = await inst.get(req);
+            return sync(v, { etag: { description: v.description, expires_at: v.expires_at } });
+          }
           const s = snapshots.get(await project(req), req.params.pool!, req.params.name!, req.params.snapshot!).doc;
           return sync(snapshotView(s), { etag: { description: s.description, expires_at: s.expiresAt || NEVER } });
         },
@@ -217,8 +234,12 @@ export function snapshotRoutes(ctx: PluginContext, snapshots: VolumeSnapshots, c
         description: 'Change a custom volume snapshot (description, expires_at)',
         body: objectBody({ description: bodyShape.text, expires_at: bodyShape.text }),
         handler: async (req) => {
-          onlyCustom(req);
           const body = bodyObject(req.body);
+          const inst = ofInstance(req);
+          if (inst) {
+            await inst.describe(req, optionalString(body.description, 'description') ?? '');
+            return empty();
+          }
           await snapshots.update(await project(req), req.params.pool!, req.params.name!, req.params.snapshot!, {
             description: optionalString(body.description, 'description') ?? '', expiresAt: parseExpiresAt(body.expires_at),
           }, req.requestor);

@@ -1,0 +1,42 @@
+/**
+ * Templates deferred to the next start (`volatile.apply_template`), as the reference defers them:
+ * a create, copy or rename only records its trigger; the start renders that trigger's templates,
+ * clears the key, then renders the `start` templates. A start that fails while rendering the
+ * deferred templates leaves the key, so the next start tries again.
+ */
+import type { InstanceHandle } from '../access.js';
+import type { TemplateTrigger } from './apply.js';
+
+export const APPLY_TEMPLATE_KEY = 'volatile.apply_template';
+
+/** Record a trigger, unless one is already waiting (a rename before the first start still owes `create`). */
+export function deferTemplates(config: Record<string, string>, trigger: TemplateTrigger): void {
+  if (!config[APPLY_TEMPLATE_KEY]) config[APPLY_TEMPLATE_KEY] = trigger;
+}
+
+/** A restore takes the snapshot's pending trigger, or its absence, with the snapshot's files. */
+export function restoreDeferred(config: Record<string, string>, snapshotConfig: Record<string, string>): void {
+  const pending = snapshotConfig[APPLY_TEMPLATE_KEY];
+  if (pending) config[APPLY_TEMPLATE_KEY] = pending;
+  else delete config[APPLY_TEMPLATE_KEY];
+}
+
+export interface TemplateHost {
+  applyTemplates(handle: InstanceHandle, trigger: TemplateTrigger): Promise<void>;
+  touch(project: string, name: string, change: (record: InstanceHandle['record']) => void): Promise<void>;
+}
+
+/** What a start renders before the instance runs: the deferred trigger's templates, then the start ones. */
+export async function applyStartTemplates(host: TemplateHost, handle: InstanceHandle): Promise<void> {
+  const pending = handle.record.config[APPLY_TEMPLATE_KEY];
+  if (pending) {
+    // Any value is a trigger name; one no template names renders nothing and is cleared all the same.
+    await host.applyTemplates(handle, pending as TemplateTrigger);
+    await host.touch(handle.project, handle.name, (r) => {
+      delete r.config[APPLY_TEMPLATE_KEY];
+    });
+    delete handle.record.config[APPLY_TEMPLATE_KEY];
+    delete handle.inst.config[APPLY_TEMPLATE_KEY];
+  }
+  await host.applyTemplates(handle, 'start');
+}
