@@ -84,7 +84,7 @@ test.serial('image import, publish and delete in a project using default\'s imag
   t.deepEqual(lifecycles(streams.def, 'image'), [], 'nothing about these images on default\'s stream');
 });
 
-test.serial('custom volume snapshot, copy and export in a project using default\'s volumes return', async (t) => {
+test.serial('custom volume snapshot, copy, export and import in a project using default\'s volumes return', async (t) => {
   if (!hasLxc()) return t.pass('lxc (lxd-client) is not installed');
   const before = opIds(streams.named).size;
   await step(t, 'storage', 'volume', 'create', 'default', 'v1');
@@ -92,14 +92,16 @@ test.serial('custom volume snapshot, copy and export in a project using default\
   await step(t, 'storage', 'volume', 'copy', 'default/v1', 'default/v2');
   const out = `${image.dir}/v1.tar.gz`;
   t.regex(await step(t, 'storage', 'volume', 'export', 'default', 'v1', out), /Backup exported successfully/);
+  await step(t, 'storage', 'volume', 'import', 'default', out, 'v3');
+  await step(t, 'storage', 'volume', 'delete', 'default', 'v3');
   await step(t, 'storage', 'volume', 'delete', 'default', 'v2');
   await step(t, 'storage', 'volume', 'delete', 'default', 'v1');
   t.deepEqual((await d.request('GET', '/1.0/storage-pools/default/volumes/custom')).json.metadata, [], 'the volumes lived in default');
 
-  await waitFor(() => lifecycles(streams.def, 'storage-volume-deleted').length === 2, 5000, 'the volume-deleted events');
+  await waitFor(() => lifecycles(streams.def, 'storage-volume-deleted').length === 3, 5000, 'the volume-deleted events');
   const descriptions = new Set(streams.named.filter((e) => e.type === 'operation').map((e) => e.metadata.description));
-  t.true(opIds(streams.named).size - before >= 4, 'snapshot, copy, backup and its deletion ran as operations of the project');
-  for (const wanted of [/snapshot/i, /cop/i, /back/i]) t.true([...descriptions].some((s) => wanted.test(s)), `${wanted} on the named project's stream`);
+  t.true(opIds(streams.named).size - before >= 5, 'snapshot, copy, backup, its deletion and the import ran as operations of the project');
+  for (const wanted of [/snapshot/i, /cop/i, /back/i, /restor/i]) t.true([...descriptions].some((s) => wanted.test(s)), `${wanted} on the named project's stream`);
   for (const id of opIds(streams.named)) t.false(opIds(streams.def).has(id));
   // As with the reference, the volumes family files its lifecycle events where the volume lives.
   t.true(lifecycles(streams.def, 'storage-volume-created').length >= 2);
