@@ -103,3 +103,23 @@ test.serial('an override wins over the plugin that provides the same service', a
     await k.stop();
   }
 });
+
+test('the fake answers run and spawn alike: output, exit code, and a failure thrown as the real service throws it', async (t) => {
+  const tools = createFakeHostTools()
+    .answer('lxc-info', { stdout: 'State: RUNNING' }, ['-n', 'c1'])
+    .answer('/usr/bin/false', { exitCode: 1, stderr: 'nope' })
+    .answer('sh', (call) => ({ stdout: `ran ${call.args.join(' ')}`, exitCode: 3 }));
+  t.is((await tools.run('/usr/bin/lxc-info', ['-n', 'c1', '-s'])).stdout, 'State: RUNNING');
+  t.is((await tools.run('lxc-info', ['-n', 'c2'])).stdout, '', 'unanswered: success with no output');
+  const err = await t.throwsAsync(tools.run('/usr/bin/false', []));
+  t.regex(err!.message, /false failed \(exit 1\): nope/);
+  t.is((await tools.run('/usr/bin/false', [], { allowFailure: true })).exitCode, 1);
+
+  const child = tools.spawn('sh', ['-c', 'echo hi']);
+  const chunks: Buffer[] = [];
+  child.stdout.on('data', (c: Buffer) => chunks.push(c));
+  t.is(await child.exited, 3);
+  t.is(Buffer.concat(chunks).toString(), 'ran -c echo hi');
+  t.deepEqual(tools.commandLines(), ['/usr/bin/lxc-info -n c1 -s', 'lxc-info -n c2', '/usr/bin/false', '/usr/bin/false', 'sh -c echo hi']);
+  t.deepEqual(tools.calls.map((c) => c.kind), ['run', 'run', 'run', 'run', 'spawn']);
+});
