@@ -43,6 +43,11 @@ export interface NicType {
   readonly options: readonly string[];
   /** Managed network types whose NICs are of this nictype (`bridge` for `bridged`). */
   readonly networkTypes?: readonly string[];
+  /**
+   * On such a network the network decides the interface: its NICs take only `name`, `hwaddr`,
+   * `boot.priority` and `network` (macvlan and physical networks).
+   */
+  readonly networkDecides?: boolean;
   /** The interface keeps its own MAC address: none is generated when the NIC is added. */
   readonly keepsHwaddr?: boolean;
   /** Checks of the values once the option names passed; throws an Error naming the problem. */

@@ -62,8 +62,9 @@ export class NicDevice implements DeviceType {
       const net = await networks.get(ctx.project, config.network).catch((err: Error) => {
         throw new Error(`network "${config.network}": ${err.message}`);
       });
-      if (!this.types.forNetwork(net.type)) throw new Error(`networks of type "${net.type}" cannot be used by NICs here`);
-      if (net.type === 'macvlan' || net.type === 'physical') {
+      const nictype = this.types.get(this.types.forNetwork(net.type));
+      if (!nictype) throw new Error(`networks of type "${net.type}" cannot be used by NICs here`);
+      if (nictype.networkDecides) {
         for (const key of Object.keys(config)) {
           if (key === 'type' || key.startsWith('user.') || ON_PARENT_NETWORK.includes(key)) continue;
           if (SET_BY_NETWORK.includes(key)) throw new Error(`"${key}" cannot be set on a NIC with "network": the ${net.type} network "${net.name}" decides it`);

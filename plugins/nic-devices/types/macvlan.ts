@@ -8,6 +8,7 @@ export function macvlanNic(deps: BuiltinDeps): NicType {
     nictype: 'macvlan',
     options: OPTIONS.macvlan,
     networkTypes: ['macvlan'],
+    networkDecides: true,
     validate: checkBuiltinNic,
 
     async start(s) {

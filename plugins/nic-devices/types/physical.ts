@@ -11,6 +11,7 @@ export function physicalNic(deps: BuiltinDeps): NicType {
     nictype: 'physical',
     options: OPTIONS.physical,
     networkTypes: ['physical'],
+    networkDecides: true,
     keepsHwaddr: true,
     validate: checkBuiltinNic,
 
