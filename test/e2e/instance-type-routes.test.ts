@@ -108,7 +108,9 @@ test.serial('URLs below an instance and event sources name /1.0/instances whiche
   t.is(backup.op.status, 'Success', backup.op.err);
   t.deepEqual((await d.request('GET', '/1.0/containers/c1/backups')).json.metadata, ['/1.0/instances/c1/backups/b1']);
   t.is((await callAndWait(d, 'DELETE', '/1.0/containers/c1/backups/b1')).op.status, 'Success');
-  t.is((await lxc(d.socket, 'start', 'c1')).status, 0);
+  const started = await callAndWait(d, 'PUT', '/1.0/containers/c1/state', { action: 'start' });
+  t.is(started.op.status, 'Success', started.op.err);
+  t.deepEqual(started.op.resources, { instances: ['/1.0/instances/c1'] }, 'a state change names /1.0/instances only, as the reference does');
   try {
     const exec = await callAndWait(d, 'POST', '/1.0/containers/c1/exec', { command: ['echo', 'hi'], 'record-output': true, 'wait-for-websocket': false, interactive: false });
     t.is(exec.op.status, 'Success', exec.op.err);

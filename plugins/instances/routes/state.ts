@@ -3,7 +3,7 @@ import { async, badRequest, sync, type PluginContext, type RouteDescriptor } fro
 import type { InstanceManager } from '../manager.js';
 import { POWER_ACTIONS, type PowerAction, type PowerControl, type PowerOptions } from '../power.js';
 import { stateView } from '../render.js';
-import { instancePaths, operationResources } from './paths.js';
+import { instancePaths } from './paths.js';
 import { stateChangeBody } from '../shape.js';
 
 /** Parse a state change request (`{action, timeout, force, stateful}`). */
@@ -39,7 +39,8 @@ export function stateRoutes(ctx: PluginContext, manager: InstanceManager, power:
           description: DESCRIPTIONS[action],
           project: req.project,
           requestor: req.requestor,
-          resources: operationResources(handle.name),
+          // A state change names the instance under /1.0/instances only, as the reference's does.
+          resources: { instances: [`/1.0/instances/${handle.name}`] },
           run: () => manager.lock.run(key, async () => {
             await power.change(await manager.load(handle.project, handle.name), action, opts, req);
           }),
