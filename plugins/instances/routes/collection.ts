@@ -20,6 +20,11 @@ import { applyCopyOrigin, copyOrigin, refreshCopy, type CopyOrigin } from '../co
 
 const TYPES: InstanceType[] = ['container', 'virtual-machine'];
 
+/** What a bulk state change is called in its operation (spelled out: "stop" does not take "-ing" plainly). */
+const BULK_DESCRIPTIONS: Record<string, string> = {
+  start: 'Starting instances', stop: 'Stopping instances', restart: 'Restarting instances', freeze: 'Freezing instances', unfreeze: 'Unfreezing instances',
+};
+
 export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl, snapshots: SnapshotManager): RouteDescriptor {
   return {
     ...instancePaths(),
@@ -52,7 +57,7 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
         const stored = await manager.records.list(req.project);
         const op = ctx.operations.create({
           class: 'task',
-          description: `${action[0].toUpperCase()}${action.slice(1)}ing instances`,
+          description: BULK_DESCRIPTIONS[action] ?? 'Changing the state of instances',
           project: req.project,
           requestor: req.requestor,
           resources: { instances: stored.map((s) => `/1.0/instances/${s.name}`) },
