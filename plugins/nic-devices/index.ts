@@ -3,7 +3,7 @@
  * managed `network`), registered with the instances family. The instance driver makes the
  * interfaces; this plugin decides them and does the host-side work around them.
  */
-import { definePlugin, InstancesServiceRef, type PluginContext } from '../../sdk/index.js';
+import { definePlugin, InstancesExtensionPointRef, type PluginContext } from '../../sdk/index.js';
 import { NicDevice } from './nic.js';
 import { hostInterfaceExists } from './options.js';
 
@@ -11,8 +11,8 @@ const devices = new WeakMap<PluginContext, NicDevice>();
 
 export default definePlugin({
   register(ctx) {
-    const instances = ctx.services.get(InstancesServiceRef);
-    if (!instances) throw new Error('the nic-devices plugin needs the "instances" service');
+    const instances = ctx.extensionPoints.get(InstancesExtensionPointRef);
+    if (!instances) throw new Error('the nic-devices plugin needs the "instances" extension point');
     const nic = new NicDevice(ctx);
     devices.set(ctx, nic);
     instances.registerDeviceType(nic);
