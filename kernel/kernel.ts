@@ -28,6 +28,7 @@ import { attachWebsockets, closeAllWebsockets } from './http/websocket.js';
 import { TlsListener, validateListenAddress } from './http/tls-listener.js';
 import { HttpSettings, registerHttpKeys } from './http/http-settings.js';
 import { KernelHookSet } from './hooks.js';
+import { ExtensionPointTable } from './extension-points.js';
 import { ServiceTable, createPluginContext, warningsFacade } from './plugin-context.js';
 import { PluginSetError, catalogOf, entryPath, readRegistry, resolvePluginSet } from './loader/plugin-set.js';
 import { probeHostFacts } from './server/host-facts.js';
@@ -88,6 +89,7 @@ export class Kernel {
   readonly keys = new KeyRegistry();
   readonly extensions = new ExtensionRegistry();
   readonly services = new ServiceTable();
+  readonly extensionPoints = new ExtensionPointTable();
   /** Every manifest of the registry file, enabled or not (set before any plugin registers). */
   catalog: PluginCatalog = catalogOf([]);
   readonly operations: OperationManager;
@@ -191,6 +193,8 @@ export class Kernel {
         throw new Error(`plugin ${manifest.id} failed to register: ${(err as Error).message}`);
       }
     }
+    // What families know (drivers, device types) is settled before anything boots.
+    this.extensionPoints.close();
     await this.serverConfig.load();
     for (const { manifest, plugin, ctx } of this.plugins) {
       try {

@@ -1,7 +1,7 @@
 /**
  * Device types (`disk`, `nic`, ...): each validates its config and, when an instance starts,
  * returns a declarative run config that the instance driver applies. Device types are registered
- * with the instances family (see InstancesServiceRef in sdk/instance).
+ * with the instances family (see InstancesExtensionPointRef in sdk/instance).
  */
 import type { InstanceType } from './instance-types.js';
 

@@ -70,3 +70,19 @@ export interface KernelHooks {
   /** Runs on clean shutdown, before listeners close; later stages run later. */
   shutdown: Tappable<[ShutdownInfo], Promise<void>>;
 }
+
+/** How a follower names its tap on a family's hook, and where it runs among the others (`Stage`). */
+export interface NamedTap {
+  name: string;
+  stage?: number;
+}
+
+/** A family's synchronous hook as its followers see it: they tap, the family calls. */
+export interface FamilySyncHook<Args extends unknown[]> {
+  tap(options: string | NamedTap, fn: (...args: Args) => void): void;
+}
+
+/** A family's asynchronous hook (taps run in series, each awaited) as its followers see it. */
+export interface FamilyAsyncHook<Args extends unknown[]> {
+  tapPromise(options: string | NamedTap, fn: (...args: Args) => Promise<void>): void;
+}

@@ -28,6 +28,7 @@ export * from './type-registry.js';
 export { EXTENSION_CATALOG, SPEC_SPELLINGS, isCatalogName, catalogPosition, twinOf } from './extensions/catalog.js';
 export * from './used-by.js';
 export * from './instance.js';
+export * from './instance-hooks.js';
 export * from './metrics.js';
 export * from './identity.js';
 export * from './device.js';

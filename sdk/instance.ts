@@ -1,10 +1,12 @@
 /**
  * The instances family contract. The `instances` host plugin owns the instance records, routes and
- * generic logic and provides InstancesServiceRef; driver plugins (`instance-lxc`, ...) register an
- * InstanceDriver, other plugins register device types (sdk/device).
+ * generic logic. It offers InstancesExtensionPointRef, where driver plugins (`instance-lxc`, ...)
+ * register an InstanceDriver and other plugins register device types (sdk/device) while they
+ * register; InstancesServiceRef, what other plugins read at run time; and its hook set
+ * (sdk/instance-hooks), where neighbours follow what happens to instances.
  */
 import type { Readable, Writable } from 'node:stream';
-import { createServiceRef } from './services.js';
+import { createExtensionPoint, createServiceRef } from './services.js';
 import type { ConfigKeyDescriptor } from './config-keys.js';
 import type { DeviceConfig, DeviceRunConfig, DeviceType } from './device.js';
 import type { InstanceStatus, InstanceType } from './instance-types.js';
@@ -136,9 +138,16 @@ export interface InstanceSummary {
   expandedDevices: Record<string, DeviceConfig>;
 }
 
-export interface InstancesService {
+/** Registration into the instances family, open while plugins register. */
+export interface InstancesExtensionPoint {
   registerDriver(driver: InstanceDriver): void;
   registerDeviceType(type: DeviceType): void;
+}
+
+export const InstancesExtensionPointRef = createExtensionPoint<InstancesExtensionPoint>('instances.registration');
+
+/** What the instances family answers at run time. */
+export interface InstancesService {
   list(project?: string): Promise<InstanceSummary[]>;
   /** Metrics of the running (or frozen) instances of `project`, or of every project. */
   metrics(project?: string): Promise<InstanceMetricsEntry[]>;

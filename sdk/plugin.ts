@@ -7,7 +7,7 @@ import type { OperationsService } from './operations.js';
 import type { EventsService } from './events.js';
 import type { HostTools } from './host-tools.js';
 import type { KernelHooks } from './hooks.js';
-import type { ServiceRegistry } from './services.js';
+import type { ExtensionPointRegistry, ServiceRegistry } from './services.js';
 import type { WarningsService } from './warnings.js';
 import type { PluginCatalog } from './type-registry.js';
 
@@ -68,6 +68,8 @@ export interface PluginContext {
   readonly hostTools: HostTools;
   readonly hooks: KernelHooks;
   readonly services: ServiceRegistry;
+  /** Registration points of the plugins this one depends on; open during `register()` only. */
+  readonly extensionPoints: ExtensionPointRegistry;
   /** The manifests of the whole registry (what exists, enabled in this build or not). */
   readonly catalog: PluginCatalog;
   /** Further HTTPS listeners that serve only some of the API (as `core.metrics_address` does). */
@@ -79,7 +81,7 @@ export interface PluginContext {
 }
 
 export interface CorralPlugin {
-  /** Synchronous: add routes, keys, taps, services. Runs in dependency order. */
+  /** Synchronous: add routes, keys, taps, services, extension points. Runs in dependency order. */
   register(ctx: PluginContext): void;
   /** Asynchronous start-up (migrations, probing the host), in dependency order after every register. */
   boot?(ctx: PluginContext): Promise<void>;

@@ -2,7 +2,7 @@
  * instance-lxc: system containers through liblxc (Debian's lxc tools), registered as the
  * instances family's driver for `container` instances.
  */
-import { definePlugin, InstancesServiceRef, type PluginContext } from '../../sdk/index.js';
+import { definePlugin, InstancesExtensionPointRef, type PluginContext } from '../../sdk/index.js';
 import { LxcDriver } from './driver.js';
 import { lxcEnvironment, probeLxc, type LxcProbe } from './probe.js';
 
@@ -14,8 +14,8 @@ export default definePlugin({
     const driver = new LxcDriver({ hostTools: ctx.hostTools, log: ctx.log, dataDir: ctx.dataDir });
     const state: { driver: LxcDriver; probe?: LxcProbe } = { driver };
     drivers.set(ctx, state);
-    const instances = ctx.services.get(InstancesServiceRef);
-    if (!instances) throw new Error('the instance-lxc plugin needs the "instances" service');
+    const instances = ctx.extensionPoints.get(InstancesExtensionPointRef);
+    if (!instances) throw new Error('the instance-lxc plugin needs the "instances" extension point');
     instances.registerDriver(driver);
     ctx.hooks.environment.tap(lxcEnvironment(() => state.probe));
   },

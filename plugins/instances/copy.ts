@@ -74,7 +74,7 @@ export function applyCopyOrigin(spec: CreateSpec, origin: CopyOrigin, body: Reco
     snapshots: origin.snapshots.map((s) => s.name),
   };
   spec.snapshots = origin.snapshots.map((s) => ({ ...s, config: keepOnSnapshotCopy(s.config), last_used_at: NEVER }));
-  spec.templateTrigger = 'copy';
+  spec.origin = 'copy';
 }
 
 /**

@@ -11,6 +11,7 @@ import {
 } from '../../sdk/index.js';
 import type { InstanceHandle } from './access.js';
 import type { DeviceTypes } from './devices/device-types.js';
+import type { FamilyHooks } from './hooks.js';
 
 /** Volatile key changes for the instance record; '' removes a key. */
 export type VolatileChanges = Record<string, string>;
@@ -49,6 +50,13 @@ export class DeviceRuntime {
     const out: VolatileChanges = {};
     for (const [k, v] of Object.entries(changes ?? {})) out[`${prefix(device)}${k}`] = v;
     return out;
+  }
+
+  /** New instances and edits: their devices' volatile keys, tapped on the family's `creating` and `updating` hooks. */
+  followInstances(hooks: FamilyHooks): void {
+    hooks.creating.tap('devices', (draft) => this.prepareVolatile(draft, {}, draft.devices, draft.config));
+    hooks.updating.tap('devices', ({ instance, before, after, config }) =>
+      this.prepareVolatile({ project: instance.project, name: instance.name, type: instance.record.type }, before, after, config));
   }
 
   /**

@@ -1,10 +1,12 @@
 /**
- * The instances family host: instance records and routes, and the extension points for instance
- * drivers and device types (InstancesServiceRef).
+ * The instances family host: instance records and routes; the extension point for instance
+ * drivers and device types (InstancesExtensionPointRef), the run-time service (InstancesServiceRef)
+ * and the hook set its neighbours follow (InstanceHooksRef).
  */
 import {
-  CustomVolumesServiceRef, definePlugin, featureProjectOf, ImagesServiceRef, InstancesServiceRef, ProfilesServiceRef, StorageServiceRef, instanceUrl, resourceUrl,
-  type InstanceDriver, type InstanceType, type InstancesService, type PluginContext,
+  CustomVolumesServiceRef, definePlugin, featureProjectOf, ImagesServiceRef, InstanceHooksRef, InstancesExtensionPointRef, InstancesServiceRef,
+  ProfilesServiceRef, StorageServiceRef, instanceUrl, resourceUrl,
+  type InstanceDriver, type InstancesExtensionPoint, type InstanceType, type InstancesService, type PluginContext,
 } from '../../sdk/index.js';
 import { INSTANCE_KEYS } from './keys.js';
 import { DeviceTypes } from './devices/device-types.js';
@@ -21,6 +23,8 @@ import { consoleRoutes } from './routes/console.js';
 import { metadataRoutes } from './routes/metadata.js';
 import { metadataTemplateRoutes } from './routes/metadata-templates.js';
 import { applyTemplates } from './templates/apply.js';
+import { deferTemplatesOnChanges } from './templates/deferred.js';
+import { createInstanceHooks } from './hooks.js';
 import { filesRoutes } from './routes/files.js';
 import { logsRoutes } from './routes/logs.js';
 import { snapshotRoutes } from './routes/snapshots.js';
@@ -33,7 +37,7 @@ import { scheduleLogExpiry } from './log-expiry.js';
 import { cleanupLeftovers } from './leftovers.js';
 import { checkProfileDependants } from './profile-dependants.js';
 import { applyProfileToRunning } from './profile-updates.js';
-import { applyProfileRootQuotas } from './root-quota.js';
+import { applyProfileRootQuotas, quotaOnDeviceChanges } from './root-quota.js';
 import { registerImageSources } from './publish.js';
 import { collectMetrics } from './metrics.js';
 
@@ -55,21 +59,29 @@ export default definePlugin({
     devices.register(noneDevice);
 
     // Per daemon, never module-wide: a test process may run several kernels.
-    const manager = new InstanceManager(ctx, { storage, images, profiles, devices, drivers });
-    manager.applyTemplates = applyTemplates;
+    const hooks = createInstanceHooks();
+    ctx.services.provide(InstanceHooksRef, hooks);
+    const manager = new InstanceManager(ctx, { storage, images, profiles, devices, drivers }, hooks);
     const power = new PowerControl(ctx, manager);
     const snapshots = new SnapshotManager(ctx, manager);
     manager.children.snapshots = snapshots.lister();
-    const scheduler = new SnapshotScheduler(ctx, manager, snapshots, power);
+    // The neighbours follow instance changes through the hook set.
+    deferTemplatesOnChanges(hooks, { applyTemplates, touch: (project, name, change) => manager.touch(project, name, change) });
+    manager.deviceRuntime.followInstances(hooks);
+    quotaOnDeviceChanges(hooks, storage);
+    const scheduler = new SnapshotScheduler(ctx, manager, snapshots, hooks);
     let logExpiry: { stop(): void } | undefined;
 
-    const service: InstancesService = {
+    const registration: InstancesExtensionPoint = {
       registerDriver(driver) {
         if (drivers.has(driver.type)) throw new Error(`a driver for ${driver.type} instances is registered twice`);
         drivers.set(driver.type, driver);
         for (const key of driver.configKeys ?? []) ctx.keys.register(key);
       },
       registerDeviceType: (type) => devices.register(type),
+    };
+    ctx.extensionPoints.provide(InstancesExtensionPointRef, registration);
+    const service: InstancesService = {
       metrics: (project) => collectMetrics(manager, project),
       async list(project) {
         return Promise.all((await manager.records.list(project)).map(async (s) => {

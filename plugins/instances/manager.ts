@@ -9,8 +9,8 @@ import path from 'node:path';
 import {
   badRequest, conflict, KeyedLock, notFound, truthy, instanceUrl, ProjectsServiceRef,
   type ApiRequest, type InstanceProposal, type Collection, type DeviceConfig, type DriverInstance, type ImagesService, type InstanceDriver,
-  type InstanceType, type PluginContext, type Profile, type ProfilesService, type StorageService, type StoredDoc,
-  type VolumeSource, type VolumeState,
+  type InstanceMoveCause, type InstanceOrigin, type InstanceType, type PluginContext, type Profile, type ProfilesService,
+  type StorageService, type StoredDoc, type VolumeSource, type VolumeState,
 } from '../../sdk/index.js';
 import type { InstanceAccess, InstanceHandle } from './access.js';
 import { expandConfig, expandDevices } from './expand.js';
@@ -18,13 +18,10 @@ import { isRootDisk } from './devices/disk.js';
 import { checkDevices, type DeviceTypes } from './devices/device-types.js';
 import { liveChanges } from './live-keys.js';
 import { applyVolatile, DeviceRuntime } from './device-runtime.js';
-import { applyRootQuota } from './root-quota.js';
+import { refOf, Undo, type FamilyHooks } from './hooks.js';
 import { NEVER, type InstanceRecord } from './record.js';
 import { snapshotKey, type SnapshotRecord } from './snapshots/record.js';
 import type { ChildKinds } from './children.js';
-import { removeInstanceBackups, renameInstanceBackups } from './backups/follow.js';
-import { deferTemplates } from './templates/deferred.js';
-import type { TemplateTrigger } from './templates/apply.js';
 
 export interface InstanceDeps {
   storage: StorageService;
@@ -51,8 +48,8 @@ export interface CreateSpec extends InstanceEdit {
   source: VolumeSource;
   /** Volatile keys carried from a copy source or an image. */
   extraConfig: Record<string, string>;
-  /** Recorded in `volatile.apply_template`; the templates render at the first start. */
-  templateTrigger?: 'create' | 'copy';
+  /** Told to the `creating` taps (templates owed at the first start, for one). */
+  origin: InstanceOrigin;
   /** Snapshot records written with the instance record (copies and backup imports); the volume source makes their storage. */
   snapshots?: SnapshotRecord[];
   /** What the new volume carries (a backup import); the storage family's defaults otherwise. */
@@ -72,14 +69,13 @@ export class InstanceManager implements InstanceAccess {
   readonly lock = new KeyedLock();
   private readonly reserved = new Set<string>();
   private readonly profileCache = new Map<string, Profile>();
-  /** Template application, wired by the plugin (templates module). */
-  applyTemplates: (handle: InstanceHandle, trigger: TemplateTrigger) => Promise<void> = async () => {};
   /** recursion=2 lists of what an instance owns, wired by the snapshot and backup modules. */
   readonly children: ChildKinds = {};
   /** Devices of running instances: start and stop hooks, hot-plug. */
   readonly deviceRuntime: DeviceRuntime;
 
-  constructor(private readonly ctx: PluginContext, readonly deps: InstanceDeps) {
+  /** Neighbours (backups, snapshots, templates, quotas, devices) follow the changes made here through these. */
+  constructor(private readonly ctx: PluginContext, readonly deps: InstanceDeps, readonly hooks: FamilyHooks) {
     this.records = ctx.store.collection<InstanceRecord>('instances');
     this.deviceRuntime = new DeviceRuntime(ctx, deps.devices);
     // Profiles are read for every listed instance: cache them, drop the cache on any profile change,
@@ -203,8 +199,8 @@ export class InstanceManager implements InstanceAccess {
       pool,
     };
     record.config['volatile.uuid'] ??= randomUUID();
-    if (spec.templateTrigger) deferTemplates(record.config, spec.templateTrigger);
-    this.deviceRuntime.prepareVolatile(spec, {}, expandDevices(await this.loadProfiles(spec.project, spec.profiles), spec.devices), record.config);
+    const devices = expandDevices(await this.loadProfiles(spec.project, spec.profiles), spec.devices);
+    this.hooks.creating.call({ project: spec.project, name: spec.name, type: spec.type, origin: spec.origin, config: record.config, devices });
     record.config['volatile.last_state.power'] = 'STOPPED';
     const volumePath = await this.deps.storage.createInstanceVolume(pool, vol, spec.source, spec.volumeState);
     let stored: StoredDoc<InstanceRecord> | undefined;
@@ -218,7 +214,8 @@ export class InstanceManager implements InstanceAccess {
         volumePath, logDir: this.logDir(spec.project, spec.name),
       };
       Object.assign(record.config, await driver.initialize?.(draft, await this.idmapNeighbours(draft)));
-      await applyRootQuota(this.deps.storage, pool, vol, undefined, draft.devices);
+      // A failure from here on removes the volume, and with it whatever the taps set on it.
+      await this.hooks.devicesChanging.promise({ instance: { ...vol, pool }, before: undefined, after: draft.devices, undo: new Undo() });
       // A plain create is one write; only snapshots carried along need a transaction.
       stored = !spec.snapshots?.length ? await this.records.put(spec.project, spec.name, record, 0) : await this.ctx.store.transaction(async (tx) => {
         const snapshots = tx.collection<SnapshotRecord>('snapshots');
@@ -228,6 +225,7 @@ export class InstanceManager implements InstanceAccess {
       const handle = await this.handleFor(stored);
       await handle.driver.secureFiles?.(handle.inst);
       this.lifecycle('instance-created', spec, req, { 'storage-pool': pool, type: spec.type });
+      this.follow('created', () => this.hooks.created.call(refOf(handle)));
       return handle;
     } catch (err) {
       if (stored) await this.deleteRecords(spec.project, spec.name).catch(() => {});
@@ -256,9 +254,10 @@ export class InstanceManager implements InstanceAccess {
     // Volatile keys are the daemon's: a client echoing an old copy must not roll them back.
     const config = { ...edit.config };
     for (const [k, v] of Object.entries(handle.record.config)) if (k.startsWith('volatile.') && !(k in config)) config[k] = v;
-    this.deviceRuntime.prepareVolatile({ project: handle.project, name: handle.name, type: handle.record.type }, handle.inst.devices, checked.devices, config);
-    const quotaBack = await applyRootQuota(this.deps.storage, handle.record.pool, { type: handle.record.type, project: handle.project, name: handle.name }, handle.inst.devices, checked.devices);
+    this.hooks.updating.call({ instance: handle, before: handle.inst.devices, after: checked.devices, config });
+    const undo = new Undo();
     try {
+      await this.hooks.devicesChanging.promise({ instance: refOf(handle), before: handle.inst.devices, after: checked.devices, undo });
       if (running) {
         const changed = liveChanges(before, checked.config);
         if (Object.keys(changed).length) await handle.driver.update?.(handle.inst, changed);
@@ -268,12 +267,13 @@ export class InstanceManager implements InstanceAccess {
       const record: InstanceRecord = { ...handle.record, ...edit, config };
       await this.records.put(handle.project, handle.name, record, handle.rev);
     } catch (err) {
-      await quotaBack().catch(() => undefined);
+      await undo.run();
       throw err;
     }
     // A privilege or id map change changes who may enter the instance's directory.
     if (handle.driver.secureFiles) await handle.driver.secureFiles((await this.load(handle.project, handle.name)).inst);
     this.lifecycle('instance-updated', handle, req);
+    this.follow('updated', () => this.hooks.updated.call(refOf(handle)));
   }
 
   async remove(handle: InstanceHandle, req?: ApiRequest): Promise<void> {
@@ -282,16 +282,16 @@ export class InstanceManager implements InstanceAccess {
     }
     // Record first: after a crash a volume without a record is a leftover the boot cleanup removes.
     await this.deleteRecords(handle.project, handle.name);
-    await removeInstanceBackups(this.ctx, handle.project, handle.name);
+    await this.hooks.removed.promise(refOf(handle)).catch((err) => this.ctx.log.error({ err, instance: handle.name }, 'a follower of the instance removal failed'));
     await handle.driver.remove(handle.inst).catch((err) => this.ctx.log.warn({ err }, 'driver cleanup failed'));
     await this.deps.storage.deleteVolume(handle.record.pool, { type: handle.record.type, project: handle.project, name: handle.name });
     await rm(handle.inst.logDir, { recursive: true, force: true });
     this.lifecycle('instance-deleted', handle, req);
   }
 
-  /** `deferTemplates` false for the rename that ends a pool move: the reference records no trigger there. */
-  async rename(handle: InstanceHandle, newName: string, req?: ApiRequest, opts: { deferTemplates?: boolean } = {}): Promise<InstanceHandle> {
-    const renamed = await this.relocate(handle, handle.project, newName, opts.deferTemplates ?? true);
+  /** `cause` `pool-move` for the rename that ends a pool move (the reference owes no rename templates there). */
+  async rename(handle: InstanceHandle, newName: string, req?: ApiRequest, cause: 'rename' | 'pool-move' = 'rename'): Promise<InstanceHandle> {
+    const renamed = await this.relocate(handle, handle.project, newName, cause);
     this.ctx.events.lifecycle('instance-renamed', instanceUrl(renamed.project, newName), { project: renamed.project, requestor: req?.requestor, context: { old_name: handle.name } });
     return renamed;
   }
@@ -302,17 +302,18 @@ export class InstanceManager implements InstanceAccess {
    * target project and a delete of the source, as the reference reports it.
    */
   async moveToProject(handle: InstanceHandle, project: string, newName: string, req?: ApiRequest): Promise<InstanceHandle> {
-    const moved = await this.relocate(handle, project, newName);
+    const moved = await this.relocate(handle, project, newName, 'project-move');
     this.lifecycle('instance-created', moved, req, { 'storage-pool': moved.record.pool, type: moved.record.type });
     this.lifecycle('instance-deleted', handle, req);
     return moved;
   }
 
   /** The shared part of a rename and a project move; every step is undone when a later one fails. */
-  private async relocate(handle: InstanceHandle, project: string, newName: string, renameTemplates = false): Promise<InstanceHandle> {
+  private async relocate(handle: InstanceHandle, project: string, newName: string, cause: InstanceMoveCause): Promise<InstanceHandle> {
     const release = await this.reserve(project, newName);
     const { pool, type } = handle.record;
     const from = handle.project;
+    const move = { from: refOf(handle), to: { project, name: newName, type, pool }, cause };
     try {
       await handle.driver.remove(handle.inst);
       await this.deps.storage.renameVolume(pool, { type, project: from, name: handle.name }, newName, project);
@@ -324,7 +325,7 @@ export class InstanceManager implements InstanceAccess {
           const records = tx.collection<InstanceRecord>('instances');
           const stored = await records.rename(from, handle.name, project, newName);
           const config = { ...stored.doc.config };
-          if (renameTemplates) deferTemplates(config, 'rename');
+          this.hooks.renaming.call({ ...move, config });
           await records.put(project, newName, { ...stored.doc, name: newName, config }, stored.rev);
           const snapshots = tx.collection<SnapshotRecord>('snapshots');
           for (const snap of await snapshots.list(from, `${handle.name}/`)) {
@@ -336,7 +337,7 @@ export class InstanceManager implements InstanceAccess {
         await this.deps.storage.renameVolume(pool, { type, project, name: newName }, handle.name, from).catch(() => {});
         throw err;
       }
-      await renameInstanceBackups(this.ctx, from, handle.name, newName, project);
+      await this.hooks.renamed.promise(move).catch((err) => this.ctx.log.error({ err, instance: handle.name }, 'a follower of the instance rename failed'));
     } finally {
       release();
     }
@@ -354,6 +355,15 @@ export class InstanceManager implements InstanceAccess {
       for (const snap of await snapshots.list(project, `${name}/`)) await snapshots.delete(project, snap.name);
       await tx.collection<InstanceRecord>('instances').delete(project, name);
     });
+  }
+
+  /** Past-tense hooks: the change is done; a tap that fails is logged, never the caller's failure. */
+  follow(hook: string, call: () => void): void {
+    try {
+      call();
+    } catch (err) {
+      this.ctx.log.error({ err, hook }, 'an instance hook tap failed');
+    }
   }
 
   /** Set keys without going through validation (volatile state, last_used_at). */

@@ -7,7 +7,6 @@ import { badRequest, instanceUrl, truthy, type ApiRequest, type InstanceStatus, 
 import type { InstanceHandle } from './access.js';
 import type { InstanceManager } from './manager.js';
 import { applyVolatile } from './device-runtime.js';
-import { applyStartTemplates } from './templates/deferred.js';
 
 export type PowerAction = 'start' | 'stop' | 'restart' | 'freeze' | 'unfreeze';
 export const POWER_ACTIONS: PowerAction[] = ['start', 'stop', 'restart', 'freeze', 'unfreeze'];
@@ -20,11 +19,8 @@ export interface PowerOptions {
 
 const WATCH_INTERVAL_MS = 1000;
 
+/** Starts and stops call the family's hooks (`starting`, `launching`, `started`, `stopped`) for snapshots, templates and others. */
 export class PowerControl {
-  /** Awaited as each start begins, before the instance runs; a failure fails the start (snapshots on `@startup`). */
-  readonly beforeStart: ((handle: InstanceHandle) => Promise<void>)[] = [];
-  /** Called after each successful start. */
-  readonly afterStart: ((handle: InstanceHandle) => void)[] = [];
   /** Instances this daemon believes are running: key -> [project, name]. */
   private readonly watched = new Map<string, [string, string]>();
   private readonly stopping = new Set<string>();
@@ -72,12 +68,13 @@ export class PowerControl {
   }
 
   async start(handle: InstanceHandle, req?: ApiRequest, quiet = false): Promise<void> {
-    for (const hook of this.beforeStart) await hook(handle);
+    const hooks = this.manager.hooks;
+    await hooks.starting.promise(handle);
     const runtime = this.manager.deviceRuntime;
     const { runs: devices, volatile: deviceVolatile } = await runtime.startAll(handle);
     let volatile: Record<string, string> | void;
     try {
-      await applyStartTemplates(this.manager, handle);
+      await hooks.launching.promise(handle);
       volatile = await handle.driver.start(handle.inst, devices);
     } catch (err) {
       await runtime.stopAll(handle);
@@ -101,7 +98,7 @@ export class PowerControl {
     });
     this.watch(handle.project, handle.name);
     if (!quiet) this.manager.lifecycle('instance-started', handle, req);
-    for (const listener of this.afterStart) listener(handle);
+    this.manager.follow('started', () => hooks.started.call(handle));
   }
 
   async stop(handle: InstanceHandle, opts: PowerOptions, req?: ApiRequest, restarting = false): Promise<void> {
@@ -131,6 +128,7 @@ export class PowerControl {
       r.config['volatile.last_state.power'] = 'STOPPED';
     });
     this.manager.lifecycle(action, handle, req);
+    this.manager.follow('stopped', () => this.manager.hooks.stopped.call(handle));
     if (handle.record.ephemeral) {
       await this.manager.remove(await this.manager.load(handle.project, handle.name), req).catch((err) => {
         this.ctx.log.error({ err, instance: handle.name }, 'deleting an ephemeral instance failed');

@@ -7,7 +7,16 @@
 import { canQuota, parseSize, type DeviceConfig, type ProfileChange, type StorageService, type VolumeRef } from '../../sdk/index.js';
 import { isRootDisk } from './devices/disk.js';
 import { expandDevices } from './expand.js';
+import type { FamilyHooks } from './hooks.js';
 import type { InstanceManager } from './manager.js';
+
+/** New volumes and instance edits: tapped on the family's `devicesChanging` hook. */
+export function quotaOnDeviceChanges(hooks: FamilyHooks, storage: StorageService): void {
+  hooks.devicesChanging.tapPromise('root-quota', async ({ instance, before, after, undo }) => {
+    const vol = { type: instance.type, project: instance.project, name: instance.name };
+    undo.add(await applyRootQuota(storage, instance.pool, vol, before, after));
+  });
+}
 
 /**
  * Bytes of the root disk's `size` among expanded devices; without one, the pool's `volume.size`

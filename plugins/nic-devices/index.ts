@@ -4,7 +4,7 @@
  * routed, physical; or a managed `network`) and other plugins' fill. The instance driver makes the
  * interfaces; the nictypes decide them and do the host-side work around them.
  */
-import { definePlugin, InstancesServiceRef, NicTypesServiceRef, type PluginContext } from '../../sdk/index.js';
+import { definePlugin, InstancesExtensionPointRef, NicTypesServiceRef, type PluginContext } from '../../sdk/index.js';
 import { NicDevice } from './nic.js';
 import { NicTypes } from './nic-types.js';
 import { hostInterfaceExists } from './options.js';
@@ -13,8 +13,8 @@ const devices = new WeakMap<PluginContext, { nic: NicDevice; types: NicTypes }>(
 
 export default definePlugin({
   register(ctx) {
-    const instances = ctx.services.get(InstancesServiceRef);
-    if (!instances) throw new Error('the nic-devices plugin needs the "instances" service');
+    const instances = ctx.extensionPoints.get(InstancesExtensionPointRef);
+    if (!instances) throw new Error('the nic-devices plugin needs the "instances" extension point');
     const types = new NicTypes(ctx.catalog);
     const nic = new NicDevice(ctx, types);
     devices.set(ctx, { nic, types });

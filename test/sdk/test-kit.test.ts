@@ -69,8 +69,6 @@ test.serial('a service override is what consumers get: the networks family sees 
     expandedConfig: {}, expandedDevices: { eth0: { type: 'nic', network: 'kitbr2', name: 'eth0' } },
   };
   const instances: InstancesService = {
-    registerDriver: () => undefined,
-    registerDeviceType: () => undefined,
     list: async (project) => (project === undefined || project === 'default' ? [instance] : []),
     metrics: async () => [],
   };

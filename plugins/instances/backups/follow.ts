@@ -1,7 +1,8 @@
 /**
- * An instance's backups go where the instance goes: deleted with it, renamed with it. Called by
- * the instance manager after the instance's own records changed; neither throws (the instance
- * change has already happened), and what a failure or a crash leaves is removed at boot.
+ * An instance's backups go where the instance goes: deleted with it, renamed with it. Tapped on
+ * the family's `removed` and `renamed` hooks, after the instance's own records changed; neither
+ * throws (the instance change has already happened), and what a failure or a crash leaves is
+ * removed at boot.
  */
 import { link, mkdir, readdir, rm } from 'node:fs/promises';
 import path from 'node:path';

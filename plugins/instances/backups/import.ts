@@ -89,6 +89,7 @@ export class BackupImporter {
       ephemeral: c.ephemeral,
       description: c.description,
       source: { kind: 'empty' },
+      origin: 'import',
       extraConfig: {},
       snapshots: index.snapshots.map((s) => this.snapshotRecord(s, pool, profileRootPool)),
       volumeState: index.volume,

@@ -133,6 +133,7 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
     ephemeral: optionalBool(body.ephemeral, 'ephemeral') ?? false,
     description: optionalString(body.description, 'description') ?? '',
     source: { kind: 'empty' },
+    origin: 'create',
     extraConfig: {},
   };
   const origin = await fillSource(manager, snapshots, req, spec, source);
@@ -170,7 +171,7 @@ async function fillSource(manager: InstanceManager, snapshots: SnapshotManager, 
   switch (source.type ?? 'none') {
     case 'none':
       // The reference records the trigger for an empty instance too; with no metadata.yaml the start renders nothing.
-      spec.templateTrigger = 'create';
+      spec.origin = 'create';
       return undefined;
     case 'image': {
       if (source.server || (source.mode && source.mode !== 'pull')) throw badRequest('Images from remote servers are not reachable from this daemon; import the image first');
@@ -185,7 +186,7 @@ async function fillSource(manager: InstanceManager, snapshots: SnapshotManager, 
       if (req.body.profiles === undefined || req.body.profiles === null) spec.profiles = [...image.profiles];
       for (const [k, v] of Object.entries(image.properties)) spec.extraConfig[`image.${k}`] = v;
       spec.extraConfig['volatile.base_image'] = image.fingerprint;
-      spec.templateTrigger = 'create';
+      spec.origin = 'create';
       await images.markUsed(req.project, image.fingerprint).catch(() => {});
       return undefined;
     }

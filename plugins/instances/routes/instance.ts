@@ -133,7 +133,7 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
             const stopProgress = await watchCopyProgress(op, path.dirname(target));
             try {
               let moved = await moveToPool(manager, snapshots, await manager.load(handle.project, handle.name), pool, req);
-              if (newName) moved = await manager.rename(moved, newName, req, { deferTemplates: false });
+              if (newName) moved = await manager.rename(moved, newName, req, 'pool-move');
             } finally {
               stopProgress();
             }

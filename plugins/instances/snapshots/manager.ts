@@ -16,7 +16,6 @@ import { groupByInstance, type ChildLister } from '../children.js';
 import { expiryFrom } from '../../../sdk/snapshot-expiry.js';
 import { checkSnapshotName, nextSnapshotName } from '../../../sdk/snapshot-pattern.js';
 import { NO_EXPIRY, hasExpiry, snapshotKey, type SnapshotRecord } from './record.js';
-import { restoreDeferred } from '../templates/deferred.js';
 
 export interface SnapshotRequest {
   name?: string;
@@ -172,7 +171,7 @@ export class SnapshotManager {
     await this.instances.deps.storage.restoreSnapshot(handle.record.pool, this.volume(handle), snapshot);
     const config = Object.fromEntries(Object.entries(snap.config).filter(([k]) => !k.startsWith('volatile.')));
     for (const [k, v] of Object.entries(handle.record.config)) if (k.startsWith('volatile.')) config[k] = v;
-    restoreDeferred(config, snap.config);
+    this.instances.hooks.restoring.call({ instance: handle, snapshot, snapshotConfig: snap.config, config });
     await this.instances.touch(handle.project, handle.name, (r) => {
       r.architecture = snap.architecture;
       r.config = config;

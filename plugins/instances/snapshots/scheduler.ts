@@ -6,7 +6,7 @@
 import { truthy, type PluginContext } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
-import type { PowerControl } from '../power.js';
+import type { FamilyHooks } from '../hooks.js';
 import type { SnapshotManager } from './manager.js';
 import { hasExpiry } from './record.js';
 import { parseSchedule } from '../../../sdk/snapshot-schedule.js';
@@ -21,9 +21,9 @@ export class SnapshotScheduler {
     private readonly ctx: PluginContext,
     private readonly manager: InstanceManager,
     private readonly snapshots: SnapshotManager,
-    power: PowerControl,
+    hooks: FamilyHooks,
   ) {
-    power.beforeStart.push((handle) => this.onStarting(handle));
+    hooks.starting.tapPromise('snapshots', (handle) => this.onStarting(handle));
   }
 
   start(): void {

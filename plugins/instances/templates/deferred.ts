@@ -5,6 +5,7 @@
  * deferred templates leaves the key, so the next start tries again.
  */
 import type { InstanceHandle } from '../access.js';
+import type { FamilyHooks } from '../hooks.js';
 import type { TemplateTrigger } from './apply.js';
 
 export const APPLY_TEMPLATE_KEY = 'volatile.apply_template';
@@ -39,4 +40,18 @@ export async function applyStartTemplates(host: TemplateHost, handle: InstanceHa
     delete handle.inst.config[APPLY_TEMPLATE_KEY];
   }
   await host.applyTemplates(handle, 'start');
+}
+
+/** Templates follow the instances: triggers recorded on create, copy, rename and restore, rendered as a start launches. */
+export function deferTemplatesOnChanges(hooks: FamilyHooks, host: TemplateHost): void {
+  hooks.creating.tap('templates', (draft) => {
+    // A backup import brings the files as they were: nothing is owed for it.
+    if (draft.origin !== 'import') deferTemplates(draft.config, draft.origin);
+  });
+  // The rename that ends a move to another pool, and a move to another project, owe nothing (as in the reference).
+  hooks.renaming.tap('templates', (rename) => {
+    if (rename.cause === 'rename') deferTemplates(rename.config, 'rename');
+  });
+  hooks.restoring.tap('templates', (restore) => restoreDeferred(restore.config, restore.snapshotConfig));
+  hooks.launching.tapPromise('templates', (handle) => applyStartTemplates(host, handle));
 }
