@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import type Hapi from '@hapi/hapi';
 import type Logger from 'bunyan';
 import {
-  type CorralPlugin, type PathListener, type PluginContext, type PluginManifest, type ShutdownInfo,
+  type CorralPlugin, type HostTools, type PathListener, type PluginContext, type PluginManifest, type ServiceRef, type ShutdownInfo,
 } from '../sdk/index.js';
 import { createLogger, levelName, type LogRecord } from './logging/logger.js';
 import { createHostTools, findOnPath } from './host-tools/host-tools.js';
@@ -53,6 +53,16 @@ export interface KernelOptions {
   serverCertificate?: boolean;
   /** Seconds to let running operations finish at shutdown. */
   shutdownTimeout?: number;
+  /** Test kits only: the host-tools service to hand plugins instead of the real one. */
+  hostTools?: HostTools;
+  /** Test kits only: services put in place before any plugin registers; a plugin's own provide of these is ignored. */
+  serviceOverrides?: ServiceOverride[];
+}
+
+/** One service a test puts in place of (or beside) what the plugins provide. */
+export interface ServiceOverride {
+  ref: ServiceRef<unknown>;
+  impl: unknown;
 }
 
 interface LoadedPlugin {
@@ -80,7 +90,7 @@ export class Kernel {
   readonly services = new ServiceTable();
   readonly operations: OperationManager;
   readonly log: Logger;
-  readonly hostTools;
+  readonly hostTools: HostTools;
   readonly pipeline: RoutePipeline;
   readonly dataDir: string;
   store!: DocumentStore;
@@ -105,7 +115,8 @@ export class Kernel {
       level: opts.logLevel,
       sink: (record) => this.forwardLog(record),
     });
-    this.hostTools = createHostTools(this.log.child({ component: 'host-tools' }));
+    this.hostTools = opts.hostTools ?? createHostTools(this.log.child({ component: 'host-tools' }));
+    for (const { ref, impl } of opts.serviceOverrides ?? []) this.services.override(ref, impl);
     this.operations = new OperationManager(this.events, this.location);
     this.pipeline = new RoutePipeline({
       log: this.log,
@@ -120,7 +131,7 @@ export class Kernel {
     // Validate the whole set before any plugin code runs.
     const registry = readRegistry(opts.registryFile);
     const set = resolvePluginSet(registry, opts.plugins, path.dirname(opts.registryFile));
-    await checkHostTools(set.plugins);
+    await checkHostTools(set.plugins, opts.hostTools?.which ?? findOnPath);
 
     const kernel = new Kernel(opts);
     try {
@@ -312,10 +323,11 @@ export class Kernel {
   }
 }
 
-async function checkHostTools(plugins: PluginManifest[]): Promise<void> {
+/** `which` is the host-tools service's: a test kit's fake says which tools its host has. */
+async function checkHostTools(plugins: PluginManifest[], which: HostTools['which']): Promise<void> {
   const missing: string[] = [];
   for (const m of plugins) {
-    for (const tool of m.hostTools ?? []) if (!(await findOnPath(tool))) missing.push(`${m.id} needs "${tool}", which is not installed`);
+    for (const tool of m.hostTools ?? []) if (!(await which(tool))) missing.push(`${m.id} needs "${tool}", which is not installed`);
   }
   if (missing.length) throw new PluginSetError(missing);
 }

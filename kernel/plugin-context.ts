@@ -8,10 +8,13 @@ import type { Kernel } from './kernel.js';
 
 export class ServiceTable implements ServiceRegistry {
   private readonly services = new Map<string, { owner: string; impl: unknown }>();
+  /** Services a test kit put in place: they win over what plugins provide. */
+  private readonly overridden = new Set<string>();
   constructor(private readonly owner = 'kernel', private readonly shared?: ServiceTable) {}
 
   provide<T>(ref: ServiceRef<T>, impl: T): void {
     const table = this.shared ?? this;
+    if (table.overridden.has(ref.id)) return;
     const existing = table.services.get(ref.id);
     if (existing) throw new Error(`service "${ref.id}" is provided by both ${existing.owner} and ${this.owner}`);
     table.services.set(ref.id, { owner: this.owner, impl });
@@ -19,6 +22,13 @@ export class ServiceTable implements ServiceRegistry {
 
   get<T>(ref: ServiceRef<T>): T | undefined {
     return (this.shared ?? this).services.get(ref.id)?.impl as T | undefined;
+  }
+
+  /** A test kit's stand-in for `ref`, in place before any plugin registers. */
+  override(ref: ServiceRef<unknown>, impl: unknown): void {
+    const table = this.shared ?? this;
+    table.services.set(ref.id, { owner: 'test override', impl });
+    table.overridden.add(ref.id);
   }
 
   /** The same table, recording `owner` on what it provides. */

@@ -1,6 +1,7 @@
 /** Background operations (part 2.1 and 3 of the spec). The kernel owns them; plugins create them. */
 import type { WebSocket } from 'ws';
 import type { Requestor } from './events.js';
+import type { ApiRequest } from './routes.js';
 
 export type OperationClass = 'task' | 'websocket' | 'token';
 
@@ -43,6 +44,13 @@ export interface OperationControl {
 export interface OperationSpec {
   class: OperationClass;
   description: string;
+  /**
+   * The request this operation answers. The operation then belongs to the project that request
+   * named (`requestedProjectOf`), wherever `features.*` put the resources it works on: the reference
+   * files it there, and its clients wait for it on that project's event stream.
+   */
+  request?: ApiRequest;
+  /** For work no request started (timers, schedules): the project it belongs to (default `default`). */
   project?: string;
   resources?: Record<string, string[]>;
   metadata?: Record<string, unknown>;

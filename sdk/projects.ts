@@ -92,7 +92,9 @@ const requestedProjects = new WeakMap<ApiRequest, string>();
 
 /**
  * The project the client named, before `featureScopedRoute` mapped it: its restrictions still apply
- * to what it is shown of the project it borrows from.
+ * to what it is shown of the project it borrows from; operations answering the request belong to
+ * it (the client waits for them on that project's event stream), and so do the images family's
+ * lifecycle events, as with the reference.
  */
 export function requestedProjectOf(req: ApiRequest): string {
   return requestedProjects.get(req) ?? req.project;

@@ -22,7 +22,10 @@ export interface ApiRequest {
   readonly query: Record<string, string>;
   readonly headers: Record<string, string | string[] | undefined>;
   body: any;
-  /** Project named by `?project=` (default `default`). */
+  /**
+   * Project named by `?project=` (default `default`); on a feature-scoped route (featureScopedRoute),
+   * the project whose resources of that kind it uses (the named one: `requestedProjectOf`).
+   */
   readonly project: string;
   /** `?all-projects=true`. */
   readonly allProjects: boolean;

@@ -3,7 +3,9 @@
  * core of StorageDriver only (no optional capability, so the storage family itself answers
  * "not supported" for snapshots, quotas, ...). Volumes are plain directories under the pool's
  * source. It is declared in plugin-registry.json (`storage-example`, entry under examples/) and
- * runs the driver conformance suite in test/plugins/storage-conformance-example.test.ts.
+ * runs the driver conformance suite in test/plugins/storage-conformance-example.test.ts. It imports
+ * the contract by package name (`corral/sdk`), never by a path into corral, so the same file works
+ * installed as the npm package its package.json describes (test/kernel/vendor-package.test.ts).
  */
 import { mkdir, readdir, rename, rm, statfs } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
@@ -11,7 +13,7 @@ import path from 'node:path';
 import {
   StorageServiceRef, badRequest, conflict, definePlugin, notFound,
   type HostTools, type PoolInfo, type StorageDriver, type VolumeRef, type VolumeType,
-} from '../../sdk/index.js';
+} from 'corral/sdk';
 
 const safe = (name: string) => {
   if (!name || name.startsWith('.') || name.includes('/')) throw badRequest(`Invalid volume name "${name}"`);

@@ -75,6 +75,11 @@ export class RoutePipeline {
     this.routes.push({ owner, route });
   }
 
+  /** The routes as registered, with the plugin that added each (for the generated route table). */
+  registered(): readonly { readonly owner: string; readonly route: Readonly<RouteDescriptor> }[] {
+    return this.routes;
+  }
+
   /** Put every route on a hapi server (one per listener), authenticating callers with `authenticate`. */
   /** `only`: the paths this server serves (a listener for part of the API); all when undefined. */
   install(server: Hapi.Server, authenticate: Authenticate, only?: ReadonlySet<string>): void {

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { SDK_VERSION, twinOf, type PluginManifest } from '../../sdk/index.js';
 import { checkClaims } from '../extensions/registry.js';
+import { isPackageEntry, packageEntryProblem, resolvePackageEntry } from './package-entry.js';
 import semver from 'semver';
 
 export interface RegistryFile {
@@ -53,6 +54,10 @@ export function resolvePluginSet(registry: RegistryFile, selection: string, base
     const label = typeof m?.id === 'string' ? m.id : `plugin #${i + 1}`;
     for (const field of ['id', 'entry', 'version', 'sdk'] as const) {
       if (typeof m?.[field] !== 'string' || !m[field]) problems.push(`${label}: manifest field "${field}" is missing`);
+    }
+    if (typeof m?.entry === 'string' && isPackageEntry(m.entry)) {
+      const problem = packageEntryProblem(m.entry);
+      if (problem) problems.push(`${label}: ${problem}`);
     }
     if (typeof m?.id !== 'string') continue;
     if (byId.has(m.id)) problems.push(`plugin id "${m.id}" appears twice in the registry`);
@@ -152,8 +157,13 @@ function dependencyOrder(plugins: PluginManifest[]): { order: PluginManifest[]; 
   return { order, cycle };
 }
 
-/** Where a manifest's entry module is: `.ts` sources map to the compiled tree next to the kernel. */
+/**
+ * Where a manifest's entry module is: `.ts` sources map to the compiled tree next to the kernel,
+ * `npm:<package>` is an installed package found from the registry's directory, anything else is a
+ * path relative to that directory.
+ */
 export function entryPath(baseDir: string, entry: string, compiledRoot: string): string {
+  if (isPackageEntry(entry)) return resolvePackageEntry(entry, baseDir);
   if (entry.endsWith('.ts')) return path.join(compiledRoot, entry.replace(/\.ts$/, '.js'));
   return path.resolve(baseDir, entry);
 }

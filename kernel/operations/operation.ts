@@ -2,7 +2,7 @@
 import { randomUUID, randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import {
-  ApiError, OperationStatus,
+  ApiError, OperationStatus, requestedProjectOf,
   type Operation, type OperationControl, type OperationSpec, type OperationStatusName, type OperationView,
 } from '../../sdk/index.js';
 import { clientMessage } from '../http/client-message.js';
@@ -36,8 +36,13 @@ export class OperationRecord implements Operation {
   private allOpened?: () => void;
   readonly control: OperationControl;
 
-  constructor(readonly spec: OperationSpec, private readonly location: string, private readonly changed: (op: OperationRecord) => void) {
-    this.project = spec.project ?? 'default';
+  readonly spec: OperationSpec;
+
+  constructor(spec: OperationSpec, private readonly location: string, private readonly changed: (op: OperationRecord) => void) {
+    // The request only says which project the operation belongs to: not kept for the operation's life.
+    const { request, ...rest } = spec;
+    this.spec = rest;
+    this.project = request ? requestedProjectOf(request) : spec.project ?? 'default';
     this.metadata = spec.metadata ? { ...spec.metadata } : null;
     if (spec.class === 'websocket') {
       const fds: Record<string, string> = {};

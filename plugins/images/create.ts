@@ -6,7 +6,7 @@
  */
 import { rm } from 'node:fs/promises';
 import {
-  async, badRequest, isApiError, ProfilesServiceRef, truthy,
+  async, badRequest, isApiError, truthy,
   type ApiRequest, type ApiResponse, type Operation, type PluginContext,
 } from '../../sdk/index.js';
 import { checkShape } from '../../sdk/index.js';
@@ -17,6 +17,7 @@ import { inspectSplit, inspectUnified } from './inspect.js';
 import type { ImageInstaller } from './install.js';
 import { imageCreateBody, pushGrantFrom, readJson, stagedJson } from './json-request.js';
 import { multipartBoundary } from './multipart.js';
+import { imageProfiles } from './profiles.js';
 import { header, queryHeader } from './names.js';
 import type { ImagePublisher } from './publish.js';
 import type { PushGrant, PushTokens } from './push-tokens.js';
@@ -101,8 +102,7 @@ export class ImageCreator {
       for (const [key, value] of params) properties[key] = value;
     }
     const profileNames = queryHeader(req.headers['x-lxd-profiles']).flatMap((p) => p.getAll('profile'));
-    const profiles = profileNames.length ? profileNames : ['default'];
-    if (profileNames.length) await this.ctx.services.get(ProfilesServiceRef)?.load(project, profileNames);
+    const profiles = await imageProfiles(this.ctx.services, project, profileNames.length ? profileNames : undefined);
 
     const now = new Date();
     const image: StoredImage = {

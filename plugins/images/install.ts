@@ -7,6 +7,7 @@ import { conflict, type ApiRequest, type KeyedLock, type Operation, type Operati
 import type { ImageCatalog } from './catalog.js';
 import type { ImageFiles } from './files.js';
 import { aliasUrl, imageUrl, type StoredAlias, type StoredImage } from './image.js';
+import { imageLifecycle } from './lifecycle.js';
 
 const exists = (file: string) => stat(file).then(() => true, () => false);
 
@@ -37,8 +38,7 @@ export class ImageInstaller {
     return this.ctx.operations.create({
       class: 'task',
       description: 'Downloading image',
-      project: req.project,
-      requestor: req.requestor,
+      request: req,
       run: async (op) => {
         try {
           return await run(op);
@@ -77,10 +77,8 @@ export class ImageInstaller {
       }
     });
     const events = this.ctx.events;
-    events.lifecycle('image-created', imageUrl(project, fp), { project, requestor: req.requestor, context: { type: image.type } });
-    for (const alias of aliases) {
-      events.lifecycle('image-alias-created', aliasUrl(project, alias.name), { project, requestor: req.requestor, context: { target: fp } });
-    }
+    imageLifecycle(events, req, 'image-created', (named) => imageUrl(named, fp), { type: image.type });
+    for (const alias of aliases) imageLifecycle(events, req, 'image-alias-created', (named) => aliasUrl(named, alias.name), { target: fp });
     return result;
   }
 

@@ -8,7 +8,7 @@
 import { lstat, rm } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  async, isApiError, isPlainObject, ProjectsServiceRef, type ApiRequest, type ApiResponse,
+  async, isApiError, isPlainObject, ProjectsServiceRef, requestedProjectOf, type ApiRequest, type ApiResponse,
   type ImageSourceContent, type ImageSourceProvider, type OperationControl, type PluginContext,
 } from '../../sdk/index.js';
 import { progressReporter } from '../../sdk/lib/operations/index.js';
@@ -45,14 +45,16 @@ export class ImagePublisher {
 
   async publish(req: ApiRequest, body: Record<string, unknown>, provider: ImageSourceProvider): Promise<ApiResponse> {
     const project = req.project;
+    // The instance is in the project the client named, even when its images are those of `default`.
+    const named = requestedProjectOf(req);
     // The project's images.compression_algorithm (projects_compression) comes before the server's.
-    const projectCompression = (await this.ctx.services.get(ProjectsServiceRef)?.get(project))?.config['images.compression_algorithm'];
+    const projectCompression = (await this.ctx.services.get(ProjectsServiceRef)?.get(named))?.config['images.compression_algorithm'];
     const request = await parsePublishRequest(this.ctx.hostTools, body, projectCompression || this.ctx.serverConfig.get('images.compression_algorithm'));
     await this.installer.checkAliasesFree(project, request.aliases);
     let opened: ImageSourceContent | undefined;
     let refusal: unknown;
     try {
-      opened = await provider.open(project, request.source);
+      opened = await provider.open(named, request.source);
     } catch (err) {
       // An unknown source is answered at once; any other refusal fails the operation.
       if (isApiError(err) && err.status === 404) throw err;

@@ -47,8 +47,7 @@ export class PushTokens {
     return this.operations.create({
       class: 'token',
       description: 'Image download token',
-      project: grant.project,
-      requestor: req.requestor,
+      request: req,
       resources: { images: [imageUrl(grant.project, grant.fingerprint)] },
       metadata: {
         aliases: grant.aliases,

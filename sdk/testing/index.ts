@@ -1,12 +1,19 @@
 /**
- * A test kernel for plugin authors: the real kernel with an in-memory store, no listeners, driven
- * through hapi's inject as a trusted local client.
+ * The test kit for plugin authors (test code only: nothing outside test/ loads it). `startTestKernel`
+ * is the real kernel with an in-memory store and no listeners, driven through hapi's inject as a
+ * trusted local client; a test may hand it stand-ins for services (`serviceOverride`) and for the
+ * host-tools service (`createFakeHostTools`, which records what a plugin would run). The driver
+ * conformance suites are beside this file, one per kind (they register ava tests when imported).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Kernel } from '../../kernel/kernel.js';
+import { Kernel, type ServiceOverride } from '../../kernel/kernel.js';
+import type { HostTools, ServiceRef } from '../index.js';
+
+export { createFakeHostTools, type FakeHostTools, type FakeHostToolsOptions, type FakeAnswer, type RecordedCall } from './fake-host-tools.js';
+export type { ServiceOverride };
 
 const compiledRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const projectRoot = path.resolve(compiledRoot, '..');
@@ -16,6 +23,15 @@ export interface TestKernelOptions {
   plugins: string[] | string;
   /** Registry file; default: the project's plugin-registry.json. */
   registry?: string;
+  /** Stand-ins for services: consumers get these, whatever plugin provides the ref. */
+  services?: ServiceOverride[];
+  /** The host-tools service the plugins get (e.g. a `createFakeHostTools()`); default: the real one. */
+  hostTools?: HostTools;
+}
+
+/** A stand-in for the service under `ref`, typed by it. */
+export function serviceOverride<T>(ref: ServiceRef<T>, impl: T): ServiceOverride {
+  return { ref, impl };
 }
 
 export interface InjectRequest {
@@ -50,6 +66,8 @@ export async function startTestKernel(opts: TestKernelOptions): Promise<TestKern
     compiledRoot,
     logLevel: 'fatal',
     serverCertificate: false,
+    hostTools: opts.hostTools,
+    serviceOverrides: opts.services,
   }).catch((err) => {
     rmSync(dataDir, { recursive: true, force: true });
     throw err;

@@ -148,6 +148,8 @@ test.serial('raw.idmap=both 0 0 maps host root into the container; host ids root
     await ok(t, 'config', 'set', 'id1', 'raw.idmap=uid 5000 0');
     t.regex(await refused(t, 'start', 'id1'), /host uid 5000.*\/etc\/subuid/);
     t.regex(await ok(t, 'info', 'id1'), /Status: STOPPED/);
+  } else {
+    t.log('not checked here: the refusal of host uid 5000, which this host\'s /etc/subuid gives to root');
   }
   await ok(t, 'delete', '--force', 'id1');
 });

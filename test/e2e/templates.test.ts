@@ -13,7 +13,11 @@ import { parse } from 'yaml';
 import { killContainers, startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { importImage } from '../helpers/api.js';
-import { hasLxc, lxc, lxcOk, lxcWithInput } from '../helpers/clients.js';
+import { lxc, lxcOk, lxcWithInput } from '../helpers/clients.js';
+import { withLxcClient } from '../helpers/needs.js';
+
+/** Tests that drive the lxc client: skipped, saying so, where it is not installed. */
+const lxcTest = withLxcClient();
 
 let d: Daemon;
 let image: BusyboxImage;
@@ -87,8 +91,7 @@ test.after.always(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-test.serial('lxc init records create; the first start renders create then start templates and clears the key', async (t) => {
-  if (!hasLxc()) return t.pass('lxc is not installed');
+lxcTest('lxc init records create; the first start renders create then start templates and clears the key', async (t) => {
   await run(t, 'init', 'tpl', 'a');
   t.is(await pending(t, 'a'), 'create');
   for (const file of ['/etc/created', '/etc/multi', '/etc/started', '/etc/once', '/etc/hostname']) {
@@ -121,8 +124,7 @@ test.serial('lxc init records create; the first start renders create then start 
   t.is(await pending(t, 'blank'), 'create');
 });
 
-test.serial('lxc copy records copy; lxc move renames record rename unless a trigger still waits', async (t) => {
-  if (!hasLxc()) return t.pass('lxc is not installed');
+lxcTest('lxc copy records copy; lxc move renames record rename unless a trigger still waits', async (t) => {
   await run(t, 'copy', 'a', 'b');
   t.is(await pending(t, 'b'), 'copy');
   t.is(await pending(t, 'a'), undefined, 'the source is untouched');
@@ -154,8 +156,7 @@ test.serial('lxc copy records copy; lxc move renames record rename unless a trig
   t.is(await pull('e', '/etc/renamed'), undefined);
 });
 
-test.serial('snapshots keep the waiting trigger, a restore brings it back, copies of snapshots owe copy', async (t) => {
-  if (!hasLxc()) return t.pass('lxc is not installed');
+lxcTest('snapshots keep the waiting trigger, a restore brings it back, copies of snapshots owe copy', async (t) => {
   await run(t, 'init', 'tpl', 'f');
   await run(t, 'snapshot', 'f', 's0');
   t.is(await pending(t, 'f/s0'), 'create');
@@ -183,8 +184,7 @@ test.serial('snapshots keep the waiting trigger, a restore brings it back, copie
   t.is(await pending(t, 'h'), undefined);
 });
 
-test.serial('moves to another pool or project keep the key as it is; export and import keep it; publish records nothing', async (t) => {
-  if (!hasLxc()) return t.pass('lxc is not installed');
+lxcTest('moves to another pool or project keep the key as it is; export and import keep it; publish records nothing', async (t) => {
   const poolDir = path.join(work, 'pool2');
   await run(t, 'storage', 'create', 'other', 'dir', `source=${poolDir}`);
   await run(t, 'init', 'tpl', 'm1');
@@ -224,8 +224,7 @@ test.serial('moves to another pool or project keep the key as it is; export and 
   t.is(await pull('frompub', '/etc/created'), 'created trigger=create name=frompub path=/etc/created greet=hello user=unset\n', 'the templates travel in the image');
 });
 
-test.serial('a template that fails at the start fails it cleanly and keeps the key for the next start', async (t) => {
-  if (!hasLxc()) return t.pass('lxc is not installed');
+lxcTest('a template that fails at the start fails it cleanly and keeps the key for the next start', async (t) => {
   await run(t, 'init', 'tpl', 'bad');
   const md = parse(await run(t, 'config', 'metadata', 'show', 'bad'));
   md.templates['/etc/broken'] = { when: ['create'], template: 'broken.tpl', create_only: false, properties: {} };

@@ -13,12 +13,16 @@ import { parse } from 'yaml';
 import { collect, stopDaemons, waitFor, startWithPool, type Daemon } from '../helpers/daemon.js';
 import { callAndWait, importImage } from '../helpers/api.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { hasLxc, lxc } from '../helpers/clients.js';
+import { lxc } from '../helpers/clients.js';
+import { withLxcClient } from '../helpers/needs.js';
 import bunyan from 'bunyan';
 import { mkdirSync } from 'node:fs';
 import { createHostTools } from '../../kernel/host-tools/host-tools.js';
 import { packImage } from '../../plugins/images/pack.js';
 import { byteSize, progressReporter } from '../../sdk/lib/operations/index.js';
+
+/** Tests that drive the lxc client: skipped, saying so, where it is not installed. */
+const lxcTest = withLxcClient();
 
 let d: Daemon;
 let image: BusyboxImage;
@@ -419,8 +423,7 @@ test('packImage: the fingerprint is the file\'s sha256; tar, compressor and writ
   }
 });
 
-test.serial('e2e: lxc publish, then lxc launch of the alias holds the file pushed before', async (t) => {
-  if (!hasLxc()) return t.pass('lxc client not installed');
+lxcTest('e2e: lxc publish, then lxc launch of the alias holds the file pushed before', async (t) => {
   const run = async (...args: string[]) => {
     const r = await lxc(d.socket, ...args);
     t.is(r.status, 0, `lxc ${args.join(' ')}: ${r.stderr}`);

@@ -401,6 +401,8 @@ test.serial('id_map: the shared map by default, as the reference stores it; raw.
     const err = await t.throwsAsync(launch(inst));
     expectApiError(t, err, 400, /host uid 1000, which \/etc\/subuid does not give to root \(add "root:1000:1"/);
     t.is(await driver.status(inst), 'Stopped');
+  } else {
+    t.log('not checked here: the refusal of host uid 1000, which this host\'s /etc/subuid gives to root');
   }
 
   // A host range root does own (another /etc/subuid entry) maps straight through.
@@ -421,6 +423,8 @@ test.serial('id_map: the shared map by default, as the reference stores it; raw.
     t.is((await run(through, ['stat', '-c', '%u:%g', '/mnt/host-owned'])).stdout.trim(), '1000:1000');
     t.is((await run(through, ['touch', '/mnt/host-owned/by-1000'], { user: 1000, group: 1000 })).code, 0);
     t.is(statSync(path.join(hostOwned, 'by-1000')).uid, spare.start);
+  } else {
+    t.log('not checked here: mapping a second /etc/subuid range of root straight through (this host has only one)');
   }
 
   await t.throwsAsync(driver.validate({ 'raw.idmap': 'garbage' }), { instanceOf: ApiError, message: /Invalid ID map line "garbage"/ });

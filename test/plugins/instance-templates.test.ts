@@ -13,8 +13,12 @@ import { parse } from 'yaml';
 import { collect, stopDaemons, waitFor, type Daemon, startWithPool } from '../helpers/daemon.js';
 import { callAndWait, importImage as importImageFile } from '../helpers/api.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { hasLxc, lxc, lxcOk, lxcWithInput } from '../helpers/clients.js';
+import { lxc, lxcOk, lxcWithInput } from '../helpers/clients.js';
+import { withLxcClient } from '../helpers/needs.js';
 import { renderTemplate, TemplateError } from '../../plugins/instances/templates/render.js';
+
+/** Tests that drive the lxc client: skipped, saying so, where it is not installed. */
+const lxcTest = withLxcClient();
 
 // ---------------------------------------------------------------------------------------------
 // The renderer.
@@ -502,8 +506,7 @@ test.serial('start applies start templates before the instance runs', async (t) 
   t.is((await call('DELETE', '/1.0/instances/runner')).op?.status, 'Success');
 });
 
-test.serial('lxc config metadata and lxc config template', async (t) => {
-  if (!hasLxc()) return t.pass('lxc is not installed');
+lxcTest('lxc config metadata and lxc config template', async (t) => {
   await createOk(t, 'cli', 'bb');
   const ok = (...args: string[]) => lxcOk(t, d.socket, ...args);
   const shown = parse(await ok('config', 'metadata', 'show', 'cli'));

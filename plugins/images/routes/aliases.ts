@@ -5,6 +5,7 @@ import {
 } from '../../../sdk/index.js';
 import type { ImageCatalog } from '../catalog.js';
 import { aliasUrl, aliasView, type ImageType, type StoredAlias } from '../image.js';
+import { imageLifecycle } from '../lifecycle.js';
 import { checkAliasName } from '../names.js';
 
 const bodyOf = (req: ApiRequest): Record<string, unknown> => {
@@ -31,7 +32,7 @@ export function aliasRoutes(ctx: PluginContext, catalog: ImageCatalog): RouteDes
   };
 
   const lifecycle = (req: ApiRequest, action: string, name: string, context?: Record<string, unknown>) =>
-    ctx.events.lifecycle(action, aliasUrl(req.project, name), { project: req.project, requestor: req.requestor, context });
+    imageLifecycle(ctx.events, req, action, (project) => aliasUrl(project, name), context);
 
   return [
     {

@@ -1,7 +1,7 @@
 /** /1.0/images, /1.0/images/{fingerprint} and its /export. */
 import Joi from 'joi';
 import {
-  async, badRequest, collection, empty, ProfilesServiceRef, requestedProjectOf, StorageServiceRef, sync,
+  async, badRequest, collection, empty, requestedProjectOf, StorageServiceRef, sync,
   type ApiRequest, type KeyedLock, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { ImageCatalog } from '../catalog.js';
@@ -9,6 +9,8 @@ import type { ImageCreator } from '../create.js';
 import { exportResponse } from '../export.js';
 import type { ImageFiles } from '../files.js';
 import { editableOf, imageUrl, imageView, type StoredAlias, type StoredImage } from '../image.js';
+import { imageLifecycle } from '../lifecycle.js';
+import { imageProfiles } from '../profiles.js';
 import { parseClientTime } from '../times.js';
 
 /** Uploads are streamed to disk; images of several GB are normal. */
@@ -80,19 +82,18 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
           } catch (err) {
             throw badRequest(`Invalid "expires_at": ${(err as Error).message}`);
           }
-          // Absent or empty profiles and dates keep their value, as the reference does; the rest is replaced.
-          const profiles: string[] | undefined = body.profiles?.length ? body.profiles : undefined;
-          if (profiles) await ctx.services.get(ProfilesServiceRef)?.load(req.project, profiles);
+          // An absent date keeps its value, as the reference does; the rest is replaced.
+          const profiles = await imageProfiles(ctx.services, req.project, body.profiles);
           const next: StoredImage = {
             ...found.doc,
             auto_update: body.auto_update ?? false,
             public: body.public ?? false,
             properties: body.properties ?? {},
             expires_at: expires ?? found.doc.expires_at,
-            profiles: profiles ?? found.doc.profiles,
+            profiles,
           };
           await catalog.images.put(found.project, found.name, next, found.rev);
-          ctx.events.lifecycle('image-updated', imageUrl(req.project, found.name), { project: req.project, requestor: req.requestor });
+          imageLifecycle(ctx.events, req, 'image-updated', (project) => imageUrl(project, found.name));
           return empty();
         },
       },
@@ -105,8 +106,7 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
           const op = ctx.operations.create({
             class: 'task',
             description: 'Deleting image',
-            project,
-            requestor: req.requestor,
+            request: req,
             resources: { images: [url] },
             run: async () => {
               await lock.run(fp, async () => {
@@ -121,7 +121,7 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
                 });
                 if (!shared) await files.remove(fp);
               });
-              ctx.events.lifecycle('image-deleted', url, { project, requestor: req.requestor });
+              imageLifecycle(ctx.events, req, 'image-deleted', (named) => imageUrl(named, fp));
             },
           });
           return async(op);
@@ -135,7 +135,7 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
         handler: async (req) => {
           const { doc } = await find(req);
           const response = exportResponse(doc, files);
-          ctx.events.lifecycle('image-retrieved', imageUrl(req.project, doc.fingerprint), { project: req.project, requestor: req.requestor });
+          imageLifecycle(ctx.events, req, 'image-retrieved', (project) => imageUrl(project, doc.fingerprint));
           return response;
         },
       },

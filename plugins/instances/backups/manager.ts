@@ -14,7 +14,7 @@ import {
   backupTime as apiTime, checkBackupName, sendOptimizedParts, type BackupTarballPart,
   type BackupAlgorithm as Algorithm,
 } from '../../../sdk/lib/backup/index.js';
-import { planBackupRequest, renameBackupFile, storeBackupFile } from '../../../sdk/lib/backup/store.js';
+import { planBackupRequest, removeBackupFile, renameBackupFile, storeBackupFile } from '../../../sdk/lib/backup/store.js';
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
 import type { SnapshotRecord } from '../snapshots/record.js';
@@ -153,15 +153,16 @@ export class BackupManager {
   async remove(owner: Owner, backup: string, req?: ApiRequest): Promise<void> {
     await this.load(owner, backup);
     await this.records.delete(owner.project, backupKey(owner.name, backup));
-    await rm(this.file(owner, backup), { force: true });
+    await removeBackupFile(this.file(owner, backup));
     this.lifecycle('instance-backup-deleted', owner, backup, req);
   }
 
   /** A free, valid new name: checked before the rename's operation starts. */
   async checkRename(owner: Owner, backup: string, newName: unknown): Promise<string> {
+    // As the reference does, a new name that can never be valid is refused before the backup is looked up.
+    if (typeof newName === 'string') checkBackupName(newName);
     await this.load(owner, backup);
     if (typeof newName !== 'string' || newName === '') throw badRequest('The new backup "name" is missing');
-    checkBackupName(newName);
     if (newName === backup) throw badRequest('The new name is the current name');
     const exists = this.reserved.has(`${owner.project}/${owner.name}/${newName}`) || await this.records.get(owner.project, backupKey(owner.name, newName));
     if (exists) throw conflict(`Backup "${newName}" already exists`);

@@ -176,6 +176,8 @@ async function fillSource(manager: InstanceManager, snapshots: SnapshotManager, 
       const images = manager.deps.images;
       spec.source = { kind: 'image', fingerprint: image.fingerprint, project: req.project, unpack: (dir) => images.unpack(image.fingerprint, dir) };
       spec.architecture = image.architecture || spec.architecture;
+      // A request naming no profiles (absent or null, not an empty list) takes the image's (image_profiles).
+      if (req.body.profiles === undefined || req.body.profiles === null) spec.profiles = [...image.profiles];
       for (const [k, v] of Object.entries(image.properties)) spec.extraConfig[`image.${k}`] = v;
       spec.extraConfig['volatile.base_image'] = image.fingerprint;
       spec.templateTrigger = 'create';

@@ -33,11 +33,12 @@ function header(value: string | string[] | undefined): string {
 export function volumeBackupRoutes(ctx: PluginContext, backups: VolumeBackups): RouteDescriptor[] {
   const owner = async (req: ApiRequest): Promise<VolumeOwner> => {
     if (req.params.type !== 'custom') throw badRequest('Only custom volumes have backups');
+    await backups.checkPool(req.params.pool!);
     return { pool: req.params.pool!, project: await featureProjectOf(ctx.services, req.project, 'storage.volumes'), name: req.params.name! };
   };
   const task = (req: ApiRequest, vol: VolumeOwner, description: string, backup: string, run: (op: OperationControl) => Promise<unknown>, release?: () => void) =>
     async(createReleasing(ctx.operations, {
-      class: 'task', description, project: vol.project, requestor: req.requestor,
+      class: 'task', description, request: req,
       // lxc 5.0.2 takes the backup name as what follows "/1.0/backups/", as the reference writes it.
       resources: { storage_volumes: [volumeUrl(vol.pool, 'custom', vol.name, vol.project)], backups: [`/1.0/backups/${backup}`] },
       run: async (op) => {
@@ -148,8 +149,7 @@ export class VolumeBackupImporter {
       const op = this.ctx.operations.create({
         class: 'task',
         description: 'Restoring storage volume backup',
-        project,
-        requestor: req.requestor,
+        request: req,
         resources: { storage_volumes: [volumeUrl(pool, 'custom', name, project)] },
         run: async (control) => {
           try {

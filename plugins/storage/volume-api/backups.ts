@@ -13,13 +13,13 @@ import { link, mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import {
-  daemonStorageDir, badRequest, conflict, notFound, resourceUrl, type OperationControl, type PluginContext,
-  type Requestor, type StoredDoc,
+  daemonStorageDir, badRequest, conflict, KeyedLock, notFound, resourceUrl, type OperationControl,
+  type PluginContext, type Requestor, type StoredDoc,
 } from '../../../sdk/index.js';
 import {
   backupExpired, backupTime, checkBackupName, sendOptimizedParts, type BackupAlgorithm, type BackupTarballPart,
 } from '../../../sdk/lib/backup/index.js';
-import { planBackupRequest, removeUnrecordedBackupFiles, renameBackupFile, storeBackupFile } from '../../../sdk/lib/backup/store.js';
+import { planBackupRequest, removeBackupFile, removeUnrecordedBackupFiles, renameBackupFile, storeBackupFile } from '../../../sdk/lib/backup/store.js';
 import type { PoolManager } from '../pools.js';
 import type { VolumeManager } from '../volumes.js';
 import { SNAPSHOTS_PART, VOLUME_OPTIMIZED_LAYOUT, VOLUME_PART } from './backup-archive.js';
@@ -70,6 +70,7 @@ const toYaml = (doc: unknown) => stringify(doc, { lineWidth: 0, aliasDuplicateOb
 
 export class VolumeBackups {
   private readonly reserved = new Set<string>();
+  private readonly lock = new KeyedLock();
 
   constructor(
     private readonly ctx: PluginContext, private readonly pools: PoolManager, private readonly volumes: VolumeManager, private readonly catalog: VolumeCatalog,
@@ -107,6 +108,11 @@ export class VolumeBackups {
     const dir = path.join(this.root, `.custom-${kind}-${randomUUID()}`);
     await mkdir(dir, { mode: 0o700 });
     return dir;
+  }
+
+  /** 404 naming the pool when it does not exist, as the reference answers before looking for the volume. */
+  async checkPool(pool: string): Promise<void> {
+    await this.pools.get(pool);
   }
 
   private volume(owner: VolumeOwner) {
@@ -152,7 +158,16 @@ export class VolumeBackups {
     return () => this.reserved.delete(k);
   }
 
-  async create(owner: VolumeOwner, request: VolumeBackupRequest, op?: OperationControl, requestor?: Requestor): Promise<VolumeBackupRecord> {
+  /** Backup changes of one volume run one at a time, so a delete never takes the directory a create writes into. */
+  private serial<T>(owner: VolumeOwner, fn: () => Promise<T>): Promise<T> {
+    return this.lock.run(this.dirOf(owner), fn);
+  }
+
+  create(owner: VolumeOwner, request: VolumeBackupRequest, op?: OperationControl, requestor?: Requestor): Promise<VolumeBackupRecord> {
+    return this.serial(owner, () => this.write(owner, request, op, requestor));
+  }
+
+  private async write(owner: VolumeOwner, request: VolumeBackupRequest, op?: OperationControl, requestor?: Requestor): Promise<VolumeBackupRecord> {
     const now = new Date();
     const vol = this.volume(owner);
     if (await this.records.get(owner.project, key(owner, request.name))) throw conflict(`Backup "${request.name}" already exists`);
@@ -207,17 +222,20 @@ export class VolumeBackups {
     }
   }
 
-  async remove(owner: VolumeOwner, backup: string, requestor?: Requestor): Promise<void> {
-    await this.load(owner, backup);
-    await this.records.delete(owner.project, key(owner, backup));
-    await rm(this.file(owner, backup), { force: true });
-    this.lifecycle('storage-volume-backup-deleted', owner, backup, requestor);
+  remove(owner: VolumeOwner, backup: string, requestor?: Requestor): Promise<void> {
+    return this.serial(owner, async () => {
+      await this.load(owner, backup);
+      await this.records.delete(owner.project, key(owner, backup));
+      await removeBackupFile(this.file(owner, backup));
+      this.lifecycle('storage-volume-backup-deleted', owner, backup, requestor);
+    });
   }
 
   async checkRename(owner: VolumeOwner, backup: string, newName: unknown): Promise<string> {
+    // As the reference does, a new name that can never be valid is refused before the backup is looked up.
+    if (typeof newName === 'string') checkBackupName(newName);
     await this.load(owner, backup);
     if (typeof newName !== 'string' || newName === '') throw badRequest('The new backup "name" is missing');
-    checkBackupName(newName);
     if (newName === backup) throw badRequest('The new name is the current name');
     if (this.reserved.has(`${owner.project}\u0000${key(owner, newName)}`) || await this.records.get(owner.project, key(owner, newName))) {
       throw conflict(`Backup "${newName}" already exists`);
@@ -225,7 +243,11 @@ export class VolumeBackups {
     return newName;
   }
 
-  async rename(owner: VolumeOwner, backup: string, newName: string, requestor?: Requestor): Promise<void> {
+  rename(owner: VolumeOwner, backup: string, newName: string, requestor?: Requestor): Promise<void> {
+    return this.serial(owner, () => this.move(owner, backup, newName, requestor));
+  }
+
+  private async move(owner: VolumeOwner, backup: string, newName: string, requestor?: Requestor): Promise<void> {
     const stored = await this.load(owner, backup);
     await this.checkRename(owner, backup, newName);
     await renameBackupFile(this.ctx.log, this.file(owner, backup), this.file(owner, newName), () => this.ctx.store.transaction(async (tx) => {
@@ -240,7 +262,11 @@ export class VolumeBackups {
    * The volume was renamed or moved (`to`), or deleted (no `to`): its backups go along. Never
    * throws (the volume change has happened); what a failure leaves is removed at boot.
    */
-  async follow(from: VolumeOwner, to?: VolumeOwner): Promise<void> {
+  follow(from: VolumeOwner, to?: VolumeOwner): Promise<void> {
+    return this.serial(from, () => this.followLocked(from, to));
+  }
+
+  private async followLocked(from: VolumeOwner, to?: VolumeOwner): Promise<void> {
     try {
       const stored = await this.records.list(from.project, `${from.pool}/${from.name}/`);
       if (to && stored.length) {

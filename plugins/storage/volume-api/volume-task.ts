@@ -9,8 +9,7 @@ export function volumeTask(
   return async(ctx.operations.create({
     class: 'task',
     description,
-    project: volume.project,
-    requestor: req.requestor,
+    request: req,
     resources: { storage_volumes: [volumeUrl(volume.pool, 'custom', volume.name, volume.project)] },
     run: async () => {
       await run();

@@ -4,7 +4,7 @@
  * new name before the record moves and unlinks the old one after. So a crash leaves at worst a
  * file without a record, which the family's boot cleanup removes.
  */
-import { link, readdir, rename, rm, unlink } from 'node:fs/promises';
+import { link, readdir, rename, rm, rmdir, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import type Logger from 'bunyan';
 import { checkBackupAlgorithm, type BackupAlgorithm } from './compression.js';
@@ -46,23 +46,42 @@ export async function planBackupRequest(
 
 /**
  * Writes the tarball under `temp` (in the backup's directory), moves it to `file`, then stores the
- * record; a failing store removes the file again, and the temporary name never outlives the call.
+ * record; a failing store removes the file again (and the directory, when it held nothing else),
+ * and the temporary name never outlives the call.
  */
 export async function storeBackupFile(
   ctx: PluginContext, spec: Omit<BackupTarballSpec, 'output'>, temp: string, file: string, putRecord: () => Promise<unknown>,
 ): Promise<void> {
+  let stored = false;
   try {
     await writeBackupTarball(ctx.hostTools, { ...spec, output: temp });
     await rename(temp, file);
     try {
       await putRecord();
+      stored = true;
     } catch (err) {
       await rm(file, { force: true });
       throw err;
     }
   } finally {
     await rm(temp, { force: true });
+    if (!stored) await removeEmptyBackupDir(path.dirname(file));
   }
+}
+
+/**
+ * Removes a backup's tarball, and its instance's or volume's backup directory once that holds no
+ * other: as with the reference, a directory per owner exists only while it has backups. Callers
+ * keep creations in the same directory from running meanwhile (the owner's lock).
+ */
+export async function removeBackupFile(file: string): Promise<void> {
+  await rm(file, { force: true });
+  await removeEmptyBackupDir(path.dirname(file));
+}
+
+/** Best effort: a directory still in use stays, and one left by a failure goes at the next boot's cleanup. */
+async function removeEmptyBackupDir(dir: string): Promise<void> {
+  await rmdir(dir).catch(() => {});
 }
 
 /** Gives a backup's tarball its new name around `moveRecord`, undoing the link when the record cannot move. */
