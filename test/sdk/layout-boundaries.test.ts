@@ -32,7 +32,7 @@ test('every plugin and example folder is a project the build reaches, seeing onl
   const built = referencesOf('.');
   const tested = referencesOf('test');
   for (const folder of pluginFolders()) {
-    t.true(existsSync(path.join(projectRoot, folder, 'tsconfig.json')), `${folder} has no tsconfig.json (run /work/prompts/sdk-move.py or copy a plugin's)`);
+    t.true(existsSync(path.join(projectRoot, folder, 'tsconfig.json')), `${folder} has no tsconfig.json (copy another plugin's, and add the folder to the references of tsconfig.json and test/tsconfig.json)`);
     t.deepEqual(referencesOf(folder), ['sdk', 'sdk/lib'], `${folder} may reference only the contract and the library`);
     t.true(built.includes(folder), `the root tsconfig.json does not build ${folder}`);
     t.true(tested.includes(folder), `test/tsconfig.json does not reference ${folder}`);
