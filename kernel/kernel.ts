@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import type Hapi from '@hapi/hapi';
 import type Logger from 'bunyan';
 import {
-  type CorralPlugin, type HostTools, type PathListener, type PluginContext, type PluginManifest, type ServiceRef, type ShutdownInfo,
+  type CorralPlugin, type HostTools, type PathListener, type PluginCatalog, type PluginContext, type PluginManifest, type ServiceRef, type ShutdownInfo,
 } from '../sdk/index.js';
 import { createLogger, levelName, type LogRecord } from './logging/logger.js';
 import { createHostTools, findOnPath } from './host-tools/host-tools.js';
@@ -29,7 +29,7 @@ import { TlsListener, validateListenAddress } from './http/tls-listener.js';
 import { HttpSettings, registerHttpKeys } from './http/http-settings.js';
 import { KernelHookSet } from './hooks.js';
 import { ServiceTable, createPluginContext, warningsFacade } from './plugin-context.js';
-import { PluginSetError, entryPath, readRegistry, resolvePluginSet } from './loader/plugin-set.js';
+import { PluginSetError, catalogOf, entryPath, readRegistry, resolvePluginSet } from './loader/plugin-set.js';
 import { probeHostFacts } from './server/host-facts.js';
 import { ServerInfo } from './server/server-info.js';
 import { ROOT_PATHS, serverRoutes } from './server/routes.js';
@@ -88,6 +88,8 @@ export class Kernel {
   readonly keys = new KeyRegistry();
   readonly extensions = new ExtensionRegistry();
   readonly services = new ServiceTable();
+  /** Every manifest of the registry file, enabled or not (set before any plugin registers). */
+  catalog: PluginCatalog = catalogOf([]);
   readonly operations: OperationManager;
   readonly log: Logger;
   readonly hostTools: HostTools;
@@ -134,6 +136,7 @@ export class Kernel {
     await checkHostTools(set.plugins, opts.hostTools?.which ?? findOnPath);
 
     const kernel = new Kernel(opts);
+    kernel.catalog = set.catalog;
     try {
       await kernel.boot(set.plugins, set.kernelExtensions);
     } catch (err) {

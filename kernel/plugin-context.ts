@@ -70,6 +70,7 @@ export function createPluginContext(kernel: Kernel, manifest: PluginManifest): P
     hostTools: kernel.hostTools,
     hooks: kernel.hooks.facade(manifest.id),
     services,
+    catalog: kernel.catalog,
     listeners: { forPaths: (paths: string[]) => kernel.pathListener(manifest.id, paths) },
     hasExtension: (name: string) => kernel.extensions.has(name),
     refreshServerInfo: () => kernel.info.invalidate(),

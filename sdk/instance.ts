@@ -152,6 +152,8 @@ export interface InstanceMetricsEntry {
 }
 
 export const InstancesServiceRef = createServiceRef<InstancesService>('instances');
+/** The manifests' name of the device type extension point (`provides.registers`). */
+export const DEVICE_TYPE_POINT = 'device-type';
 
 /** An instance URL as the API shows it. */
 export function instanceUrl(project: string, name: string): string {

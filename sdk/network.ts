@@ -172,6 +172,8 @@ export interface NetworksService {
 }
 
 export const NetworksServiceRef = createServiceRef<NetworksService>('networks');
+/** The manifests' name of the network type extension point (`provides.registers`). */
+export const NETWORK_TYPE_POINT = 'network-type';
 
 export const networkUrl = (project: string, name: string): string => {
   const base = `/1.0/networks/${encodeURIComponent(name)}`;

@@ -9,6 +9,7 @@ import type { HostTools } from './host-tools.js';
 import type { KernelHooks } from './hooks.js';
 import type { ServiceRegistry } from './services.js';
 import type { WarningsService } from './warnings.js';
+import type { PluginCatalog } from './type-registry.js';
 
 /** One entry of plugin-registry.json. The kernel reads it without running any plugin code. */
 export interface PluginManifest {
@@ -28,8 +29,19 @@ export interface PluginManifest {
     extensions?: string[];
     /** Config key prefixes or exact keys it owns. */
     configKeys?: string[];
+    /** Driver and type names claimed outside any extension point (older manifests; prefer `registers`). */
     drivers?: string[];
     types?: string[];
+    /**
+     * Names this plugin registers into other plugins' extension points, by point:
+     * `{ "nic-type": ["example"] }`. Two enabled plugins may not register one name into one point.
+     */
+    registers?: Record<string, string[]>;
+    /**
+     * Extension points this plugin offers, each with the names the API defines for it, so that
+     * a name no enabled plugin registers is answered as "not enabled in this build".
+     */
+    extensionPoints?: Record<string, string[]>;
     /** Namespace of its collections in the state store (default: the plugin id). */
     dbNamespace?: string;
   };
@@ -56,6 +68,8 @@ export interface PluginContext {
   readonly hostTools: HostTools;
   readonly hooks: KernelHooks;
   readonly services: ServiceRegistry;
+  /** The manifests of the whole registry (what exists, enabled in this build or not). */
+  readonly catalog: PluginCatalog;
   /** Further HTTPS listeners that serve only some of the API (as `core.metrics_address` does). */
   readonly listeners: ListenerFactory;
   /** Whether an api_extensions name is advertised by this build. */

@@ -294,3 +294,5 @@ export interface StorageService {
 }
 
 export const StorageServiceRef = createServiceRef<StorageService>('storage');
+/** The manifests' name of the storage driver extension point (`provides.registers`). */
+export const STORAGE_DRIVER_POINT = 'storage-driver';

@@ -1,11 +1,12 @@
 /**
  * Reads plugin-registry.json and validates a whole plugin set before any plugin code runs:
  * unknown ids, missing or out-of-range dependencies, cycles, bad sdk ranges, and two plugins
- * claiming one extension name, driver, type, config key prefix or db namespace.
+ * claiming one extension name, driver, type, config key prefix, db namespace or name in one
+ * extension point.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { SDK_VERSION, twinOf, type PluginManifest } from '../../sdk/index.js';
+import { SDK_VERSION, twinOf, type PluginCatalog, type PluginManifest } from '../../sdk/index.js';
 import { checkClaims } from '../extensions/registry.js';
 import { isPackageEntry, packageEntryProblem, resolvePackageEntry } from './package-entry.js';
 import semver from 'semver';
@@ -22,6 +23,8 @@ export interface PluginSet {
   /** Enabled manifests in dependency order. */
   plugins: PluginManifest[];
   kernelExtensions: string[];
+  /** Every manifest of the registry, enabled or not: which names exist under which extension point. */
+  catalog: PluginCatalog;
 }
 
 export class PluginSetError extends Error {
@@ -97,7 +100,18 @@ export function resolvePluginSet(registry: RegistryFile, selection: string, base
   const { order, cycle } = dependencyOrder([...enabled.values()]);
   if (cycle.length) problems.push(`dependency cycle: ${cycle.join(' -> ')}`);
   if (problems.length) throw new PluginSetError(problems);
-  return { baseDir, plugins: order, kernelExtensions: registry.kernel?.provides?.extensions ?? [] };
+  return { baseDir, plugins: order, kernelExtensions: registry.kernel?.provides?.extensions ?? [], catalog: catalogOf(registry.plugins) };
+}
+
+/** Names declared under each extension point by any manifest, whether or not its plugin is enabled. */
+export function catalogOf(manifests: PluginManifest[]): PluginCatalog {
+  const declared = new Set<string>();
+  for (const m of manifests) {
+    for (const source of [m.provides?.registers, m.provides?.extensionPoints]) {
+      for (const [point, names] of Object.entries(source ?? {})) for (const name of names) declared.add(`${point}\0${name}`);
+    }
+  }
+  return { declares: (point, name) => declared.has(`${point}\0${name}`) };
 }
 
 /** Nothing may be provided twice: extension names, drivers, types, key prefixes, db namespaces. */
@@ -111,6 +125,12 @@ function claimProblems(kernelExtensions: string[], plugins: PluginManifest[]): s
       if (twin !== undefined && !names.includes(twin)) problems.push(`${owner} claims api extension "${name}" but not its other spelling "${twin}"; claim both`);
     }
   }
+  const offered = new Set(plugins.flatMap((m) => Object.keys(m.provides?.extensionPoints ?? {})));
+  for (const m of plugins) {
+    for (const point of Object.keys(m.provides?.registers ?? {})) {
+      if (!offered.has(point)) problems.push(`${m.id} registers into extension point "${point}", which no enabled plugin offers`);
+    }
+  }
   const claimedExtensions = new Map(kernelExtensions.map((n) => [n, 'the kernel']));
   const owners = new Map<string, string>();
   for (const m of plugins) {
@@ -120,6 +140,7 @@ function claimProblems(kernelExtensions: string[], plugins: PluginManifest[]): s
       ['type', m.provides?.types ?? []],
       ['config key prefix', m.provides?.configKeys ?? []],
       ['db namespace', [m.provides?.dbNamespace ?? m.id]],
+      ...Object.entries(m.provides?.registers ?? {}),
     ];
     for (const [kind, names] of things) {
       for (const name of names) {

@@ -45,7 +45,7 @@ function need<T>(ctx: PluginContext, ref: { id: string }, value: T | undefined):
 export default definePlugin({
   register(ctx) {
     const drivers = new Map<InstanceType, InstanceDriver>();
-    const devices = new DeviceTypes();
+    const devices = new DeviceTypes(ctx.catalog);
     const storage = need(ctx, StorageServiceRef, ctx.services.get(StorageServiceRef));
     const images = need(ctx, ImagesServiceRef, ctx.services.get(ImagesServiceRef));
     const profiles = need(ctx, ProfilesServiceRef, ctx.services.get(ProfilesServiceRef));
@@ -134,6 +134,8 @@ export default definePlugin({
     ]) ctx.routes.add(route);
 
     ctx.hooks.ready.tap(async () => {
+      // Device plugins registered in their register phase; the daemon serves with a fixed set.
+      devices.seal();
       await cleanupLeftovers(ctx, manager);
       logExpiry = scheduleLogExpiry(ctx, manager.logsRoot);
       scheduler.start();

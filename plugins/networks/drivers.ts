@@ -1,12 +1,12 @@
 /**
- * The network types this build has. Each type's keys are registered with the key registry (scope
+ * The network types this build has (the `network-type` extension point). Each type's keys are registered with the key registry (scope
  * `network`, for docs and lookups) and validated per type here, so one type's key is refused on
  * another type's network and two types may share a key name with their own checks.
  */
-import { badRequest, type ConfigKeyDescriptor, type ConfigKeyRegistry, type NetworkDriver } from '../../sdk/index.js';
-
-/** Types the family knows about, whether or not a plugin for them is enabled in this build. */
-const KNOWN_TYPES = ['bridge', 'macvlan', 'sriov', 'ovn', 'physical'];
+import {
+  badRequest, NETWORK_TYPE_POINT, TypeRegistry,
+  type ConfigKeyDescriptor, type ConfigKeyRegistry, type NetworkDriver, type PluginCatalog,
+} from '../../sdk/index.js';
 
 function matches(d: ConfigKeyDescriptor, key: string): boolean {
   if (d.key !== undefined) return d.key === key;
@@ -15,15 +15,16 @@ function matches(d: ConfigKeyDescriptor, key: string): boolean {
 }
 
 export class NetworkDriverTable {
-  private readonly drivers = new Map<string, NetworkDriver>();
+  private readonly drivers: TypeRegistry<NetworkDriver>;
   /** Keys other plugins add to a type (network policies: ACLs...). */
   private readonly extra = new Map<string, ConfigKeyDescriptor[]>();
 
-  constructor(private readonly keys: ConfigKeyRegistry) {}
+  constructor(private readonly keys: ConfigKeyRegistry, catalog: PluginCatalog) {
+    this.drivers = new TypeRegistry(NETWORK_TYPE_POINT, 'network type', catalog);
+  }
 
   register(driver: NetworkDriver): void {
-    if (this.drivers.has(driver.type)) throw new Error(`network type "${driver.type}" is registered twice`);
-    this.drivers.set(driver.type, driver);
+    this.drivers.register(driver.type, driver);
     this.registerKeys(driver.configKeys ?? []);
   }
 
@@ -45,14 +46,19 @@ export class NetworkDriverTable {
   }
 
   all(): NetworkDriver[] {
-    return [...this.drivers.values()];
+    return this.drivers.values();
+  }
+
+  /** Type plugins register in their register phase only. */
+  seal(): void {
+    this.drivers.seal();
   }
 
   /** The driver for a new network: 400 when the type is unknown or not enabled. */
   require(type: string): NetworkDriver {
     const driver = this.drivers.get(type);
     if (driver) return driver;
-    if (KNOWN_TYPES.includes(type)) throw badRequest(`Network type "${type}" is not enabled in this build`);
+    if (this.drivers.availability(type) === 'not-enabled') throw badRequest(`Network type "${type}" is not enabled in this build`);
     throw badRequest(`Unknown network type "${type}"`);
   }
 

@@ -17,7 +17,7 @@ const managers = new WeakMap<PluginContext, NetworkManager>();
 
 export default definePlugin({
   register(ctx) {
-    const drivers = new NetworkDriverTable(ctx.keys);
+    const drivers = new NetworkDriverTable(ctx.keys, ctx.catalog);
     const usedBy = createUsedByRegistry();
     const manager = new NetworkManager(ctx, drivers, usedBy);
     managers.set(ctx, manager);
@@ -62,6 +62,7 @@ export default definePlugin({
   },
 
   async boot(ctx) {
+    managers.get(ctx)!.drivers.seal();
     await managers.get(ctx)!.startAll();
   },
 });

@@ -1,25 +1,31 @@
 /**
- * nic-devices: the `nic` device type for instances (bridged, macvlan, p2p, routed, physical, or a
- * managed `network`), registered with the instances family. The instance driver makes the
- * interfaces; this plugin decides them and does the host-side work around them.
+ * nic-devices: the `nic` device type for instances, registered with the instances family, and the
+ * NIC type extension point (NicTypesServiceRef) that its own nictypes (bridged, macvlan, p2p,
+ * routed, physical; or a managed `network`) and other plugins' fill. The instance driver makes the
+ * interfaces; the nictypes decide them and do the host-side work around them.
  */
-import { definePlugin, InstancesServiceRef, type PluginContext } from '../../sdk/index.js';
+import { definePlugin, InstancesServiceRef, NicTypesServiceRef, type PluginContext } from '../../sdk/index.js';
 import { NicDevice } from './nic.js';
+import { NicTypes } from './nic-types.js';
 import { hostInterfaceExists } from './options.js';
 
-const devices = new WeakMap<PluginContext, NicDevice>();
+const devices = new WeakMap<PluginContext, { nic: NicDevice; types: NicTypes }>();
 
 export default definePlugin({
   register(ctx) {
     const instances = ctx.services.get(InstancesServiceRef);
     if (!instances) throw new Error('the nic-devices plugin needs the "instances" service');
-    const nic = new NicDevice(ctx);
-    devices.set(ctx, nic);
+    const types = new NicTypes(ctx.catalog);
+    const nic = new NicDevice(ctx, types);
+    devices.set(ctx, { nic, types });
+    ctx.services.provide(NicTypesServiceRef, { registerNicType: (type) => types.register(type), nicType: (name) => types.get(name) });
     instances.registerDeviceType(nic);
   },
 
   async boot(ctx) {
+    const { nic, types } = devices.get(ctx)!;
+    types.seal();
     // Filters of interfaces that went away while no daemon ran.
-    await devices.get(ctx)!.filters.leftovers(hostInterfaceExists).catch((err) => ctx.log.warn({ err }, 'removing leftover NIC filters failed'));
+    await nic.filters.leftovers(hostInterfaceExists).catch((err) => ctx.log.warn({ err }, 'removing leftover NIC filters failed'));
   },
 });

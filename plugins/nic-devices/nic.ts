@@ -1,24 +1,25 @@
 /**
- * The `nic` device type: what interface each nictype gives the instance (declared for the
- * instance driver to make) and the host-side work around it. `network=` resolves through the
- * networks service to a parent and a nictype, and tells the network's driver about the NIC
- * (static DHCP reservations, refusals).
+ * The `nic` device type: what every NIC shares (option names, its name and MAC address inside, the
+ * host end left behind), handing the rest to its nictype (the `nic-type` extension point), which
+ * declares the interface for the instance driver to make and does the host-side work around it.
+ * `network=` resolves through the networks service to a parent and a nictype, and tells the
+ * network's driver about the NIC (static DHCP reservations, refusals).
  */
-import { readFileSync } from 'node:fs';
 import {
   ApiError, badRequest, NetworksServiceRef, truthy,
   type DeviceConfig, type DeviceRunConfig, type DeviceRunningContext, type DeviceStartContext, type DeviceType,
-  type NetworksService, type NicRunConfig, type PluginContext,
+  type NetworksService, type NicRunConfig, type NicStart, type PluginContext,
 } from '../../sdk/index.js';
-import { addressList } from './addresses.js';
 import { PortFilters } from './filtering.js';
 import { HostSide } from './host-side.js';
-import { freeEthName, generateHostName, generateHwaddr } from './names.js';
-import { checkNic, hostInterfaceExists, isBridge, type NicType } from './options.js';
+import { freeEthName, generateHwaddr } from './names.js';
+import type { NicTypes } from './nic-types.js';
+import { checkNic, hostInterfaceExists } from './options.js';
+import { builtinNicTypes } from './types/index.js';
 
 /** A NIC with its network resolved: the nictype and parent interface it ends up with. */
 interface Resolved {
-  nictype: NicType;
+  nictype: string;
   parent?: string;
   /** The managed network (in the NIC's project) the NIC attaches to, if any. */
   network?: string;
@@ -33,25 +34,16 @@ const ON_PARENT_NETWORK = ['name', 'hwaddr', 'boot.priority', 'network'];
 /** Keys such a network sets, refused on its NICs as the reference refuses them. */
 const SET_BY_NETWORK = ['parent', 'mtu', 'vlan', 'gvrp', 'maas.subnet.ipv4', 'maas.subnet.ipv6'];
 
-const NETWORK_NICTYPE: Record<string, NicType> = { bridge: 'bridged', macvlan: 'macvlan', physical: 'physical' };
-
-const readSys = (iface: string, file: string) => {
-  try {
-    return readFileSync(`/sys/class/net/${iface}/${file}`, 'utf8').trim();
-  } catch {
-    return undefined;
-  }
-};
-
 export class NicDevice implements DeviceType {
   readonly type = 'nic';
   readonly hotplug = true;
   private readonly host: HostSide;
   readonly filters: PortFilters;
 
-  constructor(private readonly ctx: PluginContext) {
+  constructor(private readonly ctx: PluginContext, private readonly types: NicTypes) {
     this.host = new HostSide(ctx.hostTools);
     this.filters = new PortFilters(ctx.hostTools, ctx.dataDir);
+    for (const type of builtinNicTypes({ host: this.host, filters: this.filters, networks: () => this.networks() })) types.register(type);
   }
 
   private networks(): NetworksService | undefined {
@@ -59,7 +51,7 @@ export class NicDevice implements DeviceType {
   }
 
   validate(config: DeviceConfig, ctx: Parameters<DeviceType['validate']>[1]): void {
-    checkNic(config, ctx);
+    checkNic(config, ctx, this.types);
   }
 
   /** The managed network named by `network` (or a managed bridge named by `parent`) must exist and fit. */
@@ -70,8 +62,9 @@ export class NicDevice implements DeviceType {
       const net = await networks.get(ctx.project, config.network).catch((err: Error) => {
         throw new Error(`network "${config.network}": ${err.message}`);
       });
-      if (!NETWORK_NICTYPE[net.type]) throw new Error(`networks of type "${net.type}" cannot be used by NICs here`);
-      if (net.type === 'macvlan' || net.type === 'physical') {
+      const nictype = this.types.get(this.types.forNetwork(net.type));
+      if (!nictype) throw new Error(`networks of type "${net.type}" cannot be used by NICs here`);
+      if (nictype.networkDecides) {
         for (const key of Object.keys(config)) {
           if (key === 'type' || key.startsWith('user.') || ON_PARENT_NETWORK.includes(key)) continue;
           if (SET_BY_NETWORK.includes(key)) throw new Error(`"${key}" cannot be set on a NIC with "network": the ${net.type} network "${net.name}" decides it`);
@@ -80,17 +73,14 @@ export class NicDevice implements DeviceType {
       }
       return;
     }
-    if (config.nictype === 'bridged' && (config['ipv4.address'] || config['ipv6.address'])) {
-      const net = config.parent && networks ? await networks.get(ctx.project, config.parent).catch(() => undefined) : undefined;
-      if (net?.type !== 'bridge') throw new Error(`static addresses need a managed bridge network as the parent ("${config.parent}" is not one)`);
-    }
+    await this.types.get(config.nictype)?.check?.(config, ctx);
   }
 
   /** A MAC address and an interface name as soon as the NIC is added (kept across starts). */
   prepare(ctx: DeviceStartContext): Record<string, string> {
     const c = ctx.config;
     const out: Record<string, string> = {};
-    if (!c.hwaddr && !ctx.volatile.hwaddr && c.nictype !== 'physical') out.hwaddr = generateHwaddr();
+    if (!c.hwaddr && !ctx.volatile.hwaddr && !this.types.get(c.nictype)?.keepsHwaddr) out.hwaddr = generateHwaddr();
     if (!c.name && !ctx.volatile.name) out.name = freeEthName(ctx.takenNicNames ?? []);
     return out;
   }
@@ -101,12 +91,12 @@ export class NicDevice implements DeviceType {
     if (c.network) {
       if (!networks) throw badRequest(`Device "${ctx.name}": "network" needs the networks plugin, which is not enabled in this build`);
       const net = await networks.get(ctx.project, c.network);
-      const nictype = NETWORK_NICTYPE[net.type];
+      const nictype = this.types.forNetwork(net.type);
       if (!nictype) throw badRequest(`Device "${ctx.name}": networks of type "${net.type}" cannot be used by NICs here`);
       const settings = await networks.nicSettings(ctx.project, c.network);
       return { nictype, network: c.network, ...settings };
     }
-    const nictype = c.nictype as NicType;
+    const nictype = c.nictype!;
     // A bridged NIC whose parent is a managed bridge is on that network (the older way to say it).
     if (nictype === 'bridged' && networks && c.parent) {
       const net = await networks.get(ctx.project, c.parent).catch(() => undefined);
@@ -118,14 +108,9 @@ export class NicDevice implements DeviceType {
   async start(ctx: DeviceStartContext): Promise<DeviceRunConfig> {
     const c = ctx.config;
     const r = await this.resolve(ctx);
+    const type = this.types.get(r.nictype);
+    if (!type) throw badRequest(`Device "${ctx.name}": nictype "${r.nictype}" is not enabled in this build`);
     if (r.parent !== undefined && !hostInterfaceExists(r.parent)) throw badRequest(`Device "${ctx.name}": parent interface "${r.parent}" does not exist on this host`);
-    if (r.nictype === 'bridged' && !isBridge(r.parent!)) throw badRequest(`Device "${ctx.name}": parent "${r.parent}" is not a bridge`);
-    if (r.nictype === 'bridged' && !r.network && (c['ipv4.address'] || c['ipv6.address'])) {
-      throw badRequest(`Device "${ctx.name}": static addresses need a managed bridge network as the parent ("${r.parent}" is not one)`);
-    }
-    if ((truthy(c['security.ipv4_filtering']) || truthy(c['security.ipv6_filtering'])) && !r.network) {
-      throw badRequest(`Device "${ctx.name}": IP filtering needs a managed bridge network as the parent`);
-    }
     const volatile: Record<string, string> = {};
     const name = c.name || ctx.volatile.name || freeEthName(ctx.takenNicNames ?? []);
     if (ctx.takenNicNames?.includes(name)) throw badRequest(`Device "${ctx.name}": another NIC of the instance is already named "${name}"`);
@@ -133,93 +118,19 @@ export class NicDevice implements DeviceType {
     const hwaddr = c.hwaddr || ctx.volatile.hwaddr || generateHwaddr();
     if (!c.hwaddr && ctx.volatile.hwaddr !== hwaddr) volatile.hwaddr = hwaddr;
     const mtu = c.mtu ? Number(c.mtu) : r.mtu;
-    const vlan = c.vlan || r.vlan;
-    const gvrp = c.gvrp !== undefined ? truthy(c.gvrp) : r.gvrp === true;
     const nic: NicRunConfig = { name, kind: 'veth', hwaddr, mtu };
-
-    switch (r.nictype) {
-      case 'bridged':
-      case 'p2p':
-      case 'routed': {
-        const hostName = c.host_name || generateHostName();
-        if (hostInterfaceExists(hostName)) throw badRequest(`Device "${ctx.name}": host interface "${hostName}" already exists`);
-        nic.hostName = hostName;
-        volatile.host_name = hostName;
-        if (r.nictype === 'bridged') {
-          nic.link = r.parent;
-          if (!mtu) nic.mtu = Number(readSys(r.parent!, 'mtu')) || undefined;
-        }
-        if (r.nictype === 'routed') {
-          nic.ipv4 = addressList(c['ipv4.address']).map((a) => `${a}/32`);
-          nic.ipv6 = addressList(c['ipv6.address']).map((a) => `${a}/128`);
-          if (nic.ipv4.length && (c['ipv4.gateway'] ?? 'auto') === 'auto') nic.ipv4Gateway = c['ipv4.host_address'] || '169.254.0.1';
-          if (nic.ipv6.length && (c['ipv6.gateway'] ?? 'auto') === 'auto') nic.ipv6Gateway = c['ipv6.host_address'] || 'fe80::1';
-          if (r.parent && !mtu) nic.mtu = Number(readSys(r.parent, 'mtu')) || undefined;
-        }
-        break;
-      }
-      case 'macvlan': {
-        let parent = r.parent!;
-        if (vlan) {
-          const made = await this.host.vlanParent(parent, vlan, gvrp);
-          parent = made.name;
-          if (made.created) volatile['last_state.created'] = 'true';
-        }
-        Object.assign(nic, { kind: 'macvlan', link: parent, macvlanMode: 'bridge' });
-        break;
-      }
-      case 'physical': {
-        let parent = r.parent!;
-        if (vlan) {
-          const made = await this.host.vlanParent(parent, vlan, gvrp);
-          parent = made.name;
-          if (made.created) volatile['last_state.created'] = 'true';
-        }
-        // The interface keeps its own MAC unless one is asked for; its settings come back at stop.
-        delete volatile.hwaddr;
-        if (ctx.volatile.hwaddr && !c.hwaddr) volatile.hwaddr = '';
-        nic.hwaddr = c.hwaddr || undefined;
-        volatile['last_state.hwaddr'] = readSys(parent, 'address') ?? '';
-        volatile['last_state.mtu'] = readSys(parent, 'mtu') ?? '';
-        Object.assign(nic, { kind: 'phys', link: parent });
-        break;
-      }
-    }
-    if (r.network && r.nictype === 'bridged' && this.networks()) {
-      await this.networks()!.nicPlugged(ctx.project, r.network, {
-        project: ctx.project, instance: ctx.instanceName, device: ctx.name, hwaddr,
-        ipv4: c['ipv4.address'] || undefined, ipv6: c['ipv6.address'] || undefined, hostName: nic.hostName,
-      });
-    }
+    const start: NicStart = {
+      ...ctx, parent: r.parent, network: r.network, vlan: c.vlan || r.vlan, gvrp: c.gvrp !== undefined ? truthy(c.gvrp) : r.gvrp === true,
+      mtu, nic, changes: volatile,
+    };
+    await type.start(start);
     return { nics: [nic], volatile };
   }
 
+  /** What start and started did on the host for this NIC, by its nictype (a NIC on a network: its network's). */
   async started(ctx: DeviceRunningContext): Promise<void> {
-    const c = ctx.config;
-    const nic = ctx.run.nics?.[0];
-    if (!nic || nic.kind !== 'veth' || !nic.hostName) return;
-    const port = nic.hostName;
-    if (nic.link) {
-      // Bridged: VLANs, isolation and filters on the bridge port.
-      await this.host.bridgeVlans(nic.link, port, c.vlan, (c['vlan.tagged'] ?? '').split(',').map((s) => s.trim()).filter(Boolean));
-      if (truthy(c['security.port_isolation'])) await this.host.portIsolation(port);
-      const v4 = truthy(c['security.ipv4_filtering']) ? addressList(c['ipv4.address']) : undefined;
-      const v6 = truthy(c['security.ipv6_filtering']) ? addressList(c['ipv6.address']) : undefined;
-      if (truthy(c['security.mac_filtering']) || v4 || v6) {
-        await this.filters.apply({ port, hwaddr: nic.hwaddr!, mac: truthy(c['security.mac_filtering']), ipv4: v4, ipv6: v6 });
-      }
-    }
-    await this.host.limits(port, c['limits.ingress'] || c['limits.max'], c['limits.egress'] || c['limits.max']);
-    if (c.nictype === 'p2p') {
-      await this.host.routes(port, addressList(c['ipv4.routes']), addressList(c['ipv6.routes']));
-    }
-    if (c.nictype === 'routed') {
-      const v4 = addressList(c['ipv4.address']);
-      const v6 = addressList(c['ipv6.address']);
-      await this.host.addresses(port, v4.length ? c['ipv4.host_address'] || '169.254.0.1' : undefined, v6.length ? c['ipv6.host_address'] || 'fe80::1' : undefined);
-      await this.host.routes(port, v4.map((a) => `${a}/32`), v6.map((a) => `${a}/128`), c['ipv4.host_table'], c['ipv6.host_table']);
-      if (c.parent) await this.host.proxyNeighbours(c.parent, v4, v6);
-    }
+    const used = await this.usedParent(ctx);
+    await this.types.get(used.nictype)?.started?.(ctx);
   }
 
   /**
@@ -233,7 +144,7 @@ export class NicDevice implements DeviceType {
     const net = await networks.get(ctx.project, c.network).catch(() => undefined);
     const settings = net && await networks.nicSettings(ctx.project, c.network).catch(() => undefined);
     if (!net || !settings) return {};
-    return { nictype: NETWORK_NICTYPE[net.type], parent: settings.vlan ? `${settings.parent}.${settings.vlan}` : settings.parent };
+    return { nictype: this.types.forNetwork(net.type), parent: settings.vlan ? `${settings.parent}.${settings.vlan}` : settings.parent };
   }
 
   async stop(ctx: DeviceStartContext): Promise<Record<string, string>> {
@@ -247,20 +158,9 @@ export class NicDevice implements DeviceType {
       if (hostInterfaceExists(hostName)) await this.host.deleteLink(hostName);
       out.host_name = '';
     }
-    if (c.nictype === 'routed') {
-      const v4 = addressList(c['ipv4.address']);
-      const v6 = addressList(c['ipv6.address']);
-      await this.host.removeRoutes(v4.map((a) => `${a}/32`), v6.map((a) => `${a}/128`), c['ipv4.host_table'], c['ipv6.host_table']);
-      if (c.parent) await this.host.proxyNeighbours(c.parent, v4, v6, true);
-    }
     const used = await this.usedParent(ctx);
     const parent = used.parent;
-    if (used.nictype === 'physical' && parent && hostInterfaceExists(parent)) {
-      if (v['last_state.mtu']) await this.host.run('ip', ['link', 'set', parent, 'mtu', v['last_state.mtu']], true);
-      if (v['last_state.hwaddr']) await this.host.run('ip', ['link', 'set', parent, 'address', v['last_state.hwaddr']], true);
-      out['last_state.mtu'] = '';
-      out['last_state.hwaddr'] = '';
-    }
+    Object.assign(out, await this.types.get(used.nictype)?.stop?.({ ...ctx, parent }));
     if (v['last_state.created'] === 'true' && parent) {
       await this.host.deleteLink(parent);
       out['last_state.created'] = '';

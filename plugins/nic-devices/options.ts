@@ -3,23 +3,25 @@
  * everywhere; that a parent interface exists is checked for instances (not profiles), from sysfs.
  */
 import { existsSync } from 'node:fs';
-import { isBool, isUint, type DeviceConfig, type DeviceValidationContext } from '../../sdk/index.js';
+import { COMMON_NIC_OPTIONS, isBool, isUint, type DeviceConfig, type DeviceValidationContext } from '../../sdk/index.js';
+import type { NicTypes } from './nic-types.js';
 import { addressList, checkBitRate, checkIpv4, checkIpv6, checkRoutes } from './addresses.js';
 import { checkHwaddr, checkInterfaceName } from './names.js';
 
-export type NicType = 'bridged' | 'macvlan' | 'p2p' | 'routed' | 'physical';
+/** The nictypes this plugin registers itself. */
+export type BuiltinNicType = 'bridged' | 'macvlan' | 'p2p' | 'routed' | 'physical';
 
-const COMMON = ['name', 'hwaddr', 'mtu', 'boot.priority'];
 const LIMITS = ['limits.ingress', 'limits.egress', 'limits.max'];
 
-export const OPTIONS: Record<NicType, string[]> = {
-  bridged: [...COMMON, 'parent', 'network', 'host_name', 'ipv4.address', 'ipv6.address', 'ipv4.routes', 'ipv6.routes',
+/** Options of each built-in nictype besides COMMON_NIC_OPTIONS. */
+export const OPTIONS: Record<BuiltinNicType, string[]> = {
+  bridged: ['parent', 'network', 'host_name', 'ipv4.address', 'ipv6.address', 'ipv4.routes', 'ipv6.routes',
     'security.mac_filtering', 'security.ipv4_filtering', 'security.ipv6_filtering', 'security.port_isolation', 'vlan', 'vlan.tagged', ...LIMITS],
-  macvlan: [...COMMON, 'parent', 'network', 'vlan', 'mode', 'gvrp'],
-  p2p: [...COMMON, 'host_name', 'ipv4.routes', 'ipv6.routes', ...LIMITS],
-  routed: [...COMMON, 'parent', 'host_name', 'vlan', 'ipv4.address', 'ipv6.address', 'ipv4.gateway', 'ipv6.gateway',
+  macvlan: ['parent', 'network', 'vlan', 'mode', 'gvrp'],
+  p2p: ['host_name', 'ipv4.routes', 'ipv6.routes', ...LIMITS],
+  routed: ['parent', 'host_name', 'vlan', 'ipv4.address', 'ipv6.address', 'ipv4.gateway', 'ipv6.gateway',
     'ipv4.host_address', 'ipv6.host_address', 'ipv4.host_table', 'ipv6.host_table', 'ipv4.neighbor_probe', 'ipv6.neighbor_probe', ...LIMITS],
-  physical: [...COMMON, 'parent', 'network', 'vlan', 'gvrp'],
+  physical: ['parent', 'network', 'vlan', 'gvrp'],
 };
 
 /** Types this host cannot offer, with the reason given to the client. */
@@ -39,36 +41,52 @@ function checkVlan(value: string): void {
   if (!/^\d+$/.test(value) || Number(value) > 4094) throw new Error(`invalid VLAN ID "${value}" (0 to 4094)`);
 }
 
-/** The nictype of a device: its own, or the one its managed network implies (resolved at start). */
-export function checkNic(config: DeviceConfig, ctx: DeviceValidationContext): void {
+/**
+ * What every NIC shares: `network` or `nictype`, a nictype this build has, option names the
+ * type knows, and the common options' values; then the type's own checks.
+ */
+export function checkNic(config: DeviceConfig, ctx: DeviceValidationContext, types: NicTypes): void {
   const network = config.network;
   const nictype = config.nictype;
   if (network && nictype) throw new Error('"network" and "nictype" cannot be used together');
   if (!network && !nictype) throw new Error('missing "nictype" (or "network")');
   if (nictype && REFUSED[nictype]) throw new Error(`nictype "${nictype}" is not supported here: it ${REFUSED[nictype]}`);
-  if (nictype && !(nictype in OPTIONS)) throw new Error(`unknown nictype "${nictype}"`);
   // With `network` the network decides the parent; the options are those of a bridged NIC (its
   // most common type), checked again against the network's own type at start.
-  const type: NicType = (nictype as NicType) ?? 'bridged';
-  const known = OPTIONS[type];
+  const type = types.get(nictype ?? 'bridged');
+  if (!type) {
+    if (types.availability(nictype!) === 'not-enabled') throw new Error(`nictype "${nictype}" is not enabled in this build`);
+    throw new Error(`unknown nictype "${nictype}"`);
+  }
+  const known: readonly string[] = [...COMMON_NIC_OPTIONS, ...type.options];
   for (const key of Object.keys(config)) {
     if (key === 'type' || key === 'nictype' || key.startsWith('user.')) continue;
     if (!known.includes(key) || (key === 'network' && nictype)) throw new Error(`option "${key}" is not valid for ${nictype ? `nictype "${nictype}"` : 'a NIC on a network'}`);
   }
   if (network && config.parent) throw new Error('"parent" cannot be used with "network": the network decides it');
 
-  const check = (key: string, fn: (v: string) => void) => {
-    const v = config[key];
-    if (v !== undefined) fn(v);
-  };
+  const check = checker(config);
   check('name', (v) => checkInterfaceName('"name"', v));
-  check('host_name', (v) => checkInterfaceName('"host_name"', v));
   check('hwaddr', checkHwaddr);
   check('mtu', (v) => {
     if (!/^\d+$/.test(v) || Number(v) < 68 || Number(v) > 65535) throw new Error(`invalid MTU "${v}" (68 to 65535)`);
   });
   // Only virtual machines boot from a NIC; on a container the value is checked and kept, as the reference does.
   check('boot.priority', isUint);
+  type.validate?.(config, ctx);
+}
+
+const checker = (config: DeviceConfig) => (key: string, fn: (v: string) => void) => {
+  const v = config[key];
+  if (v !== undefined) fn(v);
+};
+
+/** The value checks of the built-in nictypes (a NIC on a network is checked as `bridged`). */
+export function checkBuiltinNic(config: DeviceConfig, ctx: DeviceValidationContext): void {
+  const network = config.network;
+  const type = (config.nictype as BuiltinNicType) ?? 'bridged';
+  const check = checker(config);
+  check('host_name', (v) => checkInterfaceName('"host_name"', v));
   check('vlan', checkVlan);
   check('vlan.tagged', (v) => v.split(',').forEach((x) => checkVlan(x.trim())));
   for (const flag of ['security.mac_filtering', 'security.ipv4_filtering', 'security.ipv6_filtering', 'security.port_isolation', 'gvrp', 'ipv4.neighbor_probe', 'ipv6.neighbor_probe']) check(flag, isBool);

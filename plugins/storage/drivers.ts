@@ -1,8 +1,11 @@
-/** The storage drivers this build has, and which pool keys belong to which driver. */
-import { badRequest, type ConfigKeyDescriptor, type ConfigKeyRegistry, type StorageDriver } from '../../sdk/index.js';
-
-/** Driver names the family knows about, whether or not a plugin for them is enabled in this build. */
-const KNOWN_DRIVERS = ['btrfs', 'ceph', 'cephfs', 'cephobject', 'dir', 'lvm', 'zfs'];
+/**
+ * The storage drivers this build has (the `storage-driver` extension point), and which pool keys
+ * belong to which driver.
+ */
+import {
+  badRequest, STORAGE_DRIVER_POINT, TypeRegistry,
+  type ConfigKeyDescriptor, type ConfigKeyRegistry, type PluginCatalog, type StorageDriver,
+} from '../../sdk/index.js';
 
 /** Optional facts a driver may carry for `storage_supported_drivers`. */
 
@@ -13,15 +16,16 @@ export interface SupportedDriver {
 }
 
 export class DriverTable {
-  private readonly drivers = new Map<string, StorageDriver>();
+  private readonly drivers: TypeRegistry<StorageDriver>;
   /** Which driver registered a pool key: a key of one driver is refused on another driver's pool. */
   private readonly keyOwners = new Map<ConfigKeyDescriptor, string>();
 
-  constructor(private readonly keys: ConfigKeyRegistry) {}
+  constructor(private readonly keys: ConfigKeyRegistry, catalog: PluginCatalog) {
+    this.drivers = new TypeRegistry(STORAGE_DRIVER_POINT, 'storage driver', catalog);
+  }
 
   register(driver: StorageDriver): void {
-    if (this.drivers.has(driver.name)) throw new Error(`storage driver "${driver.name}" is registered twice`);
-    this.drivers.set(driver.name, driver);
+    this.drivers.register(driver.name, driver);
     for (const key of driver.configKeys ?? []) {
       const descriptor = { ...key, scope: 'pool' as const };
       this.keys.register(descriptor);
@@ -33,11 +37,16 @@ export class DriverTable {
     return this.drivers.get(name);
   }
 
+  /** Driver plugins register in their register phase only. */
+  seal(): void {
+    this.drivers.seal();
+  }
+
   /** The driver for a new pool: 400 when it is unknown or not enabled. */
   require(name: string): StorageDriver {
     const driver = this.drivers.get(name);
     if (driver) return driver;
-    if (KNOWN_DRIVERS.includes(name)) throw badRequest(`Storage driver "${name}" is not enabled in this build`);
+    if (this.drivers.availability(name) === 'not-enabled') throw badRequest(`Storage driver "${name}" is not enabled in this build`);
     throw badRequest(`Storage driver "${name}" is not supported`);
   }
 
@@ -51,7 +60,7 @@ export class DriverTable {
   }
 
   supported(): SupportedDriver[] {
-    return [...this.drivers.values()]
+    return this.drivers.values()
       .map((d) => ({ Name: d.name, Version: d.version ?? '1', Remote: d.remote ?? false }))
       .sort((a, b) => a.Name.localeCompare(b.Name));
   }

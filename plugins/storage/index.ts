@@ -17,11 +17,13 @@ import { registerVolumeApi, type VolumeApi } from './volume-api/setup.js';
 /** Per kernel: several test kernels may load this module in one process. */
 const poolManagers = new WeakMap<PluginContext, PoolManager>();
 const volumeApis = new WeakMap<PluginContext, VolumeApi>();
+const driverTables = new WeakMap<PluginContext, DriverTable>();
 
 export default definePlugin({
   register(ctx) {
     for (const key of [...POOL_KEYS, ...POOL_DEFAULT_KEYS]) ctx.keys.register(key);
-    const drivers = new DriverTable(ctx.keys);
+    const drivers = new DriverTable(ctx.keys, ctx.catalog);
+    driverTables.set(ctx, drivers);
     const locks = new SharedLock();
     const poolUsedBy = createUsedByRegistry();
     const pools = new PoolManager(ctx, drivers, locks, poolUsedBy);
@@ -63,6 +65,7 @@ export default definePlugin({
   },
 
   async boot(ctx) {
+    driverTables.get(ctx)!.seal();
     await poolManagers.get(ctx)!.mountAll();
     await volumeApis.get(ctx)!.boot();
   },

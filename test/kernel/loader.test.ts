@@ -65,6 +65,35 @@ test('two plugins claiming one extension, driver or namespace, and unknown exten
   t.true(found.some((p) => p.includes('db namespace "a" is provided by both a and b')));
 });
 
+test('extension points: two plugins registering one name into one point, or registering into a point nobody enabled offers, are refused', (t) => {
+  const registry: RegistryFile = {
+    plugins: [
+      manifest('host', { provides: { extensionPoints: { 'nic-type': ['bridged'] } } }),
+      manifest('a', { provides: { registers: { 'nic-type': ['example'] } } }),
+      manifest('b', { provides: { registers: { 'nic-type': ['example'], 'storage-driver': ['example'] } } }),
+    ],
+  };
+  const found = problems(registry, 'host,a,b');
+  t.true(found.some((p) => p.includes('nic-type "example" is provided by both a and b')), found.join('\n'));
+  t.true(found.some((p) => p.includes('b registers into extension point "storage-driver", which no enabled plugin offers')), found.join('\n'));
+  // One name in two points is no clash.
+  t.deepEqual(problems({ plugins: [...registry.plugins, manifest('c', { provides: { extensionPoints: { 'storage-driver': [] } } })] }, 'host,b,c'), []);
+});
+
+test('the catalog knows every manifest\'s names, enabled in the set or not; nothing else', (t) => {
+  const set = resolvePluginSet({
+    plugins: [
+      manifest('host', { provides: { extensionPoints: { 'nic-type': ['bridged', 'sriov'] } } }),
+      manifest('vendor', { requires: { host: '^1.0.0' }, provides: { registers: { 'nic-type': ['example'] } } }),
+    ],
+  }, 'host', '/');
+  t.deepEqual(set.plugins.map((p) => p.id), ['host']);
+  t.true(set.catalog.declares('nic-type', 'example'), 'a disabled plugin\'s name');
+  t.true(set.catalog.declares('nic-type', 'sriov'), 'a name the point\'s host declares for the API');
+  t.false(set.catalog.declares('nic-type', 'warpnic'));
+  t.false(set.catalog.declares('storage-driver', 'example'), 'names belong to their point');
+});
+
 test('unknown sets and ids, bad manifests and sdk ranges are refused', (t) => {
   const registry: RegistryFile = { plugins: [manifest('a', { sdk: '^2.0.0' }), { id: 'b' } as never], sets: { edge: ['a'] } };
   t.true(problems(registry, 'nosuch').some((p) => p.includes('"nosuch" is neither a plugin set')));

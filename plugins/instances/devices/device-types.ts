@@ -1,15 +1,26 @@
-/** The device types this build knows, and validation of a `devices` map against them. */
-import { badRequest, type DeviceConfig, type DeviceType, type DeviceValidationContext } from '../../../sdk/index.js';
-
-/** Device types of the API; those not registered by an enabled plugin are refused as "not enabled". */
-const API_DEVICE_TYPES = ['none', 'nic', 'disk', 'unix-char', 'unix-block', 'unix-hotplug', 'usb', 'gpu', 'infiniband', 'proxy', 'tpm', 'pci'];
+/**
+ * The device types this build has (the `device-type` extension point), and validation of a
+ * `devices` map against them.
+ */
+import {
+  badRequest, DEVICE_TYPE_POINT, TypeRegistry,
+  type DeviceConfig, type DeviceType, type DeviceValidationContext, type PluginCatalog,
+} from '../../../sdk/index.js';
 
 export class DeviceTypes {
-  private readonly types = new Map<string, DeviceType>();
+  private readonly types: TypeRegistry<DeviceType>;
+
+  constructor(catalog: PluginCatalog) {
+    this.types = new TypeRegistry(DEVICE_TYPE_POINT, 'device type', catalog);
+  }
 
   register(type: DeviceType): void {
-    if (this.types.has(type.type)) throw new Error(`device type "${type.type}" is registered twice`);
-    this.types.set(type.type, type);
+    this.types.register(type.type, type);
+  }
+
+  /** Device plugins register in their register phase only. */
+  seal(): void {
+    this.types.seal();
   }
 
   get(type: string): DeviceType | undefined {
@@ -28,7 +39,7 @@ export class DeviceTypes {
       if (!typeName) throw badRequest(`Device "${name}" has no type`);
       const type = this.types.get(typeName);
       if (!type) {
-        if (API_DEVICE_TYPES.includes(typeName)) throw badRequest(`Device "${name}": device type "${typeName}" is not enabled in this build`);
+        if (this.types.availability(typeName) === 'not-enabled') throw badRequest(`Device "${name}": device type "${typeName}" is not enabled in this build`);
         throw badRequest(`Device "${name}": unknown device type "${typeName}"`);
       }
       try {
