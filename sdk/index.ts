@@ -1,4 +1,16 @@
-/** The only module plugins import. */
+/**
+ * The contract (SDK_VERSION): everything a plugin implements or calls as API, and nothing
+ * family-specific. Plugins import it, and the shared library beside it (sdk/lib/<area>/index.js),
+ * never the kernel or one another; the kernel imports only this. The TypeScript project references
+ * check these lines at build time (docs/decisions/0028-sdk-contract-and-library.md).
+ *
+ * Kernel seam: plugin, services, hooks, store, operations, events, config keys, host tools,
+ * warnings, identity. Routes and their wire rules: route descriptors, responses, errors, body
+ * shapes and field checks, JSON bodies, PATCH merging, value validators and sizes, the per-key
+ * lock the kernel serialises writes with. Family contracts: instance, device, metrics, storage,
+ * custom volumes, daemon storage, network, images, profiles, projects, used_by. The ordered
+ * extension catalog.
+ */
 export const SDK_VERSION = '1.0.0';
 
 export * from './errors.js';
@@ -14,10 +26,6 @@ export * from './body.js';
 export * from './body-shape.js';
 export * from './json-request.js';
 export * from './keyed-lock.js';
-export * from './tar-walk.js';
-export * from './progress.js';
-export * from './raw-body.js';
-export * from './file-format.js';
 export * from './store.js';
 export * from './host-tools.js';
 export * from './services.js';
@@ -35,17 +43,8 @@ export * from './device.js';
 export * from './nic-type.js';
 export * from './storage.js';
 export * from './storage-volumes.js';
-export * from './storage-layout.js';
-export * from './tree-usage.js';
 export * from './daemon-storage.js';
-export * from './backup-compression.js';
-export * from './backup-names.js';
-export * from './backup-tarball.js';
-export * from './backup-import.js';
-export * from './backup-optimized.js';
 export * from './network.js';
-export * from './network-parent.js';
-export * from './nftables.js';
 export * from './images.js';
 export * from './profiles.js';
 export * from './projects.js';

@@ -4,7 +4,7 @@
  * stdout. Everything is checked before the operation starts, so a bad choice is a 400.
  */
 import { badRequest, type HostTools } from '../../sdk/index.js';
-import type { Compression } from '../../sdk/index.js';
+import type { Compression } from '../../sdk/lib/archive/index.js';
 
 export interface Compressor {
   compression: Compression;

@@ -9,7 +9,8 @@ import {
   async, badRequest, isApiError, truthy,
   type ApiRequest, type ApiResponse, type Operation, type PluginContext,
 } from '../../sdk/index.js';
-import { bodyChunks, checkShape, drain, interrupted } from '../../sdk/index.js';
+import { checkShape } from '../../sdk/index.js';
+import { bodyChunks, drain, interrupted } from '../../sdk/lib/http-body/index.js';
 import type { ImageFiles } from './files.js';
 import type { StoredImage } from './image.js';
 import { inspectSplit, inspectUnified } from './inspect.js';

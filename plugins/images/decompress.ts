@@ -6,7 +6,7 @@ import { createReadStream } from 'node:fs';
 import { pipeline } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { badRequest, isApiError, type HostTools } from '../../sdk/index.js';
-import type { Compression } from '../../sdk/index.js';
+import type { Compression } from '../../sdk/lib/archive/index.js';
 import { TAR_TIMEOUT_MS } from './tarball.js';
 
 const DECOMPRESSORS: Record<Exclude<Compression, 'gzip' | 'none'>, [string, string[]]> = {

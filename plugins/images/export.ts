@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
 import { raw, type RawResponse } from '../../sdk/index.js';
-import { formatExtension } from '../../sdk/index.js';
+import { formatExtension } from '../../sdk/lib/archive/index.js';
 import type { ImageFiles } from './files.js';
 import type { StoredImage } from './image.js';
 

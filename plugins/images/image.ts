@@ -1,6 +1,6 @@
 /** The stored image record, its aliases, and how the API shows them. */
 import { resourceUrl, type ImageAlias, type ImageRecord } from '../../sdk/index.js';
-import type { FileFormat } from '../../sdk/index.js';
+import type { FileFormat } from '../../sdk/lib/archive/index.js';
 
 export type ImageType = ImageRecord['type'];
 

@@ -4,12 +4,12 @@
  */
 import { open } from 'node:fs/promises';
 import { badRequest, type HostTools, type ImageMetadata } from '../../sdk/index.js';
-import { detectFormat, type Compression, type FileFormat } from '../../sdk/index.js';
+import { detectFormat, type Compression, type FileFormat } from '../../sdk/lib/archive/index.js';
 import { readDecompressed } from './decompress.js';
 import type { ImageType } from './image.js';
 import { parseMetadata } from './metadata.js';
 import { ImageLayout, isRegularFile } from './layout.js';
-import { TarWalker, type TarEntry } from '../../sdk/index.js';
+import { TarWalker, type TarEntry } from '../../sdk/lib/archive/index.js';
 
 export interface Inspected {
   metadata: ImageMetadata;

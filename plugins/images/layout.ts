@@ -8,7 +8,8 @@
  * whatever the link names.
  */
 import path from 'node:path';
-import { badRequest, type ImageMetadata, type TarEntry } from '../../sdk/index.js';
+import { badRequest, type ImageMetadata } from '../../sdk/index.js';
+import { type TarEntry } from '../../sdk/lib/archive/index.js';
 
 const REGULAR = new Set(['0', '7']);
 export const isRegularFile = (entry: TarEntry): boolean => REGULAR.has(entry.type);

@@ -8,9 +8,10 @@
 import { lstat, rm } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  async, isApiError, isPlainObject, progressReporter, ProjectsServiceRef, requestedProjectOf,
-  type ApiRequest, type ApiResponse, type ImageSourceContent, type ImageSourceProvider, type OperationControl, type PluginContext,
+  async, isApiError, isPlainObject, ProjectsServiceRef, requestedProjectOf, type ApiRequest, type ApiResponse,
+  type ImageSourceContent, type ImageSourceProvider, type OperationControl, type PluginContext,
 } from '../../sdk/index.js';
+import { progressReporter } from '../../sdk/lib/operations/index.js';
 import type { ImageFiles } from './files.js';
 import type { StoredImage } from './image.js';
 import type { ImageInstaller } from './install.js';

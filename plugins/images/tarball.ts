@@ -1,6 +1,6 @@
 /** Extracting image tarballs through the host's tar (which runs the decompressor itself). */
 import type { HostTools } from '../../sdk/index.js';
-import { tarFlags, type Compression } from '../../sdk/index.js';
+import { tarFlags, type Compression } from '../../sdk/lib/archive/index.js';
 
 /** Long enough for multi-GB images; a stuck decompressor still ends. */
 export const TAR_TIMEOUT_MS = 30 * 60_000;

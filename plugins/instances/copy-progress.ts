@@ -4,7 +4,8 @@
  * quarter second; the reporter passes on one a second) and close enough for a progress line; never negative.
  */
 import { statfs } from 'node:fs/promises';
-import { progressReporter, type OperationControl } from '../../sdk/index.js';
+import { type OperationControl } from '../../sdk/index.js';
+import { progressReporter } from '../../sdk/lib/operations/index.js';
 
 const TICK_MS = 250;
 

@@ -5,7 +5,8 @@
  */
 import { chmod, rm, readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { CONTAINER_SNAPSHOT_MODE, type PluginContext } from '../../sdk/index.js';
+import { type PluginContext } from '../../sdk/index.js';
+import { CONTAINER_SNAPSHOT_MODE } from '../../sdk/lib/storage/index.js';
 import { LOGS_MODE, volumeName, type InstanceManager } from './manager.js';
 
 export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceManager): Promise<void> {

@@ -7,7 +7,8 @@
  * the forward hook when br_netfilter hands bridged frames to the IP hooks (bridge-nf-call-*).
  * Rules run drop first, then reject, then allow, then the network's default action.
  */
-import { dataDirTableName, NftTable, type HostTools } from '../../sdk/index.js';
+import { type HostTools } from '../../sdk/index.js';
+import { dataDirTableName, NftTable } from '../../sdk/lib/network/index.js';
 import type { AclRecord, AclRule, Direction } from './acl.js';
 import { splitList, parseSubject } from './rules.js';
 

@@ -9,10 +9,11 @@ import { createHash, randomInt } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import {
-  badRequest, dataDirTableName, KeyedLock,
-  type HostTools, type NetworkCleanup, type NetworkDriver, type NetworkInfo, type NetworkLease, type NetworkLeases,
-  type NetworkLifetime, type NetworkNicHooks, type NicAttachment, type WarningsService,
+  badRequest, KeyedLock, type HostTools, type NetworkCleanup, type NetworkDriver, type NetworkInfo,
+  type NetworkLease, type NetworkLeases, type NetworkLifetime, type NetworkNicHooks, type NicAttachment,
+  type WarningsService,
 } from '../../sdk/index.js';
+import { dataDirTableName } from '../../sdk/lib/network/index.js';
 import type Logger from 'bunyan';
 import { contains, formatIp, networkOf, overlaps, parseCidr, parseIp, subnetText, type Cidr } from './cidr.js';
 import { Dnsmasq, dnsmasqFiles, dnsmasqPid, type DnsmasqFiles } from './dnsmasq.js';

@@ -4,7 +4,8 @@
  * (NAT). Every change rewrites a network's chains in one atomic `nft -f` batch that first
  * creates, empties and drops each chain, so running it twice never duplicates a rule.
  */
-import { NFT_PATH as NFT, type HostTools } from '../../sdk/index.js';
+import { type HostTools } from '../../sdk/index.js';
+import { NFT_PATH as NFT } from '../../sdk/lib/network/index.js';
 import { subnetText, type Cidr } from './cidr.js';
 
 export interface FirewallPlan {

@@ -4,7 +4,8 @@
  * change: prerouting for traffic arriving at the listen address, output for connections made on
  * this host, and a masquerade for a target reaching its own forward (hairpin).
  */
-import { dataDirTableName, NftTable, type HostTools } from '../../sdk/index.js';
+import { type HostTools } from '../../sdk/index.js';
+import { dataDirTableName, NftTable } from '../../sdk/lib/network/index.js';
 import { expandPorts, parseIp } from './checks.js';
 import type { ForwardRecord } from './forward.js';
 

@@ -3,10 +3,8 @@
  * use with `network=`. Nothing is made on the host for the network itself; each NIC becomes a
  * macvlan interface on the parent when its instance starts.
  */
-import {
-  checkParent, parentNetworkKeys, truthy,
-  type NetworkDriver, type NetworkInfo, type NetworkNicSettings,
-} from '../../sdk/index.js';
+import { truthy, type NetworkDriver, type NetworkInfo, type NetworkNicSettings } from '../../sdk/index.js';
+import { checkParent, parentNetworkKeys } from '../../sdk/lib/network/index.js';
 
 export class MacvlanDriver implements NetworkDriver {
   readonly type = 'macvlan';

@@ -6,10 +6,8 @@
  */
 import { createHash } from 'node:crypto';
 import path from 'node:path';
-import {
-  badRequest, checkParent, hostInterfacePresent, NO_8021Q,
-  type HostTools, type NetworkDriver, type NetworkInfo, type NetworkNicSettings,
-} from '../../sdk/index.js';
+import { badRequest, type HostTools, type NetworkDriver, type NetworkInfo, type NetworkNicSettings } from '../../sdk/index.js';
+import { checkParent, hostInterfacePresent, NO_8021Q } from '../../sdk/lib/network/index.js';
 import { PHYSICAL_KEYS } from './keys.js';
 
 /** What the kernel gives a fresh interface; the reference puts it back when the network goes. */

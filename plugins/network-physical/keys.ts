@@ -5,7 +5,8 @@
  * for the reference is accepted as it is.
  */
 import { isIP } from 'node:net';
-import { isBool, oneOf, parentNetworkKeys, type ConfigKeyDescriptor } from '../../sdk/index.js';
+import { isBool, oneOf, type ConfigKeyDescriptor } from '../../sdk/index.js';
+import { parentNetworkKeys } from '../../sdk/lib/network/index.js';
 
 type Family = 4 | 6;
 

@@ -7,7 +7,8 @@
  * interface, reached through a verdict map keyed by interface name, so a NIC's rules are added
  * and removed in one atomic batch without touching the others'.
  */
-import { dataDirTableName, NftTable, type HostTools } from '../../sdk/index.js';
+import { type HostTools } from '../../sdk/index.js';
+import { dataDirTableName, NftTable } from '../../sdk/lib/network/index.js';
 
 /** The default data directory's table; any other data directory (tests, a second daemon) gets its own. */
 export const nicTable = (dataDir: string) => dataDirTableName('corral-nic', dataDir);

@@ -9,7 +9,8 @@
  */
 import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
-import { badRequest, dataDirTableName, NftTable, type DeviceConfig, type HostTools } from '../../sdk/index.js';
+import { badRequest, type DeviceConfig, type HostTools } from '../../sdk/index.js';
+import { dataDirTableName, NftTable } from '../../sdk/lib/network/index.js';
 import { connectPort, type ProxyAddress } from './address.js';
 
 /** The default data directory's table; any other data directory (tests, a second daemon) gets its own. */

@@ -7,9 +7,10 @@
 import { chmod, mkdir, readdir, rename, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  badRequest, conflict, notFound, renameVolumeDir, treeUsage, TYPE_DIRS, typeDir, VOLUME_MODE, volumeFromDirName,
-  type ConfigKeyDescriptor, type HostTools, type PoolInfo, type PoolResources, type StorageDriver, type VolumeRef, type VolumeType,
+  badRequest, conflict, notFound, type ConfigKeyDescriptor, type HostTools, type PoolInfo, type PoolResources,
+  type StorageDriver, type VolumeRef, type VolumeType,
 } from '../../sdk/index.js';
+import { renameVolumeDir, treeUsage, TYPE_DIRS, typeDir, VOLUME_MODE, volumeFromDirName } from '../../sdk/lib/storage/index.js';
 import { BtrfsBlockVolumes } from './block.js';
 import { BTRFS_KEYS } from './keys.js';
 import { BUILDING, LAYOUT, RESTORE_NEW, RESTORE_OLD, SCRATCH_DIR, checkName, isDriverScratch, volumeDirName } from './layout.js';

@@ -6,7 +6,8 @@
  * with two are the storage family's own scratch volumes (`..partial-<name>`), kept and listed.
  */
 import path from 'node:path';
-import { badRequest, notFound, SNAPSHOT_DIRS, type VolumeRef, type VolumeType } from '../../sdk/index.js';
+import { badRequest, notFound, type VolumeRef, type VolumeType } from '../../sdk/index.js';
+import { SNAPSHOT_DIRS } from '../../sdk/lib/storage/index.js';
 
 /** Plain directories of the pool root, with the reference's modes (instance trees must be traversable). */
 export const LAYOUT: { dir: string; mode: number }[] = [

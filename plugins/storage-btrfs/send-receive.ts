@@ -16,7 +16,10 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import {
-  badRequest, conflict, notFound, type HostTools, type OptimizedPart, type PoolInfo, type VolumeRef, type VolumeSendReceive, VOLUME_MODE } from '../../sdk/index.js';
+  badRequest, conflict, notFound, type HostTools, type OptimizedPart, type PoolInfo, type VolumeRef,
+  type VolumeSendReceive,
+} from '../../sdk/index.js';
+import { VOLUME_MODE } from '../../sdk/lib/storage/index.js';
 import { BUILDING, SCRATCH_DIR } from './layout.js';
 import type { BtrfsSnapshots } from './snapshots.js';
 import { Subvolumes, exists } from './subvolumes.js';

@@ -7,7 +7,8 @@
  */
 import { chmod, mkdir, readdir, rename } from 'node:fs/promises';
 import path from 'node:path';
-import { conflict, filledSnapshotMode, notFound, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType, SNAPSHOT_DIRS, VOLUME_MODE } from '../../sdk/index.js';
+import { conflict, notFound, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType } from '../../sdk/index.js';
+import { filledSnapshotMode, SNAPSHOT_DIRS, VOLUME_MODE } from '../../sdk/lib/storage/index.js';
 import { BUILDING, RESTORE_NEW, RESTORE_OLD, checkName, snapshotRoot, volumeDirName } from './layout.js';
 import { Subvolumes, exists } from './subvolumes.js';
 

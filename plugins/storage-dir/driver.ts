@@ -2,9 +2,10 @@
 import { chmod, lstat, mkdir, readdir, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  badRequest, conflict, notFound, renameVolumeDir, TYPE_DIRS, VOLUME_MODE, treeUsage, typeDir, volumeFromDirName,
-  type HostTools, type PoolInfo, type PoolResources, type StorageDriver, type VolumeRef, type VolumeType,
+  badRequest, conflict, notFound, type HostTools, type PoolInfo, type PoolResources, type StorageDriver,
+  type VolumeRef, type VolumeType,
 } from '../../sdk/index.js';
+import { renameVolumeDir, TYPE_DIRS, VOLUME_MODE, treeUsage, typeDir, volumeFromDirName } from '../../sdk/lib/storage/index.js';
 import { checkVolumeName, volumeDirName } from './layout.js';
 import { removeInside } from './remove.js';
 import { clearSource, makeLayout, prepareSource, type SourceRegistry } from './source.js';

@@ -6,7 +6,10 @@
  */
 import { chmod, lstat, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
 import path from 'node:path';
-import { conflict, filledSnapshotMode, notFound, SNAPSHOT_DIRS, treeUsage, typeDir, type HostTools, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType } from '../../sdk/index.js';
+import {
+  conflict, notFound, type HostTools, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType,
+} from '../../sdk/index.js';
+import { filledSnapshotMode, SNAPSHOT_DIRS, treeUsage, typeDir } from '../../sdk/lib/storage/index.js';
 import { checkVolumeName, volumeDirName } from './layout.js';
 import { removeInside } from './remove.js';
 import { copyTreeSharingSymlinks } from './tree-copy.js';

@@ -5,9 +5,9 @@
  * snapshot keys only (their size comes from the root disk device, not from the volume).
  */
 import { isBool, type ConfigKeyDescriptor } from '../../sdk/index.js';
-import { validateExpiry } from '../../sdk/snapshot-expiry.js';
-import { validateSnapshotPattern } from '../../sdk/snapshot-pattern.js';
-import { validateSchedule } from '../../sdk/snapshot-schedule.js';
+import { validateExpiry } from '../../sdk/lib/snapshots/expiry.js';
+import { validateSnapshotPattern } from '../../sdk/lib/snapshots/pattern.js';
+import { validateSchedule } from '../../sdk/lib/snapshots/schedule.js';
 
 export type NewVolumeKind = 'custom-filesystem' | 'custom-block' | 'instance' | 'image';
 

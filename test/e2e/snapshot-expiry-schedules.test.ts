@@ -10,8 +10,8 @@ import { startWithPool, stopDaemons, killContainers, waitFor, type Daemon } from
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { importImage } from '../helpers/api.js';
 import { lxc, lxcOk } from '../helpers/clients.js';
-import { expiryFrom } from '../../sdk/snapshot-expiry.js';
-import { formatGoTime } from '../../sdk/snapshot-pattern.js';
+import { expiryFrom } from '../../sdk/lib/snapshots/expiry.js';
+import { formatGoTime } from '../../sdk/lib/snapshots/pattern.js';
 
 let d: Daemon;
 let image: BusyboxImage;

@@ -19,7 +19,7 @@ import bunyan from 'bunyan';
 import { mkdirSync } from 'node:fs';
 import { createHostTools } from '../../kernel/host-tools/host-tools.js';
 import { packImage } from '../../plugins/images/pack.js';
-import { byteSize, progressReporter } from '../../sdk/index.js';
+import { byteSize, progressReporter } from '../../sdk/lib/operations/index.js';
 
 /** Tests that drive the lxc client: skipped, saying so, where it is not installed. */
 const lxcTest = withLxcClient();

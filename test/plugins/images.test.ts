@@ -10,7 +10,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { gunzipSync } from 'node:zlib';
 import { ImagesServiceRef } from '../../sdk/index.js';
-import { TarWalker } from '../../sdk/index.js';
+import { TarWalker } from '../../sdk/lib/archive/index.js';
 import { startTestKernel } from '../../sdk/testing/index.js';
 import { buildBusyboxImage, buildSquashfsRootfs, type BusyboxImage } from '../helpers/busybox-image.js';
 import { lxc, python } from '../helpers/clients.js';

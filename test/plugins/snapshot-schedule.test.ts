@@ -1,8 +1,8 @@
 import test from 'ava';
 import { isApiError } from '../../sdk/index.js';
-import { parseSchedule, splitScheduleEntries, spreadFor, type Schedule } from '../../sdk/snapshot-schedule.js';
-import { expiryFrom, parseExpiry } from '../../sdk/snapshot-expiry.js';
-import { checkSnapshotName, formatGoTime, nextSnapshotName, validateSnapshotPattern } from '../../sdk/snapshot-pattern.js';
+import { parseSchedule, splitScheduleEntries, spreadFor, type Schedule } from '../../sdk/lib/snapshots/schedule.js';
+import { expiryFrom, parseExpiry } from '../../sdk/lib/snapshots/expiry.js';
+import { checkSnapshotName, formatGoTime, nextSnapshotName, validateSnapshotPattern } from '../../sdk/lib/snapshots/pattern.js';
 import { SNAPSHOT_KEYS } from '../../plugins/instances/snapshots/keys.js';
 
 // Local time throughout, as the schedule and expiry modules work in the host's local time.

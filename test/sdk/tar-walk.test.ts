@@ -4,7 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { TarWalker, type TarEntry } from '../../sdk/index.js';
+import { TarWalker, type TarEntry } from '../../sdk/lib/archive/index.js';
 
 const BLOCK = 512;
 const EIGHT_GIB = 8 * 1024 ** 3;

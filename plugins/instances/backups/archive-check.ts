@@ -8,7 +8,12 @@
  * types. Device nodes in `rootfs/` are kept, as the reference keeps them: the caller is trusted
  * with privileged containers, which can make them anyway, and the device cgroup still applies.
  */
-import { BackupMemberTracker, backupMemberParts as components, invalidBackup as invalid, walkBackupArchive, type BackupAlgorithm, type HostTools, type TarEntry } from '../../../sdk/index.js';
+import { type HostTools } from '../../../sdk/index.js';
+import { type TarEntry } from '../../../sdk/lib/archive/index.js';
+import {
+  BackupMemberTracker, backupMemberParts as components, invalidBackup as invalid, walkBackupArchive,
+  type BackupAlgorithm,
+} from '../../../sdk/lib/backup/index.js';
 
 export interface ArchiveScan {
   /** Content of `backup/index.yaml`. */

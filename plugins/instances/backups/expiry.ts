@@ -1,5 +1,6 @@
 /** The hourly task that removes expired backups, visible as an operation like the reference's. */
-import { backupExpired as hasExpired, type PluginContext } from '../../../sdk/index.js';
+import { type PluginContext } from '../../../sdk/index.js';
+import { backupExpired as hasExpired } from '../../../sdk/lib/backup/index.js';
 import type { InstanceManager } from '../manager.js';
 import type { BackupManager } from './manager.js';
 

@@ -11,9 +11,13 @@
 import { mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  async, backupProgressText as progressText, backupUploadAlgorithm, badRequest, extractBackup, isApiError, moveBackupTree, notFound,
-  checkOptimizedTarget, openOptimizedPart, receiveBackupUpload, type BackupAlgorithm as Algorithm, type VolumeSource, type ApiRequest, type ApiResponse, type DeviceConfig, type Operation, type OperationControl, type PluginContext,
+  async, badRequest, isApiError, notFound, type VolumeSource, type ApiRequest, type ApiResponse,
+  type DeviceConfig, type Operation, type OperationControl, type PluginContext,
 } from '../../../sdk/index.js';
+import {
+  backupProgressText as progressText, backupUploadAlgorithm, extractBackup, moveBackupTree,
+  checkOptimizedTarget, openOptimizedPart, receiveBackupUpload, type BackupAlgorithm as Algorithm,
+} from '../../../sdk/lib/backup/index.js';
 import { isRootDisk, withRootOn } from '../devices/disk.js';
 import type { CreateSpec, InstanceManager } from '../manager.js';
 import { checkInstanceName } from '../names.js';

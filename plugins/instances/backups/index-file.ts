@@ -3,10 +3,11 @@
  * instance and snapshot configs under `config` (or, for archives older than that field, in
  * `backup/container/backup.yaml`). Anything missing or malformed is a 400.
  */
-import { invalidBackup as invalid, isPlainObject, stringMap, type DeviceConfig, type InstanceType, type VolumeState } from '../../../sdk/index.js';
-import { backupIndexText as text, checkBackupParts, checkListedSnapshot, parseBackupYaml as parseYaml, type BackupPartsFound } from '../../../sdk/backup-index.js';
+import { isPlainObject, stringMap, type DeviceConfig, type InstanceType, type VolumeState } from '../../../sdk/index.js';
+import { invalidBackup as invalid } from '../../../sdk/lib/backup/index.js';
+import { backupIndexText as text, checkBackupParts, checkListedSnapshot, parseBackupYaml as parseYaml, type BackupPartsFound } from '../../../sdk/lib/backup/index-yaml.js';
 import { deviceMap, profileList } from '../shape.js';
-import { snapshotNameProblem } from '../../../sdk/snapshot-pattern.js';
+import { snapshotNameProblem } from '../../../sdk/lib/snapshots/pattern.js';
 import type { ArchiveScan } from './archive-check.js';
 
 export interface InstanceSection {

@@ -3,7 +3,8 @@
  * a backup tarball to import. The route reads its body itself for that: this wraps the JSON
  * handler into a raw-body verb that dispatches on the content type.
  */
-import { acceptingBackupUploads, type PluginContext, type VerbSpec } from '../../../sdk/index.js';
+import { type PluginContext, type VerbSpec } from '../../../sdk/index.js';
+import { acceptingBackupUploads } from '../../../sdk/lib/backup/index.js';
 import type { InstanceManager } from '../manager.js';
 import { BackupImporter } from './import.js';
 

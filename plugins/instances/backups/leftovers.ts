@@ -6,7 +6,7 @@
 import { readdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { PluginContext } from '../../../sdk/index.js';
-import { removeUnrecordedBackupFiles } from '../../../sdk/backup-store.js';
+import { removeUnrecordedBackupFiles } from '../../../sdk/lib/backup/store.js';
 import type { InstanceManager } from '../manager.js';
 import type { BackupManager } from './manager.js';
 

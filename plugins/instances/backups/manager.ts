@@ -7,11 +7,14 @@
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  backupTime as apiTime, badRequest, checkBackupName, conflict, notFound, resourceUrl, sendOptimizedParts,
-  type BackupTarballPart,
-  type BackupAlgorithm as Algorithm, type ApiRequest, type Collection, type OperationControl, type PluginContext, type StoredDoc,
+  badRequest, conflict, notFound, resourceUrl, type ApiRequest, type Collection, type OperationControl,
+  type PluginContext, type StoredDoc,
 } from '../../../sdk/index.js';
-import { planBackupRequest, removeBackupFile, renameBackupFile, storeBackupFile } from '../../../sdk/backup-store.js';
+import {
+  backupTime as apiTime, checkBackupName, sendOptimizedParts, type BackupTarballPart,
+  type BackupAlgorithm as Algorithm,
+} from '../../../sdk/lib/backup/index.js';
+import { planBackupRequest, removeBackupFile, renameBackupFile, storeBackupFile } from '../../../sdk/lib/backup/store.js';
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
 import type { SnapshotRecord } from '../snapshots/record.js';

@@ -13,7 +13,7 @@ export interface BackupRecord {
   compression_algorithm: string;
 }
 
-export { BACKUP_NO_EXPIRY as NO_EXPIRY } from '../../../sdk/index.js';
+export { BACKUP_NO_EXPIRY as NO_EXPIRY } from '../../../sdk/lib/backup/index.js';
 
 export const backupKey = (instance: string, backup: string) => `${instance}/${backup}`;
 

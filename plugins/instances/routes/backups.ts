@@ -6,9 +6,11 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import {
-  async, bodyObject, bodyShape, collection, createReleasing, formatExtension, notFound, objectBody, raw, renameBody, resourceUrl, sync,
-  type ApiRequest, type BackupAlgorithm as Algorithm, type OperationControl, type PluginContext, type RouteDescriptor,
+  async, bodyObject, bodyShape, collection, createReleasing, notFound, objectBody, raw, renameBody, resourceUrl,
+  sync, type ApiRequest, type OperationControl, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
+import { formatExtension } from '../../../sdk/lib/archive/index.js';
+import { type BackupAlgorithm as Algorithm } from '../../../sdk/lib/backup/index.js';
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
 import type { BackupManager } from '../backups/manager.js';

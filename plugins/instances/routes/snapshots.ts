@@ -3,7 +3,7 @@ import { async, badRequest, collection, resourceUrl, sync, type ApiRequest, type
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
 import { parseExpiresAt, type SnapshotManager } from '../snapshots/manager.js';
-import { checkSnapshotName } from '../../../sdk/snapshot-pattern.js';
+import { checkSnapshotName } from '../../../sdk/lib/snapshots/pattern.js';
 import { instancePaths, operationResources, subresourcePath } from './paths.js';
 import { snapshotCreateBody, snapshotEditBody, snapshotMoveBody } from '../shape.js';
 

@@ -1,8 +1,8 @@
 /** Instance config keys for scheduled snapshots and their expiry. */
 import { isBool, type ConfigKeyDescriptor } from '../../../sdk/index.js';
-import { validateSchedule } from '../../../sdk/snapshot-schedule.js';
-import { validateExpiry } from '../../../sdk/snapshot-expiry.js';
-import { DEFAULT_SNAPSHOT_PATTERN, validateSnapshotPattern } from '../../../sdk/snapshot-pattern.js';
+import { validateSchedule } from '../../../sdk/lib/snapshots/schedule.js';
+import { validateExpiry } from '../../../sdk/lib/snapshots/expiry.js';
+import { DEFAULT_SNAPSHOT_PATTERN, validateSnapshotPattern } from '../../../sdk/lib/snapshots/pattern.js';
 
 export const SNAPSHOT_KEYS: ConfigKeyDescriptor[] = [
   {

@@ -13,8 +13,8 @@ import { expandConfig, expandDevices } from '../expand.js';
 import type { InstanceManager } from '../manager.js';
 import { NEVER } from '../record.js';
 import { groupByInstance, type ChildLister } from '../children.js';
-import { expiryFrom } from '../../../sdk/snapshot-expiry.js';
-import { checkSnapshotName, nextSnapshotName } from '../../../sdk/snapshot-pattern.js';
+import { expiryFrom } from '../../../sdk/lib/snapshots/expiry.js';
+import { checkSnapshotName, nextSnapshotName } from '../../../sdk/lib/snapshots/pattern.js';
 import { NO_EXPIRY, hasExpiry, snapshotKey, type SnapshotRecord } from './record.js';
 
 export interface SnapshotRequest {

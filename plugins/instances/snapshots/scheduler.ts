@@ -9,7 +9,7 @@ import type { InstanceManager } from '../manager.js';
 import type { FamilyHooks } from '../hooks.js';
 import type { SnapshotManager } from './manager.js';
 import { hasExpiry } from './record.js';
-import { parseSchedule } from '../../../sdk/snapshot-schedule.js';
+import { parseSchedule } from '../../../sdk/lib/snapshots/schedule.js';
 
 const MINUTE_MS = 60_000;
 

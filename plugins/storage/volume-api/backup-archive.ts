@@ -7,11 +7,12 @@
  * absolute names or `..`, nothing below a symlink or file of the archive, hard links within their
  * part, no device nodes (a volume is data, never a root filesystem). Any problem is a 400.
  */
+import { isPlainObject, stringMap, type HostTools } from '../../../sdk/index.js';
+import { type TarEntry } from '../../../sdk/lib/archive/index.js';
 import {
-  BackupMemberTracker, backupMemberParts, invalidBackup as invalid, isPlainObject, stringMap, walkBackupArchive,
-  type BackupAlgorithm, type HostTools, type TarEntry,
-} from '../../../sdk/index.js';
-import { backupIndexText as text, checkBackupParts, checkListedSnapshot, parseBackupYaml, type BackupPartsFound } from '../../../sdk/backup-index.js';
+  BackupMemberTracker, backupMemberParts, invalidBackup as invalid, walkBackupArchive, type BackupAlgorithm,
+} from '../../../sdk/lib/backup/index.js';
+import { backupIndexText as text, checkBackupParts, checkListedSnapshot, parseBackupYaml, type BackupPartsFound } from '../../../sdk/lib/backup/index-yaml.js';
 import { contentTypeOf } from './custom-volumes.js';
 import { checkVolumeSnapshotName } from './names.js';
 import type { ContentType } from './record.js';

@@ -10,12 +10,15 @@ import { createReadStream } from 'node:fs';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  async, backupProgressText, backupUploadAlgorithm, badRequest, bodyObject, bodyShape, checkOptimizedTarget, collection, createReleasing,
-  extractBackup, featureProjectOf, formatExtension, moveBackupTree, notFound, objectBody, openOptimizedPart, raw, receiveBackupUpload,
-  renameBody, sync,
-  type ApiRequest, type ApiResponse, type BackupAlgorithm, type OperationControl, type PluginContext, type RouteDescriptor,
-  type VolumeSource,
+  async, badRequest, bodyObject, bodyShape, collection, createReleasing, featureProjectOf, notFound, objectBody,
+  raw, renameBody, sync, type ApiRequest, type ApiResponse, type OperationControl, type PluginContext,
+  type RouteDescriptor, type VolumeSource,
 } from '../../../sdk/index.js';
+import { formatExtension } from '../../../sdk/lib/archive/index.js';
+import {
+  backupProgressText, backupUploadAlgorithm, checkOptimizedTarget, extractBackup, moveBackupTree,
+  openOptimizedPart, receiveBackupUpload, type BackupAlgorithm,
+} from '../../../sdk/lib/backup/index.js';
 import { readVolumeIndex, scanVolumeArchive, SNAPSHOTS_PART, VOLUME_OPTIMIZED_LAYOUT, VOLUME_PART, type VolumeBackupIndex } from './backup-archive.js';
 import { volumeBackupUrl, volumeBackupView, type VolumeBackups, type VolumeOwner } from './backups.js';
 import type { CustomVolumes } from './custom-volumes.js';

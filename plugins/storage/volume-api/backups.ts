@@ -13,10 +13,13 @@ import { link, mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { stringify } from 'yaml';
 import {
-  backupExpired, daemonStorageDir, backupTime, badRequest, checkBackupName, conflict, KeyedLock, notFound, resourceUrl, sendOptimizedParts,
-  type BackupAlgorithm, type BackupTarballPart, type OperationControl, type PluginContext, type Requestor, type StoredDoc,
+  daemonStorageDir, badRequest, conflict, KeyedLock, notFound, resourceUrl, type OperationControl,
+  type PluginContext, type Requestor, type StoredDoc,
 } from '../../../sdk/index.js';
-import { planBackupRequest, removeBackupFile, removeUnrecordedBackupFiles, renameBackupFile, storeBackupFile } from '../../../sdk/backup-store.js';
+import {
+  backupExpired, backupTime, checkBackupName, sendOptimizedParts, type BackupAlgorithm, type BackupTarballPart,
+} from '../../../sdk/lib/backup/index.js';
+import { planBackupRequest, removeBackupFile, removeUnrecordedBackupFiles, renameBackupFile, storeBackupFile } from '../../../sdk/lib/backup/store.js';
 import type { PoolManager } from '../pools.js';
 import type { VolumeManager } from '../volumes.js';
 import { SNAPSHOTS_PART, VOLUME_OPTIMIZED_LAYOUT, VOLUME_PART } from './backup-archive.js';

@@ -6,7 +6,7 @@
 import type { Collection, PluginContext } from '../../../sdk/index.js';
 import { snapshotKey, volumeKey, type CustomVolumeRecord, type VolumeSnapshotRecord } from './record.js';
 
-interface Entry<T> {
+export interface Entry<T> {
   project: string;
   rev: number;
   doc: T;

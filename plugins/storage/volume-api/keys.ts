@@ -1,8 +1,8 @@
 /** Config keys of custom volumes (scope `volume`); `user.*` passes the registry on its own. */
 import { isBool, parseSize, type ConfigKeyDescriptor } from '../../../sdk/index.js';
-import { validateExpiry } from '../../../sdk/snapshot-expiry.js';
-import { DEFAULT_SNAPSHOT_PATTERN, validateSnapshotPattern } from '../../../sdk/snapshot-pattern.js';
-import { validateSchedule } from '../../../sdk/snapshot-schedule.js';
+import { validateExpiry } from '../../../sdk/lib/snapshots/expiry.js';
+import { DEFAULT_SNAPSHOT_PATTERN, validateSnapshotPattern } from '../../../sdk/lib/snapshots/pattern.js';
+import { validateSchedule } from '../../../sdk/lib/snapshots/schedule.js';
 
 export const isVolumeSize = (value: string): void => {
   parseSize(value);

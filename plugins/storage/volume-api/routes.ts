@@ -5,10 +5,12 @@
  * `features.storage.volumes` names; instance volumes in their instance's project.
  */
 import {
-  acceptingBackupUploads, badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, featureProjectOf, instanceUrl,
-  isPlainObject, notFound, objectBody, optionalBool, optionalString, stringMap, sync,
-  type ApiRequest, type ApiResponse, type InstanceSummary, type PluginContext, type RouteDescriptor, type VerbSpec, type VolumeRef, type VolumeType,
+  badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, featureProjectOf, instanceUrl,
+  isPlainObject, notFound, objectBody, optionalBool, optionalString, stringMap, sync, type ApiRequest,
+  type ApiResponse, type InstanceSummary, type PluginContext, type RouteDescriptor, type VerbSpec,
+  type VolumeRef, type VolumeType,
 } from '../../../sdk/index.js';
+import { acceptingBackupUploads } from '../../../sdk/lib/backup/index.js';
 import type { PoolManager } from '../pools.js';
 import type { VolumeManager } from '../volumes.js';
 import { contentTypeOf, customRef, type CustomVolumes } from './custom-volumes.js';

@@ -1,9 +1,10 @@
 /** Wires the volume API into the storage family host: keys, routes, services and boot recovery. */
 import path from 'node:path';
 import {
-  BACKUP_COMPRESSION_KEY, CustomVolumesServiceRef, daemonStorageAvailable, DaemonStorageServiceRef, featureProjectOf, ProjectsServiceRef, resourceUrl,
-  type CustomVolumeInfo, type CustomVolumesService, type PluginContext,
+  CustomVolumesServiceRef, daemonStorageAvailable, DaemonStorageServiceRef, featureProjectOf,
+  ProjectsServiceRef, resourceUrl, type CustomVolumeInfo, type CustomVolumesService, type PluginContext,
 } from '../../../sdk/index.js';
+import { BACKUP_COMPRESSION_KEY } from '../../../sdk/lib/backup/index.js';
 import type { PoolManager } from '../pools.js';
 import type { SharedLock } from '../shared-lock.js';
 import type { VolumeManager } from '../volumes.js';

@@ -10,9 +10,9 @@ import {
   type ApiRequest, type PluginContext, type Requestor, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { InstanceVolumeSnapshots } from './instance-volume-snapshots.js';
-import { expiryFrom } from '../../../sdk/snapshot-expiry.js';
-import { nextSnapshotName } from '../../../sdk/snapshot-pattern.js';
-import { parseSchedule } from '../../../sdk/snapshot-schedule.js';
+import { expiryFrom } from '../../../sdk/lib/snapshots/expiry.js';
+import { nextSnapshotName } from '../../../sdk/lib/snapshots/pattern.js';
+import { parseSchedule } from '../../../sdk/lib/snapshots/schedule.js';
 import type { VolumeManager } from '../volumes.js';
 import type { VolumeCatalog } from './catalog.js';
 import { customRef } from './custom-volumes.js';

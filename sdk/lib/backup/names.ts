@@ -1,6 +1,6 @@
 /** Backup names, expiry times and progress text, shared by instance and custom volume backups. */
-import { badRequest } from './errors.js';
-import { byteSize } from './progress.js';
+import { badRequest } from '../../errors.js';
+import { byteSize } from '../operations/progress.js';
 
 /** A backup that never expires shows this time. */
 export const BACKUP_NO_EXPIRY = '0001-01-01T00:00:00Z';

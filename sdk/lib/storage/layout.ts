@@ -7,8 +7,8 @@
  */
 import { lstat, rename } from 'node:fs/promises';
 import path from 'node:path';
-import { conflict, notFound } from './errors.js';
-import type { PoolInfo, VolumeRef, VolumeType } from './storage.js';
+import { conflict, notFound } from '../../errors.js';
+import type { PoolInfo, VolumeRef, VolumeType } from '../../storage.js';
 
 export const TYPE_DIRS: Record<VolumeType, string> = {
   container: 'containers',

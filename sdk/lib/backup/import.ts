@@ -10,16 +10,16 @@ import { readdir, rename, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { checkBackupAlgorithm, detectBackupAlgorithm, type BackupAlgorithm } from './backup-compression.js';
-import { badRequest, internalError, isApiError } from './errors.js';
-import { checkShape } from './body-shape.js';
-import { tarFlags } from './file-format.js';
-import type { HostTools } from './host-tools.js';
-import { readJson } from './json-request.js';
-import { drain } from './raw-body.js';
-import type { ApiResponse } from './responses.js';
-import type { ApiRequest, VerbSpec } from './routes.js';
-import { TarWalker, type TarEntry } from './tar-walk.js';
+import { checkBackupAlgorithm, detectBackupAlgorithm, type BackupAlgorithm } from './compression.js';
+import { badRequest, internalError, isApiError } from '../../errors.js';
+import { checkShape } from '../../body-shape.js';
+import { tarFlags } from '../archive/file-format.js';
+import type { HostTools } from '../../host-tools.js';
+import { readJson } from '../../json-request.js';
+import { drain } from '../http-body/raw-body.js';
+import type { ApiResponse } from '../../responses.js';
+import type { ApiRequest, VerbSpec } from '../../routes.js';
+import { TarWalker, type TarEntry } from '../archive/tar-walk.js';
 
 const DAY_MS = 24 * 3600_000;
 

@@ -3,10 +3,10 @@
  * written with, the tool each one runs, the server key choosing the default, and recognising an
  * uploaded backup by its first bytes (clients name files as they like).
  */
-import type { ConfigKeyDescriptor } from './config-keys.js';
-import { badRequest } from './errors.js';
-import { detectFormat } from './file-format.js';
-import type { HostTools } from './host-tools.js';
+import type { ConfigKeyDescriptor } from '../../config-keys.js';
+import { badRequest } from '../../errors.js';
+import { detectFormat } from '../archive/file-format.js';
+import type { HostTools } from '../../host-tools.js';
 
 export const BACKUP_ALGORITHMS = ['gzip', 'bzip2', 'xz', 'zstd', 'none'] as const;
 export type BackupAlgorithm = (typeof BACKUP_ALGORITHMS)[number];

@@ -4,7 +4,7 @@
  * plain backup, the pool driver's `.bin` streams for an optimized one). Any problem is a 400.
  */
 import { parse } from 'yaml';
-import { invalidBackup as invalid } from './backup-import.js';
+import { invalidBackup as invalid } from './import.js';
 
 export function parseBackupYaml(content: Buffer, file: string): unknown {
   try {

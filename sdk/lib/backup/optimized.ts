@@ -11,9 +11,9 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { stringify } from 'yaml';
-import type { BackupTarballPart } from './backup-tarball.js';
-import { badRequest } from './errors.js';
-import type { OptimizedPart, StorageService, VolumeRef } from './storage.js';
+import type { BackupTarballPart } from './tarball.js';
+import { badRequest } from '../../errors.js';
+import type { OptimizedPart, StorageService, VolumeRef } from '../../storage.js';
 
 export interface OptimizedLayout {
   /** Member of a snapshot's stream, e.g. `backup/snapshots/<name>.bin`. */

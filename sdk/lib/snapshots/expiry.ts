@@ -2,7 +2,7 @@
  * `snapshots.expiry`: space-separated terms `<n><unit>`, units M (minutes), H (hours), d (days),
  * w (weeks), m (months), y (years), each at most once, in any order. Empty means never.
  */
-import { badRequest } from './errors.js';
+import { badRequest } from '../../errors.js';
 
 export type ExpiryUnit = 'M' | 'H' | 'd' | 'w' | 'm' | 'y';
 

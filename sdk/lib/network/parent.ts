@@ -4,10 +4,10 @@
  * the MAAS subnets. One place, so the types cannot drift apart.
  */
 import { existsSync } from 'node:fs';
-import type { ConfigKeyDescriptor } from './config-keys.js';
-import { badRequest } from './errors.js';
-import type { NetworkInfo } from './network.js';
-import { isBool } from './validate.js';
+import type { ConfigKeyDescriptor } from '../../config-keys.js';
+import { badRequest } from '../../errors.js';
+import type { NetworkInfo } from '../../network.js';
+import { isBool } from '../../validate.js';
 
 const interfaceName = (value: string): void => {
   if (value.length > 15 || /[\s/:]/.test(value) || value === '.' || value === '..') throw new Error(`"${value}" is not a host interface name`);

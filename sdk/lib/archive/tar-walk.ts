@@ -7,7 +7,7 @@
  * (GNU tar's posix format writes 0 in the header and the real size in a pax record from 8 GiB up)
  * and GNU base-256 numbers.
  */
-import { badRequest } from './errors.js';
+import { badRequest } from '../../errors.js';
 
 export interface TarEntry {
   name: string;

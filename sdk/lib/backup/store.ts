@@ -7,12 +7,12 @@
 import { link, readdir, rename, rm, rmdir, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import type Logger from 'bunyan';
-import { checkBackupAlgorithm, type BackupAlgorithm } from './backup-compression.js';
-import { checkBackupName, nextBackupName, parseBackupExpiry } from './backup-names.js';
-import { writeBackupTarball, type BackupTarballSpec } from './backup-tarball.js';
-import { badRequest, conflict } from './errors.js';
-import type { PluginContext } from './plugin.js';
-import { ProjectsServiceRef } from './projects.js';
+import { checkBackupAlgorithm, type BackupAlgorithm } from './compression.js';
+import { checkBackupName, nextBackupName, parseBackupExpiry } from './names.js';
+import { writeBackupTarball, type BackupTarballSpec } from './tarball.js';
+import { badRequest, conflict } from '../../errors.js';
+import type { PluginContext } from '../../plugin.js';
+import { ProjectsServiceRef } from '../../projects.js';
 
 export interface BackupRequestBasics {
   name: string;

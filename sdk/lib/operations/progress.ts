@@ -2,7 +2,7 @@
  * Operation progress as the reference reports it: `<stage>_progress` holds a line for the command
  * line client, `progress` the numbers (as strings) for API callers.
  */
-import type { OperationControl } from './operations.js';
+import type { OperationControl } from '../../operations.js';
 
 const UNITS = ['kB', 'MB', 'GB', 'TB', 'PB', 'EB'];
 

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import type { HostTools } from './host-tools.js';
+import type { HostTools } from '../../host-tools.js';
 
 /** The system's nft by its path: under npm, node_modules/.bin comes first on PATH and holds an unrelated `nft`. */
 export const NFT_PATH = existsSync('/usr/sbin/nft') ? '/usr/sbin/nft' : 'nft';

@@ -4,7 +4,7 @@
  * A pattern is first rendered as a template (only `{{ creation_date|date:'<Go layout>' }}` is
  * understood, the form users write), then `%d` is replaced by an index.
  */
-import { badRequest } from './errors.js';
+import { badRequest } from '../../errors.js';
 
 export const DEFAULT_SNAPSHOT_PATTERN = 'snap%d';
 

@@ -16,11 +16,11 @@ import { lstat, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Transform } from 'node:stream';
 import { finished, pipeline } from 'node:stream/promises';
-import { backupCompressArgs, type BackupAlgorithm } from './backup-compression.js';
-import { backupProgressText } from './backup-names.js';
-import { internalError } from './errors.js';
-import type { OperationControl } from './operations.js';
-import type { HostProcess, HostTools } from './host-tools.js';
+import { backupCompressArgs, type BackupAlgorithm } from './compression.js';
+import { backupProgressText } from './names.js';
+import { internalError } from '../../errors.js';
+import type { OperationControl } from '../../operations.js';
+import type { HostProcess, HostTools } from '../../host-tools.js';
 
 export interface BackupTarballPart {
   /** Member directory, e.g. `backup/container` or `backup/volume-snapshots/<name>`; or member file (`backup/container.bin`). */

@@ -1,0 +1,2 @@
+/** Raw request bodies (uploads) for routes declared with rawBody. */
+export * from './raw-body.js';

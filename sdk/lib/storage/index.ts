@@ -1,0 +1,3 @@
+/** Helpers for storage drivers: the directory layout of a pool and the bytes a tree uses. */
+export * from './layout.js';
+export * from './tree-usage.js';
