@@ -169,3 +169,12 @@ export function instanceUrl(project: string, name: string): string {
   const base = `/1.0/instances/${encodeURIComponent(name)}`;
   return project === 'default' ? base : `${base}?project=${encodeURIComponent(project)}`;
 }
+
+/** One entry of an id map as `volatile.idmap.current`, `.next` and `last_state.idmap` hold it (the reference's JSON form). */
+export interface IdmapEntry {
+  Isuid: boolean;
+  Isgid: boolean;
+  Hostid: number;
+  Nsid: number;
+  Maprange: number;
+}

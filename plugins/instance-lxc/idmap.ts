@@ -6,15 +6,9 @@
  * reference stores in `volatile.idmap.*`.
  */
 import { readFileSync } from 'node:fs';
-import { truthy } from '../../sdk/index.js';
+import { truthy, type IdmapEntry } from '../../sdk/index.js';
 
-export interface IdmapEntry {
-  Isuid: boolean;
-  Isgid: boolean;
-  Hostid: number;
-  Nsid: number;
-  Maprange: number;
-}
+export type { IdmapEntry };
 
 export interface IdRange {
   start: number;

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { parse } from 'yaml';
 import { projectRoot, type Daemon } from '../helpers/daemon.js';
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
-import { lxc, lxcOk, lxcWithInput, python } from '../helpers/clients.js';
+import { lxc, lxcOk, lxcWithInput, python, lxcRefused } from '../helpers/clients.js';
 
 let d: Daemon;
 let work: string;
@@ -20,12 +20,7 @@ let work: string;
 const run = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
 const showVolume = async (t: any, pool: string, name: string) => parse(await run(t, 'storage', 'volume', 'show', pool, name));
 
-/** An lxc command that must fail: answers what the user sees on stderr. */
-async function refused(t: any, ...args: string[]): Promise<string> {
-  const res = await lxc(d.socket, ...args);
-  t.not(res.status, 0, `lxc ${args.join(' ')} should have failed: ${res.stdout}`);
-  return res.stderr;
-}
+const refused = (t: any, ...args: string[]) => lxcRefused(t, d.socket, ...args);
 
 test.before(async () => {
   d = await startWithImage({ plugins: 'full' });

@@ -6,18 +6,13 @@
 import test from 'ava';
 import type { Daemon } from '../helpers/daemon.js';
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
-import { lxc, lxcOk } from '../helpers/clients.js';
+import { lxc, lxcOk, lxcRefused } from '../helpers/clients.js';
 
 let d: Daemon;
 
 const run = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
 
-/** An lxc command that must fail: answers what the user sees on stderr. */
-async function refused(t: any, ...args: string[]): Promise<string> {
-  const res = await lxc(d.socket, ...args);
-  t.not(res.status, 0, `lxc ${args.join(' ')} should have failed: ${res.stdout}`);
-  return res.stderr;
-}
+const refused = (t: any, ...args: string[]) => lxcRefused(t, d.socket, ...args);
 
 test.before(async () => {
   d = await startWithImage({ plugins: 'full' });

@@ -64,4 +64,11 @@ export async function lxcOk(t: { is(actual: unknown, expected: unknown, message?
   return res.stdout;
 }
 
+/** lxc that must fail: asserts a non-zero exit and returns what the user sees on stderr. */
+export async function lxcRefused(t: { not(actual: unknown, expected: unknown, message?: string): unknown }, socket: string, ...args: string[]): Promise<string> {
+  const res = await lxc(socket, ...args);
+  t.not(res.status, 0, `lxc ${args.join(' ')} should have failed: ${res.stdout}`);
+  return res.stderr;
+}
+
 export const hasLxc = () => spawnSync('lxc', ['--version']).status === 0;

@@ -7,15 +7,7 @@
  */
 import { lchown, lstat, chmod, opendir } from 'node:fs/promises';
 import path from 'node:path';
-import { badRequest } from '../../../sdk/index.js';
-
-interface IdmapEntry {
-  Isuid: boolean;
-  Isgid: boolean;
-  Hostid: number;
-  Nsid: number;
-  Maprange: number;
-}
+import { badRequest, type IdmapEntry } from '../../../sdk/index.js';
 
 /** The map a tree is shifted by; empty when it is not shifted. */
 export function parseShift(value: string | undefined): IdmapEntry[] {

@@ -5,21 +5,12 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import type { DeviceConfig } from '../../../sdk/index.js';
+import type { DeviceConfig, IdmapEntry } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
 import type { DeviceRuntime } from '../device-runtime.js';
 import type { DeviceTypes } from '../devices/device-types.js';
 import { isRootDisk } from '../devices/disk.js';
 import type { ContainerTree, IdTranslation, TreeMount } from './root-fs.js';
-
-/** One entry of `volatile.idmap.current` / `.next` (the reference's JSON form). */
-interface IdmapEntry {
-  Isuid: boolean;
-  Isgid: boolean;
-  Hostid: number;
-  Nsid: number;
-  Maprange: number;
-}
 
 /** The id the kernel shows for a host id the instance's map leaves out. */
 const OVERFLOW_ID = 65534;
