@@ -1,11 +1,12 @@
 /**
  * The network family contract. The `networks` host plugin owns network records, routes and the
- * unmanaged host interfaces, and provides NetworksServiceRef; driver plugins (`network-bridge`, ...)
- * register a NetworkDriver with it. Optional capabilities (leases, NIC reservations, leftover
+ * unmanaged host interfaces, offers NetworkTypesExtensionPointRef, where driver plugins
+ * (`network-bridge`, ...) register a NetworkDriver in their register phase, and provides
+ * NetworksServiceRef for run time. Optional capabilities (leases, NIC reservations, leftover
  * cleanup) are separate objects on the driver, checked with the type guards below, so a new
  * capability (forwards, ACL enforcement, port isolation) is one more optional field and guard.
  */
-import { createServiceRef } from './services.js';
+import { createExtensionPoint, createServiceRef } from './services.js';
 import type { ConfigKeyDescriptor } from './config-keys.js';
 import type { UsedByRegistry } from './used-by.js';
 
@@ -150,8 +151,15 @@ export const hasNicHooks = (d: NetworkDriver): d is NetworkDriver & { nics: Netw
 export const hasCleanup = (d: NetworkDriver): d is NetworkDriver & { cleanup: NetworkCleanup } => d.cleanup !== undefined;
 export const hasLifetime = (d: NetworkDriver): d is NetworkDriver & { lifetime: NetworkLifetime } => d.lifetime !== undefined;
 
-export interface NetworksService {
+/** Registration of network types into the networks family, open while plugins register. */
+export interface NetworkTypesExtensionPoint {
   registerDriver(driver: NetworkDriver): void;
+}
+
+export const NetworkTypesExtensionPointRef = createExtensionPoint<NetworkTypesExtensionPoint>('networks.registration');
+
+/** What the networks family answers at run time. */
+export interface NetworksService {
   /** Add keys to network types and follow network changes (see NetworkPolicy). */
   addPolicy(policy: NetworkPolicy): void;
   /**

@@ -1,13 +1,13 @@
 /**
  * NIC types: the `nictype` of a `nic` device. The nic-devices plugin offers the extension point
- * (NicTypesServiceRef); a plugin adds a type by registering it there in its register phase and
+ * (NicTypesExtensionPointRef); a plugin adds a type by registering it there in its register phase and
  * naming it in its manifest (`provides.registers["nic-type"]`). The nic device does what every NIC
  * shares (option names, the interface name and MAC address inside, a managed `network=`, the host
  * end left behind); the type decides the interface the instance gets and the host-side work around
  * it, declared as a NicRunConfig for the instance driver to make.
  */
 import type { DeviceConfig, DeviceRunningContext, DeviceStartContext, DeviceValidationContext, NicRunConfig } from './device.js';
-import { createServiceRef } from './services.js';
+import { createExtensionPoint, createServiceRef } from './services.js';
 
 /** The manifests' name of the NIC type extension point (`provides.registers`). */
 export const NIC_TYPE_POINT = 'nic-type';
@@ -62,9 +62,15 @@ export interface NicType {
   stop?(ctx: NicStop): Promise<Record<string, string> | void>;
 }
 
-export interface NicTypesService {
-  /** In the register phase only. */
+/** Registration of nictypes into the nic device, open while plugins register. */
+export interface NicTypesExtensionPoint {
   registerNicType(type: NicType): void;
+}
+
+export const NicTypesExtensionPointRef = createExtensionPoint<NicTypesExtensionPoint>('nic-types.registration');
+
+/** What the nic device answers about nictypes at run time. */
+export interface NicTypesService {
   /** A registered nictype (for conformance suites and diagnostics). */
   nicType(nictype: string): NicType | undefined;
 }

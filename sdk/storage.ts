@@ -1,7 +1,7 @@
 /**
- * The storage family contract. The `storage` host plugin owns pools and volume records and
- * provides StorageServiceRef; driver plugins (`storage-dir`, `storage-btrfs`, a vendor's) register
- * a StorageDriver with it.
+ * The storage family contract. The `storage` host plugin owns pools and volume records, offers
+ * StorageExtensionPointRef, where driver plugins (`storage-dir`, `storage-btrfs`, a vendor's)
+ * register a StorageDriver in their register phase, and provides StorageServiceRef for run time.
  *
  * A driver is a small required core (pools, volumes as directories, clone, rename, list) plus
  * optional capabilities, each an object (or method) with a type guard below: snapshots, optimized
@@ -10,7 +10,7 @@
  * cannot do. `sdk/testing` has the conformance suite every driver runs against itself.
  */
 import type { Readable } from 'node:stream';
-import { createServiceRef } from './services.js';
+import { createExtensionPoint, createServiceRef } from './services.js';
 import type { ConfigKeyDescriptor } from './config-keys.js';
 import type { UsedByRegistry } from './used-by.js';
 
@@ -238,8 +238,15 @@ export interface VolumeState {
   snapshots: Record<string, { description: string; config: Record<string, string> }>;
 }
 
-export interface StorageService {
+/** Registration into the storage family, open while plugins register. */
+export interface StorageExtensionPoint {
   registerDriver(driver: StorageDriver): void;
+}
+
+export const StorageExtensionPointRef = createExtensionPoint<StorageExtensionPoint>('storage.registration');
+
+/** What the storage family answers at run time. */
+export interface StorageService {
   /** Throws 404 when there is no such pool, 400 when it is unavailable. */
   pool(name: string): Promise<PoolInfo>;
   poolNames(): Promise<string[]>;

@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import {
-  badRequest, definePlugin, NicTypesServiceRef,
+  badRequest, definePlugin, NicTypesExtensionPointRef,
   type DeviceConfig, type DeviceRunningContext, type HostTools, type NicStart, type NicType,
 } from '../../sdk/index.js';
 
@@ -45,8 +45,8 @@ export class ExampleNicType implements NicType {
 
 export default definePlugin({
   register(ctx) {
-    const nicTypes = ctx.services.get(NicTypesServiceRef);
-    if (!nicTypes) throw new Error('the nic-example plugin needs the "nic-types" service (nic-devices)');
+    const nicTypes = ctx.extensionPoints.get(NicTypesExtensionPointRef);
+    if (!nicTypes) throw new Error('the nic-example plugin needs the "nic-types" extension point (nic-devices)');
     nicTypes.registerNicType(new ExampleNicType(ctx.hostTools));
   },
 });

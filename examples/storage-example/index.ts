@@ -11,7 +11,7 @@ import { mkdir, readdir, rename, rm, statfs } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import {
-  StorageServiceRef, badRequest, conflict, definePlugin, notFound,
+  StorageExtensionPointRef, badRequest, conflict, definePlugin, notFound,
   type HostTools, type PoolInfo, type StorageDriver, type VolumeRef, type VolumeType,
 } from 'corral/sdk';
 
@@ -96,7 +96,7 @@ export class ExampleDriver implements StorageDriver {
 
 export default definePlugin({
   register(ctx) {
-    const storage = ctx.services.get(StorageServiceRef);
+    const storage = ctx.extensionPoints.get(StorageExtensionPointRef);
     if (!storage) throw new Error('storage-example needs the "storage" plugin');
     storage.registerDriver(new ExampleDriver(ctx.hostTools));
   },

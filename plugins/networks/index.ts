@@ -1,9 +1,9 @@
 /**
  * The networks family host: managed network records and routes, the host's unmanaged interfaces,
- * and the extension point for network types (NetworksServiceRef.registerDriver).
+ * and the extension point for network types (NetworkTypesExtensionPointRef).
  */
 import {
-  badRequest, createUsedByRegistry, definePlugin, featureProjectOf, featureScopedRoute, NetworksServiceRef, Stage,
+  badRequest, createUsedByRegistry, definePlugin, featureProjectOf, featureScopedRoute, NetworksServiceRef, NetworkTypesExtensionPointRef, Stage,
   type NetworkInfo, type NetworkNicSettings, type NetworksService, type PluginContext,
 } from '../../sdk/index.js';
 import { NetworkDriverTable } from './drivers.js';
@@ -35,8 +35,8 @@ export default definePlugin({
       const driver = drivers.get(net.type)!;
       return driver.nicSettings?.(net) ?? { parent: driver.interfaceName(net) };
     };
+    ctx.extensionPoints.provide(NetworkTypesExtensionPointRef, { registerDriver: (driver) => drivers.register(driver) });
     const service: NetworksService = {
-      registerDriver: (driver) => drivers.register(driver),
       addPolicy: (policy) => {
         if (policy.configKeys) drivers.addKeys(policy.configKeys.types, policy.configKeys.keys);
         manager.policies.push(policy);

@@ -1,10 +1,10 @@
 /**
  * nic-devices: the `nic` device type for instances, registered with the instances family, and the
- * NIC type extension point (NicTypesServiceRef) that its own nictypes (bridged, macvlan, p2p,
+ * NIC type extension point (NicTypesExtensionPointRef) that its own nictypes (bridged, macvlan, p2p,
  * routed, physical; or a managed `network`) and other plugins' fill. The instance driver makes the
  * interfaces; the nictypes decide them and do the host-side work around them.
  */
-import { definePlugin, InstancesExtensionPointRef, NicTypesServiceRef, type PluginContext } from '../../sdk/index.js';
+import { definePlugin, InstancesExtensionPointRef, NicTypesExtensionPointRef, NicTypesServiceRef, type PluginContext } from '../../sdk/index.js';
 import { NicDevice } from './nic.js';
 import { NicTypes } from './nic-types.js';
 import { hostInterfaceExists } from './options.js';
@@ -18,7 +18,8 @@ export default definePlugin({
     const types = new NicTypes(ctx.catalog);
     const nic = new NicDevice(ctx, types);
     devices.set(ctx, { nic, types });
-    ctx.services.provide(NicTypesServiceRef, { registerNicType: (type) => types.register(type), nicType: (name) => types.get(name) });
+    ctx.extensionPoints.provide(NicTypesExtensionPointRef, { registerNicType: (type) => types.register(type) });
+    ctx.services.provide(NicTypesServiceRef, { nicType: (name) => types.get(name) });
     instances.registerDeviceType(nic);
   },
 

@@ -1,11 +1,11 @@
 /** The btrfs storage driver plugin: registers BtrfsDriver with the storage family. */
-import { definePlugin, StorageServiceRef } from '../../sdk/index.js';
+import { definePlugin, StorageExtensionPointRef, StorageServiceRef } from '../../sdk/index.js';
 import { BtrfsDriver } from './driver.js';
 
 export default definePlugin({
   register(ctx) {
-    const storage = ctx.services.get(StorageServiceRef);
-    if (!storage) throw new Error('the storage-btrfs plugin needs the "storage" service');
+    const storage = ctx.extensionPoints.get(StorageExtensionPointRef);
+    if (!storage) throw new Error('the storage-btrfs plugin needs the "storage" extension point');
     const driver = new BtrfsDriver(ctx.hostTools, ctx.dataDir);
     storage.registerDriver(driver);
   },

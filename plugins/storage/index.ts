@@ -1,8 +1,10 @@
 /**
  * The storage family host: pool records and routes, the volume helpers other families use, and
- * the extension point for storage drivers (StorageServiceRef.registerDriver).
+ * the extension point for storage drivers (StorageExtensionPointRef).
  */
-import { createUsedByRegistry, definePlugin, Stage, StorageServiceRef, type PluginContext, type StorageService } from '../../sdk/index.js';
+import {
+  createUsedByRegistry, definePlugin, Stage, StorageExtensionPointRef, StorageServiceRef, type PluginContext, type StorageService,
+} from '../../sdk/index.js';
 import { DriverTable } from './drivers.js';
 import { storageEnvironment } from './environment.js';
 import { POOL_KEYS } from './keys.js';
@@ -30,8 +32,8 @@ export default definePlugin({
     poolManagers.set(ctx, pools);
     const volumes = new VolumeManager(ctx, pools, locks, new InstanceVolumeRecords(ctx));
 
+    ctx.extensionPoints.provide(StorageExtensionPointRef, { registerDriver: (driver) => drivers.register(driver) });
     const service: StorageService = {
-      registerDriver: (driver) => drivers.register(driver),
       pool: async (name) => (await pools.usable(name)).info,
       poolNames: async () => (await pools.list()).map((p) => p.name),
       createInstanceVolume: (pool, vol, source, state) => volumes.createInstanceVolume(pool, vol, source, state),
