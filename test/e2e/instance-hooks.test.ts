@@ -35,7 +35,7 @@ test.before(async () => {
   // The edge set and the follower, from a registry file beside the installed one.
   const registry = JSON.parse(readFileSync(path.join(projectRoot, 'plugin-registry.json'), 'utf8'));
   registry.plugins.push({
-    id: 'instance-follower', entry: 'test/fixtures/instance-follower/index.ts', version: '1.0.0', sdk: '^1.0.0',
+    id: 'instance-follower', entry: 'test/fixtures/instance-follower/index.ts', version: '1.0.0', sdk: '^2.0.0',
     requires: { instances: '^0.1.0' },
   });
   const file = path.join(work, 'registry.json');

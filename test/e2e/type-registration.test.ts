@@ -22,7 +22,7 @@ test.before(async () => {
   // The edge set and the registrar, from a registry file beside the installed one.
   const registry = JSON.parse(readFileSync(path.join(projectRoot, 'plugin-registry.json'), 'utf8'));
   registry.plugins.push({
-    id: 'late-registrar', entry: 'test/fixtures/late-registrar/index.ts', version: '1.0.0', sdk: '^1.0.0',
+    id: 'late-registrar', entry: 'test/fixtures/late-registrar/index.ts', version: '1.0.0', sdk: '^2.0.0',
     requires: { storage: '^0.1.0', networks: '^0.1.0', 'nic-devices': '^0.1.0' },
   });
   const file = path.join(work, 'registry.json');

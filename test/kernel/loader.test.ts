@@ -6,7 +6,7 @@ import path from 'node:path';
 import { resolvePluginSet, PluginSetError, readRegistry, type RegistryFile } from '../../kernel/loader/plugin-set.js';
 import { corrald, projectRoot } from '../helpers/daemon.js';
 
-const manifest = (id: string, extra: Record<string, unknown> = {}) => ({ id, entry: `plugins/${id}/index.ts`, version: '1.0.0', sdk: '^1.0.0', ...extra });
+const manifest = (id: string, extra: Record<string, unknown> = {}) => ({ id, entry: `plugins/${id}/index.ts`, version: '1.0.0', sdk: '^2.0.0', ...extra });
 
 const problems = (registry: RegistryFile, selection: string): string[] => {
   try {
@@ -95,10 +95,10 @@ test('the catalog knows every manifest\'s names, enabled in the set or not; noth
 });
 
 test('unknown sets and ids, bad manifests and sdk ranges are refused', (t) => {
-  const registry: RegistryFile = { plugins: [manifest('a', { sdk: '^2.0.0' }), { id: 'b' } as never], sets: { edge: ['a'] } };
+  const registry: RegistryFile = { plugins: [manifest('a', { sdk: '^3.0.0' }), { id: 'b' } as never], sets: { edge: ['a'] } };
   t.true(problems(registry, 'nosuch').some((p) => p.includes('"nosuch" is neither a plugin set')));
   t.true(problems(registry, 'a,zz').some((p) => p.includes('unknown plugin "zz"')));
-  t.true(problems(registry, 'edge').some((p) => p.includes('a: needs sdk ^2.0.0')));
+  t.true(problems(registry, 'edge').some((p) => p.includes('a: needs sdk ^3.0.0')));
   t.true(problems(registry, 'edge').some((p) => p.includes('b: manifest field "entry" is missing')));
 });
 
