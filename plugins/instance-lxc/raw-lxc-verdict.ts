@@ -12,10 +12,26 @@ import { rawLxcConfig } from './raw-lxc.js';
 
 const CHECK_TIMEOUT_MS = 10_000;
 
+/**
+ * Verdicts by text: every edit of an instance, and a profile edit for each instance using it,
+ * re-validates the same raw.lxc, and liblxc's answer for the same lines does not change.
+ */
+const verdicts = new Map<string, string | undefined>();
+const MAX_VERDICTS = 128;
+
 /** The reason liblxc refuses the lines, naming the line; undefined when it takes them. */
 export async function liblxcRefusal(hostTools: HostTools, rawLxc: string): Promise<string | undefined> {
   const lines = rawLxcConfig(rawLxc);
   if (!lines.length) return undefined;
+  const text = lines.join('\n');
+  if (verdicts.has(text)) return verdicts.get(text);
+  const verdict = await askLiblxc(hostTools, lines);
+  if (verdicts.size >= MAX_VERDICTS) verdicts.delete(verdicts.keys().next().value!);
+  verdicts.set(text, verdict);
+  return verdict;
+}
+
+async function askLiblxc(hostTools: HostTools, lines: string[]): Promise<string | undefined> {
   const dir = await mkdtemp(path.join(tmpdir(), 'corral-raw-lxc-'));
   try {
     const file = path.join(dir, 'raw.lxc');

@@ -3,26 +3,21 @@
  * takes either. Checked against the reference (LXD 5.0.2) through lxc and raw HTTP over the unix socket.
  */
 import test from 'ava';
-import { rmSync } from 'node:fs';
-import { collect, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { collect, waitFor, type Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
 import { callAndWait } from '../helpers/api.js';
 import { lxc } from '../helpers/clients.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 
 let d: Daemon;
-let image: BusyboxImage;
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
-  d = await startWithPool();
-  if ((await lxc(d.socket, 'image', 'import', image.unified, '--alias', 'bb')).status !== 0) throw new Error('image import failed');
+  d = await startWithImage({ importWith: 'lxc' });
   if ((await lxc(d.socket, 'init', 'bb', 'c1')).status !== 0) throw new Error('lxc init failed');
   if ((await lxc(d.socket, 'snapshot', 'c1', 's0')).status !== 0) throw new Error('lxc snapshot failed');
 });
 
 test.after.always(async () => {
-  await stopDaemons();
-  rmSync(image.dir, { recursive: true, force: true });
+  await stopImageDaemons();
 });
 
 /** Every route below an instance, with a body that would be accepted for the container through /1.0/instances. */
