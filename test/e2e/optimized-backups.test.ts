@@ -246,7 +246,7 @@ const interop = missing ? test.skip : test.serial;
 
 interop('optimized backups move between corral and the reference daemon both ways, on btrfs pools', async (t) => {
   // Two daemons on one loaded 2-core machine: the reference's steps can be slow.
-  t.timeout(300_000);
+  t.timeout(600_000);
   let ref: ReferenceDaemon | undefined;
   try {
     ref = await startReference();

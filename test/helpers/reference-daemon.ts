@@ -45,7 +45,7 @@ export async function startReference(): Promise<ReferenceDaemon> {
   const hostPath = (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':').filter((p) => !p.includes('node_modules')).join(':');
   const env = { ...process.env, PATH: hostPath, LXD_DIR: dir };
   const logFile = path.join(dir, 'lxd.log');
-  const child: ChildProcess = spawn('lxd', ['--group', 'root', '--logfile', logFile], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child: ChildProcess = spawn('lxd', ['--group', 'root', '--debug', '--logfile', logFile], { env, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => (stderr += c));
   let exited = false;
@@ -56,8 +56,15 @@ export async function startReference(): Promise<ReferenceDaemon> {
   const call = async (method: string, url: string, body?: unknown, headers?: Record<string, string>) => {
     const res = await request(method, url, body, headers);
     if (res.json?.type !== 'async') return res;
-    const op = await request('GET', `${res.json.operation}/wait?timeout=120`);
-    return { ...res, op: op.json?.metadata };
+    // btrfs transaction commits on a loaded machine can stall the reference for minutes; a bound still holds.
+    const op = await request('GET', `${res.json.operation}/wait?timeout=240`);
+    const metadata = op.json?.metadata;
+    if (metadata?.status === 'Running') {
+      const running = (await request('GET', '/1.0/operations?recursion=1')).body;
+      const tasks = spawnSync('ps', ['-eo', 'pid,stat,etimes,args', '--forest'], { encoding: 'utf8' }).stdout;
+      return { ...res, op: { ...metadata, err: `still running after 240 s\n${running}\n${tasks}\n${log()}` } };
+    }
+    return { ...res, op: metadata };
   };
 
   let stopped = false;
