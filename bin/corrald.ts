@@ -5,6 +5,7 @@ import { runDaemon } from '../kernel/daemon.js';
 import { PluginSetError } from '../kernel/loader/plugin-set.js';
 import { DataDirLockedError } from '../kernel/lock.js';
 import { applyPreseed, loadPreseed } from './preseed.js';
+import { SUBCOMMANDS } from './commands/index.js';
 
 const INIT_USAGE = '  --init       after start, apply a preseed: "auto" (a dir pool named default and a root disk\n               in the default profile, when no pool exists), a YAML file, or - for stdin';
 
@@ -20,6 +21,9 @@ function splitInit(argv: string[]): { rest: string[]; init?: string } {
   if (init === '') throw new UsageError('--init needs a value');
   return { rest, init };
 }
+
+const subcommand = SUBCOMMANDS[process.argv[2] ?? ''];
+if (subcommand) process.exit(await (await subcommand()).run(process.argv.slice(3)));
 
 try {
   const { rest, init } = splitInit(process.argv.slice(2));

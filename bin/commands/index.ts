@@ -1,0 +1,12 @@
+/**
+ * Subcommands of `corrald` (`corrald <name> ...`), one file each under bin/commands/. Without a
+ * subcommand corrald runs the daemon. Each returns its exit code.
+ */
+export interface Subcommand {
+  /** One line for `corrald --help`. */
+  summary: string;
+  run(argv: string[]): Promise<number>;
+}
+
+export const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
+};
