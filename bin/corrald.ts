@@ -4,10 +4,9 @@ import { parseArgs, USAGE, UsageError } from '../kernel/args.js';
 import { runDaemon } from '../kernel/daemon.js';
 import { PluginSetError } from '../kernel/loader/plugin-set.js';
 import { DataDirLockedError } from '../kernel/lock.js';
-import { applyPreseed, loadPreseed } from './preseed.js';
+import { injectApi, InitError } from './init/api.js';
+import { INIT_USAGE, initStep } from './init/start-flag.js';
 import { SUBCOMMANDS } from './commands/index.js';
-
-const INIT_USAGE = '  --init       after start, apply a preseed: "auto" (a dir pool named default and a root disk\n               in the default profile, when no pool exists), a YAML file, or - for stdin';
 
 /** Take `--init <value>` out of the arguments the kernel parses. */
 function splitInit(argv: string[]): { rest: string[]; init?: string } {
@@ -32,22 +31,24 @@ try {
     console.log(`${USAGE}\n${INIT_USAGE}`);
     process.exit(0);
   }
-  const preseed = init === undefined ? undefined : await loadPreseed(init);
-  const kernel = await runDaemon(args);
-  if (preseed) {
-    await applyPreseed(async (method, url, body) => {
-      const res = await kernel.inject({ method, url, payload: body === undefined ? undefined : JSON.stringify(body), headers: { 'content-type': 'application/json' } });
-      let json: any;
-      try { json = JSON.parse(res.payload); } catch { /* not JSON */ }
-      return { status: res.statusCode, json };
-    }, preseed).catch((err: Error) => {
-      kernel.log.error({ err }, `init failed: ${err.message}`);
-      console.error(`corrald: init failed: ${err.message}`);
-    });
-  }
+  // Read and checked before the start: a bad preseed changes nothing and the daemon never serves.
+  const step = init === undefined ? undefined : await initStep(init, process.env);
+  await runDaemon(args, step && (async (kernel) => {
+    try {
+      await step(injectApi((opts) => kernel.inject(opts)));
+      return undefined;
+    } catch (err) {
+      kernel.log.error({ err }, `init failed: ${(err as Error).message}`);
+      console.error(`corrald: init failed: ${(err as Error).message}`);
+      return 1;
+    }
+  }));
 } catch (err) {
   if (err instanceof UsageError) console.error(`corrald: ${err.message}\n${USAGE}\n${INIT_USAGE}`);
-  else if (err instanceof PluginSetError || err instanceof DataDirLockedError) console.error(`corrald: ${err.message}`);
+  else if (err instanceof InitError) {
+    console.error(`corrald: init: ${err.message}`);
+    process.exit(1);
+  } else if (err instanceof PluginSetError || err instanceof DataDirLockedError) console.error(`corrald: ${err.message}`);
   else console.error(`corrald: failed to start: ${(err as Error).stack ?? String(err)}`);
   process.exit(2);
 }

@@ -13,7 +13,11 @@ export const projectRoot = path.resolve(compiledRoot, '..');
 /** Beyond the sum of the shutdown steps' bounds, before the daemon gives up on a clean stop. */
 const BACKSTOP_MARGIN_MS = 5_000;
 
-export async function runDaemon(args: DaemonArgs): Promise<Kernel> {
+/**
+ * `afterStart` runs once the daemon serves (the bin's `--init`); when it answers an exit code the
+ * daemon stops cleanly and exits with it, so a supervisor sees the failure.
+ */
+export async function runDaemon(args: DaemonArgs, afterStart?: (kernel: Kernel) => Promise<number | undefined>): Promise<Kernel> {
   const dir = path.resolve(args.dir);
   mkdirSync(dir, { recursive: true, mode: 0o711 });
   const unlock = lockDataDir(dir);
@@ -45,7 +49,7 @@ export async function runDaemon(args: DaemonArgs): Promise<Kernel> {
     unlock();
     process.exit(code);
   };
-  const shutdown = (signal: string) => {
+  const shutdown = (signal: string, exitCode = 0) => {
     if (exiting) {
       // A second signal: the operator does not want to wait for a clean stop.
       kernel.log.warn({ signal }, 'second signal during shutdown: exiting now');
@@ -60,7 +64,7 @@ export async function runDaemon(args: DaemonArgs): Promise<Kernel> {
       exit(1);
     }, kernel.shutdownBoundMs(info) + BACKSTOP_MARGIN_MS).unref();
     kernel.stop(info).then(
-      () => exit(0),
+      () => exit(exitCode),
       (err: Error) => {
         kernel.log.error({ err }, 'unclean shutdown');
         exit(1);
@@ -70,5 +74,8 @@ export async function runDaemon(args: DaemonArgs): Promise<Kernel> {
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGPWR', () => shutdown('SIGPWR'));
+  void afterStart?.(kernel).then((code) => {
+    if (code !== undefined && !exiting) shutdown('after-start step failed', code);
+  });
   return kernel;
 }

@@ -9,4 +9,5 @@ export interface Subcommand {
 }
 
 export const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
+  init: async () => (await import('./init.js')).default,
 };
