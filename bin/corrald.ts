@@ -36,6 +36,7 @@ try {
   await runDaemon(args, step && (async (kernel) => {
     try {
       await step(injectApi((opts) => kernel.inject(opts)));
+      kernel.log.info('init applied');
       return undefined;
     } catch (err) {
       kernel.log.error({ err }, `init failed: ${(err as Error).message}`);

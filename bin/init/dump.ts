@@ -33,4 +33,8 @@ export async function dumpPreseed(api: ApiCall): Promise<Preseed> {
   return preseed;
 }
 
-export const preseedYaml = (preseed: Preseed): string => stringify(preseed);
+/**
+ * YAML 1.1 rules for quoting, so text such as `yes`, `on` or `0755` stays text for readers of
+ * either YAML version (the reference's decoder follows 1.1).
+ */
+export const preseedYaml = (preseed: Preseed): string => stringify(preseed, { version: '1.1' });

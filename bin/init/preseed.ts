@@ -3,7 +3,7 @@
  * anything is applied, so a typo fails with a clear message and leaves the server untouched.
  */
 import { readFile } from 'node:fs/promises';
-import { parse, YAMLParseError } from 'yaml';
+import { isScalar, parseDocument, visit } from 'yaml';
 import { InitError } from './api.js';
 
 export type Config = Record<string, string>;
@@ -32,10 +32,7 @@ const SECTIONS = ['config', ...Object.keys(ITEMS), 'cluster'];
 
 const isMap = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-/**
- * A config value as the API takes it: YAML reads `size: 10` or `ipv4.nat: true` as a number or a
- * boolean, and the reference writes those as their text, so we do too. Maps, lists and nulls are mistakes.
- */
+/** A config value as the API takes it: text (see parsePreseed). Maps, lists and nulls are mistakes. */
 function configValue(value: unknown, where: string): string {
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
@@ -105,15 +102,19 @@ export function checkPreseed(doc: unknown): Preseed {
   return out;
 }
 
+/**
+ * Numbers and booleans are kept as written (`size: 10`, `mode: 0755`, `ipv4.nat: yes` give "10",
+ * "0755", "yes"): the API takes text, and the reference's decoder reads item config this way.
+ */
 export function parsePreseed(text: string): Preseed {
-  let doc: unknown;
-  try {
-    doc = parse(text);
-  } catch (err) {
-    if (err instanceof YAMLParseError) throw new InitError(`the preseed is not valid YAML: ${err.message.split('\n')[0]}`);
-    throw err;
-  }
-  return checkPreseed(doc);
+  const doc = parseDocument(text);
+  if (doc.errors.length) throw new InitError(`the preseed is not valid YAML: ${doc.errors[0]!.message.split('\n')[0]}`);
+  visit(doc, {
+    Scalar(_key, node) {
+      if (isScalar(node) && (typeof node.value === 'number' || typeof node.value === 'boolean') && node.source !== undefined) node.value = node.source;
+    },
+  });
+  return checkPreseed(doc.toJS());
 }
 
 /** Reads and checks a preseed from a file, or from standard input for `-`. */

@@ -87,11 +87,18 @@ export async function stopDaemons(): Promise<void> {
   await Promise.all([...running].map((d) => d.stop()));
 }
 
-/** `nodeArgs`: node options beside the daemon's own flags (the soak bench adds the inspector). */
-export async function startDaemon(opts: { plugins?: string; dir?: string; args?: string[]; nodeArgs?: string[] } = {}): Promise<Daemon> {
+/**
+ * `nodeArgs`: node options beside the daemon's own flags (the soak bench adds the inspector).
+ * `env`: added to the daemon's environment. `--init auto` makes no bridge in tests unless `env`
+ * names one in CORRAL_INIT_NETWORK: bridges are host-wide, and test daemons run side by side.
+ */
+export async function startDaemon(opts: { plugins?: string; dir?: string; args?: string[]; nodeArgs?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<Daemon> {
   const dir = opts.dir ?? mkdtempSync(path.join(tmpdir(), 'corral-'));
   const socket = path.join(dir, 'unix.socket');
-  const child = spawn(process.execPath, [...nodeFlags, ...(opts.nodeArgs ?? []), corrald, '--dir', dir, '--plugins', opts.plugins ?? 'full', ...(opts.args ?? [])], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeFlags, ...(opts.nodeArgs ?? []), corrald, '--dir', dir, '--plugins', opts.plugins ?? 'full', ...(opts.args ?? [])], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, CORRAL_INIT_NETWORK: 'none', ...opts.env },
+  });
   let output = '';
   child.stdout!.on('data', (c: Buffer) => (output += c));
   child.stderr!.on('data', (c: Buffer) => (output += c));
