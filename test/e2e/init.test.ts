@@ -418,3 +418,26 @@ projects:
     await ref.stop();
   }
 });
+
+serial('corrald init: a usage mistake exits 2, no daemon or an unreadable file exits 1, a section the plugin set does not serve is refused before any change', async (t) => {
+  const none = await corraldInit(path.join(work, 'no-daemon'), []);
+  t.is(none.status, 2);
+  t.regex(none.stderr, /say what to do: --auto, --preseed or --dump/);
+  const both = await corraldInit(path.join(work, 'no-daemon'), ['--auto', '--dump']);
+  t.is(both.status, 2);
+  t.regex(both.stderr, /--auto and --dump cannot be used together/);
+  const absent = await corraldInit(path.join(work, 'no-daemon'), ['--dump']);
+  t.is(absent.status, 1);
+  t.regex(absent.stderr, /no daemon answers on .*no-daemon\/unix\.socket/);
+  const unreadable = await corraldInit(path.join(work, 'no-daemon'), ['--preseed', path.join(work, 'missing.yaml')]);
+  t.is(unreadable.status, 1);
+  t.regex(unreadable.stderr, /cannot read the preseed .*missing\.yaml/);
+
+  const d = await startDaemon({ plugins: 'edge' });
+  const before = await dump(d);
+  const run = await corraldInit(d.dir, ['--preseed'], { input: 'config:\n  user.a: b\nprofiles:\n- name: p\nprojects:\n- name: lab\n' });
+  t.is(run.status, 1);
+  t.regex(run.stderr, /the preseed has projects but this daemon does not serve \/1\.0\/projects/);
+  t.is(await dump(d), before);
+  await d.stop();
+});
