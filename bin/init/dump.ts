@@ -23,8 +23,10 @@ export async function dumpPreseed(api: ApiCall): Promise<Preseed> {
   }
   const pools = await must(api, 'GET', '/1.0/storage-pools?recursion=1', undefined, 'listing storage pools') as any[];
   const profiles = await must(api, 'GET', '/1.0/profiles?recursion=1', undefined, 'listing profiles') as any[];
+  // Write-only keys (a trust password) read back as `true`, not their value: fed back, that would set them to "true".
+  const config = Object.fromEntries(Object.entries<unknown>(server.config ?? {}).filter(([, v]) => typeof v === 'string')) as Record<string, string>;
   const preseed: Preseed = {
-    config: server.config ?? {},
+    config,
     networks,
     storage_pools: pools.map((p) => ({ name: p.name, driver: p.driver, description: p.description ?? '', config: p.config ?? {} })),
     profiles: profiles.map((p) => ({ name: p.name, description: p.description ?? '', config: p.config ?? {}, devices: p.devices ?? {} })),

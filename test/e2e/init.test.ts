@@ -354,6 +354,7 @@ serial('corrald init --dump, fed back to a fresh daemon with --preseed, recreate
   const a = await startDaemon({ plugins: 'full' });
   const setup = await corraldInit(a.dir, ['--preseed', file('round.yaml', `config:
   user.site: round
+  core.trust_password: s3cret
 networks:
 - name: ${net}
   description: round bridge
@@ -381,6 +382,8 @@ projects:
   const doc = parse(dumped);
   t.deepEqual(Object.keys(doc), ['config', 'networks', 'storage_pools', 'profiles', 'projects'], 'the reference dump\'s sections, in its order');
   t.regex(doc.networks[0].config['ipv4.address'], /^10\./, 'the subnet picked, not auto');
+  t.is(doc.config['user.site'], 'round');
+  t.false('core.trust_password' in doc.config, 'a write-only key, shown as true, is not dumped');
   // The fresh daemon takes over the bridge's name and the pool's directory.
   await dropNetworks(a);
   await a.stop();
