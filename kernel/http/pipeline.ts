@@ -62,10 +62,15 @@ export class RoutePipeline {
   private readonly etagCache = new WeakMap<object, string>();
   /** PUT and PATCH of one object, one at a time: a PATCH's read, merge and write see no other write between them. */
   private readonly writes = new KeyedLock();
+  /** Set once the daemon has booted: the routes are final (the API description is written from them). */
+  private isSealed = false;
+  /** Routes whose handler answered a kind its descriptor does not declare (warned once each). */
+  private readonly misdeclared = new Set<string>();
 
   constructor(private readonly opts: PipelineOptions) {}
 
   add(owner: string, route: RouteDescriptor): void {
+    if (this.isSealed) throw new Error(`${owner}: route ${route.path} added after boot (routes are sealed once the daemon is up)`);
     for (const { path, fixed } of servedPaths(route)) {
       if (!path.startsWith('/')) throw new Error(`${owner}: route path "${path}" must start with /`);
       const key = path.replace(/\{[^}]+\}/g, '{}');
@@ -77,7 +82,16 @@ export class RoutePipeline {
     this.routes.push({ owner, route });
   }
 
-  /** The routes as registered, with the plugin that added each (for the generated route table). */
+  /** No route is added after this (called when the daemon has booted). */
+  seal(): void {
+    this.isSealed = true;
+  }
+
+  get sealed(): boolean {
+    return this.isSealed;
+  }
+
+  /** The routes as registered, with the plugin that added each (for the generated route table and API description). */
   registered(): readonly { readonly owner: string; readonly route: Readonly<RouteDescriptor> }[] {
     return this.routes;
   }
@@ -156,7 +170,28 @@ export class RoutePipeline {
         return spec.handler(req);
       })
       : await spec.handler(req);
+    this.checkDeclared(route, verb, spec, response);
     return this.render(h, req, response, filter);
+  }
+
+  /**
+   * The API description says what each verb answers from its descriptor (`answers`, `conventions`): an
+   * answer of another kind means the description is wrong for that route. Logged once per route and verb.
+   */
+  private checkDeclared(route: RouteDescriptor, verb: Verb, spec: VerbSpec, response: ApiResponse): void {
+    const kind = response.kind === 'collection' ? 'sync' : response.kind;
+    const declared = (spec.answers ?? ['sync']).includes(kind) && (response.kind !== 'collection' || (spec.conventions?.includes('filter') ?? false));
+    if (declared) return;
+    const key = `${verb} ${route.path}`;
+    if (this.misdeclared.has(key)) return;
+    this.misdeclared.add(key);
+    this.opts.log.warn({ route: route.path, verb, answered: response.kind, declared: spec.answers ?? ['sync'], conventions: spec.conventions ?? [] },
+      'route answered a kind its descriptor does not declare (the API description is wrong for it)');
+  }
+
+  /** Descriptor mismatches seen so far (`verb path`), for tests. */
+  misdeclaredRoutes(): string[] {
+    return [...this.misdeclared];
   }
 
   /** The `checkProject` hook for a request's project (`default` always exists). */

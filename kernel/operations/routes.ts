@@ -16,6 +16,8 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
     {
       path: '/1.0/operations',
       get: {
+        // Grouped by status: URLs, or (recursion 1) the operations themselves.
+        conventions: ['recursion'],
         // A restricted caller lists only its own projects' operations: none, in a project not its own.
         access: 'filtered',
         handler: (req) => {

@@ -73,6 +73,8 @@ export function filesRoutes(_ctx: PluginContext, manager: InstanceManager): Rout
   return {
     ...instancePaths('/{name}/files'),
     get: {
+      // A directory's listing, or a file's (or symlink's) content.
+      answers: ['sync', 'raw'],
       handler: async (req) => {
         const target = targetPath(req);
         const { handle, root } = await rootOf(manager, req);

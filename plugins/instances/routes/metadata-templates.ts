@@ -62,6 +62,8 @@ export function metadataTemplateRoutes(ctx: PluginContext, manager: InstanceMana
   return {
     ...instancePaths('/{name}/metadata/templates'),
     get: {
+      // The list of templates, or (with ?path=) one template's content.
+      answers: ['sync', 'raw'],
       handler: async (req) => {
         const handle = await manager.load(req.project, req.params.name);
         if (!req.query.path) return sync(await listTemplates(handle.inst.volumePath));
