@@ -100,6 +100,22 @@ export const COMPONENTS = {
     },
   },
   responses: {
+    Sync: {
+      description: 'Success (sync envelope)',
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/SyncResponse' } } },
+    },
+    Listing: {
+      description: 'Success: the listing (sync envelope)',
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/ListResponse' } } },
+    },
+    Raw: {
+      description: 'Success: the resource itself, not an envelope',
+      content: { '*/*': { schema: {} } },
+    },
+    SyncOrRaw: {
+      description: 'Success: the sync envelope, or the resource itself (not an envelope)',
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/SyncResponse' } }, '*/*': { schema: {} } },
+    },
     Operation: {
       description: 'Accepted: a background operation (async envelope; its URL is also in the Location header)',
       headers: { Location: { schema: { type: 'string' }, description: 'The operation URL' } },

@@ -36,7 +36,11 @@ export function describeApi(routes: readonly DescribedRoute[], facts: DocumentFa
       const template = openApiPath(path);
       const item: Record<string, unknown> = {};
       const names = parameterNames(path);
-      if (names.length) item.parameters = names.map((name) => ({ name, in: 'path', required: true, schema: { type: 'string' } }));
+      // `project` and `target` are the kernel's on every route: said once for the path.
+      item.parameters = [
+        ...names.map((name) => ({ name, in: 'path', required: true, schema: { type: 'string' } })),
+        KERNEL_PARAMETERS.project, KERNEL_PARAMETERS.target,
+      ];
       const note = fixedNote(fixed);
       for (const verb of VERBS) {
         const served = servedVerb(route as RouteDescriptor, verb);
@@ -94,7 +98,8 @@ function operation(
   const summary = derived ? 'Change part of the object (merged into its current content)' : spec.description;
   if (summary) op.summary = summary;
   if (note) op.description = note;
-  op.parameters = queryParameters(spec.query?.describe(), spec.conventions ?? []);
+  const parameters = queryParameters(spec.query?.describe(), spec.conventions ?? []);
+  if (parameters.length) op.parameters = parameters;
   const body = requestBody(verb, spec, derived);
   if (body) op.requestBody = body;
   op.responses = responses(spec, errorStatuses({ verb, access, spec, namesObject, checksIfMatch: route.current !== undefined }, facts));
@@ -110,7 +115,8 @@ function websocketOperation(owner: string, spec: WebsocketSpec, namesObject: boo
     summary: 'Websocket (GET with Upgrade: websocket)',
   };
   if (note) op.description = note;
-  op.parameters = queryParameters(spec.query?.describe(), []);
+  const parameters = queryParameters(spec.query?.describe(), []);
+  if (parameters.length) op.parameters = parameters;
   const responses: Record<string, unknown> = { 101: { description: 'Switching to the websocket protocol' } };
   for (const code of errorStatuses({ verb: 'websocket', access, namesObject, checksIfMatch: false }, facts)) responses[code] = ERROR_RESPONSE(code);
   op.responses = responses;
@@ -125,9 +131,8 @@ function withUpgrade(op: Record<string, unknown>): Record<string, unknown> {
 }
 
 function queryParameters(declared: Description | undefined, conventions: readonly QueryConvention[]): ParameterObject[] {
-  const params: ParameterObject[] = [KERNEL_PARAMETERS.project, KERNEL_PARAMETERS.target];
-  for (const convention of conventions) params.push(KERNEL_PARAMETERS[convention]);
-  const seen = new Set(['project', 'target', ...conventions]);
+  const params: ParameterObject[] = conventions.map((convention) => KERNEL_PARAMETERS[convention]);
+  const seen = new Set<string>(['project', 'target', ...conventions]);
   for (const [name, field] of Object.entries((declared?.keys ?? {}) as Record<string, Description>)) {
     if (seen.has(name)) continue;
     const schema = toJsonSchema(field);
@@ -158,15 +163,10 @@ function requestBody(verb: Verb, spec: VerbSpec, derived: boolean): Record<strin
 function responses(spec: VerbSpec, errors: readonly number[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   const answers = spec.answers ?? ['sync'];
-  const content: Record<string, unknown> = {};
-  if (answers.includes('sync')) {
-    const listing = spec.conventions?.includes('filter');
-    content['application/json'] = { schema: { $ref: listing ? '#/components/schemas/ListResponse' : '#/components/schemas/SyncResponse' } };
-  }
-  if (answers.includes('raw')) content['*/*'] = { schema: {} };
-  if (Object.keys(content).length) {
-    out[200] = { description: answers.includes('raw') ? 'Success: the sync envelope, or the resource itself (not an envelope)' : 'Success (sync envelope)', content };
-  }
+  const sync = answers.includes('sync');
+  const raw = answers.includes('raw');
+  const listing = spec.conventions?.includes('filter') ?? false;
+  if (sync || raw) out[200] = { $ref: `#/components/responses/${sync && raw ? 'SyncOrRaw' : raw ? 'Raw' : listing ? 'Listing' : 'Sync'}` };
   if (answers.includes('operation')) out[202] = { $ref: '#/components/responses/Operation' };
   for (const code of errors) out[code] = ERROR_RESPONSE(code);
   return out;
