@@ -1,0 +1,70 @@
+/**
+ * The API description says what kind of answer each method gives (sync, operation, raw) and which
+ * listings take `recursion` and `filter`; the pipeline logs a warning when a handler answers a kind
+ * its descriptor does not declare. A session of the real `lxc` client over a container's life —
+ * launch, list, exec, files, console log, snapshots, restore, copy, move, export, volumes, images —
+ * must leave no such warning: what the document says of these routes is what they do.
+ */
+import test from 'ava';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
+import { lxcOk } from '../helpers/clients.js';
+
+const MISDECLARED = 'route answered a kind its descriptor does not declare';
+
+let d: Daemon;
+const scratch = mkdtempSync(path.join(tmpdir(), 'corral-api-answers-'));
+
+test.before(async () => {
+  d = await startWithImage({ plugins: 'full' });
+});
+
+test.after.always(async () => {
+  await stopImageDaemons();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+test('an lxc session over a container\'s life answers only what the API description declares', async (t) => {
+  const run = (...args: string[]) => lxcOk(t, d.socket, ...args);
+  const local = path.join(scratch, 'hello.txt');
+  writeFileSync(local, 'hello\n');
+
+  await run('launch', 'bb', 'c1');
+  await run('list');
+  await run('list', 'status=running', '--format', 'csv');
+  await run('info', 'c1');
+  await run('exec', 'c1', '--', 'true');
+  await run('file', 'push', local, 'c1/root/hello.txt');
+  t.is(await run('file', 'pull', 'c1/root/hello.txt', '-'), 'hello\n');
+  await run('exec', 'c1', '--', 'ls', '/root');
+  await run('console', 'c1', '--show-log');
+  await run('config', 'set', 'c1', 'user.note=kept');
+  await run('config', 'show', 'c1');
+  await run('snapshot', 'c1', 's1');
+  await run('info', 'c1');
+  await run('restore', 'c1', 's1');
+  await run('copy', 'c1', 'c2');
+  await run('move', 'c2', 'c3');
+  await run('export', 'c1', path.join(scratch, 'c1.tar.gz'));
+  await run('query', '/1.0/instances/c1/logs');
+  await run('storage', 'volume', 'create', 'default', 'v1');
+  await run('storage', 'volume', 'snapshot', 'default', 'v1', 'vs1');
+  await run('storage', 'volume', 'list', 'default');
+  await run('image', 'list');
+  await run('image', 'export', 'bb', path.join(scratch, 'exported'));
+  await run('profile', 'list');
+  await run('network', 'list');
+  await run('project', 'list');
+  await run('operation', 'list');
+  await run('warning', 'list');
+  await run('stop', 'c1', '--force');
+  await run('delete', 'c1', 'c3');
+  await run('storage', 'volume', 'delete', 'default', 'v1');
+
+  const log = readFileSync(path.join(d.dir, 'corral.log'), 'utf8');
+  const misdeclared = log.split('\n').filter((line) => line.includes(MISDECLARED));
+  t.deepEqual(misdeclared, [], 'no handler answered a kind its descriptor does not declare');
+});
