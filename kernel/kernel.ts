@@ -127,6 +127,7 @@ export class Kernel {
     this.pipeline = new RoutePipeline({
       log: this.log,
       checkProject: (req) => (this.hooks.hasProjectCheck ? this.hooks.checkProject.promise(req) : Promise.resolve()),
+      projectsChecked: () => this.hooks.hasProjectCheck,
       clustered: () => false,
       serverName: STANDALONE_LOCATION,
     });

@@ -9,9 +9,10 @@ import type { Readable } from 'node:stream';
 import type { ServerResponse } from 'node:http';
 import type Logger from 'bunyan';
 import {
-  KeyedLock, badRequest, checkShape, forbidden, mergePatch, notFound, objectBody, parseJsonText,
-  type ApiResponse, type RouteDescriptor, type VerbSpec, type WebsocketSpec,
+  KeyedLock, badRequest, checkShape, forbidden, isApiError, mergePatch, notFound, objectBody, parseJsonText,
+  type ApiResponse, type ErrorStatus, type RouteDescriptor, type VerbSpec, type WebsocketSpec,
 } from '../../sdk/index.js';
+import { errorStatuses } from '../openapi/error-answers.js';
 import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } from '../filter/index.js';
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
 import { asyncBody, etagOf, syncBody } from './envelope.js';
@@ -37,6 +38,8 @@ export interface PipelineOptions {
   log: Logger;
   /** Runs the kernel's `checkProject` hook (no-op when nobody tapped it). */
   checkProject: (req: KernelRequest) => Promise<void>;
+  /** Whether a plugin checks `?project=` names (an unknown one is then a 404 on every route). */
+  projectsChecked: () => boolean;
   /** Whether `?target=` can name anything (clustering tapped in). */
   clustered: () => boolean;
   serverName: string;
@@ -149,6 +152,17 @@ export class RoutePipeline {
   private async serve(
     request: Request, h: ResponseToolkit, route: RouteDescriptor, fixed: Readonly<Record<string, string>>, verb: Verb, spec: VerbSpec, authenticate: Authenticate,
   ) {
+    try {
+      return await this.answer(request, h, route, fixed, verb, spec, authenticate);
+    } catch (err) {
+      if (isApiError(err)) this.checkDeclaredError(route, verb, spec, err.status);
+      throw err;
+    }
+  }
+
+  private async answer(
+    request: Request, h: ResponseToolkit, route: RouteDescriptor, fixed: Readonly<Record<string, string>>, verb: Verb, spec: VerbSpec, authenticate: Authenticate,
+  ) {
     const access = spec.access ?? 'trusted';
     const caller = await authenticate(request, access);
     const limit = spec.maxBytes ?? DEFAULT_MAX_BYTES;
@@ -189,7 +203,20 @@ export class RoutePipeline {
       'route answered a kind its descriptor does not declare (the API description is wrong for it)');
   }
 
-  /** Descriptor mismatches seen so far (`verb path`), for tests. */
+  /** The same for error statuses: one the API description does not list for the method is logged once. */
+  private checkDeclaredError(route: RouteDescriptor, verb: Verb, spec: VerbSpec, status: number): void {
+    const listed = errorStatuses({
+      verb, access: spec.access ?? 'trusted', spec, namesObject: route.path.includes('{'), checksIfMatch: route.current !== undefined,
+    }, { projectsChecked: this.opts.projectsChecked() });
+    if (listed.includes(status as ErrorStatus)) return;
+    const key = `${verb} ${route.path} ${status}`;
+    if (this.misdeclared.has(key)) return;
+    this.misdeclared.add(key);
+    this.opts.log.warn({ route: route.path, verb, status, listed },
+      'route answered an error status its descriptor does not declare (the API description is wrong for it)');
+  }
+
+  /** Descriptor mismatches seen so far (`verb path`, with the status for errors), for tests. */
   misdeclaredRoutes(): string[] {
     return [...this.misdeclared];
   }

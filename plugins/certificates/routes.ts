@@ -76,7 +76,8 @@ export function certificateRoutes(trust: TrustStore, tokens: CertificateTokens, 
         body: addBody,
         // A token request is an operation; adding a certificate is answered at once.
         answers: ['sync', 'operation'],
-        errors: [409],
+        // 403: a wrong trust password or token, or a restricted caller.
+        errors: [403, 409],
         handler: async (req) => {
           const body = req.body as { name: string; type: string; certificate: string; restricted: boolean; projects: string[] | null; token: boolean };
           if (req.trusted && !isAdmin(req)) throw forbidden('Restricted certificates cannot add certificates');

@@ -8,9 +8,10 @@ import test from 'ava';
 import Hapi from '@hapi/hapi';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { startTestKernel, type TestKernel } from '../../sdk/testing/index.js';
-import { UNIX_CALLER } from '../../kernel/http/listeners.js';
+import { UNIX_CALLER, createHapiServer } from '../../kernel/http/listeners.js';
 import { RoutePipeline } from '../../kernel/http/pipeline.js';
-import { collection, raw } from '../../sdk/index.js';
+import { collection, conflict, objectBody, raw } from '../../sdk/index.js';
+import Joi from 'joi';
 import bunyan from 'bunyan';
 
 const METHODS = ['get', 'put', 'patch', 'post', 'delete'];
@@ -157,20 +158,27 @@ test('every listing and plain GET answers the kind its descriptor declares', asy
   }
 });
 
-test('a handler that answers a kind its descriptor does not declare is reported', async (t) => {
+test('a handler that answers a kind or an error status its descriptor does not declare is reported', async (t) => {
+  const log = bunyan.createLogger({ name: 'openapi-test', level: 'fatal' });
   const pipeline = new RoutePipeline({
-    log: bunyan.createLogger({ name: 'openapi-test', level: 'fatal' }),
+    log,
     checkProject: async () => undefined,
+    projectsChecked: () => false,
     clustered: () => false,
     serverName: 'none',
   });
   pipeline.add('test', { path: '/1.0/said-sync', get: { handler: () => raw('bytes') } });
   pipeline.add('test', { path: '/1.0/said-raw', get: { answers: ['raw'], handler: () => raw('bytes') } });
   pipeline.add('test', { path: '/1.0/unsaid-listing', get: { handler: () => collection(['a'], (x) => `/1.0/x/${x}`, (x) => ({ x })) } });
-  const server = Hapi.server();
+  pipeline.add('test', { path: '/1.0/unsaid-conflict', post: { handler: () => { throw conflict('taken'); } } });
+  pipeline.add('test', { path: '/1.0/said-conflict', post: { errors: [409], handler: () => { throw conflict('taken'); } } });
+  pipeline.add('test', { path: '/1.0/kernel-refusal', post: { body: objectBody({ name: Joi.string() }), handler: () => raw('') } });
+  const server = createHapiServer({ log, headers: () => ({}) });
   pipeline.install(server, async () => UNIX_CALLER);
   for (const url of ['/1.0/said-sync', '/1.0/said-raw', '/1.0/unsaid-listing']) t.is((await server.inject(url)).statusCode, 200);
-  t.deepEqual(pipeline.misdeclaredRoutes().sort(), ['get /1.0/said-sync', 'get /1.0/unsaid-listing']);
+  for (const url of ['/1.0/unsaid-conflict', '/1.0/said-conflict']) t.is((await server.inject({ method: 'POST', url })).statusCode, 409);
+  t.is((await server.inject({ method: 'POST', url: '/1.0/kernel-refusal', payload: '{"name": 1}' })).statusCode, 400, 'a 400 of the pipeline is always listed');
+  t.deepEqual(pipeline.misdeclaredRoutes().sort(), ['get /1.0/said-sync', 'get /1.0/unsaid-listing', 'post /1.0/unsaid-conflict 409']);
 });
 
 test('the document is written once per boot, and no route can be added after boot', async (t) => {

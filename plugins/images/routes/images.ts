@@ -57,6 +57,8 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
         description: 'Import an image (unified or split upload), publish an instance or snapshot, or get a push token',
         rawBody: true,
         answers: ['operation'],
+        // 404: the instance or snapshot to publish does not exist.
+        errors: [404],
         maxBytes: MAX_UPLOAD_BYTES,
         handler: (req) => creator.post(req),
       },

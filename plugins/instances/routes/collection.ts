@@ -49,7 +49,8 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
     post: acceptBackupUploads(ctx, manager, {
       body: instanceCreateBody,
       answers: ['operation'],
-      errors: [409],
+      // 404: the source image or instance does not exist.
+      errors: [404, 409],
       handler: async (req) => async(await createOperation(ctx, manager, snapshots, req)),
     }),
     put: {
