@@ -59,6 +59,7 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
       // The secret is the credential here, as for the reference.
       websocket: {
         access: 'untrusted',
+        query: Joi.object({ secret: Joi.string().allow('').description('The secret of one of the operation\'s websockets') }).unknown(true),
         accept: (req) => {
           const op = find(req.params.id!, req);
           if (op.spec.class !== 'websocket') throw badRequest('This operation has no websockets');
