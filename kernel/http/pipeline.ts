@@ -10,7 +10,7 @@ import type { ServerResponse } from 'node:http';
 import type Logger from 'bunyan';
 import {
   KeyedLock, badRequest, checkShape, forbidden, isApiError, mergePatch, notFound, objectBody, parseJsonText,
-  type ApiResponse, type ErrorStatus, type RouteDescriptor, type VerbSpec, type WebsocketSpec,
+  type AnswerKind, type ApiResponse, type ErrorStatus, type RouteDescriptor, type VerbSpec, type WebsocketSpec,
 } from '../../sdk/index.js';
 import { errorStatuses } from '../openapi/error-answers.js';
 import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } from '../filter/index.js';
@@ -29,6 +29,8 @@ const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
  */
 const UNREAD_PAYLOAD = { parse: false, output: 'stream', maxBytes: Number.MAX_SAFE_INTEGER, override: 'application/octet-stream', failAction: 'error' } as const;
 const PROJECT_NAME = /^[^\s/\\?&#%*'"<>|]{1,63}$/;
+/** What a verb answers when its descriptor does not say (VerbSpec.answers). */
+const DEFAULT_ANSWERS: readonly AnswerKind[] = ['sync'];
 /** A PATCH body is a JSON object; its fields are checked once merged, against the PUT shape. */
 const PATCH_BODY = objectBody();
 
@@ -67,7 +69,7 @@ export class RoutePipeline {
   private readonly writes = new KeyedLock();
   /** Set once the daemon has booted: the routes are final (the API description is written from them). */
   private isSealed = false;
-  /** Routes whose handler answered a kind its descriptor does not declare (warned once each). */
+  /** Routes whose handler answered a kind or an error status its descriptor does not declare (warned once each). */
   private readonly misdeclared = new Set<string>();
 
   constructor(private readonly opts: PipelineOptions) {}
@@ -194,12 +196,12 @@ export class RoutePipeline {
    */
   private checkDeclared(route: RouteDescriptor, verb: Verb, spec: VerbSpec, response: ApiResponse): void {
     const kind = response.kind === 'collection' ? 'sync' : response.kind;
-    const declared = (spec.answers ?? ['sync']).includes(kind) && (response.kind !== 'collection' || (spec.conventions?.includes('filter') ?? false));
+    const declared = (spec.answers ?? DEFAULT_ANSWERS).includes(kind) && (response.kind !== 'collection' || (spec.conventions?.includes('filter') ?? false));
     if (declared) return;
     const key = `${verb} ${route.path}`;
     if (this.misdeclared.has(key)) return;
     this.misdeclared.add(key);
-    this.opts.log.warn({ route: route.path, verb, answered: response.kind, declared: spec.answers ?? ['sync'], conventions: spec.conventions ?? [] },
+    this.opts.log.warn({ route: route.path, verb, answered: response.kind, declared: spec.answers ?? DEFAULT_ANSWERS, conventions: spec.conventions ?? [] },
       'route answered a kind its descriptor does not declare (the API description is wrong for it)');
   }
 
