@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * Writes the generated docs of a build (default `full`) from what its plugins register:
- * config-keys.md (the key registry) and routes.md (the route descriptors).
+ * config-keys.md (the key registry), routes.md (the route descriptors) and openapi.json (the API
+ * description the daemon serves at GET /openapi.json).
  *
  *   gen-docs [--out <dir>] [set]    (default dir: the project's docs/)
  *
@@ -44,8 +45,9 @@ try {
   mkdirSync(outDir, { recursive: true });
   writeFileSync(path.join(outDir, 'config-keys.md'), renderConfigKeys(keys));
   writeFileSync(path.join(outDir, 'routes.md'), renderRouteTable(routes));
+  writeFileSync(path.join(outDir, 'openapi.json'), `${JSON.stringify(kernel.describeApi(), null, 2)}\n`);
   await kernel.stop();
-  console.log(`${path.join(outDir, 'config-keys.md')}: ${keys.length} keys; ${path.join(outDir, 'routes.md')}: ${routes.length} routes`);
+  console.log(`${path.join(outDir, 'config-keys.md')}: ${keys.length} keys; ${path.join(outDir, 'routes.md')}: ${routes.length} routes; ${path.join(outDir, 'openapi.json')}`);
 } finally {
   rmSync(dataDir, { recursive: true, force: true });
 }

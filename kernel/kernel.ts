@@ -32,8 +32,10 @@ import { ExtensionPointTable } from './extension-points.js';
 import { ServiceTable, createPluginContext, warningsFacade } from './plugin-context.js';
 import { PluginSetError, catalogOf, entryPath, readRegistry, resolvePluginSet } from './loader/plugin-set.js';
 import { probeHostFacts } from './server/host-facts.js';
-import { ServerInfo } from './server/server-info.js';
+import { API_VERSION, SERVER_VERSION, ServerInfo } from './server/server-info.js';
 import { ROOT_PATHS, serverRoutes } from './server/routes.js';
+import { describeApi } from './openapi/document.js';
+import { openApiRoute } from './openapi/route.js';
 import { ensureServerCertificate, type ServerCertificate } from './tls/server-certificate.js';
 
 export interface KernelOptions {
@@ -125,6 +127,7 @@ export class Kernel {
     this.pipeline = new RoutePipeline({
       log: this.log,
       checkProject: (req) => (this.hooks.hasProjectCheck ? this.hooks.checkProject.promise(req) : Promise.resolve()),
+      projectsChecked: () => this.hooks.hasProjectCheck,
       clustered: () => false,
       serverName: STANDALONE_LOCATION,
     });
@@ -170,7 +173,8 @@ export class Kernel {
 
     this.extensions.claim('the kernel', kernelExtensions);
     this.registerKernelKeys();
-    for (const route of [...serverRoutes(this.info, this.serverConfig, this.events), ...operationRoutes(this.operations), ...eventRoutes(this.events)]) {
+    const apiDescription = openApiRoute(() => this.describeApi(), () => this.pipeline.sealed);
+    for (const route of [...serverRoutes(this.info, this.serverConfig, this.events), ...operationRoutes(this.operations), ...eventRoutes(this.events), apiDescription]) {
       this.pipeline.add('kernel', route);
     }
 
@@ -217,9 +221,20 @@ export class Kernel {
     await this.serverConfig.applyAll();
     this.serverConfig.onChange(() => this.info.invalidate());
     await this.hooks.ready.promise();
+    this.pipeline.seal();
 
     if (this.opts.socketPath) await this.listenUnix(this.opts.socketPath);
     this.log.info({ plugins: this.plugins.map((p) => p.manifest.id), ms: Date.now() - started }, 'corral is ready');
+  }
+
+  /** The OpenAPI document of the routes this build registered (GET /openapi.json, docs/openapi.json). */
+  describeApi(): ReturnType<typeof describeApi> {
+    return describeApi(this.pipeline.registered(), {
+      apiVersion: API_VERSION,
+      serverVersion: SERVER_VERSION,
+      apiExtensions: this.extensions.list(),
+      projectsChecked: this.hooks.hasProjectCheck,
+    });
   }
 
   private registerKernelKeys(): void {

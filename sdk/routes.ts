@@ -4,6 +4,7 @@ import type { WebSocket } from 'ws';
 import type Logger from 'bunyan';
 import type { ApiResponse } from './responses.js';
 import type { Requestor } from './events.js';
+import type { ErrorStatus } from './errors.js';
 
 /**
  * Who may call: `trusted` (default) needs a trusted client, kept to its projects when restricted;
@@ -59,6 +60,16 @@ export interface ApiRequest {
 
 export type Handler = (req: ApiRequest) => ApiResponse | Promise<ApiResponse>;
 
+/**
+ * Query parameters the kernel implements that a verb honours, beyond `project` and `target` (which
+ * every route accepts): `recursion` and `filter` on a listing (a `collection` answer) or an object
+ * that recursion enlarges, `all-projects` where the handler lists across projects.
+ */
+export type QueryConvention = 'recursion' | 'filter' | 'all-projects';
+
+/** The kinds of answer a verb gives (`sync` includes collections; `operation` is the async envelope). */
+export type AnswerKind = 'sync' | 'operation' | 'raw';
+
 export interface VerbSpec {
   handler: Handler;
   access?: AccessPolicy;
@@ -75,6 +86,15 @@ export interface VerbSpec {
   maxBytes?: number;
   /** Lifecycle-free description used in logs and the docs. */
   description?: string;
+  /** What this verb answers, for the API description (default `['sync']`); the kernel warns when a handler answers otherwise. */
+  answers?: readonly AnswerKind[];
+  /** The kernel's query conventions this verb honours (see `QueryConvention`), for the API description. */
+  conventions?: readonly QueryConvention[];
+  /**
+   * Error statuses the handler itself answers (409 for a name in use, 404 for an unknown object…), for the
+   * API description; the kernel adds the ones its pipeline answers (400, 403, 412, 500…).
+   */
+  errors?: readonly ErrorStatus[];
 }
 
 export interface WebsocketSpec {

@@ -1,4 +1,5 @@
 /** GET /1.0/events: the websocket notification stream, filtered by type and project. */
+import Joi from 'joi';
 import { badRequest, type EventType, type RouteDescriptor } from '../../sdk/index.js';
 import { EVENT_TYPES, type EventHub } from './hub.js';
 
@@ -24,6 +25,7 @@ export function eventRoutes(hub: EventHub): RouteDescriptor[] {
       websocket: {
         // Anyone trusted may listen, as with the reference; a restricted listener hears only its own projects.
         access: 'filtered',
+        query: Joi.object({ type: Joi.string().allow('').description('Comma-separated event types (operation, logging, lifecycle); all when absent') }).unknown(true),
         accept: (req) => void parseTypes(req.query.type),
         handler: (req, socket) => {
           const detach = hub.attach({

@@ -9,9 +9,10 @@ import type { Readable } from 'node:stream';
 import type { ServerResponse } from 'node:http';
 import type Logger from 'bunyan';
 import {
-  KeyedLock, badRequest, checkShape, forbidden, mergePatch, notFound, objectBody, parseJsonText,
-  type ApiResponse, type RouteDescriptor, type VerbSpec, type WebsocketSpec,
+  KeyedLock, badRequest, checkShape, forbidden, isApiError, mergePatch, notFound, objectBody, parseJsonText,
+  type AnswerKind, type ApiResponse, type ErrorStatus, type RouteDescriptor, type VerbSpec, type WebsocketSpec,
 } from '../../sdk/index.js';
+import { errorStatuses } from '../openapi/error-answers.js';
 import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } from '../filter/index.js';
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
 import { asyncBody, etagOf, syncBody } from './envelope.js';
@@ -28,6 +29,8 @@ const DEFAULT_MAX_BYTES = 16 * 1024 * 1024;
  */
 const UNREAD_PAYLOAD = { parse: false, output: 'stream', maxBytes: Number.MAX_SAFE_INTEGER, override: 'application/octet-stream', failAction: 'error' } as const;
 const PROJECT_NAME = /^[^\s/\\?&#%*'"<>|]{1,63}$/;
+/** What a verb answers when its descriptor does not say (VerbSpec.answers). */
+const DEFAULT_ANSWERS: readonly AnswerKind[] = ['sync'];
 /** A PATCH body is a JSON object; its fields are checked once merged, against the PUT shape. */
 const PATCH_BODY = objectBody();
 
@@ -37,6 +40,8 @@ export interface PipelineOptions {
   log: Logger;
   /** Runs the kernel's `checkProject` hook (no-op when nobody tapped it). */
   checkProject: (req: KernelRequest) => Promise<void>;
+  /** Whether a plugin checks `?project=` names (an unknown one is then a 404 on every route). */
+  projectsChecked: () => boolean;
   /** Whether `?target=` can name anything (clustering tapped in). */
   clustered: () => boolean;
   serverName: string;
@@ -62,10 +67,15 @@ export class RoutePipeline {
   private readonly etagCache = new WeakMap<object, string>();
   /** PUT and PATCH of one object, one at a time: a PATCH's read, merge and write see no other write between them. */
   private readonly writes = new KeyedLock();
+  /** Set once the daemon has booted: the routes are final (the API description is written from them). */
+  private isSealed = false;
+  /** Routes whose handler answered a kind or an error status its descriptor does not declare (warned once each). */
+  private readonly misdeclared = new Set<string>();
 
   constructor(private readonly opts: PipelineOptions) {}
 
   add(owner: string, route: RouteDescriptor): void {
+    if (this.isSealed) throw new Error(`${owner}: route ${route.path} added after boot (routes are sealed once the daemon is up)`);
     for (const { path, fixed } of servedPaths(route)) {
       if (!path.startsWith('/')) throw new Error(`${owner}: route path "${path}" must start with /`);
       const key = path.replace(/\{[^}]+\}/g, '{}');
@@ -77,7 +87,16 @@ export class RoutePipeline {
     this.routes.push({ owner, route });
   }
 
-  /** The routes as registered, with the plugin that added each (for the generated route table). */
+  /** No route is added after this (called when the daemon has booted). */
+  seal(): void {
+    this.isSealed = true;
+  }
+
+  get sealed(): boolean {
+    return this.isSealed;
+  }
+
+  /** The routes as registered, with the plugin that added each (for the generated route table and API description). */
   registered(): readonly { readonly owner: string; readonly route: Readonly<RouteDescriptor> }[] {
     return this.routes;
   }
@@ -135,6 +154,17 @@ export class RoutePipeline {
   private async serve(
     request: Request, h: ResponseToolkit, route: RouteDescriptor, fixed: Readonly<Record<string, string>>, verb: Verb, spec: VerbSpec, authenticate: Authenticate,
   ) {
+    try {
+      return await this.answer(request, h, route, fixed, verb, spec, authenticate);
+    } catch (err) {
+      if (isApiError(err)) this.checkDeclaredError(route, verb, spec, err.status);
+      throw err;
+    }
+  }
+
+  private async answer(
+    request: Request, h: ResponseToolkit, route: RouteDescriptor, fixed: Readonly<Record<string, string>>, verb: Verb, spec: VerbSpec, authenticate: Authenticate,
+  ) {
     const access = spec.access ?? 'trusted';
     const caller = await authenticate(request, access);
     const limit = spec.maxBytes ?? DEFAULT_MAX_BYTES;
@@ -156,7 +186,41 @@ export class RoutePipeline {
         return spec.handler(req);
       })
       : await spec.handler(req);
+    this.checkDeclared(route, verb, spec, response);
     return this.render(h, req, response, filter);
+  }
+
+  /**
+   * The API description says what each verb answers from its descriptor (`answers`, `conventions`): an
+   * answer of another kind means the description is wrong for that route. Logged once per route and verb.
+   */
+  private checkDeclared(route: RouteDescriptor, verb: Verb, spec: VerbSpec, response: ApiResponse): void {
+    const kind = response.kind === 'collection' ? 'sync' : response.kind;
+    const declared = (spec.answers ?? DEFAULT_ANSWERS).includes(kind) && (response.kind !== 'collection' || (spec.conventions?.includes('filter') ?? false));
+    if (declared) return;
+    const key = `${verb} ${route.path}`;
+    if (this.misdeclared.has(key)) return;
+    this.misdeclared.add(key);
+    this.opts.log.warn({ route: route.path, verb, answered: response.kind, declared: spec.answers ?? DEFAULT_ANSWERS, conventions: spec.conventions ?? [] },
+      'route answered a kind its descriptor does not declare (the API description is wrong for it)');
+  }
+
+  /** The same for error statuses: one the API description does not list for the method is logged once. */
+  private checkDeclaredError(route: RouteDescriptor, verb: Verb, spec: VerbSpec, status: number): void {
+    const listed = errorStatuses({
+      verb, access: spec.access ?? 'trusted', spec, namesObject: route.path.includes('{'), checksIfMatch: route.current !== undefined,
+    }, { projectsChecked: this.opts.projectsChecked() });
+    if (listed.includes(status as ErrorStatus)) return;
+    const key = `${verb} ${route.path} ${status}`;
+    if (this.misdeclared.has(key)) return;
+    this.misdeclared.add(key);
+    this.opts.log.warn({ route: route.path, verb, status, listed },
+      'route answered an error status its descriptor does not declare (the API description is wrong for it)');
+  }
+
+  /** Descriptor mismatches seen so far (`verb path`, with the status for errors), for tests. */
+  misdeclaredRoutes(): string[] {
+    return [...this.misdeclared];
   }
 
   /** The `checkProject` hook for a request's project (`default` always exists). */

@@ -16,6 +16,8 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
     {
       path: '/1.0/operations',
       get: {
+        // Grouped by status: URLs, or (recursion 1) the operations themselves.
+        conventions: ['recursion'],
         // A restricted caller lists only its own projects' operations: none, in a project not its own.
         access: 'filtered',
         handler: (req) => {
@@ -57,6 +59,7 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
       // The secret is the credential here, as for the reference.
       websocket: {
         access: 'untrusted',
+        query: Joi.object({ secret: Joi.string().allow('').description('The secret of one of the operation\'s websockets') }).unknown(true),
         accept: (req) => {
           const op = find(req.params.id!, req);
           if (op.spec.class !== 'websocket') throw badRequest('This operation has no websockets');

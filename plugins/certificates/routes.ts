@@ -68,11 +68,16 @@ export function certificateRoutes(trust: TrustStore, tokens: CertificateTokens, 
       // Every trusted caller, restricted or not, may read the trust store, as with the reference.
       get: {
         access: 'filtered',
+        conventions: ['recursion', 'filter'],
         handler: () => collection(trust.list(), (c) => certificateUrl(c.fingerprint), (c) => c),
       },
       post: {
         access: 'untrusted',
         body: addBody,
+        // A token request is an operation; adding a certificate is answered at once.
+        answers: ['sync', 'operation'],
+        // 403: a wrong trust password or token, or a restricted caller.
+        errors: [403, 409],
         handler: async (req) => {
           const body = req.body as { name: string; type: string; certificate: string; restricted: boolean; projects: string[] | null; token: boolean };
           if (req.trusted && !isAdmin(req)) throw forbidden('Restricted certificates cannot add certificates');

@@ -67,6 +67,8 @@ export default definePlugin({
       get: {
         access: 'metrics',
         description: 'Metrics of running instances in the Prometheus text exposition',
+        answers: ['raw'],
+        conventions: ['all-projects'],
         handler: async (req) => raw(await scrape(req, cache, ops, started), CONTENT_TYPE),
       },
     });

@@ -24,10 +24,12 @@ export function aclRoutes(acls: AclManager): RouteDescriptor[] {
       extension: 'network_acl',
       get: {
         description: 'List the network ACLs of a project',
+        conventions: ['recursion', 'filter'],
         handler: async (req) => collection(await acls.list(req.project), (a) => aclUrl(req.project, a.name), (a) => render(req.project, a)),
       },
       post: {
         description: 'Create a network ACL',
+        errors: [409],
         body: describedConfigBody({ name: bodyShape.text, ingress: bodyShape.objects, egress: bodyShape.objects }),
         handler: async (req) => {
           const name = optionalString(bodyObject(req.body).name, 'name') ?? '';
@@ -57,6 +59,7 @@ export function aclRoutes(acls: AclManager): RouteDescriptor[] {
       },
       post: {
         description: 'Rename a network ACL',
+        errors: [409],
         body: renameBody,
         handler: async (req) => {
           const newName = optionalString(bodyObject(req.body).name, 'name') ?? '';

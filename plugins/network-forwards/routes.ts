@@ -19,6 +19,7 @@ export function forwardRoutes(forwards: ForwardManager): RouteDescriptor[] {
       extension: 'network_forward',
       get: {
         description: 'List the forwards of a network',
+        conventions: ['recursion', 'filter'],
         handler: async (req) => {
           const n = await net(req);
           return collection(await forwards.list(n), (f) => forwardUrl(req.project, n.name, f.listen_address), (f) => forwardView(f));
@@ -26,6 +27,7 @@ export function forwardRoutes(forwards: ForwardManager): RouteDescriptor[] {
       },
       post: {
         description: 'Create a network forward',
+        errors: [409],
         body: describedConfigBody({ listen_address: bodyShape.text, ports: bodyShape.objects }),
         handler: async (req) => {
           const n = await net(req);

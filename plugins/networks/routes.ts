@@ -85,6 +85,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools, service
       extension: 'network',
       get: {
         description: 'List the networks: managed ones and the host\'s interfaces',
+        conventions: ['recursion', 'filter'],
         handler: async (req) => {
           const memo = new UsedByMemo();
           const all = await entries(req.project);
@@ -95,6 +96,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools, service
       },
       post: {
         description: 'Create a managed network',
+        errors: [409],
         body: describedConfigBody({ name: bodyShape.text, type: bodyShape.text }),
         handler: async (req) => {
           const rec = createBody(req);
@@ -125,6 +127,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools, service
       },
       post: {
         description: 'Rename a managed network',
+        errors: [409],
         body: renameBody,
         handler: async (req) => {
           await managedOnly(req);

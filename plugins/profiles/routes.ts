@@ -26,6 +26,7 @@ export function profileRoutes(profiles: ProfileManager): RouteDescriptor[] {
       extension: 'profile_usedby',
       get: {
         description: 'List the profiles of a project',
+        conventions: ['recursion', 'filter'],
         handler: async (req) => {
           const memo = new UsedByMemo();
           return collection(await profiles.list(req.project), (p) => profileUrl(req.project, p.name), (p) => render(req.project, p, memo));
@@ -33,6 +34,7 @@ export function profileRoutes(profiles: ProfileManager): RouteDescriptor[] {
       },
       post: {
         description: 'Create a profile',
+        errors: [409],
         body: describedConfigBody({ name: bodyShape.text, devices: bodyShape.devices }),
         handler: async (req) => {
           const name = checkProfileName(bodyObject(req.body).name);
@@ -62,6 +64,7 @@ export function profileRoutes(profiles: ProfileManager): RouteDescriptor[] {
       },
       post: {
         description: 'Rename a profile',
+        errors: [409],
         body: renameBody,
         handler: async (req) => {
           const newName = checkProfileName(bodyObject(req.body).name);

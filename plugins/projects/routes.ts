@@ -35,6 +35,7 @@ export function projectRoutes(ctx: PluginContext, projects: ProjectManager): Rou
       extension: 'projects',
       get: {
         description: 'List the projects',
+        conventions: ['recursion', 'filter'],
         // The project named in the query does not matter here: a restricted caller lists its own (maybe none).
         access: 'filtered',
         handler: async (req) => {
@@ -45,6 +46,7 @@ export function projectRoutes(ctx: PluginContext, projects: ProjectManager): Rou
       },
       post: {
         description: 'Create a project',
+        errors: [409],
         body: describedConfigBody({ name: bodyShape.text }),
         access: 'admin',
         handler: async (req) => {
@@ -78,7 +80,9 @@ export function projectRoutes(ctx: PluginContext, projects: ProjectManager): Rou
       },
       post: {
         description: 'Rename a project',
+        errors: [409],
         body: renameBody,
+        answers: ['operation'],
         access: 'admin',
         handler: async (req) => {
           const name = req.params.name!;

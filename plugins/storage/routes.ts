@@ -34,6 +34,7 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
       extension: 'storage',
       get: {
         description: 'List the storage pools',
+        conventions: ['recursion', 'filter'],
         access: 'filtered',
         handler: async (req) => {
           const memo = new UsedByMemo();
@@ -43,6 +44,7 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
       post: {
         access: 'admin',
         description: 'Create a storage pool',
+        errors: [409],
         body: describedConfigBody({ name: bodyShape.text, driver: bodyShape.text }),
         handler: async (req) => {
           const pool = createBody(req);

@@ -18,6 +18,7 @@ export function warningRoutes(store: WarningStore, events: EventsService): Route
       path: '/1.0/warnings',
       extension: 'warnings',
       get: {
+        conventions: ['recursion', 'filter', 'all-projects'],
         access: 'admin',
         handler: async (req) => {
           // Without ?project= every project's warnings are listed, as the reference does.

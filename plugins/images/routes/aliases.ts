@@ -40,6 +40,7 @@ export function aliasRoutes(ctx: PluginContext, catalog: ImageCatalog): RouteDes
       extension: 'image_create_aliases',
       get: {
         description: 'List the image aliases of a project',
+        conventions: ['recursion', 'filter'],
         handler: async (req) => {
           const project = req.project;
           const [aliases, images] = await Promise.all([catalog.aliases.list(project), catalog.images.list(project)]);
@@ -49,6 +50,7 @@ export function aliasRoutes(ctx: PluginContext, catalog: ImageCatalog): RouteDes
       },
       post: {
         description: 'Create an image alias',
+        errors: [409],
         body: objectBody({ name: bodyShape.text, description: bodyShape.text, target: bodyShape.text }),
         handler: async (req) => {
           const body = bodyOf(req);
@@ -86,6 +88,7 @@ export function aliasRoutes(ctx: PluginContext, catalog: ImageCatalog): RouteDes
       },
       post: {
         description: 'Rename an image alias',
+        errors: [409],
         body: renameBody,
         handler: async (req) => {
           const oldName = req.params.name!;

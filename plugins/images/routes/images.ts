@@ -41,6 +41,7 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
       extension: 'image_types',
       get: {
         description: 'List the images of a project',
+        conventions: ['recursion', 'filter'],
         // A restricted caller outside its projects sees what anyone may: the public images (maybe none).
         access: 'filtered',
         handler: async (req) => {
@@ -55,6 +56,9 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
       post: {
         description: 'Import an image (unified or split upload), publish an instance or snapshot, or get a push token',
         rawBody: true,
+        answers: ['operation'],
+        // 404: the instance or snapshot to publish does not exist.
+        errors: [404],
         maxBytes: MAX_UPLOAD_BYTES,
         handler: (req) => creator.post(req),
       },
@@ -99,6 +103,7 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
       },
       delete: {
         description: 'Delete an image',
+        answers: ['operation'],
         handler: async (req) => {
           const project = req.project;
           const fp = (await find(req)).name;
@@ -132,6 +137,7 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
       path: '/1.0/images/{fingerprint}/export',
       get: {
         description: 'Download the image files',
+        answers: ['raw'],
         handler: async (req) => {
           const { doc } = await find(req);
           const response = exportResponse(doc, files);

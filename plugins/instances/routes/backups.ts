@@ -39,6 +39,7 @@ export function backupRoutes(ctx: PluginContext, manager: InstanceManager, backu
       extension: 'container_backup',
       get: {
         description: 'List the backups of an instance',
+        conventions: ['recursion', 'filter'],
         handler: async (req) => {
           const handle = await manager.load(req.project, req.params.name);
           const base = subresourcePath(handle.name, 'backups');
@@ -47,6 +48,8 @@ export function backupRoutes(ctx: PluginContext, manager: InstanceManager, backu
       },
       post: {
         description: 'Back up an instance (and its snapshots) into a tarball',
+        errors: [409],
+        answers: ['operation'],
         body: objectBody({ name: bodyShape.text, expires_at: bodyShape.text, instance_only: bodyShape.flag, container_only: bodyShape.flag, optimized_storage: bodyShape.flag, compression_algorithm: bodyShape.text }),
         handler: async (req) => {
           const body = bodyObject(req.body);
@@ -71,6 +74,8 @@ export function backupRoutes(ctx: PluginContext, manager: InstanceManager, backu
       },
       post: {
         description: 'Rename an instance backup',
+        errors: [409],
+        answers: ['operation'],
         body: renameBody,
         handler: async (req) => {
           const body = bodyObject(req.body);
@@ -82,6 +87,7 @@ export function backupRoutes(ctx: PluginContext, manager: InstanceManager, backu
       },
       delete: {
         description: 'Delete an instance backup',
+        answers: ['operation'],
         handler: async (req) => {
           const handle = await manager.load(req.project, req.params.name);
           const backup = req.params.backup!;
@@ -95,6 +101,7 @@ export function backupRoutes(ctx: PluginContext, manager: InstanceManager, backu
       extension: 'container_backup',
       get: {
         description: 'Download an instance backup tarball',
+        answers: ['raw'],
         handler: async (req) => {
           const handle = await manager.load(req.project, req.params.name);
           const stored = await backups.load(handle, req.params.backup!);

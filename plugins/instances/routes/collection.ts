@@ -29,6 +29,7 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
   return {
     ...instancePaths(),
     get: {
+      conventions: ['recursion', 'filter', 'all-projects'],
       handler: async (req) => {
         const type = routeType(req);
         const prefix = collectionPath(req);
@@ -47,10 +48,14 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
     },
     post: acceptBackupUploads(ctx, manager, {
       body: instanceCreateBody,
+      answers: ['operation'],
+      // 404: the source image or instance does not exist.
+      errors: [404, 409],
       handler: async (req) => async(await createOperation(ctx, manager, snapshots, req)),
     }),
     put: {
       description: 'Change the state of every instance of the project',
+      answers: ['operation'],
       body: bulkStateBody,
       handler: async (req) => {
         const { action, opts } = stateBody(req.body?.state);

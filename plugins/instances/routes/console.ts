@@ -13,6 +13,7 @@ export function consoleRoutes(ctx: PluginContext, manager: InstanceManager, powe
     ...instancePaths('/{name}/console'),
     post: {
       body: consoleBody,
+      answers: ['operation'],
       handler: async (req) => {
         const handle = await manager.load(req.project, req.params.name);
         const body = req.body ?? {};
@@ -44,6 +45,7 @@ export function consoleRoutes(ctx: PluginContext, manager: InstanceManager, powe
       },
     },
     get: {
+      answers: ['raw'],
       handler: async (req) => {
         const handle = await manager.load(req.project, req.params.name);
         const text = await readFile(handle.driver.consoleLogPath(handle.inst)).catch(() => Buffer.alloc(0));

@@ -66,6 +66,7 @@ export function execRoutes(ctx: PluginContext, manager: InstanceManager, power: 
     ...instancePaths('/{name}/exec'),
     post: {
       body: execBody,
+      answers: ['operation'],
       handler: async (req) => {
         const handle = await manager.load(req.project, req.params.name);
         const spec = execSpec(req.body, handle);

@@ -5,6 +5,7 @@
  * same whether the instance runs or not.
  */
 import path from 'node:path';
+import Joi from 'joi';
 import {
   ApiError, badRequest, conflict, empty, notFound, raw, sync, type ApiRequest, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
@@ -14,6 +15,9 @@ import { entryHeaders, parsePushHeaders } from '../files/headers.js';
 import { containerTree } from '../files/mounts.js';
 import { mkdirInRoot, readInRoot, removeInRoot, RootFsError, symlinkInRoot, writeFileInRoot, type ContainerTree } from '../files/root-fs.js';
 import { instancePaths } from './paths.js';
+
+/** `?path=`: the file, as the instance sees it (checked by the handler, which words its own refusals). */
+const PATH_QUERY = Joi.object({ path: Joi.string().allow('').description('Path of the file inside the instance') }).unknown(true);
 
 /** Uploads are streamed to disk; the bound is only there to have one. */
 const MAX_PUSH_BYTES = 1024 ** 4;
@@ -73,6 +77,9 @@ export function filesRoutes(_ctx: PluginContext, manager: InstanceManager): Rout
   return {
     ...instancePaths('/{name}/files'),
     get: {
+      query: PATH_QUERY,
+      // A directory's listing, or a file's (or symlink's) content.
+      answers: ['sync', 'raw'],
       handler: async (req) => {
         const target = targetPath(req);
         const { handle, root } = await rootOf(manager, req);
@@ -91,6 +98,7 @@ export function filesRoutes(_ctx: PluginContext, manager: InstanceManager): Rout
       },
     },
     post: {
+      query: PATH_QUERY,
       rawBody: true,
       maxBytes: MAX_PUSH_BYTES,
       handler: async (req) => {
@@ -123,6 +131,7 @@ export function filesRoutes(_ctx: PluginContext, manager: InstanceManager): Rout
       },
     },
     delete: {
+      query: PATH_QUERY,
       handler: async (req) => {
         const target = targetPath(req);
         const { handle, root } = await rootOf(manager, req);

@@ -35,6 +35,8 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
     ...instancePaths('/{name}'),
     current: async (req) => editableView(await manager.load(req.project, req.params.name)),
     get: {
+      // recursion=1 adds the state, snapshots and backups.
+      conventions: ['recursion'],
       handler: async (req) => {
         const handle = await manager.load(req.project, req.params.name);
         const view = req.recursion > 0 ? await fullView(handle, manager) : instanceView(handle, await power.status(handle));
@@ -43,6 +45,7 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
     },
     put: {
       body: instanceEditBody,
+      answers: ['operation'],
       handler: async (req) => {
         const handle = await manager.load(req.project, req.params.name);
         if (req.body?.restore !== undefined && req.body?.restore !== '') {
@@ -87,6 +90,7 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
       }),
     },
     delete: {
+      answers: ['operation'],
       handler: async (req) => {
         const handle = await manager.load(req.project, req.params.name);
         if ((await power.status(handle)) !== 'Stopped') throw badRequest('The instance is running; stop it first');
@@ -100,6 +104,8 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
     },
     post: {
       body: instanceMoveBody,
+      answers: ['operation'],
+      errors: [409],
       handler: async (req) => {
         const body = req.body ?? {};
         if (body.project !== undefined && body.project !== null && typeof body.project !== 'string') throw badRequest('"project" must be a project name');

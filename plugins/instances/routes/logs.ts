@@ -24,6 +24,7 @@ export function logsRoutes(ctx: PluginContext, manager: InstanceManager): RouteD
     {
       ...instancePaths('/{name}/logs/{file}'),
       get: {
+        answers: ['raw'],
         handler: async (req) => {
           const handle = await manager.load(req.project, req.params.name);
           const file = logFile(handle.inst.logDir, req.params.file);

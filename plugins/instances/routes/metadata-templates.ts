@@ -3,10 +3,14 @@
  * read (raw), create or replace (POST/PUT, raw body) and delete one.
  */
 import type { Readable } from 'node:stream';
+import Joi from 'joi';
 import { badRequest, empty, raw, resourceUrl, sync, type ApiRequest, type PluginContext, type RouteDescriptor, type VerbSpec } from '../../../sdk/index.js';
 import type { InstanceManager } from '../manager.js';
 import { checkTemplateName, deleteTemplate, listTemplates, MAX_TEMPLATE_BYTES, readTemplate, writeTemplate } from '../templates/template-files.js';
 import { instancePaths } from './paths.js';
+
+/** `?path=`: the template's file name (checked by the handler). */
+const TEMPLATE_QUERY = Joi.object({ path: Joi.string().allow('').description('File name of the template') }).unknown(true);
 
 /** Read and discard the rest of a body the handler refused, so the client sees the answer. */
 async function drain(body: NodeJS.ReadableStream | undefined): Promise<void> {
@@ -40,6 +44,7 @@ export function metadataTemplateRoutes(ctx: PluginContext, manager: InstanceMana
     { project: req.project, requestor: req.requestor, context: { path: file } });
 
   const store: VerbSpec = {
+    query: TEMPLATE_QUERY,
     rawBody: true,
     maxBytes: MAX_TEMPLATE_BYTES,
     handler: async (req) => {
@@ -62,6 +67,9 @@ export function metadataTemplateRoutes(ctx: PluginContext, manager: InstanceMana
   return {
     ...instancePaths('/{name}/metadata/templates'),
     get: {
+      query: TEMPLATE_QUERY,
+      // The list of templates, or (with ?path=) one template's content.
+      answers: ['sync', 'raw'],
       handler: async (req) => {
         const handle = await manager.load(req.project, req.params.name);
         if (!req.query.path) return sync(await listTemplates(handle.inst.volumePath));
@@ -75,6 +83,7 @@ export function metadataTemplateRoutes(ctx: PluginContext, manager: InstanceMana
     post: store,
     put: store,
     delete: {
+      query: TEMPLATE_QUERY,
       handler: async (req) => {
         const file = checkTemplateName(req.query.path);
         const { project, name } = await manager.load(req.project, req.params.name);

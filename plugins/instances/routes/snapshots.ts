@@ -24,6 +24,7 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
     {
       ...instancePaths('/{name}/snapshots'),
       get: {
+        conventions: ['recursion', 'filter'],
         handler: async (req) => {
           const handle = await manager.load(req.project, req.params.name);
           const base = subresourcePath(handle.name, 'snapshots');
@@ -32,6 +33,8 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
       },
       post: {
         body: snapshotCreateBody,
+        answers: ['operation'],
+        errors: [409],
         handler: async (req) => {
           const body = bodyOf(req);
           const handle = await manager.load(req.project, req.params.name);
@@ -63,6 +66,7 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
       },
       put: {
         body: snapshotEditBody,
+        answers: ['operation'],
         handler: async (req) => {
           const body = bodyOf(req);
           const handle = await manager.load(req.project, req.params.name);
@@ -73,6 +77,7 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
       },
       patch: {
         body: snapshotEditBody,
+        answers: ['operation'],
         handler: async (req) => {
           const body = bodyOf(req);
           const handle = await manager.load(req.project, req.params.name);
@@ -83,6 +88,8 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
       },
       post: {
         body: snapshotMoveBody,
+        answers: ['operation'],
+        errors: [409],
         handler: async (req) => {
           const body = bodyOf(req);
           if (body.migration) throw badRequest('Migrating snapshots to another server is not supported by this build');
@@ -95,6 +102,7 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
         },
       },
       delete: {
+        answers: ['operation'],
         handler: async (req) => {
           const handle = await manager.load(req.project, req.params.name);
           await snapshots.load(handle, req.params.snapshot);

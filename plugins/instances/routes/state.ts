@@ -30,6 +30,7 @@ export function stateRoutes(ctx: PluginContext, manager: InstanceManager, power:
     },
     put: {
       body: stateChangeBody,
+      answers: ['operation'],
       handler: async (req) => {
         const { action, opts } = stateBody(req.body);
         const handle = await manager.load(req.project, req.params.name);

@@ -52,6 +52,7 @@ export function volumeBackupRoutes(ctx: PluginContext, backups: VolumeBackups): 
       extension: 'custom_volume_backup',
       get: {
         description: 'List the backups of a custom volume',
+        conventions: ['recursion', 'filter'],
         handler: async (req) => {
           const vol = await owner(req);
           return collection(await backups.list(vol), (s) => volumeBackupUrl(vol, s.doc.name), (s) => volumeBackupView(s.doc));
@@ -59,6 +60,8 @@ export function volumeBackupRoutes(ctx: PluginContext, backups: VolumeBackups): 
       },
       post: {
         description: 'Back up a custom volume (and its snapshots) into a tarball',
+        errors: [409],
+        answers: ['operation'],
         body: objectBody({ name: bodyShape.text, expires_at: bodyShape.text, volume_only: bodyShape.flag, optimized_storage: bodyShape.flag, compression_algorithm: bodyShape.text }),
         handler: async (req) => {
           const vol = await owner(req);
@@ -77,6 +80,8 @@ export function volumeBackupRoutes(ctx: PluginContext, backups: VolumeBackups): 
       },
       post: {
         description: 'Rename a custom volume backup',
+        errors: [409],
+        answers: ['operation'],
         body: renameBody,
         handler: async (req) => {
           const vol = await owner(req);
@@ -87,6 +92,7 @@ export function volumeBackupRoutes(ctx: PluginContext, backups: VolumeBackups): 
       },
       delete: {
         description: 'Delete a custom volume backup',
+        answers: ['operation'],
         handler: async (req) => {
           const vol = await owner(req);
           const backup = req.params.backup!;
@@ -100,6 +106,7 @@ export function volumeBackupRoutes(ctx: PluginContext, backups: VolumeBackups): 
       extension: 'custom_volume_backup',
       get: {
         description: 'Download a custom volume backup tarball',
+        answers: ['raw'],
         handler: async (req) => {
           const vol = await owner(req);
           const stored = await backups.load(vol, req.params.backup!);

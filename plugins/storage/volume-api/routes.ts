@@ -150,6 +150,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
       extension: 'storage',
       get: {
         description: 'List the volumes of a storage pool',
+        conventions: ['recursion', 'filter', 'all-projects'],
         handler: async (req) => {
           await pools.get(req.params.pool!);
           const all: Listed[] = [];
@@ -163,6 +164,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
       extension: 'storage',
       get: {
         description: 'List the volumes of one type on a storage pool',
+        conventions: ['recursion', 'filter', 'all-projects'],
         handler: async (req) => {
           await pools.get(req.params.pool!);
           return listing(await listType(req.params.pool!, volumeType(req.params.type), req));
@@ -170,6 +172,9 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
       },
       post: withImport({
         description: 'Create a custom storage volume, possibly as a copy of another',
+        errors: [409],
+        // A copy or a backup upload is an operation; a new empty volume is answered at once.
+        answers: ['sync', 'operation'],
         body: describedConfigBody({ name: bodyShape.text, type: bodyShape.text, content_type: bodyShape.text, source: bodyShape.object }),
         handler: async (req) => {
           const pool = req.params.pool!;
@@ -262,6 +267,8 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
       },
       post: {
         description: 'Rename a custom volume, or move it to another pool or project',
+        errors: [409],
+        answers: ['sync', 'operation'],
         body: objectBody({ name: bodyShape.text, pool: bodyShape.text, project: bodyShape.text, migration: bodyShape.flag }),
         handler: async (req) => {
           onlyCustom(volumeType(req.params.type), 'renamed or moved');

@@ -179,6 +179,7 @@ export function snapshotRoutes(ctx: PluginContext, snapshots: VolumeSnapshots, c
       extension: 'storage_api_volume_snapshots',
       get: {
         description: 'List the snapshots of a custom volume',
+        conventions: ['recursion', 'filter'],
         handler: async (req) => {
           const inst = ofInstance(req);
           if (inst) return collection(await inst.list(req), (s) => s.url, (s) => s.view);
@@ -190,6 +191,8 @@ export function snapshotRoutes(ctx: PluginContext, snapshots: VolumeSnapshots, c
       },
       post: {
         description: 'Snapshot a custom volume',
+        errors: [409],
+        answers: ['operation'],
         body: objectBody({ name: bodyShape.text, expires_at: bodyShape.text }),
         handler: async (req) => {
           onlyCustom(req);
@@ -248,6 +251,8 @@ export function snapshotRoutes(ctx: PluginContext, snapshots: VolumeSnapshots, c
       },
       post: {
         description: 'Rename a custom volume snapshot',
+        errors: [409],
+        answers: ['operation'],
         body: renameBody,
         handler: async (req) => {
           onlyCustom(req);
@@ -261,6 +266,7 @@ export function snapshotRoutes(ctx: PluginContext, snapshots: VolumeSnapshots, c
       },
       delete: {
         description: 'Delete a custom volume snapshot',
+        answers: ['operation'],
         handler: async (req) => {
           onlyCustom(req);
           const proj = await project(req);
