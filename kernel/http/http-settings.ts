@@ -15,6 +15,11 @@ export class HttpSettings {
   cors: Readonly<Record<string, string>> | undefined;
   trustedProxies: ReadonlySet<string> = new Set();
 
+  /** `core.https_allowed_origin`: the one other site whose pages may call (`*`: any). */
+  get allowedOrigin(): string {
+    return this.origin;
+  }
+
   set(key: 'origin' | 'methods' | 'headers', value: string): void {
     this[key] = value;
     this.rebuild();

@@ -8,6 +8,8 @@
 import test from 'ava';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { PNG } from 'pngjs';
 import type { BrowserContext, Page } from 'playwright-core';
@@ -121,6 +123,7 @@ serial('the page lists the containers with their state, in a real Chromium with 
   const errors: string[] = [];
   page.on('pageerror', (err) => errors.push(err.message));
   page.on('console', (msg) => msg.type() === 'error' && errors.push(msg.text()));
+  page.on('response', (r) => r.status() >= 400 && errors.push(`${r.status()} ${r.url()}`));
   const res = await page.goto(`${origin}/ui`);
   t.is(res?.status(), 200);
   t.is(new URL(page.url()).pathname, '/ui/', '/ui redirects to /ui/');
@@ -180,6 +183,7 @@ serial('the console log shows what the container wrote to its console', async (t
   const served = (await d.request('GET', '/1.0/instances/ui-alpha/console')).body;
   t.true(served.includes('ui-console-marker'));
   t.true(shown.includes('ui-console-marker'));
+  t.false(shown.includes('\x1b'), 'terminal control sequences are not shown as text');
   await shot('console', () => page.locator('#console').screenshot());
 });
 
@@ -194,11 +198,59 @@ serial('Stop makes the container Stopped again, in the page and on the daemon', 
 });
 
 serial('a state change made elsewhere shows up without a reload', async (t) => {
+  t.is(await page.locator('header .live').textContent(), 'live', 'the events websocket is connected');
   await lxcOk(t, d.socket, 'start', 'ui-beta');
   await stateIs('ui-beta', 'Running');
   await lxcOk(t, d.socket, 'stop', 'ui-beta', '--force');
   await stateIs('ui-beta', 'Stopped');
   t.pass();
+});
+
+serial('a page of another site cannot use the browser\'s certificate: no instance made, no events read', async (t) => {
+  // Form-like calls need no CORS preflight: without the Origin check this POST would create an instance.
+  const evil = `<!doctype html><title>waiting</title><script>
+    const api = ${JSON.stringify(origin)};
+    (async () => {
+      const body = JSON.stringify({ name: 'ui-evil', source: { type: 'image', alias: 'bb' } });
+      const post = await fetch(api + '/1.0/instances', { method: 'POST', mode: 'no-cors', headers: { 'Content-Type': 'text/plain' }, body })
+        .then(() => 'sent', () => 'failed');
+      const ws = await new Promise((resolve) => {
+        const socket = new WebSocket(api.replace('https:', 'wss:') + '/1.0/events');
+        socket.onopen = () => resolve('open');
+        socket.onerror = () => resolve('refused');
+      });
+      document.title = JSON.stringify({ post, ws });
+    })();
+  </script>`;
+  const server = createServer((_req, res) => res.writeHead(200, { 'Content-Type': 'text/html' }).end(evil));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.16.3', resolve));
+  const visit = async () => {
+    const p = await context!.newPage();
+    await p.goto(`http://127.0.16.3:${(server.address() as AddressInfo).port}/`);
+    await p.waitForFunction('document.title !== "waiting"', undefined, { timeout: 30_000 });
+    const outcome = JSON.parse(await p.title());
+    await p.close();
+    // Given time to land, had it been let in.
+    await new Promise((r) => setTimeout(r, 1000));
+    return { ...outcome, created: (await d.request('GET', '/1.0/instances/ui-evil')).status === 200 };
+  };
+  try {
+    t.deepEqual(await visit(), { post: 'sent', ws: 'refused', created: false });
+    // The same page once the operator allows every origin: the attack is real, and the check is what stops it.
+    await lxcOk(t, d.socket, 'config', 'set', 'core.https_allowed_origin', '*');
+    try {
+      t.deepEqual(await visit(), { post: 'sent', ws: 'open', created: true });
+    } finally {
+      await lxcOk(t, d.socket, 'config', 'unset', 'core.https_allowed_origin');
+      // Its creation may still be under way: deleted once it can be.
+      await waitFor(async () => {
+        const gone = await lxc(d.socket, 'delete', '--force', 'ui-evil');
+        return gone.status === 0 || /not found/i.test(gone.stderr);
+      }, 60000, 'the forged instance deleted');
+    }
+  } finally {
+    server.close();
+  }
 });
 
 serial('an untrusted certificate sees no instance data', async (t) => {

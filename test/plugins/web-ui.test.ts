@@ -2,12 +2,14 @@
  * The web UI's routes over HTTP: /ui redirects to /ui/, the page and its modules come with a strict
  * Content-Security-Policy, only the UI's own files are served, a trusted certificate gets the page over
  * HTTPS and an untrusted one the 403 envelope, GET / still lists only /1.0, and the edge build has no UI.
+ * Pages of other sites cannot use the browser's certificate against the API (the Origin check).
  */
 import test from 'ava';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import WebSocket from 'ws';
 import { startDaemon, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { selfSigned, type ClientCert } from '../helpers/pki.js';
 import { freePort, tlsRequest, type TlsTarget } from '../helpers/tls-client.js';
@@ -122,4 +124,51 @@ test('the edge build has no UI: /ui and /ui/ are 404, as on the reference (5.0 s
     t.is(res.json?.error_code, 404, url);
   }
   t.deepEqual((await edge.request('GET', '/')).json.metadata, ['/1.0']);
+});
+
+/** An upgrade to the events websocket over HTTPS with an Origin header: the status it gets. */
+function eventsUpgrade(client: ClientCert, origin: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`wss://${target.host}:${target.port}/1.0/events`, { rejectUnauthorized: false, cert: client.cert, key: client.key, origin });
+    ws.once('open', () => {
+      ws.close();
+      resolve(101);
+    });
+    ws.once('unexpected-response', (_req, res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    ws.once('error', reject);
+  });
+}
+
+test.serial('a browser request from another site is refused over HTTPS, unless core.https_allowed_origin names it', async (t) => {
+  const own = `https://${target.host}:${target.port}`;
+  const evil = 'https://evil.example';
+  const start = { action: 'start' };
+  const refused = await tlsRequest(target, browser, 'PUT', '/1.0/instances/none/state', start, { origin: evil, 'content-type': 'text/plain' });
+  t.is(refused.status, 403);
+  t.regex(refused.json.error, /another site/);
+  t.is((await tlsRequest(target, browser, 'GET', '/1.0/instances', undefined, { origin: evil })).status, 403);
+  t.is((await tlsRequest(target, browser, 'GET', '/ui/', undefined, { origin: 'null' })).status, 403);
+  t.is(await eventsUpgrade(browser, evil), 403, 'no events for another site\'s page');
+  // The page's own origin, and websocket clients that say http for this host and port, go on.
+  for (const origin of [own, `http://${target.host}:${target.port}`]) {
+    t.is((await tlsRequest(target, browser, 'GET', '/1.0/instances', undefined, { origin })).status, 200, origin);
+    t.is(await eventsUpgrade(browser, origin), 101, origin);
+  }
+  t.is((await tlsRequest(target, browser, 'GET', '/1.0/instances', undefined, { origin: `https://${target.host}:${target.port + 1}` })).status, 403, 'another port is another site');
+  t.is((await tlsRequest(target, browser, 'GET', '/1.0/instances')).status, 200, 'the API clients send no Origin');
+  t.is((await full.request('GET', '/1.0/instances', undefined, { origin: evil })).status, 200, 'the unix socket serves no web page');
+  // The one origin the operator allows.
+  t.is((await full.request('PATCH', '/1.0', { config: { 'core.https_allowed_origin': evil } })).status, 200);
+  try {
+    const allowed = await tlsRequest(target, browser, 'GET', '/1.0/instances', undefined, { origin: evil });
+    t.is(allowed.status, 200);
+    t.is(allowed.headers['access-control-allow-origin'], evil);
+    t.is(await eventsUpgrade(browser, evil), 101);
+    t.is((await tlsRequest(target, browser, 'GET', '/1.0/instances', undefined, { origin: 'https://other.example' })).status, 403);
+  } finally {
+    await full.request('PATCH', '/1.0', { config: { 'core.https_allowed_origin': '' } });
+  }
 });

@@ -48,6 +48,10 @@ async function fetchText(path) {
   return text;
 }
 
+/** Terminal control sequences (colours, cursor queries) mean nothing in a <pre>: dropped, text kept. */
+const TERMINAL_CONTROLS = /\x1b(\[[0-?]*[ -\/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/g;
+const plainText = (text) => text.replace(/\r\n?/g, '\n').replace(TERMINAL_CONTROLS, '');
+
 const instancePath = (name) => `/1.0/instances/${encodeURIComponent(name)}`;
 
 /** Instance changes arrive as lifecycle events; polling covers a lost websocket and what events do not say. */
@@ -160,7 +164,7 @@ function ExecPanel({ name, running }) {
       });
       const output = op.metadata?.output ?? {};
       const [stdout, stderr] = await Promise.all([output['1'], output['2']].map((p) => (p ? fetchText(p) : '')));
-      setResult({ stdout, stderr, code: op.metadata?.return });
+      setResult({ stdout: plainText(stdout), stderr: plainText(stderr), code: op.metadata?.return });
       for (const p of [output['1'], output['2']]) if (p) fetch(p, { method: 'DELETE' }).catch(() => undefined);
     } catch (err) {
       setResult({ stdout: '', stderr: err.message, code: undefined });
@@ -187,7 +191,7 @@ function ConsolePanel({ name, status }) {
   const [error, setError] = useState('');
   const load = useCallback(async () => {
     try {
-      setLog(await fetchText(`${instancePath(name)}/console`));
+      setLog(plainText(await fetchText(`${instancePath(name)}/console`)));
       setError('');
     } catch (err) {
       setError(err.message);
