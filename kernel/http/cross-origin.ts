@@ -16,18 +16,21 @@ export function crossOriginRefusal(headers: IncomingHttpHeaders, allowedOrigin: 
   return `Refused a browser request from another site (${origin.slice(0, 200)}); core.https_allowed_origin can allow one origin`;
 }
 
+/** Ports that an origin leaves out, by scheme: websocket clients name theirs with ws: or wss:. */
+const DEFAULT_PORTS: Record<string, string> = { 'https:': '443', 'wss:': '443', 'http:': '80', 'ws:': '80' };
+
 /**
  * The origin names this server's host and port. Its scheme is not compared: a page cannot be served
- * over http from the port this listener holds, and some websocket clients always say http.
+ * over plain http from the port this listener holds, and websocket clients say http, ws or wss.
  */
 function sameHost(origin: string, host: string | undefined): boolean {
   if (!host) return false;
   try {
     const from = new URL(origin);
-    if (from.protocol !== 'https:' && from.protocol !== 'http:') return false;
+    const fromPort = from.port || DEFAULT_PORTS[from.protocol];
+    if (fromPort === undefined) return false;
     const to = new URL(`https://${host}`);
-    const port = (u: URL) => u.port || '443';
-    return from.hostname === to.hostname && (from.port || (from.protocol === 'http:' ? '80' : '443')) === port(to);
+    return from.hostname === to.hostname && fromPort === (to.port || '443');
   } catch {
     return false;
   }

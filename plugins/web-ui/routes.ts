@@ -6,6 +6,9 @@ import { notFound, raw, redirect, type RouteDescriptor } from '../../sdk/index.j
 import type { Assets } from './assets.js';
 import { contentSecurityPolicy } from './content-security-policy.js';
 
+/** Any trusted certificate, restricted ones too: the page holds no project's data (its API calls are checked as usual). */
+const PAGE_ACCESS = 'filtered';
+
 export function uiRoutes(assets: Assets): RouteDescriptor[] {
   const headers = {
     'Content-Security-Policy': contentSecurityPolicy(assets.get('index.html')!.body.toString('utf8')),
@@ -23,6 +26,7 @@ export function uiRoutes(assets: Assets): RouteDescriptor[] {
     {
       path: '/ui',
       get: {
+        access: PAGE_ACCESS,
         description: 'The web UI (`/ui` redirects to `/ui/`)',
         // The router drops a trailing slash: only the path as sent tells /ui/ (the page) from /ui.
         handler: (req) => (req.sentPath.endsWith('/') ? serve('index.html') : redirect('/ui/')),
@@ -31,6 +35,7 @@ export function uiRoutes(assets: Assets): RouteDescriptor[] {
     {
       path: '/ui/{file*}',
       get: {
+        access: PAGE_ACCESS,
         description: 'The web UI\'s scripts and styles',
         handler: (req) => serve(req.params.file || 'index.html'),
       },

@@ -117,6 +117,17 @@ test('over HTTPS a trusted certificate gets the page; an untrusted one, or none,
   t.deepEqual((await tlsRequest(target, stranger, 'GET', '/')).json.metadata, ['/1.0'], 'GET / stays open to anyone');
 });
 
+test('a certificate restricted to another project gets the page, and the API refuses it the default project as usual', async (t) => {
+  const restricted = selfSigned(certDir, 'ui-restricted');
+  t.is((await full.request('POST', '/1.0/projects', { name: 'ui-elsewhere' })).status, 200);
+  const trust = await full.request('POST', '/1.0/certificates', { type: 'client', name: 'ui-restricted', certificate: restricted.base64, restricted: true, projects: ['ui-elsewhere'] });
+  t.is(trust.status, 200, trust.body);
+  t.is((await tlsRequest(target, restricted, 'GET', '/ui/')).status, 200);
+  t.is((await tlsRequest(target, restricted, 'GET', '/ui/app.js')).status, 200);
+  t.is((await tlsRequest(target, restricted, 'GET', '/1.0/instances')).status, 403);
+  t.is((await tlsRequest(target, restricted, 'GET', '/1.0/instances?project=ui-elsewhere')).status, 200);
+});
+
 test('the edge build has no UI: /ui and /ui/ are 404, as on the reference (5.0 ships none)', async (t) => {
   for (const url of ['/ui', '/ui/', '/ui/app.js']) {
     const res = await edge.request('GET', url);
@@ -152,8 +163,9 @@ test.serial('a browser request from another site is refused over HTTPS, unless c
   t.is((await tlsRequest(target, browser, 'GET', '/1.0/instances', undefined, { origin: evil })).status, 403);
   t.is((await tlsRequest(target, browser, 'GET', '/ui/', undefined, { origin: 'null' })).status, 403);
   t.is(await eventsUpgrade(browser, evil), 403, 'no events for another site\'s page');
-  // The page's own origin, and websocket clients that say http for this host and port, go on.
-  for (const origin of [own, `http://${target.host}:${target.port}`]) {
+  // The page's own origin, and websocket clients that name this host and port with http, ws or wss
+  // (Python's websocket-client, ws4py under pylxd), go on.
+  for (const origin of [own, `http://${target.host}:${target.port}`, `wss://${target.host}:${target.port}`, `ws://${target.host}:${target.port}`]) {
     t.is((await tlsRequest(target, browser, 'GET', '/1.0/instances', undefined, { origin })).status, 200, origin);
     t.is(await eventsUpgrade(browser, origin), 101, origin);
   }
