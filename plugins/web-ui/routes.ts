@@ -19,7 +19,7 @@ export function uiRoutes(assets: Assets): RouteDescriptor[] {
   };
   const serve = (name: string) => {
     const asset = assets.get(name);
-    if (!asset) throw notFound(`No file "${name}" in the web UI`);
+    if (!asset) throw notFound(`No file "${name.slice(0, 100)}" in the web UI`);
     return raw(asset.body, asset.contentType, headers);
   };
   return [

@@ -110,11 +110,20 @@ test.before(async () => {
   }
 });
 
+let failed = false;
+test.afterEach.always((t) => {
+  if (!t.passed) failed = true;
+});
+
 test.after.always(async () => {
   await context?.close().catch(() => undefined);
   await stopImageDaemons();
-  // The screenshots stay for a look when a test failed; the profiles and keys go.
-  if (work) for (const entry of ['profile-trusted', 'profile-stranger', 'ui-browser.key', 'ui-stranger.key']) rmSync(path.join(work, entry), { recursive: true, force: true });
+  if (!work) return;
+  // The screenshots stay for a look when a test failed (the profiles and keys go); all of it goes otherwise.
+  if (failed) {
+    console.warn(`web UI screenshots kept in ${work}`);
+    for (const entry of ['profile-trusted', 'profile-stranger', 'ui-browser.key', 'ui-stranger.key']) rmSync(path.join(work, entry), { recursive: true, force: true });
+  } else rmSync(work, { recursive: true, force: true });
 });
 
 serial('the page lists the containers with their state, in a real Chromium with a trusted certificate', async (t) => {
