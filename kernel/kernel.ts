@@ -275,12 +275,14 @@ export class Kernel {
       tls: { host, port, key: this.certificate.key, cert: this.certificate.cert },
       headers: () => this.http.cors,
       trustedProxies: () => this.http.trustedProxies,
+      // Browsers reach the HTTPS listeners only: the unix socket's clients are not web pages.
+      allowedOrigin: () => this.http.allowedOrigin,
     });
     const authenticate = (raw: import('node:http').IncomingMessage, access: string) =>
       tlsCaller(raw, access, (client) => this.hooks.authenticate.promise(client));
     this.pipeline.install(server, (request, access) => authenticate(request.raw.req, access), only);
     // A listener for part of the API has no websockets (events, exec): an upgrade there is a plain 404.
-    if (!only) attachWebsockets(server.listener, this.pipeline, authenticate, this.log);
+    if (!only) attachWebsockets(server.listener, this.pipeline, authenticate, this.log, () => this.http.allowedOrigin);
     await server.start();
     this.info.invalidate();
     return server;

@@ -22,6 +22,8 @@ export interface RawResponse {
   body: Buffer | string | NodeJS.ReadableStream;
   contentType: string;
   headers?: Record<string, string>;
+  /** HTTP status (default 200): a redirect answers 301 with a Location. */
+  status?: number;
 }
 
 /**
@@ -50,6 +52,11 @@ export function async(operation: Operation): OperationResponse {
 
 export function raw(body: RawResponse['body'], contentType = 'application/octet-stream', headers?: Record<string, string>): RawResponse {
   return { kind: 'raw', body, contentType, headers };
+}
+
+/** Send the client to `location` (a path on this server); the body says where, for clients that do not follow. */
+export function redirect(location: string, status: 301 | 302 | 303 | 307 | 308 = 301): RawResponse {
+  return { kind: 'raw', body: `Moved to ${location}\n`, contentType: 'text/plain; charset=utf-8', headers: { Location: location }, status };
 }
 
 export function collection<T>(items: T[], url: (item: T) => string, render: (item: T, recursion: 1 | 2) => unknown | Promise<unknown>): CollectionResponse<T> {

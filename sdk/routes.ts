@@ -19,6 +19,11 @@ export interface ApiRequest {
   readonly id: string;
   readonly method: string;
   readonly path: string;
+  /**
+   * The path as the client sent it: the router drops a trailing slash (`/ui/` routes as `/ui`), which a
+   * handler serving relative links needs to see. The same as `path` on websocket upgrades.
+   */
+  readonly sentPath: string;
   readonly params: Record<string, string>;
   /**
    * Parameters the matched path fixes by declaration rather than carries in the URL (the route's or

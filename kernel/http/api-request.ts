@@ -3,6 +3,7 @@ import type { ServerResponse } from 'node:http';
 import type Logger from 'bunyan';
 import { preconditionFailed, type ApiRequest, type Requestor } from '../../sdk/index.js';
 import { etagOf } from './envelope.js';
+import { requestTarget } from './request-target.js';
 
 export interface Caller {
   trusted: boolean;
@@ -40,6 +41,11 @@ export class KernelRequest implements ApiRequest {
     private readonly response?: ServerResponse,
   ) {
     this.body = body;
+  }
+
+  get sentPath(): string {
+    const url = this.response?.req?.url;
+    return url ? requestTarget(url).path : this.path;
   }
 
   get trusted(): boolean {

@@ -15,6 +15,11 @@ export class HttpSettings {
   cors: Readonly<Record<string, string>> | undefined;
   trustedProxies: ReadonlySet<string> = new Set();
 
+  /** `core.https_allowed_origin`: the one other site whose pages may call (`*`: any). */
+  get allowedOrigin(): string {
+    return this.origin;
+  }
+
   set(key: 'origin' | 'methods' | 'headers', value: string): void {
     this[key] = value;
     this.rebuild();
@@ -41,7 +46,7 @@ function parseAddressList(value: string): string[] {
 
 export function registerHttpKeys(keys: ConfigKeyRegistry, http: HttpSettings): void {
   for (const [suffix, doc] of [
-    ['origin', 'Access-Control-Allow-Origin header sent with every answer'],
+    ['origin', 'Access-Control-Allow-Origin header sent with every answer; also the one other site whose pages may call the HTTPS listener (`*`: any)'],
     ['methods', 'Access-Control-Allow-Methods header sent with every answer'],
     ['headers', 'Access-Control-Allow-Headers header sent with every answer'],
   ] as const) {

@@ -5,13 +5,14 @@ import type { TLSSocket } from 'node:tls';
 import type { IncomingMessage } from 'node:http';
 import { createHash } from 'node:crypto';
 import type Logger from 'bunyan';
-import { ApiError, type AuthDecision, type TlsClient } from '../../sdk/index.js';
+import { ApiError, forbidden, type AuthDecision, type TlsClient } from '../../sdk/index.js';
 import { allowedStatus, errorBody } from './envelope.js';
 import { answerClientErrors } from './client-errors.js';
 import { keepConnectionsOpen } from './connection-timeouts.js';
 import { requestTarget } from './request-target.js';
 import { bodyLeft, drainBody } from './request-body.js';
 import { acceptProxyHeaders, proxiedSource } from './proxy-protocol.js';
+import { crossOriginRefusal } from './cross-origin.js';
 import type { Caller } from './api-request.js';
 
 /** Everyone who can open the unix socket is trusted (spec part 5.1); mode 0660 limits who can. */
@@ -28,6 +29,8 @@ export interface ServerOptions {
   headers?: () => Readonly<Record<string, string>> | undefined;
   /** Sources whose connections start with a PROXY protocol header (`core.https_trusted_proxy`). */
   trustedProxies?: () => ReadonlySet<string>;
+  /** Refuse browser requests from other sites but this one (`core.https_allowed_origin`); none refused when undefined. */
+  allowedOrigin?: () => string;
 }
 
 export function createHapiServer(opts: ServerOptions): Hapi.Server {
@@ -42,6 +45,15 @@ export function createHapiServer(opts: ServerOptions): Hapi.Server {
   });
   answerClientErrors(server.listener, opts.log);
   keepConnectionsOpen(server.listener);
+  if (opts.allowedOrigin) {
+    const allowedOrigin = opts.allowedOrigin;
+    server.ext('onRequest', (request, h) => {
+      const refusal = crossOriginRefusal(request.raw.req.headers, allowedOrigin());
+      if (!refusal) return h.continue;
+      opts.log.info({ origin: request.headers.origin, path: request.path }, 'refused a browser request from another site');
+      throw forbidden(refusal);
+    });
+  }
   server.ext('onRequest', (request, h) => {
     // hapi's router resolves dot segments (and WHATWG URLs do, %2e too): the path is matched as sent instead.
     const url = request.raw.req.url ?? '/';

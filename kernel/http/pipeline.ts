@@ -287,7 +287,7 @@ export class RoutePipeline {
         return h.response(syncBody(metadata)).type('application/json');
       }
       case 'raw': {
-        const r = h.response(response.body as any).type(response.contentType);
+        const r = h.response(response.body as any).type(response.contentType).code(response.status ?? 200);
         for (const [name, value] of Object.entries(response.headers ?? {})) r.header(name, value);
         return r;
       }

@@ -6,11 +6,12 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { WebSocketServer } from 'ws';
 import type Logger from 'bunyan';
-import { badRequest, isApiError, notFound } from '../../sdk/index.js';
+import { badRequest, forbidden, isApiError, notFound } from '../../sdk/index.js';
 import { endWithError } from './raw-answer.js';
 import { checkAccess, matchWebsocket, type RoutePipeline } from './pipeline.js';
 import { requestTarget } from './request-target.js';
 import { isWebsocketUpgrade, serveIgnoringUpgrade } from './ignored-upgrade.js';
+import { crossOriginRefusal } from './cross-origin.js';
 import type { Caller } from './api-request.js';
 
 export type AuthenticateUpgrade = (raw: IncomingMessage, access: string) => Promise<Caller>;
@@ -40,12 +41,13 @@ function checkHandshake(raw: IncomingMessage): void {
   if (version !== '13' && version !== '8') throw badRequest('Unsupported websocket version (Sec-WebSocket-Version 13 is expected)');
 }
 
-export function attachWebsockets(listener: Server, pipeline: RoutePipeline, authenticate: AuthenticateUpgrade, log: Logger): void {
+/** `allowedOrigin`: refuse upgrades from other sites' pages but this one (see cross-origin.ts); none refused when undefined. */
+export function attachWebsockets(listener: Server, pipeline: RoutePipeline, authenticate: AuthenticateUpgrade, log: Logger, allowedOrigin?: () => string): void {
   listener.on('upgrade', (raw: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => socket.destroy());
     // An upgrade nothing here can take (another protocol, or a path with no websocket) is a plain request.
     if (!isWebsocketUpgrade(raw) || !websocketTarget(pipeline, raw)) return serveIgnoringUpgrade(listener, raw, socket, head);
-    upgrade(raw, socket, head, pipeline, authenticate).catch((err: unknown) => {
+    upgrade(raw, socket, head, pipeline, authenticate, allowedOrigin).catch((err: unknown) => {
       if (!isApiError(err)) log.error({ err }, 'websocket upgrade failed');
       refuse(socket, err);
     });
@@ -62,13 +64,17 @@ function websocketTarget(pipeline: RoutePipeline, raw: IncomingMessage): boolean
   }
 }
 
-async function upgrade(raw: IncomingMessage, socket: Duplex, head: Buffer, pipeline: RoutePipeline, authenticate: AuthenticateUpgrade): Promise<void> {
+async function upgrade(
+  raw: IncomingMessage, socket: Duplex, head: Buffer, pipeline: RoutePipeline, authenticate: AuthenticateUpgrade, allowedOrigin?: () => string,
+): Promise<void> {
   // Matched as sent: dot segments are not resolved into another route (see request-target.ts).
   const { path } = requestTarget(raw.url ?? '/');
   const url = new URL(raw.url ?? '/', 'http://corral');
   const match = matchWebsocket(pipeline.websockets, path);
   if (!match || (raw.method ?? 'GET') !== 'GET') throw notFound();
   checkHandshake(raw);
+  const refusal = allowedOrigin && crossOriginRefusal(raw.headers, allowedOrigin());
+  if (refusal) throw forbidden(refusal);
   const spec = match.route.spec;
   const access = spec.access ?? 'trusted';
   const caller = await authenticate(raw, access);
