@@ -28,6 +28,7 @@ export function uiRoutes(assets: Assets): RouteDescriptor[] {
       get: {
         access: PAGE_ACCESS,
         description: 'The web UI (`/ui` redirects to `/ui/`)',
+        answers: ['raw'],
         // The router drops a trailing slash: only the path as sent tells /ui/ (the page) from /ui.
         handler: (req) => (req.sentPath.endsWith('/') ? serve('index.html') : redirect('/ui/')),
       },
@@ -37,6 +38,8 @@ export function uiRoutes(assets: Assets): RouteDescriptor[] {
       get: {
         access: PAGE_ACCESS,
         description: 'The web UI\'s scripts and styles',
+        answers: ['raw'],
+        errors: [404],
         handler: (req) => serve(req.params.file || 'index.html'),
       },
     },
