@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 /** corrald: the daemon entry point. `--init auto|<preseed.yaml>|-` applies a preseed once the daemon is up. */
-import { parseArgs, USAGE, UsageError } from '../kernel/args.js';
+import { parseArgs, UsageError } from '../kernel/args.js';
 import { runDaemon } from '../kernel/daemon.js';
 import { PluginSetError } from '../kernel/loader/plugin-set.js';
 import { DataDirLockedError } from '../kernel/lock.js';
 import { applyPreseed, loadPreseed } from './preseed.js';
 import { SUBCOMMANDS } from './commands/index.js';
+import { helpText, versionText } from './help.js';
 
 const INIT_USAGE = '  --init       after start, apply a preseed: "auto" (a dir pool named default and a root disk\n               in the default profile, when no pool exists), a YAML file, or - for stdin';
 
@@ -29,7 +30,11 @@ try {
   const { rest, init } = splitInit(process.argv.slice(2));
   const args = parseArgs(rest, process.env);
   if (args.help) {
-    console.log(`${USAGE}\n${INIT_USAGE}`);
+    console.log(await helpText(INIT_USAGE));
+    process.exit(0);
+  }
+  if (args.version) {
+    console.log(versionText());
     process.exit(0);
   }
   const preseed = init === undefined ? undefined : await loadPreseed(init);
@@ -46,7 +51,7 @@ try {
     });
   }
 } catch (err) {
-  if (err instanceof UsageError) console.error(`corrald: ${err.message}\n${USAGE}\n${INIT_USAGE}`);
+  if (err instanceof UsageError) console.error(`corrald: ${err.message}\n${await helpText(INIT_USAGE)}`);
   else if (err instanceof PluginSetError || err instanceof DataDirLockedError) console.error(`corrald: ${err.message}`);
   else console.error(`corrald: failed to start: ${(err as Error).stack ?? String(err)}`);
   process.exit(2);

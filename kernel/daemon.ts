@@ -22,6 +22,8 @@ export async function runDaemon(args: DaemonArgs): Promise<Kernel> {
   if (existsSync(socketPath)) rmSync(socketPath);
 
   let kernel: Kernel;
+  // `corrald shutdown` asks over the socket for what a host shutdown (SIGPWR) does; bound once the kernel is up.
+  let shutdownRequested = () => {};
   try {
     kernel = await Kernel.start({
       dataDir: dir,
@@ -33,6 +35,7 @@ export async function runDaemon(args: DaemonArgs): Promise<Kernel> {
       logToStdout: true,
       logToFile: true,
       logLevel: args.logLevel,
+      onShutdownRequest: () => shutdownRequested(),
     });
   } catch (err) {
     unlock();
@@ -53,7 +56,7 @@ export async function runDaemon(args: DaemonArgs): Promise<Kernel> {
     }
     exiting = true;
     kernel.log.info({ signal }, 'shutting down');
-    const info = { hostShutdown: signal === 'SIGPWR' };
+    const info = { hostShutdown: signal === 'SIGPWR' || signal === 'shutdown request' };
     // Every step of stop() is bounded; this is the last resort should one bound fail to hold.
     setTimeout(() => {
       kernel.log.error('shutdown did not finish in time: exiting anyway');
@@ -70,5 +73,9 @@ export async function runDaemon(args: DaemonArgs): Promise<Kernel> {
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGPWR', () => shutdown('SIGPWR'));
+  // A request repeated while the daemon stops only waits with the first (a repeated signal means "now").
+  shutdownRequested = () => { if (!exiting) shutdown('shutdown request'); };
+  // logrotate moved the file away: write to a new one.
+  process.on('SIGHUP', () => kernel.reopenLog());
   return kernel;
 }

@@ -9,4 +9,6 @@ export interface Subcommand {
 }
 
 export const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
+  shutdown: async () => (await import('./shutdown.js')).default,
+  waitready: async () => (await import('./waitready.js')).default,
 };
