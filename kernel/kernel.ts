@@ -253,8 +253,13 @@ export class Kernel {
 
   /** Opens the log file again (SIGHUP, after log rotation moved it away). */
   reopenLog(): void {
-    this.logOutputs.reopen();
-    this.log.info('log file reopened');
+    try {
+      this.logOutputs.reopen();
+      this.log.info('log file reopened');
+    } catch (err) {
+      // The old file stays in use: a failed reopen must not take the daemon down.
+      this.log.error({ err }, 'could not reopen the log file');
+    }
   }
 
   private async listenUnix(socketPath: string): Promise<void> {

@@ -1,4 +1,7 @@
-/** The daemon's log file, written synchronously (nothing is lost at exit) and reopened on demand (SIGHUP after rotation). */
+/**
+ * The daemon's log file, written synchronously (nothing is lost at exit) and reopened on demand
+ * (SIGHUP after rotation). Never closed but at a reopen: the process's exit closes it.
+ */
 import { closeSync, openSync, writeSync } from 'node:fs';
 
 export class LogFile {
@@ -26,9 +29,5 @@ export class LogFile {
     const previous = this.fd;
     this.fd = next;
     closeSync(previous);
-  }
-
-  close(): void {
-    try { closeSync(this.fd); } catch { /* already closed */ }
   }
 }

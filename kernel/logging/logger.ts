@@ -14,7 +14,6 @@ export interface LogRecord {
 }
 
 export const LOG_LEVELS = ['debug', 'info', 'warn', 'error'] as const;
-export type LogLevelName = (typeof LOG_LEVELS)[number];
 
 export interface LoggerOptions {
   dataDir?: string;
@@ -45,10 +44,6 @@ export class LogOutputs {
     }
   }
 
-  get level(): LogLevelName {
-    return bunyan.nameFromLevel[this.threshold] as LogLevelName;
-  }
-
   setLevel(level: bunyan.LogLevel): void {
     this.threshold = bunyan.resolveLevel(level);
   }
@@ -56,10 +51,6 @@ export class LogOutputs {
   /** After the file was moved away (log rotation): new lines go to a new file at the same path. */
   reopen(): void {
     this.file?.reopen();
-  }
-
-  close(): void {
-    this.file?.close();
   }
 
   write(record: LogRecord): void {
