@@ -8,12 +8,20 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { collect, killContainers, projectRoot, startDaemon, startWithPool, stopDaemons, waitFor } from '../helpers/daemon.js';
+import { collect, killContainers, projectRoot, startDaemon, unixWebsocket, startWithPool, stopDaemons, waitFor } from '../helpers/daemon.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { lxcOk } from '../helpers/clients.js';
+import { referenceUnavailable, startReference } from '../helpers/reference-daemon.js';
+import { spawn } from 'node:child_process';
 import { corraldCli } from '../helpers/corrald-cli.js';
 
 let image: BusyboxImage;
+/**
+ * The events of an instance that stopped at a host shutdown. The reference says instance-stopped
+ * when the clean stop ran out of its timeout and it killed the instance (busybox's init ignores
+ * SIGPWR), corral instance-shutdown: the order is what these tests compare (see decision 0035).
+ */
+const STOP_ACTIONS = new Set(['instance-shutdown', 'instance-stopped']);
 const dirs: string[] = [];
 const scratch = () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'corral-svc-'));
@@ -87,7 +95,7 @@ test.serial('corrald shutdown stops the instances by boot.stop.priority (as a ho
   t.is(asked.status, 0, asked.stderr);
   t.is(await exit, 0, 'the daemon exits 0');
   t.false(existsSync(path.join(dir, 'unix.socket')), 'shutdown returns once the daemon is gone');
-  const stops = events.filter((e) => e.metadata.action === 'instance-shutdown').map((e) => e.metadata.source.split('/').pop());
+  const stops = events.filter((e) => STOP_ACTIONS.has(e.metadata.action)).map((e) => e.metadata.source.split('/').pop());
   t.deepEqual(stops, ['high', 'middle', 'low']);
   t.regex(d.output(), /"msg":"asked to shut down through the unix socket"/);
 
@@ -97,6 +105,30 @@ test.serial('corrald shutdown stops the instances by boot.stop.priority (as a ho
   t.pass();
   for (const name of Object.keys(priorities)) await lxcOk(t, d.socket, 'stop', '-f', name);
   await d.stop();
+});
+
+test.serial('the reference\'s `lxd shutdown` (oracle): the same order by boot.stop.priority, and it returns once the daemon is gone', async (t) => {
+  const why = referenceUnavailable();
+  if (why) return t.pass(why);
+  const ref = await startReference();
+  try {
+    t.is((await ref.lxc('image', 'import', image.unified, '--alias', 'bb')).status, 0);
+    for (const [name, priority] of Object.entries({ low: '1', high: '10', middle: '5' })) {
+      const launched = await ref.lxc('launch', 'bb', `h16svc-${name}`, '-c', `boot.stop.priority=${priority}`, '-c', 'boot.host_shutdown_timeout=1');
+      t.is(launched.status, 0, launched.stderr);
+    }
+    const events = collect(await unixWebsocket(ref.socket, '/1.0/events?type=lifecycle'));
+    const hostPath = (process.env.PATH ?? '').split(':').filter((p) => !p.includes('node_modules')).join(':');
+    const code = await new Promise<number | null>((resolve) => {
+      spawn('lxd', ['shutdown', '--timeout', '90'], { env: { ...process.env, PATH: hostPath, LXD_DIR: ref.dir }, stdio: 'ignore' }).on('exit', resolve);
+    });
+    t.is(code, 0);
+    t.false(existsSync(ref.socket), 'gone when lxd shutdown returns');
+    const stops = events.filter((e) => STOP_ACTIONS.has(e.metadata.action)).map((e) => e.metadata.source.split('/').pop());
+    t.deepEqual(stops, ['h16svc-high', 'h16svc-middle', 'h16svc-low']);
+  } finally {
+    await ref.stop();
+  }
 });
 
 test.serial('the shutdown route is served on the unix socket only: not over HTTPS, not in the route table, no other method', async (t) => {
