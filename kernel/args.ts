@@ -1,10 +1,12 @@
 /** Command line of the daemon: `--dir <path>`, `--plugins <set or ids>`, `--registry <file>`, the log level, help and version. */
 
+import { LOG_LEVELS } from './logging/logger.js';
+
 export interface DaemonArgs {
   dir: string;
   plugins: string;
   registry?: string;
-  logLevel?: 'debug' | 'info' | 'warn' | 'error';
+  logLevel?: (typeof LOG_LEVELS)[number];
   help: boolean;
   version: boolean;
 }
@@ -39,7 +41,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv): DaemonArgs {
       case '--registry': args.registry = value(); break;
       case '--log-level': {
         const level = value();
-        if (!['debug', 'info', 'warn', 'error'].includes(level)) throw new UsageError(`unknown log level "${level}"`);
+        if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new UsageError(`unknown log level "${level}" (${LOG_LEVELS.join(', ')})`);
         args.logLevel = level as DaemonArgs['logLevel'];
         break;
       }
