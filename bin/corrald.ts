@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 /** corrald: the daemon entry point. `--init auto|<preseed.yaml>|-` applies a preseed once the daemon is up. */
-import { parseArgs, USAGE, UsageError } from '../kernel/args.js';
+import { parseArgs, UsageError } from '../kernel/args.js';
 import { runDaemon } from '../kernel/daemon.js';
 import { PluginSetError } from '../kernel/loader/plugin-set.js';
 import { DataDirLockedError } from '../kernel/lock.js';
 import { injectApi, InitError } from './init/api.js';
 import { INIT_USAGE, initStep } from './init/start-flag.js';
 import { SUBCOMMANDS } from './commands/index.js';
+import { helpText, versionText } from './help.js';
 
 /** Take `--init <value>` out of the arguments the kernel parses. */
 function splitInit(argv: string[]): { rest: string[]; init?: string } {
@@ -28,7 +29,11 @@ try {
   const { rest, init } = splitInit(process.argv.slice(2));
   const args = parseArgs(rest, process.env);
   if (args.help) {
-    console.log(`${USAGE}\n${INIT_USAGE}`);
+    console.log(await helpText(INIT_USAGE));
+    process.exit(0);
+  }
+  if (args.version) {
+    console.log(versionText());
     process.exit(0);
   }
   // Read and checked before the start: a bad preseed changes nothing and the daemon never serves.
@@ -45,7 +50,7 @@ try {
     }
   }));
 } catch (err) {
-  if (err instanceof UsageError) console.error(`corrald: ${err.message}\n${USAGE}\n${INIT_USAGE}`);
+  if (err instanceof UsageError) console.error(`corrald: ${err.message}\n${await helpText(INIT_USAGE)}`);
   else if (err instanceof InitError) {
     console.error(`corrald: init: ${err.message}`);
     process.exit(1);

@@ -26,6 +26,8 @@ export async function runDaemon(args: DaemonArgs, afterStart?: (kernel: Kernel) 
   if (existsSync(socketPath)) rmSync(socketPath);
 
   let kernel: Kernel;
+  // `corrald shutdown` asks over the socket for what a host shutdown (SIGPWR) does; bound once the kernel is up.
+  let shutdownRequested = () => {};
   try {
     kernel = await Kernel.start({
       dataDir: dir,
@@ -37,6 +39,7 @@ export async function runDaemon(args: DaemonArgs, afterStart?: (kernel: Kernel) 
       logToStdout: true,
       logToFile: true,
       logLevel: args.logLevel,
+      onShutdownRequest: () => shutdownRequested(),
     });
   } catch (err) {
     unlock();
@@ -57,7 +60,7 @@ export async function runDaemon(args: DaemonArgs, afterStart?: (kernel: Kernel) 
     }
     exiting = true;
     kernel.log.info({ signal }, 'shutting down');
-    const info = { hostShutdown: signal === 'SIGPWR' };
+    const info = { hostShutdown: signal === 'SIGPWR' || signal === 'shutdown request' };
     // Every step of stop() is bounded; this is the last resort should one bound fail to hold.
     setTimeout(() => {
       kernel.log.error('shutdown did not finish in time: exiting anyway');
@@ -77,5 +80,9 @@ export async function runDaemon(args: DaemonArgs, afterStart?: (kernel: Kernel) 
   void afterStart?.(kernel).then((code) => {
     if (code !== undefined && !exiting) shutdown('after-start step failed', code);
   });
+  // A request repeated while the daemon stops only waits with the first (a repeated signal means "now").
+  shutdownRequested = () => { if (!exiting) shutdown('shutdown request'); };
+  // logrotate moved the file away: write to a new one.
+  process.on('SIGHUP', () => kernel.reopenLog());
   return kernel;
 }

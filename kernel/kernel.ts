@@ -11,7 +11,7 @@ import type Logger from 'bunyan';
 import {
   type CorralPlugin, type HostTools, type PathListener, type PluginCatalog, type PluginContext, type PluginManifest, type ServiceRef, type ShutdownInfo,
 } from '../sdk/index.js';
-import { createLogger, levelName, type LogRecord } from './logging/logger.js';
+import { createLogger, levelName, LOG_LEVELS, type LogOutputs, type LogRecord } from './logging/logger.js';
 import { createHostTools, findOnPath } from './host-tools/host-tools.js';
 import { DocumentStore } from './store/document-store.js';
 import { KeyRegistry } from './config/key-registry.js';
@@ -36,6 +36,7 @@ import { API_VERSION, SERVER_VERSION, ServerInfo } from './server/server-info.js
 import { ROOT_PATHS, serverRoutes } from './server/routes.js';
 import { describeApi } from './openapi/document.js';
 import { openApiRoute } from './openapi/route.js';
+import { addUnixOnlyRoutes } from './server/unix-only-routes.js';
 import { ensureServerCertificate, type ServerCertificate } from './tls/server-certificate.js';
 
 export interface KernelOptions {
@@ -56,6 +57,8 @@ export interface KernelOptions {
   serverCertificate?: boolean;
   /** Seconds to let running operations finish at shutdown. */
   shutdownTimeout?: number;
+  /** The daemon's way to stop itself as a host shutdown does, for `corrald shutdown` (unix socket only). */
+  onShutdownRequest?: () => void;
   /** Test kits only: the host-tools service to hand plugins instead of the real one. */
   hostTools?: HostTools;
   /** Test kits only: services put in place before any plugin registers; a plugin's own provide of these is ignored. */
@@ -96,6 +99,7 @@ export class Kernel {
   catalog: PluginCatalog = catalogOf([]);
   readonly operations: OperationManager;
   readonly log: Logger;
+  private readonly logOutputs: LogOutputs;
   readonly hostTools: HostTools;
   readonly pipeline: RoutePipeline;
   readonly dataDir: string;
@@ -115,12 +119,12 @@ export class Kernel {
 
   private constructor(private readonly opts: KernelOptions) {
     this.dataDir = opts.dataDir;
-    this.log = createLogger({
+    ({ log: this.log, outputs: this.logOutputs } = createLogger({
       dataDir: opts.logToFile ? opts.dataDir : undefined,
       stdout: opts.logToStdout,
       level: opts.logLevel,
       sink: (record) => this.forwardLog(record),
-    });
+    }));
     this.hostTools = opts.hostTools ?? createHostTools(this.log.child({ component: 'host-tools' }));
     for (const { ref, impl } of opts.serviceOverrides ?? []) this.services.override(ref, impl);
     this.operations = new OperationManager(this.events, this.location);
@@ -248,11 +252,35 @@ export class Kernel {
       apply: (value) => this.tls.apply(value),
     });
     registerHttpKeys(this.keys, this.http);
+    this.keys.register({
+      key: 'core.log_level',
+      scope: 'server',
+      type: 'string',
+      live: true,
+      validate: (value) => {
+        if (!(LOG_LEVELS as readonly string[]).includes(value)) throw new Error(`must be one of ${LOG_LEVELS.join(', ')}`);
+      },
+      doc: 'Level of the daemon log (debug, info, warn, error); unset: the --log-level flag, else info',
+      // Unset falls back to what the daemon was started with.
+      apply: (value) => this.logOutputs.setLevel((value || this.opts.logLevel || 'info') as Logger.LogLevel),
+    });
+  }
+
+  /** Opens the log file again (SIGHUP, after log rotation moved it away). */
+  reopenLog(): void {
+    try {
+      this.logOutputs.reopen();
+      this.log.info('log file reopened');
+    } catch (err) {
+      // The old file stays in use: a failed reopen must not take the daemon down.
+      this.log.error({ err }, 'could not reopen the log file');
+    }
   }
 
   private async listenUnix(socketPath: string): Promise<void> {
     const server = createHapiServer({ log: this.log, socketPath, headers: () => this.http.cors });
     this.pipeline.install(server, async () => UNIX_CALLER);
+    if (this.opts.onShutdownRequest) addUnixOnlyRoutes(server, { shutdown: this.opts.onShutdownRequest, log: this.log });
     attachWebsockets(server.listener, this.pipeline, async () => UNIX_CALLER, this.log);
     await server.start();
     await chmod(socketPath, 0o660);

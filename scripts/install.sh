@@ -1,24 +1,49 @@
 #!/usr/bin/env bash
-# Installs everything corral and its tests need on a Debian 12 machine (run as root), then builds it.
+# Installs what corral needs on a Debian 12 machine (run as root), then builds it.
+#   ./scripts/install.sh          what the daemon needs to run (and to build its native modules)
+#   ./scripts/install.sh --test   that, and what only the test suite uses
 # Idempotent: skips apt when every package is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Host packages: liblxc and its tools (containers), uidmap (newuidmap for unprivileged containers),
-# tar with every compressor and squashfs-tools (images), busybox-static (the test image),
-# nftables (firewall driver detection), the real clients used as acceptance tests
-# (lxd-client, python3-pylxd), the reference daemon itself (lxd: the backup interoperability
-# tests start a private one), make/g++ for the native modules (sqlite3, node-pty), and prometheus
-# (the metrics tests scrape corral with a private Prometheus server and check the text with promtool),
-# dnsmasq-base and iproute2 (bridge networks: DHCP/DNS, links; nftables does their NAT and firewall),
-# openssl and curl (the TLS tests make client certificates, a CA and its CRL, and call as an untrusted client),
-# socat (the proxy device bench compares the forwarder with a direct socat relay),
-# btrfs-progs (the btrfs storage driver: mkfs.btrfs, subvolumes, qgroups, send/receive; pools on loop files),
-# chromium (TEST ONLY: the web UI test drives a headless Chromium through playwright-core).
-PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
-  lxd-client lxd python3-pylxd python3-websocket ca-certificates openssl make g++ python3 prometheus
-  dnsmasq-base iproute2 curl socat btrfs-progs
-  chromium)  # test only
+with_tests=0
+case "${1:-}" in
+  '') ;;
+  --test) with_tests=1 ;;
+  -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "install.sh: unknown argument \"$1\" (only --test)" >&2; exit 2 ;;
+esac
+
+# Node.js is the one prerequisite this script does not install: Debian 12's own is 18.
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo none)
+if [ "$node_major" = none ] || [ "$node_major" -lt 20 ]; then
+  cat >&2 <<'MSG'
+corral needs Node.js 20 or newer, and this machine has none or an older one (Debian 12 ships 18).
+Install Node.js 20 from NodeSource's Debian repository, then run this script again:
+    apt-get install -y curl ca-certificates
+    curl -fsSL https://deb.nodesource.com/setup_20.x | bash -
+    apt-get install -y nodejs
+MSG
+  exit 1
+fi
+
+# What the daemon runs: liblxc and its tools (containers), uidmap (newuidmap, unprivileged containers),
+# tar with every compressor, squashfs-tools and attr (images), busybox-static (the first image),
+# nftables (NAT, firewalls, proxy DNAT), dnsmasq-base and iproute2 (bridge networks: DHCP/DNS, links,
+# tc), btrfs-progs (the btrfs storage driver), python3 (a host tool of the instances), logrotate (the
+# log rotation rule scripts/install-service.sh installs), lxd-client (the `lxc` client: how operators
+# talk to corral), ca-certificates; make, g++ and python3 build the native modules (sqlite3, node-pty).
+RUNTIME_PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
+  dnsmasq-base iproute2 btrfs-progs python3 logrotate lxd-client ca-certificates make g++)
+# What only the tests use: the reference daemon (lxd: the interoperability tests start a private one),
+# pylxd (the second real client), prometheus (the metrics tests scrape corral with a private server and
+# check the text with promtool), openssl and curl (client certificates, a CA and its CRL, untrusted
+# calls), socat (the proxy device bench compares the forwarder with a direct relay), chromium (the web
+# page's test drives a headless Chromium through playwright-core).
+TEST_PACKAGES=(lxd python3-pylxd python3-websocket prometheus openssl curl socat chromium)
+
+PACKAGES=("${RUNTIME_PACKAGES[@]}")
+if [ "$with_tests" = 1 ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -48,11 +73,6 @@ fi
 for f in /etc/subuid /etc/subgid; do
   grep -q '^root:1000000:' "$f" 2>/dev/null || echo 'root:1000000:1000000000' >> "$f"
 done
-
-if ! command -v node >/dev/null || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
-  echo "corral needs Node.js 20 or newer" >&2
-  exit 1
-fi
 
 npm install --no-fund --no-audit --loglevel=error
 npm run build --silent

@@ -10,4 +10,6 @@ export interface Subcommand {
 
 export const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
   init: async () => (await import('./init.js')).default,
+  shutdown: async () => (await import('./shutdown.js')).default,
+  waitready: async () => (await import('./waitready.js')).default,
 };
