@@ -1,14 +1,53 @@
 /** Extracting image tarballs through the host's tar (which runs the decompressor itself). */
-import type { HostTools } from '../../sdk/index.js';
+import { createReadStream } from 'node:fs';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { HostToolError, type HostTools } from '../../sdk/index.js';
 import { tarFlags, type Compression } from '../../sdk/lib/archive/index.js';
 
 /** Long enough for multi-GB images; a stuck decompressor still ends. */
 export const TAR_TIMEOUT_MS = 30 * 60_000;
 
-/** Extract a whole archive into `dir`, keeping numeric ownership, modes and extended attributes. */
-export async function extractTar(tools: HostTools, file: string, compression: Compression, dir: string): Promise<void> {
-  await tools.run('tar', [
-    '-x', ...tarFlags(compression), '-f', file, '-C', dir,
-    '--numeric-owner', '--same-owner', '--same-permissions', '--xattrs', '--xattrs-include=*',
-  ], { timeoutMs: TAR_TIMEOUT_MS, endWithDaemon: true });
+/** Reads big enough to cost little, small enough that the first percent shows early. */
+const CHUNK = 256 << 10;
+
+const EXTRACT_FLAGS = ['--numeric-owner', '--same-owner', '--same-permissions', '--xattrs', '--xattrs-include=*'];
+
+/**
+ * Extract a whole archive into `dir`, keeping numeric ownership, modes and extended attributes.
+ * With `onRead`, the file is fed to tar through a pipe that counts the compressed bytes read (the
+ * measure of progress the reference uses); without it tar reads the file itself.
+ */
+export async function extractTar(tools: HostTools, file: string, compression: Compression, dir: string, onRead?: (bytes: number) => void): Promise<void> {
+  if (!onRead) {
+    await tools.run('tar', ['-x', ...tarFlags(compression), '-f', file, '-C', dir, ...EXTRACT_FLAGS], { timeoutMs: TAR_TIMEOUT_MS, endWithDaemon: true });
+    return;
+  }
+  const tar = tools.spawn('tar', ['-x', ...tarFlags(compression), '-f', '-', '-C', dir, ...EXTRACT_FLAGS], { endWithDaemon: true });
+  tar.stdout.resume();
+  let stderr = '';
+  tar.stderr?.on('data', (c: Buffer) => {
+    if (stderr.length < 16 * 1024) stderr += c.toString('utf8');
+  });
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    tar.kill('SIGKILL');
+  }, TAR_TIMEOUT_MS);
+  const counter = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      onRead(chunk.length);
+      done(null, chunk);
+    },
+  });
+  try {
+    // tar's exit says whether the archive was good; a pipe it closed early only follows from that.
+    const [fed, exit] = await Promise.allSettled([pipeline(createReadStream(file, { highWaterMark: CHUNK }), counter, tar.stdin), tar.exited]);
+    const code = (exit as PromiseFulfilledResult<number>).value;
+    if (timedOut) throw new HostToolError('tar', `tar timed out after ${TAR_TIMEOUT_MS} ms`);
+    if (code !== 0) throw new HostToolError('tar', `tar failed (exit ${code}): ${stderr.trim().split('\n').slice(-3).join(' ')}`, code);
+    if (fed.status === 'rejected') throw new HostToolError('tar', `tar could not read ${file}: ${(fed.reason as Error).message}`);
+  } finally {
+    clearTimeout(timer);
+  }
 }
