@@ -40,13 +40,17 @@ export async function extractTar(tools: HostTools, file: string, compression: Co
       done(null, chunk);
     },
   });
+  const source = createReadStream(file, { highWaterMark: CHUNK });
+  let readError: Error | undefined;
+  source.on('error', (err) => (readError = err));
   try {
-    // tar's exit says whether the archive was good; a pipe it closed early only follows from that.
-    const [fed, exit] = await Promise.allSettled([pipeline(createReadStream(file, { highWaterMark: CHUNK }), counter, tar.stdin), tar.exited]);
-    const code = (exit as PromiseFulfilledResult<number>).value;
+    // tar's exit says whether the archive was good. It may stop reading at the end-of-archive
+    // blocks and leave padding unread: the pipe it closed is then no failure; a file we could not read is.
+    await Promise.allSettled([pipeline(source, counter, tar.stdin), tar.exited]);
+    const code = await tar.exited;
     if (timedOut) throw new HostToolError('tar', `tar timed out after ${TAR_TIMEOUT_MS} ms`);
+    if (readError) throw new HostToolError('tar', `Reading ${file} failed: ${readError.message}`);
     if (code !== 0) throw new HostToolError('tar', `tar failed (exit ${code}): ${stderr.trim().split('\n').slice(-3).join(' ')}`, code);
-    if (fed.status === 'rejected') throw new HostToolError('tar', `tar could not read ${file}: ${(fed.reason as Error).message}`);
   } finally {
     clearTimeout(timer);
   }
