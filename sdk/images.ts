@@ -70,6 +70,9 @@ export interface ImageSourceProvider {
   open(project: string, source: Record<string, unknown>): Promise<ImageSourceContent>;
 }
 
+/** Bytes of an image's files read so far out of their total size; done = total once it is unpacked. */
+export type UnpackProgress = (done: number, total: number) => void;
+
 export interface ImagesService {
   /** Another plugin answers `POST /1.0/images` for a source type (`instance`, `snapshot`). */
   registerSource(provider: ImageSourceProvider): void;
@@ -78,8 +81,9 @@ export interface ImagesService {
   /**
    * Unpack the image into `dir`: `dir/rootfs/`, `dir/metadata.yaml`, `dir/templates/`.
    * Ownership is kept as stored in the image (the instance driver maps ids at mount time).
+   * `onProgress` hears how much of the image's files has been read, ending with done = total.
    */
-  unpack(fingerprint: string, dir: string): Promise<void>;
+  unpack(fingerprint: string, dir: string, onProgress?: UnpackProgress): Promise<void>;
   /** The images a project holds (its own records: callers map the project through `features.images`). */
   list(project: string): Promise<ImageRecord[]>;
   /** Record a use (last_used_at). */

@@ -13,6 +13,7 @@ import type { Readable } from 'node:stream';
 import { createExtensionPoint, createServiceRef } from './services.js';
 import type { ConfigKeyDescriptor } from './config-keys.js';
 import type { UsedByRegistry } from './used-by.js';
+import type { UnpackProgress } from './images.js';
 
 export type VolumeType = 'container' | 'virtual-machine' | 'image' | 'custom';
 
@@ -212,8 +213,16 @@ export function unsupportedMessage(driver: StorageDriver, capability: StorageCap
 /** How a new instance volume is filled. */
 export type VolumeSource =
   | { kind: 'empty' }
-  /** From an image: unpacked once per pool into an image volume, then cloned. */
-  | { kind: 'image'; fingerprint: string; project: string; unpack: (dir: string) => Promise<void> }
+  /**
+   * From an image: unpacked once per pool into an image volume, then cloned. `onProgress` hears the
+   * unpack's progress when this volume waits for one (whoever started it); nothing when the pool
+   * already holds the image.
+   */
+  | {
+    kind: 'image'; fingerprint: string; project: string;
+    unpack: (dir: string, onProgress?: UnpackProgress) => Promise<void>;
+    onProgress?: UnpackProgress;
+  }
   /**
    * From another volume, on this pool or another one; from one of its snapshots with `snapshot`;
    * `snapshots` names source snapshots to recreate on the new volume, oldest first.

@@ -19,13 +19,15 @@ export class EventHub implements EventsService {
   private readonly sockets = new Set<EventListener>();
   /** How many socket listeners want each type, so unwatched types cost nothing. */
   private readonly watchers: Record<EventType, number> = { operation: 0, logging: 0, lifecycle: 0 };
+  /** The same for in-process listeners (a plugin following lifecycle events does not make progress updates cost). */
+  private readonly internalWatchers: Record<EventType, number> = { operation: 0, logging: 0, lifecycle: 0 };
   private readonly internal = new Set<{ types?: ReadonlySet<EventType>; fn: (event: EventEnvelope) => void }>();
 
   constructor(private readonly location: string) {}
 
   /** `project` undefined: a server-wide event (logging), delivered to every listener and sent without a project. */
   emit(type: EventType, metadata: unknown, project?: string): void {
-    if (this.watchers[type] === 0 && this.internal.size === 0) return;
+    if (!this.watched(type)) return;
     const event: EventEnvelope = { type, timestamp: new Date().toISOString(), metadata, location: this.location };
     if (project !== undefined) event.project = project;
     for (const listener of this.internal) {
@@ -48,7 +50,12 @@ export class EventHub implements EventsService {
   subscribe(fn: (event: EventEnvelope) => void, types?: EventType[]): () => void {
     const entry = { types: types && new Set(types), fn };
     this.internal.add(entry);
-    return () => this.internal.delete(entry);
+    const counted = [...(entry.types ?? EVENT_TYPES)];
+    for (const type of counted) this.internalWatchers[type]++;
+    return () => {
+      if (!this.internal.delete(entry)) return;
+      for (const type of counted) this.internalWatchers[type]--;
+    };
   }
 
   /** A websocket listener; returns the function that removes it. */
@@ -63,7 +70,7 @@ export class EventHub implements EventsService {
 
   /** Whether anybody listens to a type (the logging feed checks this before building events). */
   watched(type: EventType): boolean {
-    return this.watchers[type] > 0 || this.internal.size > 0;
+    return this.watchers[type] > 0 || this.internalWatchers[type] > 0;
   }
 }
 

@@ -1,6 +1,6 @@
 /** Keeps the operations of this daemon; finished ones stay visible for a while, then go. */
 import type { EventHub } from '../events/hub.js';
-import { ApiError, notFound, type Operation, type OperationClass, type OperationsService, type OperationSpec, type OperationView } from '../../sdk/index.js';
+import { ApiError, notFound, type Operation, type OperationClass, type OperationsService, type OperationSpec } from '../../sdk/index.js';
 import { OperationRecord } from './operation.js';
 
 /** How long a finished operation stays listed (the reference keeps them a few seconds). */
@@ -69,8 +69,8 @@ export class OperationManager implements OperationsService {
   }
 
   private changed(op: OperationRecord): void {
-    const view: OperationView = op.view();
-    this.events.emit('operation', view, op.project);
+    // Progress updates come often: with nobody following operation events they cost no view.
+    if (this.events.watched('operation')) this.events.emit('operation', op.view(), op.project);
     if (op.isFinal) setTimeout(() => this.operations.delete(op.id), KEEP_FINISHED_MS).unref();
   }
 }

@@ -37,11 +37,11 @@ export function createImagesService(
       return records.map((r) => imageView(r.doc, aliases.get(r.name) ?? []));
     },
 
-    async unpack(fingerprint, dir) {
+    async unpack(fingerprint, dir, onProgress) {
       // Files are per fingerprint: any project's record describes them.
       const record = (await catalog.images.list()).find((r) => r.name === fingerprint);
       if (!record) throw notFound('Image not found');
-      await unpackImage(tools, files, record.doc, dir);
+      await unpackImage(tools, files, record.doc, dir, onProgress);
     },
 
     async markUsed(asked, fingerprint) {

@@ -2,42 +2,82 @@
  * Unpacking an image for a storage volume: `dir/metadata.yaml`, `dir/templates/` and
  * `dir/rootfs/` (or `dir/rootfs.img` for a virtual-machine image). Ownership, modes and
  * extended attributes are kept as stored: the instance driver maps ids at mount time.
+ * Progress counts the bytes of the image's files read, over both files of a split image, as the
+ * tools that read them report or show it: no file passes through the daemon.
  */
-import { copyFile, lstat, mkdir } from 'node:fs/promises';
+import { copyFile, lstat, mkdir, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { badRequest, notFound, type HostTools } from '../../sdk/index.js';
+import { badRequest, notFound, type HostTools, type UnpackProgress } from '../../sdk/index.js';
 import type { ImageFiles } from './files.js';
 import type { StoredImage } from './image.js';
-import { extractTar, TAR_TIMEOUT_MS } from './tarball.js';
+import { unsquash } from './unsquash.js';
+import { extractTar } from './tarball.js';
 
-export async function unpackImage(tools: HostTools, files: ImageFiles, image: StoredImage, dir: string): Promise<void> {
+const COPY_POLL_MS = 250;
+
+export async function unpackImage(tools: HostTools, files: ImageFiles, image: StoredImage, dir: string, onProgress?: UnpackProgress): Promise<void> {
   const fp = image.fingerprint;
   const meta = image.files.metadata;
   if (meta.kind !== 'tar') throw notFound(`Image ${fp} has no readable metadata tarball`);
+  const rootfs = image.files.rootfs;
+  const progress = onProgress && await byteCounter(onProgress, [files.metadataFile(fp), ...(rootfs ? [files.rootfsFile(fp)] : [])]);
   await mkdir(dir, { recursive: true });
-  await extractTar(tools, files.metadataFile(fp), meta.compression, dir);
+  await extractTar(tools, files.metadataFile(fp), meta.compression, dir, progress?.read);
   // Import refuses these shapes; an image stored before it did must still not have its rootfs
   // written, or its instance run, through a link out of the volume.
   await expectKind(fp, dir, 'rootfs', 'directory');
   await expectKind(fp, dir, 'rootfs.img', 'file');
   await expectKind(fp, dir, 'templates', 'directory');
   await expectKind(fp, dir, 'metadata.yaml', 'file');
-  const rootfs = image.files.rootfs;
-  if (!rootfs) return;
-  switch (rootfs.kind) {
-    case 'tar': {
-      const target = path.join(dir, 'rootfs');
-      await mkdir(target, { recursive: true });
-      await extractTar(tools, files.rootfsFile(fp), rootfs.compression, target);
-      return;
+  if (rootfs) {
+    switch (rootfs.kind) {
+      case 'tar': {
+        const target = path.join(dir, 'rootfs');
+        await mkdir(target, { recursive: true });
+        await extractTar(tools, files.rootfsFile(fp), rootfs.compression, target, progress?.read);
+        break;
+      }
+      case 'squashfs':
+        await unsquash(tools, files.rootfsFile(fp), path.join(dir, 'rootfs'), progress?.read);
+        break;
+      case 'qcow2':
+        await copyImageFile(files.rootfsFile(fp), path.join(dir, 'rootfs.img'), progress?.read);
+        break;
     }
-    case 'squashfs':
-      // -f: the target may exist (created empty by the volume); xattrs are extracted by default.
-      await tools.run('unsquashfs', ['-f', '-n', '-q', '-d', path.join(dir, 'rootfs'), files.rootfsFile(fp)], { timeoutMs: TAR_TIMEOUT_MS, endWithDaemon: true });
-      return;
-    case 'qcow2':
-      await copyFile(files.rootfsFile(fp), path.join(dir, 'rootfs.img'));
-      return;
+  }
+  progress?.end();
+}
+
+/** Adds up bytes read over `paths` and tells `onProgress`; `end` reports the whole (what a tool did not count). */
+async function byteCounter(onProgress: UnpackProgress, paths: string[]): Promise<{ read: (bytes: number) => void; end: () => void }> {
+  const sizes = await Promise.all(paths.map((p) => stat(p).then((st) => st.size)));
+  const total = sizes.reduce((a, b) => a + b, 0);
+  let done = 0;
+  return {
+    read(bytes) {
+      done = Math.min(total, done + bytes);
+      onProgress(done, total);
+    },
+    end: () => onProgress(total, total),
+  };
+}
+
+/** A virtual-machine disk is copied as it is (by the kernel); its growing copy shows the progress. */
+async function copyImageFile(from: string, to: string, onRead?: (bytes: number) => void): Promise<void> {
+  if (!onRead) return copyFile(from, to);
+  let counted = 0;
+  const timer = setInterval(() => {
+    void stat(to).then((st) => {
+      if (st.size > counted) {
+        onRead(st.size - counted);
+        counted = st.size;
+      }
+    }, () => {});
+  }, COPY_POLL_MS);
+  try {
+    await copyFile(from, to);
+  } finally {
+    clearInterval(timer);
   }
 }
 

@@ -9,7 +9,7 @@ import path from 'node:path';
 import {
   badRequest, canQuota, canRefresh, canReportUsage, canSendReceive, canSnapshot, conflict, unsupportedMessage,
   type OptimizedPart, type PluginContext, type PoolInfo, type StorageDriver, type VolumeRef, type VolumeSendReceive, type VolumeSnapshots, type VolumeSource,
-  type VolumeState, type VolumeType,
+  type UnpackProgress, type VolumeState, type VolumeType,
 } from '../../sdk/index.js';
 import type { InstanceVolumeRecords } from './instance-volumes.js';
 import { withPoolDefaults } from './volume-defaults.js';
@@ -21,6 +21,7 @@ import type { SharedLock } from './shared-lock.js';
 const imageVolume = (fingerprint: string, suffix = ''): VolumeRef => ({ type: 'image', project: 'default', name: fingerprint + suffix });
 const SCRATCH = '.unpacking';
 const imageLockKey = (pool: string, fingerprint: string) => `image/${pool}/${fingerprint}`;
+type ImageVolumeSource = Extract<VolumeSource, { kind: 'image' }>;
 
 const without = <T>(map: Record<string, T>, key: string): Record<string, T> => {
   const out = { ...map };
@@ -43,8 +44,8 @@ function sendReceiveOf(driver: StorageDriver): VolumeSendReceive {
 }
 
 export class VolumeManager {
-  /** One unpack at a time per pool and image; later callers wait for it. */
-  private readonly unpacks = new Map<string, Promise<void>>();
+  /** One unpack at a time per pool and image; later callers wait for it and hear its progress too. */
+  private readonly unpacks = new Map<string, { done: Promise<void>; listeners: Set<UnpackProgress> }>();
 
   constructor(
     private readonly ctx: PluginContext,
@@ -89,7 +90,7 @@ export class VolumeManager {
           break;
         case 'image':
           await this.locks.shared(imageLockKey(poolName, source.fingerprint), async () => {
-            await this.ensureImage(info, driver, source.fingerprint, source.unpack);
+            await this.ensureImage(info, driver, source);
             await this.clone(info, driver, imageVolume(source.fingerprint), vol);
           });
           break;
@@ -260,14 +261,25 @@ export class VolumeManager {
     }
   }
 
-  private ensureImage(info: PoolInfo, driver: StorageDriver, fingerprint: string, unpack: (dir: string) => Promise<void>): Promise<void> {
-    const key = imageLockKey(info.name, fingerprint);
+  private async ensureImage(info: PoolInfo, driver: StorageDriver, source: ImageVolumeSource): Promise<void> {
+    const key = imageLockKey(info.name, source.fingerprint);
     let pending = this.unpacks.get(key);
     if (!pending) {
-      pending = this.unpackOnce(info, driver, fingerprint, unpack).finally(() => this.unpacks.delete(key));
+      const listeners = new Set<UnpackProgress>();
+      const fanOut: UnpackProgress = (done, total) => {
+        for (const listener of listeners) listener(done, total);
+      };
+      const done = this.unpackOnce(info, driver, source.fingerprint, (dir) => source.unpack(dir, fanOut)).finally(() => this.unpacks.delete(key));
+      pending = { done, listeners };
       this.unpacks.set(key, pending);
     }
-    return pending;
+    const listener = source.onProgress;
+    if (listener) pending.listeners.add(listener);
+    try {
+      await pending.done;
+    } finally {
+      if (listener) pending.listeners.delete(listener);
+    }
   }
 
   private async unpackOnce(info: PoolInfo, driver: StorageDriver, fingerprint: string, unpack: (dir: string) => Promise<void>): Promise<void> {

@@ -16,6 +16,7 @@ import { stateBody } from './state.js';
 import type { InstanceHandle } from '../access.js';
 import type { SnapshotManager } from '../snapshots/manager.js';
 import { watchCopyProgress } from '../copy-progress.js';
+import { withUnpackProgress } from '../unpack-progress.js';
 import { applyCopyOrigin, copyOrigin, refreshCopy, type CopyOrigin } from '../copy.js';
 
 const TYPES: InstanceType[] = ['container', 'virtual-machine'];
@@ -157,6 +158,7 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
       resources: operationResources(name),
       run: async (op) => {
         const stopProgress = spec.source.kind === 'copy' ? await watchCopyProgress(op, await poolDir(manager, checked.pool, spec)) : () => {};
+        spec.source = withUnpackProgress(op, spec.source);
         try {
           await manager.create(spec, checked.pool, req);
         } finally {
@@ -185,7 +187,7 @@ async function fillSource(manager: InstanceManager, snapshots: SnapshotManager, 
       }
       const image = await manager.deps.images.resolve(req.project, { alias: source.alias, fingerprint: source.fingerprint });
       const images = manager.deps.images;
-      spec.source = { kind: 'image', fingerprint: image.fingerprint, project: req.project, unpack: (dir) => images.unpack(image.fingerprint, dir) };
+      spec.source = { kind: 'image', fingerprint: image.fingerprint, project: req.project, unpack: (dir, onProgress) => images.unpack(image.fingerprint, dir, onProgress) };
       spec.architecture = image.architecture || spec.architecture;
       // A request naming no profiles (absent or null, not an empty list) takes the image's (image_profiles).
       if (req.body.profiles === undefined || req.body.profiles === null) spec.profiles = [...image.profiles];
