@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { collect, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
-import { lxc, lxcEnv, lxcOk, type ClientRun } from '../helpers/clients.js';
+import { lxc, lxcEnv, lxcOk, type ClientRun, collectRun } from '../helpers/clients.js';
 import { withLxcClient } from '../helpers/needs.js';
 
 const lxcTest = withLxcClient();
@@ -49,18 +49,8 @@ function unifiedImage(name: string, salt: string): string {
 
 /** lxc under a pseudo-terminal of 160 columns: what a user sees, carriage returns and all. */
 function lxcOnTerminal(socket: string, command: string): Promise<ClientRun> {
-  return new Promise((resolve) => {
-    const child = spawn('script', ['-q', '-e', '-c', `stty cols 160 rows 40; lxc ${command}`, '/dev/null'], { env: lxcEnv(socket), stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    child.on('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-  });
+  const child = spawn('script', ['-q', '-e', '-c', `stty cols 160 rows 40; lxc ${command}`, '/dev/null'], { env: lxcEnv(socket), stdio: ['ignore', 'pipe', 'pipe'] });
+  return collectRun(child, 120_000);
 }
 
 /** Operation events of the create of `name`, in the order they came. */

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { projectRoot, type Daemon } from '../helpers/daemon.js';
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
-import { lxcOk, python, type ClientRun } from '../helpers/clients.js';
+import { lxcOk, python, type ClientRun, collectRun } from '../helpers/clients.js';
 import { selfSigned } from '../helpers/pki.js';
 import { freePort } from '../helpers/tls-client.js';
 
@@ -22,20 +22,10 @@ const homes: string[] = [];
 
 /** `lxc` as a remote user: its own config dir, and no LXD_SOCKET. */
 function remoteLxc(home: string, ...args: string[]): Promise<ClientRun> {
-  return new Promise((resolve) => {
-    const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
-    const child = spawn('lxc', args, { env: { ...env, LXD_CONF: home, HOME: home } });
-    child.stdin.end();
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 90_000);
-    child.on('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-  });
+  const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
+  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: home, HOME: home } });
+  child.stdin.end();
+  return collectRun(child, 90_000);
 }
 
 const newHome = () => {

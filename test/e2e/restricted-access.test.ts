@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { type Daemon } from '../helpers/daemon.js';
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
-import { lxc, lxcOk, type ClientRun } from '../helpers/clients.js';
+import { lxc, lxcOk, type ClientRun, collectRun } from '../helpers/clients.js';
 import { selfSigned, type ClientCert } from '../helpers/pki.js';
 import { freePort, tlsRequest, tlsWebsocket, type TlsTarget } from '../helpers/tls-client.js';
 import { uniqueName } from '../helpers/netns.js';
@@ -31,20 +31,10 @@ const bridges: string[] = [];
 
 /** `lxc` as a remote user with the given certificate as its client certificate, and no LXD_SOCKET. */
 function remoteLxc(who: string, ...args: string[]): Promise<ClientRun> {
-  return new Promise((resolve) => {
-    const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
-    const child = spawn('lxc', args, { env: { ...env, LXD_CONF: homes[who], HOME: homes[who] } });
-    child.stdin.end();
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-    child.on('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-  });
+  const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
+  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: homes[who], HOME: homes[who] } });
+  child.stdin.end();
+  return collectRun(child, 60_000);
 }
 
 async function remoteOk(t: any, who: string, ...args: string[]): Promise<string> {

@@ -1,5 +1,5 @@
 /** Runs the real clients (lxc from lxd-client, pylxd under /usr/bin/python3) against a daemon's socket. */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -24,16 +24,21 @@ export function lxc(socket: string, ...args: string[]): Promise<ClientRun> {
  * from a stdin that is not a terminal and would wait forever on an open pipe.
  */
 export function lxcWithInput(socket: string, input: string, ...args: string[]): Promise<ClientRun> {
+  const child = spawn('lxc', args, { env: lxcEnv(socket) });
+  // lxc may exit before reading its input (a refused command): the closed pipe is not the test's failure.
+  child.stdin.on('error', () => {});
+  child.stdin.end(input);
+  return collectRun(child, 60_000);
+}
+
+/** What a spawned client printed and how it ended; killed after `timeoutMs`. */
+export function collectRun(child: ChildProcess, timeoutMs: number): Promise<ClientRun> {
   return new Promise((resolve) => {
-    const child = spawn('lxc', args, { env: lxcEnv(socket) });
-    // lxc may exit before reading its input (a refused command): the closed pipe is not the test's failure.
-    child.stdin.on('error', () => {});
-    child.stdin.end(input);
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60000);
+    child.stdout?.on('data', (c) => (stdout += c));
+    child.stderr?.on('data', (c) => (stderr += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.on('close', (status) => {
       clearTimeout(timer);
       resolve({ status, stdout, stderr });
