@@ -9,4 +9,5 @@ export interface Subcommand {
 }
 
 export const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
+  image: async () => (await import('./image.js')).image,
 };

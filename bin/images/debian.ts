@@ -1,0 +1,157 @@
+/**
+ * The Debian image: a minbase rootfs made by debootstrap from a Debian mirror, with systemd as init
+ * and systemd-networkd bringing eth0 up by DHCP (resolved writes resolv.conf), hostname and hosts
+ * templates, packed as a unified image. The packages debootstrap fetches are kept in a tarball
+ * under the cache dir, so a second build does not download them again.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { hostArchitecture, imageSerial, metadataYaml } from './metadata.js';
+
+export interface DebianOptions {
+  release: string;
+  mirror: string;
+  /** Where the package tarball is kept between builds. */
+  cacheDir: string;
+  /** Where the image tree is made (removed afterwards by the caller). */
+  workDir: string;
+}
+
+export interface DebianProgress {
+  /** A debootstrap stage (Retrieving, Validating, Extracting, Installing, Configuring, …). */
+  stage(text: string): void;
+}
+
+/** Told to the user as it is: the mirror, debootstrap or the host is not as the build needs. */
+export class DebianBuildError extends Error {}
+
+// systemd-sysv: an init; iproute2 and iputils-ping: what an operator tries first on a network.
+const INCLUDE = ['systemd-sysv', 'systemd-resolved', 'iproute2', 'iputils-ping', 'ca-certificates'];
+
+const DEBIAN_ARCH: Record<string, string> = { x86_64: 'amd64', aarch64: 'arm64', armv7l: 'armhf', i686: 'i386', ppc64le: 'ppc64el', s390x: 's390x', riscv64: 'riscv64' };
+
+const NETWORK_UNIT = '[Match]\nName=eth0\n\n[Network]\nDHCP=yes\n\n[DHCPv4]\nUseDomains=true\n';
+
+export function hasDebootstrap(): boolean {
+  return spawnSync('debootstrap', ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
+/** Answers whether `mirror` serves `release`; the reason when it does not. */
+export async function checkMirror(mirror: string, release: string): Promise<void> {
+  const release_ = `${mirror}/dists/${release}/Release`;
+  if (mirror.startsWith('file:')) {
+    if (!existsSync(fileURLToPath(release_))) throw new DebianBuildError(`the Debian mirror ${mirror} has no ${release} (no ${release_})`);
+    return;
+  }
+  let status: number;
+  try {
+    const res = await fetch(release_, { method: 'HEAD', signal: AbortSignal.timeout(20_000) });
+    status = res.status;
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    const why = cause?.code ?? cause?.message ?? (err as Error).message;
+    throw new DebianBuildError(`cannot reach the Debian mirror ${mirror} (${why}): check the address, or pass another with --mirror`);
+  }
+  if (status === 404) throw new DebianBuildError(`the Debian mirror ${mirror} has no release "${release}" (${release_} answered 404)`);
+  if (status >= 400) throw new DebianBuildError(`the Debian mirror ${mirror} answered ${status} for ${release_}`);
+}
+
+/** The package tarball of this release, architecture and package list from this mirror. */
+export function cachedPackages(options: DebianOptions): string {
+  const key = createHash('sha256').update(`${options.mirror}\n${INCLUDE.join(',')}`).digest('hex').slice(0, 12);
+  return path.join(options.cacheDir, `debian-${options.release}-${DEBIAN_ARCH[hostArchitecture()] ?? hostArchitecture()}-minbase-${key}.tgz`);
+}
+
+/** Runs debootstrap, reporting its stages; its last lines of output when it fails. */
+function debootstrap(args: string[], progress: DebianProgress): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('debootstrap', args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    const tail: string[] = [];
+    let stage = '';
+    let count = 0;
+    const onLine = (line: string) => {
+      tail.push(line);
+      if (tail.length > 20) tail.shift();
+      const m = line.match(/^I: (\w+)/);
+      if (!m) return;
+      // One line per stage, not per package: debootstrap names every package it touches.
+      if (m[1] !== stage) {
+        if (stage && count > 1) progress.stage(`  ${stage}: ${count} steps`);
+        stage = m[1]!;
+        count = 0;
+        progress.stage(`  ${line.slice(3)}`);
+      }
+      count++;
+    };
+    let pending = '';
+    const feed = (chunk: Buffer) => {
+      pending += chunk.toString('utf8');
+      const lines = pending.split('\n');
+      pending = lines.pop()!;
+      lines.forEach(onLine);
+    };
+    child.stdout.on('data', feed);
+    child.stderr.on('data', feed);
+    child.on('error', (err) => reject(new DebianBuildError(`cannot run debootstrap: ${err.message}`)));
+    child.on('close', (code) => {
+      if (pending) onLine(pending);
+      if (code === 0) resolve();
+      else reject(new DebianBuildError(`debootstrap failed (exit ${code}):\n${tail.join('\n')}`));
+    });
+  });
+}
+
+/** Turns the debootstrapped tree into a system that boots in a container and asks for a lease on eth0. */
+function configureRootfs(rootfs: string, release: string, mirror: string): void {
+  writeFileSync(path.join(rootfs, 'etc/systemd/network/eth0.network'), NETWORK_UNIT);
+  const enable = spawnSync('chroot', [rootfs, 'systemctl', 'enable', 'systemd-networkd.service', 'systemd-resolved.service'], { encoding: 'utf8' });
+  if (enable.status !== 0) throw new DebianBuildError(`systemctl enable in the rootfs failed: ${enable.stderr}`);
+  const resolv = path.join(rootfs, 'etc/resolv.conf');
+  rmSync(resolv, { force: true });
+  symlinkSync('../run/systemd/resolve/stub-resolv.conf', resolv);
+  writeFileSync(path.join(rootfs, 'etc/apt/sources.list'), `deb ${mirror} ${release} main\n`);
+  writeFileSync(path.join(rootfs, 'etc/fstab'), '');
+  // Each container gets its own machine id at first boot.
+  writeFileSync(path.join(rootfs, 'etc/machine-id'), '');
+  rmSync(path.join(rootfs, 'var/lib/dbus/machine-id'), { force: true });
+  const archives = path.join(rootfs, 'var/cache/apt/archives');
+  if (existsSync(archives)) for (const name of readdirSync(archives)) if (name.endsWith('.deb')) rmSync(path.join(archives, name));
+  rmSync(path.join(rootfs, 'var/lib/apt/lists'), { recursive: true, force: true });
+  mkdirSync(path.join(rootfs, 'var/lib/apt/lists/partial'), { recursive: true });
+}
+
+/** Makes the image tree (metadata.yaml, templates/, rootfs/) in `options.workDir`. */
+export async function writeDebianTree(options: DebianOptions, progress: DebianProgress): Promise<void> {
+  const rootfs = path.join(options.workDir, 'rootfs');
+  mkdirSync(options.cacheDir, { recursive: true });
+  const packages = cachedPackages(options);
+  const common = ['--variant=minbase', `--include=${INCLUDE.join(',')}`, `--arch=${DEBIAN_ARCH[hostArchitecture()] ?? hostArchitecture()}`];
+  if (!existsSync(packages)) {
+    await checkMirror(options.mirror, options.release);
+    progress.stage(`fetching packages from ${options.mirror} (kept in ${packages} for the next build)`);
+    const partial = `${packages}.partial`;
+    rmSync(partial, { force: true });
+    await debootstrap([...common, `--make-tarball=${partial}`, options.release, path.join(options.workDir, 'fetch'), options.mirror], progress);
+    rmSync(path.join(options.workDir, 'fetch'), { recursive: true, force: true });
+    renameSync(partial, packages);
+  } else {
+    progress.stage(`using the packages kept in ${packages}`);
+  }
+  progress.stage('installing the packages into the rootfs');
+  await debootstrap([...common, `--unpack-tarball=${packages}`, options.release, rootfs, options.mirror], progress);
+  configureRootfs(rootfs, options.release, options.mirror);
+  const templates = path.join(options.workDir, 'templates');
+  mkdirSync(templates);
+  writeFileSync(path.join(templates, 'hostname.tpl'), '{{ container.name }}\n');
+  writeFileSync(path.join(templates, 'hosts.tpl'), '127.0.0.1 localhost\n127.0.1.1 {{ container.name }}\n\n::1 localhost ip6-localhost ip6-loopback\nff02::1 ip6-allnodes\nff02::2 ip6-allrouters\n');
+  writeFileSync(path.join(options.workDir, 'metadata.yaml'), metadataYaml(
+    { description: `Debian ${options.release} ${hostArchitecture()} (minbase, ${imageSerial()})`, os: 'Debian', release: options.release, variant: 'minbase', serial: imageSerial() },
+    [
+      { path: '/etc/hostname', template: 'hostname.tpl', when: ['create', 'copy', 'rename'] },
+      { path: '/etc/hosts', template: 'hosts.tpl', when: ['create', 'copy', 'rename'] },
+    ],
+  ));
+}
