@@ -69,7 +69,10 @@ async function buildTree(args: ImageArgs, work: string, progress: Progress): Pro
   }
   const mirror = args.mirror ?? hostDebianMirror();
   progress.step(`building Debian ${args.release} with debootstrap from ${mirror}`);
-  await writeDebianTree({ release: args.release, mirror, cacheDir: path.join(args.dir, 'image-cache'), workDir: work }, { stage: (text) => progress.step(text) });
+  await writeDebianTree({ release: args.release, mirror, cacheDir: path.join(args.dir, 'image-cache'), workDir: work }, {
+    stage: (text) => progress.step(text),
+    packages: (verb, n) => progress.count(`  ${verb} packages`, n),
+  });
 }
 
 function treeSize(dir: string): number {

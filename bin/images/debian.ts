@@ -7,6 +7,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
+import http from 'node:http';
+import https from 'node:https';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { hostArchitecture, imageSerial, metadataYaml } from './metadata.js';
@@ -21,8 +23,10 @@ export interface DebianOptions {
 }
 
 export interface DebianProgress {
-  /** A debootstrap stage (Retrieving, Validating, Extracting, Installing, Configuring, …). */
+  /** A step of the build, or a stage of debootstrap (checking the release, installing core packages, …). */
   stage(text: string): void;
+  /** `n` packages through one of debootstrap's per-package steps (Retrieving, Extracting, Unpacking, …). */
+  packages(verb: string, n: number): void;
 }
 
 /** Told to the user as it is: the mirror, debootstrap or the host is not as the build needs. */
@@ -33,10 +37,26 @@ const INCLUDE = ['systemd-sysv', 'systemd-resolved', 'iproute2', 'iputils-ping',
 
 const DEBIAN_ARCH: Record<string, string> = { x86_64: 'amd64', aarch64: 'arm64', armv7l: 'armhf', i686: 'i386', ppc64le: 'ppc64el', s390x: 's390x', riscv64: 'riscv64' };
 
+const PER_PACKAGE = /^I: (Retrieving|Validating|Extracting|Unpacking|Configuring) ([a-z0-9][a-z0-9+.-]*)(?:\.\.\.| \S+)?$/;
+const NOT_A_PACKAGE = new Set(['required', 'base', 'the', 'Packages', 'InRelease', 'Release']);
+
 const NETWORK_UNIT = '[Match]\nName=eth0\n\n[Network]\nDHCP=yes\n\n[DHCPv4]\nUseDomains=true\n';
 
 export function hasDebootstrap(): boolean {
   return spawnSync('debootstrap', ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
+/** The status of a HEAD request (node's http, not fetch: fetch refuses some ports outright). */
+function headStatus(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = (url.startsWith('https:') ? https : http).request(url, { method: 'HEAD', timeout: 20_000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('timeout', () => req.destroy(Object.assign(new Error('no answer in 20 s'), { code: 'ETIMEDOUT' })));
+    req.on('error', reject);
+    req.end();
+  });
 }
 
 /** Answers whether `mirror` serves `release`; the reason when it does not. */
@@ -48,11 +68,9 @@ export async function checkMirror(mirror: string, release: string): Promise<void
   }
   let status: number;
   try {
-    const res = await fetch(release_, { method: 'HEAD', signal: AbortSignal.timeout(20_000) });
-    status = res.status;
+    status = await headStatus(release_);
   } catch (err) {
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    const why = cause?.code ?? cause?.message ?? (err as Error).message;
+    const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
     throw new DebianBuildError(`cannot reach the Debian mirror ${mirror} (${why}): check the address, or pass another with --mirror`);
   }
   if (status === 404) throw new DebianBuildError(`the Debian mirror ${mirror} has no release "${release}" (${release_} answered 404)`);
@@ -70,21 +88,20 @@ function debootstrap(args: string[], progress: DebianProgress): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn('debootstrap', args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
     const tail: string[] = [];
-    let stage = '';
-    let count = 0;
+    const counts = new Map<string, number>();
     const onLine = (line: string) => {
       tail.push(line);
       if (tail.length > 20) tail.shift();
-      const m = line.match(/^I: (\w+)/);
-      if (!m) return;
-      // One line per stage, not per package: debootstrap names every package it touches.
-      if (m[1] !== stage) {
-        if (stage && count > 1) progress.stage(`  ${stage}: ${count} steps`);
-        stage = m[1]!;
-        count = 0;
+      if (!line.startsWith('I: ')) return;
+      // debootstrap names every package it touches: those lines are counted, the others are stages.
+      const each = line.match(PER_PACKAGE);
+      if (each && !NOT_A_PACKAGE.has(each[2]!)) {
+        const n = (counts.get(each[1]!) ?? 0) + 1;
+        counts.set(each[1]!, n);
+        progress.packages(each[1]!, n);
+      } else {
         progress.stage(`  ${line.slice(3)}`);
       }
-      count++;
     };
     let pending = '';
     const feed = (chunk: Buffer) => {

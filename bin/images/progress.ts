@@ -38,6 +38,17 @@ export class Progress {
     this.out.write(`${text}\n`);
   }
 
+  /** `label: N` for a count with no known end; every 25 off a terminal. */
+  count(label: string, n: number): void {
+    const text = `${label}: ${n}`;
+    if (this.tty) {
+      this.out.write(`\r${text}\x1b[K`);
+      this.open = true;
+    } else if (n === 1 || n % 25 === 0) {
+      this.out.write(`${text}\n`);
+    }
+  }
+
   /** Seconds since the command started, for the closing line. */
   elapsed(): string {
     return `${((Date.now() - this.started) / 1000).toFixed(1)} s`;
