@@ -13,10 +13,11 @@ cd "$(dirname "$0")/.."
 # dnsmasq-base and iproute2 (bridge networks: DHCP/DNS, links; nftables does their NAT and firewall),
 # openssl and curl (the TLS tests make client certificates, a CA and its CRL, and call as an untrusted client),
 # socat (the proxy device bench compares the forwarder with a direct socat relay),
-# btrfs-progs (the btrfs storage driver: mkfs.btrfs, subvolumes, qgroups, send/receive; pools on loop files).
+# btrfs-progs (the btrfs storage driver: mkfs.btrfs, subvolumes, qgroups, send/receive; pools on loop files),
+# debootstrap (runtime: `npm run image:debian` makes its rootfs with it; the image tests run it too).
 PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
   lxd-client lxd python3-pylxd python3-websocket ca-certificates openssl make g++ python3 prometheus
-  dnsmasq-base iproute2 curl socat btrfs-progs)
+  dnsmasq-base iproute2 curl socat btrfs-progs debootstrap)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
