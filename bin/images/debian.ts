@@ -5,7 +5,7 @@
  * under the cache dir, so a second build does not download them again.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
@@ -33,7 +33,7 @@ export interface DebianProgress {
 export class DebianBuildError extends Error {}
 
 // systemd-sysv: an init; iproute2 and iputils-ping: what an operator tries first on a network.
-const INCLUDE = ['systemd-sysv', 'systemd-resolved', 'iproute2', 'iputils-ping', 'ca-certificates'];
+const INCLUDE = ['systemd-sysv', 'systemd-resolved', 'iproute2', 'iputils-ping'];
 
 const DEBIAN_ARCH: Record<string, string> = { x86_64: 'amd64', aarch64: 'arm64', armv7l: 'armhf', i686: 'i386', ppc64le: 'ppc64el', s390x: 's390x', riscv64: 'riscv64' };
 
@@ -83,8 +83,15 @@ export function cachedPackages(options: DebianOptions): string {
   return path.join(options.cacheDir, `debian-${options.release}-${DEBIAN_ARCH[hostArchitecture()] ?? hostArchitecture()}-minbase-${key}.tgz`);
 }
 
+/** The end of debootstrap's own log in `target`, which goes with the build dir. */
+function logTail(target: string): string[] {
+  const log = path.join(target, 'debootstrap/debootstrap.log');
+  if (!existsSync(log)) return [];
+  return ['(end of debootstrap.log)', ...readFileSync(log, 'utf8').trimEnd().split('\n').slice(-15)];
+}
+
 /** Runs debootstrap, reporting its stages; its last lines of output when it fails. */
-function debootstrap(args: string[], progress: DebianProgress): Promise<void> {
+function debootstrap(args: string[], target: string, progress: DebianProgress): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn('debootstrap', args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
     const tail: string[] = [];
@@ -116,7 +123,7 @@ function debootstrap(args: string[], progress: DebianProgress): Promise<void> {
     child.on('close', (code) => {
       if (pending) onLine(pending);
       if (code === 0) resolve();
-      else reject(new DebianBuildError(`debootstrap failed (exit ${code}):\n${tail.join('\n')}`));
+      else reject(new DebianBuildError(`debootstrap failed (exit ${code}):\n${[...tail, ...logTail(target)].join('\n')}`));
     });
   });
 }
@@ -151,14 +158,14 @@ export async function writeDebianTree(options: DebianOptions, progress: DebianPr
     progress.stage(`fetching packages from ${options.mirror} (kept in ${packages} for the next build)`);
     const partial = `${packages}.partial`;
     rmSync(partial, { force: true });
-    await debootstrap([...common, `--make-tarball=${partial}`, options.release, path.join(options.workDir, 'fetch'), options.mirror], progress);
+    await debootstrap([...common, `--make-tarball=${partial}`, options.release, path.join(options.workDir, 'fetch'), options.mirror], path.join(options.workDir, 'fetch'), progress);
     rmSync(path.join(options.workDir, 'fetch'), { recursive: true, force: true });
     renameSync(partial, packages);
   } else {
     progress.stage(`using the packages kept in ${packages}`);
   }
   progress.stage('installing the packages into the rootfs');
-  await debootstrap([...common, `--unpack-tarball=${packages}`, options.release, rootfs, options.mirror], progress);
+  await debootstrap([...common, `--unpack-tarball=${packages}`, options.release, rootfs, options.mirror], rootfs, progress);
   configureRootfs(rootfs, options.release, options.mirror);
   const templates = path.join(options.workDir, 'templates');
   mkdirSync(templates);
