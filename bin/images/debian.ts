@@ -32,12 +32,13 @@ export interface DebianProgress {
 /** Told to the user as it is: the mirror, debootstrap or the host is not as the build needs. */
 export class DebianBuildError extends Error {}
 
-// systemd-sysv: an init; iproute2 and iputils-ping: what an operator tries first on a network.
-const INCLUDE = ['systemd-sysv', 'systemd-resolved', 'iproute2', 'iputils-ping'];
+// systemd-sysv: an init; dbus: named because systemd-resolved needs a virtual package debootstrap does not
+// resolve; iproute2 and iputils-ping: what an operator tries first on a network.
+const INCLUDE = ['systemd-sysv', 'dbus', 'systemd-resolved', 'iproute2', 'iputils-ping'];
 
 const DEBIAN_ARCH: Record<string, string> = { x86_64: 'amd64', aarch64: 'arm64', armv7l: 'armhf', i686: 'i386', ppc64le: 'ppc64el', s390x: 's390x', riscv64: 'riscv64' };
 
-const PER_PACKAGE = /^I: (Retrieving|Validating|Extracting|Unpacking|Configuring) ([a-z0-9][a-z0-9+.-]*)(?:\.\.\.| \S+)?$/;
+const PER_PACKAGE = /^I: (Retrieving|Validating|Extracting|Unpacking|Configuring) ([a-z0-9][a-z0-9+.:-]*)(?:\.\.\.| \S+)?$/;
 const NOT_A_PACKAGE = new Set(['required', 'base', 'the', 'Packages', 'InRelease', 'Release']);
 
 const NETWORK_UNIT = '[Match]\nName=eth0\n\n[Network]\nDHCP=yes\n\n[DHCPv4]\nUseDomains=true\n';
