@@ -104,7 +104,8 @@ export async function importImage(socket: string, tarball: string, alias: string
     : await call(socket, 'PATCH', `/1.0/images/aliases/${encodeURIComponent(alias)}`, { target: fingerprint });
   if (aliased.status !== 200 && aliased.status !== 201) {
     // The image alone, unnamed, is not what was asked for: take it out again.
-    await call(socket, 'DELETE', `/1.0/images/${fingerprint}`).catch(() => undefined);
+    const removal = await call(socket, 'DELETE', `/1.0/images/${fingerprint}`).catch(() => undefined);
+    if (removal?.json?.operation) await call(socket, 'GET', `${removal.json.operation}/wait?timeout=60`).catch(() => undefined);
     throw failure(`naming the image ${alias}`, aliased);
   }
   return { fingerprint, previous };

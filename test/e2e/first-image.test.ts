@@ -122,3 +122,12 @@ withDebootstrap('image:debian with an unreachable mirror: a clear message naming
   const cache = path.join(d.dir, 'image-cache');
   t.deepEqual(existsSync(cache) ? readdirSync(cache) : [], []);
 });
+
+serial('image:busybox with an alias the daemon refuses: its message, exit 1, and the image just imported is taken out again', async (t) => {
+  const before = await fingerprints();
+  const run = await imageCommand('busybox', ['--dir', d.dir, '--alias', 'two words']);
+  t.is(run.status, 1, run.stdout);
+  t.regex(run.stderr, /naming the image two words: .*two words/);
+  t.true(run.stdout.includes('uploading: 100%'), 'the refusal came after the import');
+  t.deepEqual(await fingerprints(), before, 'no unnamed image left behind');
+});
