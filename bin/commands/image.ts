@@ -14,6 +14,7 @@ import { DebianBuildError, hasDebootstrap, writeDebianTree } from '../images/deb
 import { hostDebianMirror } from '../images/apt-source.js';
 import { checkDaemon, importImage, ImportError } from '../images/import.js';
 import { Progress } from '../images/progress.js';
+import { removeWorkDir } from '../images/work-dir.js';
 import type { Subcommand } from './index.js';
 
 const USAGE = `Usage: corrald image busybox [--dir <dir>] [--alias <alias>]
@@ -34,6 +35,12 @@ interface ImageArgs {
 }
 
 class UsageError extends Error {}
+
+class Interrupted extends Error {
+  constructor(readonly signal: NodeJS.Signals) {
+    super(`interrupted by ${signal}`);
+  }
+}
 
 function parse(argv: string[]): ImageArgs | 'help' {
   const [kind, ...rest] = argv;
@@ -61,7 +68,7 @@ function parse(argv: string[]): ImageArgs | 'help' {
 }
 
 /** Builds the tree in `work` for `args.kind`. */
-async function buildTree(args: ImageArgs, work: string, progress: Progress): Promise<void> {
+async function buildTree(args: ImageArgs, work: string, progress: Progress, signal: AbortSignal): Promise<void> {
   if (args.kind === 'busybox') {
     progress.step(`building the busybox rootfs from ${BUSYBOX}`);
     writeBusyboxTree(work, { dhcp: true });
@@ -69,7 +76,7 @@ async function buildTree(args: ImageArgs, work: string, progress: Progress): Pro
   }
   const mirror = args.mirror ?? hostDebianMirror();
   progress.step(`building Debian ${args.release} with debootstrap from ${mirror}`);
-  await writeDebianTree({ release: args.release, mirror, cacheDir: path.join(args.dir, 'image-cache'), workDir: work }, {
+  await writeDebianTree({ release: args.release, mirror, cacheDir: path.join(args.dir, 'image-cache'), workDir: work, signal }, {
     stage: (text) => progress.step(text),
     packages: (verb, n) => progress.count(`  ${verb} packages`, n),
   });
@@ -115,13 +122,20 @@ async function run(argv: string[]): Promise<number> {
   }
   // Debian trees are large: make them beside the daemon's data rather than in a /tmp that may be memory.
   const work = mkdtempSync(path.join(args.kind === 'debian' ? args.dir : tmpdir(), `corral-image-${args.kind}-`));
+  // Ctrl-C or SIGTERM: stop the build (debootstrap gets the signal from here too), clean up, import nothing.
+  const stop = new AbortController();
+  const interrupted = (signal: NodeJS.Signals) => stop.abort(new Interrupted(signal));
+  process.once('SIGINT', interrupted);
+  process.once('SIGTERM', interrupted);
   try {
     const tree = path.join(work, 'tree');
-    await buildTree(args, tree, progress);
+    await buildTree(args, tree, progress, stop.signal);
+    stop.signal.throwIfAborted();
     const tarball = path.join(work, `${args.kind}.tar.gz`);
     const size = treeSize(tree);
     await packGzip(tree, ['metadata.yaml', 'templates', 'rootfs'], tarball, (done) => progress.percent('compressing', done, size));
     rmSync(tree, { recursive: true, force: true });
+    stop.signal.throwIfAborted();
     const result = await importImage(socket, tarball, args.alias, {
       upload: (sent, total) => progress.percent('uploading', sent, total),
       unpacking: () => progress.step('unpacking on the daemon'),
@@ -132,11 +146,15 @@ async function run(argv: string[]): Promise<number> {
     progress.end(`done: ${args.alias} is ${result.fingerprint} (${progress.elapsed()}); try: lxc launch ${args.alias} c1`);
     return 0;
   } catch (err) {
+    if (stop.signal.aborted) {
+      console.error(`corrald image: interrupted (${(stop.signal.reason as Interrupted).signal}); nothing was imported`);
+      return 130;
+    }
     const known = err instanceof ImportError || err instanceof DebianBuildError;
     console.error(`corrald image: ${known ? (err as Error).message : (err as Error).stack ?? String(err)}`);
     return 1;
   } finally {
-    rmSync(work, { recursive: true, force: true });
+    if (!removeWorkDir(work)) console.error(`corrald image: ${work} still has mounts; remove it once they are gone`);
   }
 }
 

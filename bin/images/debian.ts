@@ -20,6 +20,8 @@ export interface DebianOptions {
   cacheDir: string;
   /** Where the image tree is made (removed afterwards by the caller). */
   workDir: string;
+  /** Stops debootstrap (SIGINT, which its cleanup traps) and the build. */
+  signal?: AbortSignal;
 }
 
 export interface DebianProgress {
@@ -92,9 +94,12 @@ function logTail(target: string): string[] {
 }
 
 /** Runs debootstrap, reporting its stages; its last lines of output when it fails. */
-function debootstrap(args: string[], target: string, progress: DebianProgress): Promise<void> {
+function debootstrap(args: string[], target: string, progress: DebianProgress, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
+    signal?.throwIfAborted();
     const child = spawn('debootstrap', args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    const stop = () => child.kill('SIGINT');
+    signal?.addEventListener('abort', stop, { once: true });
     const tail: string[] = [];
     const counts = new Map<string, number>();
     const onLine = (line: string) => {
@@ -122,8 +127,11 @@ function debootstrap(args: string[], target: string, progress: DebianProgress): 
     child.stderr.on('data', feed);
     child.on('error', (err) => reject(new DebianBuildError(`cannot run debootstrap: ${err.message}`)));
     child.on('close', (code) => {
+      signal?.removeEventListener('abort', stop);
       if (pending) onLine(pending);
-      if (code === 0) resolve();
+      // Settled only once debootstrap has exited, so its own cleanup (unmounting) has run.
+      if (signal?.aborted) reject(signal.reason);
+      else if (code === 0) resolve();
       else reject(new DebianBuildError(`debootstrap failed (exit ${code}):\n${[...tail, ...logTail(target)].join('\n')}`));
     });
   });
@@ -159,14 +167,14 @@ export async function writeDebianTree(options: DebianOptions, progress: DebianPr
     progress.stage(`fetching packages from ${options.mirror} (kept in ${packages} for the next build)`);
     const partial = `${packages}.partial`;
     rmSync(partial, { force: true });
-    await debootstrap([...common, `--make-tarball=${partial}`, options.release, path.join(options.workDir, 'fetch'), options.mirror], path.join(options.workDir, 'fetch'), progress);
+    await debootstrap([...common, `--make-tarball=${partial}`, options.release, path.join(options.workDir, 'fetch'), options.mirror], path.join(options.workDir, 'fetch'), progress, options.signal);
     rmSync(path.join(options.workDir, 'fetch'), { recursive: true, force: true });
     renameSync(partial, packages);
   } else {
     progress.stage(`using the packages kept in ${packages}`);
   }
   progress.stage('installing the packages into the rootfs');
-  await debootstrap([...common, `--unpack-tarball=${packages}`, options.release, rootfs, options.mirror], rootfs, progress);
+  await debootstrap([...common, `--unpack-tarball=${packages}`, options.release, rootfs, options.mirror], rootfs, progress, options.signal);
   configureRootfs(rootfs, options.release, options.mirror);
   const templates = path.join(options.workDir, 'templates');
   mkdirSync(templates);

@@ -6,9 +6,10 @@
  * when debootstrap is missing or the mirror cannot be reached from this machine.
  */
 import test from 'ava';
-import { readdirSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { corrald, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { hasLxc, lxc, lxcOk } from '../helpers/clients.js';
 import { uniqueName } from '../helpers/netns.js';
 import { imageCommand } from '../helpers/image-command.js';
@@ -72,4 +73,24 @@ serial('npm run image:debian debootstraps, packs and imports a Debian image; lxc
   t.true(again.stdout.includes('using the packages kept in'), again.stdout);
   t.false(again.stdout.includes('Retrieving packages'), again.stdout);
   t.log(`second build from the cache: ${Math.round(again.ms / 1000)} s`);
+});
+
+serial('image:debian interrupted (Ctrl-C to its process group) while debootstrap installs: exit 130, debootstrap stopped, no mounts and no build dir left, nothing imported', async (t) => {
+  t.timeout(10 * 60_000);
+  const before = (await ok(t, 'image', 'list', '--format', 'csv', '-c', 'F')).trim();
+  // Its own process group, as a terminal gives a foreground command: the signal reaches debootstrap too.
+  const child = spawn(process.execPath, [corrald, 'image', 'debian', '--dir', d.dir, '--alias', 'debian3'], { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c) => (stdout += c));
+  child.stderr.on('data', (c) => (stderr += c));
+  const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+  // debootstrap has /proc mounted in the tree by the time it configures packages.
+  await waitFor(() => stdout.includes('Configuring required packages'), 8 * 60_000, 'debootstrap configuring packages');
+  process.kill(-child.pid!, 'SIGINT');
+  t.is(await exited, 130, `${stdout}\n${stderr}`);
+  t.regex(stderr, /interrupted \(SIGINT\); nothing was imported/);
+  t.deepEqual(readdirSync(d.dir).filter((n) => n.startsWith('corral-image-')), [], 'no build dir left');
+  t.false(readFileSync('/proc/self/mounts', 'utf8').includes(`${d.dir}/corral-image-`), 'no mount left');
+  t.is((await ok(t, 'image', 'list', '--format', 'csv', '-c', 'F')).trim(), before);
 });
