@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { defaultDataDir } from '../../kernel/args.js';
 import { packGzip } from '../images/pack.js';
-import { writeBusyboxTree, BUSYBOX } from '../images/busybox.js';
+import { busyboxProblem, writeBusyboxTree, BUSYBOX } from '../images/busybox.js';
 import { DebianBuildError, hasDebootstrap, writeDebianTree } from '../images/debian.js';
 import { hostDebianMirror } from '../images/apt-source.js';
 import { checkDaemon, importImage, ImportError } from '../images/import.js';
@@ -114,6 +114,11 @@ async function run(argv: string[]): Promise<number> {
     await checkDaemon(socket);
   } catch (err) {
     console.error(`corrald image: ${(err as Error).message}`);
+    return 1;
+  }
+  const busybox = args.kind === 'busybox' ? busyboxProblem() : undefined;
+  if (busybox) {
+    console.error(`corrald image: ${busybox}`);
     return 1;
   }
   if (args.kind === 'debian' && !hasDebootstrap()) {

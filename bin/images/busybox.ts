@@ -4,8 +4,8 @@
  * also brings eth0 up with udhcpc and a default.script that sets the address, the default route
  * and resolv.conf, which is what the first-image command builds; the tests use it without.
  */
-import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { metadataYaml, type ImageTemplate } from './metadata.js';
@@ -83,6 +83,14 @@ exit 0
 
 const HOSTNAME_TEMPLATE: ImageTemplate = { path: '/etc/hostname', template: 'hostname.tpl', when: ['create', 'copy', 'rename'] };
 const HOSTS_TEMPLATE: ImageTemplate = { path: '/etc/hosts', template: 'hosts.tpl', when: ['create', 'copy', 'rename'] };
+
+/** Why the host's busybox cannot make an image, or undefined when it can (a container has none of the host's libraries). */
+export function busyboxProblem(): string | undefined {
+  if (!existsSync(BUSYBOX)) return `${BUSYBOX} is missing (apt-get install busybox-static)`;
+  // ldd fails on a static binary ("not a dynamic executable"), which is the one wanted.
+  if (spawnSync('ldd', [BUSYBOX], { stdio: 'ignore' }).status === 0) return `${BUSYBOX} is linked dynamically: the image needs busybox-static (apt-get install busybox-static)`;
+  return undefined;
+}
 
 /** The rootfs at `root`: busybox, its applet links, init scripts, users. */
 export function writeBusyboxRootfs(root: string, options: BusyboxOptions = {}): void {
