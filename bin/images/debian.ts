@@ -34,9 +34,10 @@ export interface DebianProgress {
 /** Told to the user as it is: the mirror, debootstrap or the host is not as the build needs. */
 export class DebianBuildError extends Error {}
 
-// systemd-sysv: an init; dbus: named because systemd-resolved needs a virtual package debootstrap does not
+// systemd-sysv: an init; udev: networkd waits for it to set links up where /sys is writable (the
+// reference's containers); dbus: named because systemd-resolved needs a virtual package debootstrap does not
 // resolve; iproute2 and iputils-ping: what an operator tries first on a network.
-const INCLUDE = ['systemd-sysv', 'dbus', 'systemd-resolved', 'iproute2', 'iputils-ping'];
+const INCLUDE = ['systemd-sysv', 'udev', 'dbus', 'systemd-resolved', 'iproute2', 'iputils-ping'];
 
 const DEBIAN_ARCH: Record<string, string> = { x86_64: 'amd64', aarch64: 'arm64', armv7l: 'armhf', i686: 'i386', ppc64le: 'ppc64el', s390x: 's390x', riscv64: 'riscv64' };
 
