@@ -25,8 +25,11 @@ export const USAGE = `Usage: corrald [--dir <path>] [--plugins <set|id,id,...>] 
 
 export class UsageError extends Error {}
 
+/** The data dir when no --dir is given. */
+export const defaultDataDir = (env: NodeJS.ProcessEnv): string => env.CORRAL_DIR || '/var/lib/corral';
+
 export function parseArgs(argv: string[], env: NodeJS.ProcessEnv): DaemonArgs {
-  const args: DaemonArgs = { dir: env.CORRAL_DIR || '/var/lib/corral', plugins: 'full', help: false, version: false };
+  const args: DaemonArgs = { dir: defaultDataDir(env), plugins: 'full', help: false, version: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const [flag, inline] = arg.startsWith('--') && arg.includes('=') ? [arg.slice(0, arg.indexOf('=')), arg.slice(arg.indexOf('=') + 1)] : [arg, undefined];

@@ -9,6 +9,7 @@ export interface Subcommand {
 }
 
 export const SUBCOMMANDS: Record<string, () => Promise<Subcommand>> = {
+  image: async () => (await import('./image.js')).image,
   init: async () => (await import('./init.js')).default,
   shutdown: async () => (await import('./shutdown.js')).default,
   waitready: async () => (await import('./waitready.js')).default,
