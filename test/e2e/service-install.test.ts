@@ -31,7 +31,7 @@ test('corrald --help describes every flag the daemon takes and every subcommand 
   t.is(res.status, 0, res.stderr);
   // The flags as the parser spells them, so a new flag without help fails here.
   const flags = [...source('kernel/args.ts').matchAll(/case '(-{1,2}[a-z-]+)'/g)].map((m) => m[1]!);
-  flags.push(...[...source('bin/corrald.ts').matchAll(/argv\[i\] === '(--[a-z-]+)'/g)].map((m) => m[1]!));
+  flags.push(...[...source('bin/run-daemon.ts').matchAll(/argv\[i\] === '(--[a-z-]+)'/g)].map((m) => m[1]!));
   t.true(flags.length >= 10, flags.join(' '));
   for (const flag of flags) t.regex(res.stdout, new RegExp(`^\\s+(-\\w, )?${flag}\\b`, 'm'), `${flag} is described`);
   t.true(Object.keys(SUBCOMMANDS).length >= 2);
