@@ -15,7 +15,9 @@ import type { ImageFiles } from './files.js';
 import type { StoredImage } from './image.js';
 import { inspectSplit, inspectUnified } from './inspect.js';
 import type { ImageInstaller } from './install.js';
-import { imageCreateBody, pushGrantFrom, readJson, stagedJson } from './json-request.js';
+import { imageCreateBody, parseAliases, pushGrantFrom, readJson, stagedJson } from './json-request.js';
+import type { ImagePuller } from './pull.js';
+import { isRemoteImageSource, parseRemoteImageSource } from './remote-source.js';
 import { multipartBoundary } from './multipart.js';
 import { imageProfiles } from './profiles.js';
 import { header, queryHeader } from './names.js';
@@ -31,6 +33,7 @@ export class ImageCreator {
     private readonly tokens: PushTokens,
     private readonly installer: ImageInstaller,
     private readonly publisher: ImagePublisher,
+    private readonly puller: ImagePuller,
   ) {}
 
   async post(req: ApiRequest): Promise<ApiResponse> {
@@ -137,10 +140,23 @@ export class ImageCreator {
    */
   private async fromJson(req: ApiRequest, json: unknown): Promise<ApiResponse> {
     const body = checkShape(imageCreateBody, json, 'request body');
+    const source = (body.source ?? {}) as Record<string, unknown>;
+    if (isRemoteImageSource(source)) return this.fromRemote(req, body as Record<string, unknown>, source);
     const provider = this.publisher.providerFor(body);
     if (provider) return this.publisher.publish(req, body as Record<string, unknown>, provider);
     const grant = pushGrantFrom(req.project, body);
     await this.installer.checkAliasesFree(req.project, grant.aliases);
     return async(this.tokens.create(req, grant));
+  }
+
+  /** An image on another server: everything the request says is checked here, the fetch runs in the operation. */
+  private async fromRemote(req: ApiRequest, body: Record<string, unknown>, source: Record<string, unknown>): Promise<ApiResponse> {
+    const remote = parseRemoteImageSource(source);
+    const aliases = parseAliases(body.aliases);
+    await this.installer.checkAliasesFree(req.project, aliases);
+    const profiles = await imageProfiles(this.ctx.services, req.project, body.profiles as string[] | undefined);
+    return async(this.puller.operation(req, remote, {
+      aliases, profiles, public: body.public === true, auto_update: body.auto_update === true, cached: false,
+    }));
   }
 }

@@ -20,6 +20,10 @@ export interface StoredImage {
   last_used_at: string;
   /** What the files hold: `rootfs` is present for split images (kept beside the metadata file). */
   files: { metadata: FileFormat; rootfs?: FileFormat };
+  /** Downloaded to create an instance rather than asked for (`lxc launch remote:image`). */
+  cached?: boolean;
+  /** Where a pulled image came from. */
+  update_source?: NonNullable<ImageRecord['update_source']>;
 }
 
 export interface StoredAlias {
@@ -58,10 +62,11 @@ export function imageView(image: StoredImage, aliases: StoredAlias[]): ImageReco
     profiles: image.profiles,
     aliases: aliases.map((a): ImageAlias => ({ name: a.name, description: a.description })),
     architecture: image.architecture,
-    cached: false,
+    cached: image.cached ?? false,
     filename: image.filename,
     fingerprint: image.fingerprint,
     size: image.size,
+    ...(image.update_source ? { update_source: image.update_source } : {}),
     type: image.type,
     created_at: image.created_at,
     last_used_at: image.last_used_at,

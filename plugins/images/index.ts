@@ -6,10 +6,12 @@ import { daemonStorageAvailable, definePlugin, featureProjectOf, featureScopedRo
 import { ImageCatalog } from './catalog.js';
 import { ImageCreator } from './create.js';
 import { ImageFiles } from './files.js';
+import { ImageSecrets } from './image-secrets.js';
 import { ImageInstaller } from './install.js';
 import { IMAGE_KEYS } from './keys.js';
 import { cleanupLeftovers } from './leftovers.js';
 import { ImagePublisher } from './publish.js';
+import { ImagePuller } from './pull.js';
 import { PushTokens } from './push-tokens.js';
 import { aliasRoutes } from './routes/aliases.js';
 import { imageRoutes } from './routes/images.js';
@@ -28,11 +30,12 @@ export default definePlugin({
     const sources = new ImageSources();
     const installer = new ImageInstaller(ctx, catalog, files, lock);
     const publisher = new ImagePublisher(ctx, files, installer, sources);
-    const creator = new ImageCreator(ctx, files, new PushTokens(ctx.operations), installer, publisher);
+    const puller = new ImagePuller(ctx, catalog, files, installer);
+    const creator = new ImageCreator(ctx, files, new PushTokens(ctx.operations), installer, publisher, puller);
     for (const key of IMAGE_KEYS) ctx.keys.register(key);
     ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools, sources, (project) => featureProjectOf(ctx.services, project, 'images')));
     // A project without its own images (features.images=false) sees and adds to those of `default`.
-    for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock }), ...aliasRoutes(ctx, catalog)]) {
+    for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock, secrets: new ImageSecrets(ctx.operations) }), ...aliasRoutes(ctx, catalog)]) {
       ctx.routes.add(featureScopedRoute(ctx.services, 'images', route));
     }
   },

@@ -53,8 +53,7 @@ export class ImageInstaller {
    * Install and announce the image; answers the operation result `{fingerprint, size}`.
    * `duplicate` is the error when the project already holds the fingerprint.
    */
-  async install(req: ApiRequest, op: OperationControl, staged: StagedFiles, image: StoredImage, aliases: NewAlias[], duplicate: string): Promise<{ fingerprint: string; size: string }> {
-    const project = req.project;
+  async install(req: ApiRequest, op: OperationControl, staged: StagedFiles, image: StoredImage, aliases: NewAlias[], duplicate: string, project = req.project): Promise<{ fingerprint: string; size: string }> {
     const fp = image.fingerprint;
     const result = { fingerprint: fp, size: String(image.size) };
     // As the reference does, the result is shown even when the image turns out to be a duplicate.

@@ -1,7 +1,7 @@
 /**
  * JSON bodies of POST /1.0/images name a source instead of carrying the image. Here push mode is
  * served (its description becomes a grant for the upload that follows); instances and snapshots
- * go to their registered sources (publish.ts); remote sources are refused with a clear 400.
+ * go to their registered sources (publish.ts); images on other servers are pulled (pull.ts).
  */
 import { readFile } from 'node:fs/promises';
 import { badRequest, bodyShape, objectBody, readJson as readJsonBody } from '../../sdk/index.js';
@@ -98,8 +98,9 @@ function refuseSource(type: unknown): never {
       // Only when no plugin registered a source for these types (see sources.ts).
       throw badRequest('Publishing images from instances or snapshots needs the instances plugin, which this build lacks');
     case 'image':
+      throw badRequest('An image source needs "server" (and "mode": "pull"); push mode needs "mode": "push"');
     case 'url':
-      throw badRequest('This daemon does not fetch images from remote servers or URLs; upload the image file instead');
+      throw badRequest('This daemon does not fetch images from URLs yet; use an image server or upload the image file');
     default:
       throw badRequest(`Unknown image source type "${String(type)}"`);
   }

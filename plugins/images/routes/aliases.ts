@@ -1,6 +1,6 @@
 /** /1.0/images/aliases and /1.0/images/aliases/{name}. */
 import {
-  badRequest, bodyShape, collection, conflict, empty, objectBody, renameBody, sync,
+  badRequest, bodyShape, collection, conflict, empty, notFound, objectBody, renameBody, sync,
   type ApiRequest, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { ImageCatalog } from '../catalog.js';
@@ -69,9 +69,13 @@ export function aliasRoutes(ctx: PluginContext, catalog: ImageCatalog): RouteDes
       current: async (req) => editable((await catalog.alias(req.project, req.params.name!)).doc),
       get: {
         description: 'Show an image alias',
+        // Untrusted clients (another daemon pulling an image) see the aliases of public images.
+        access: 'untrusted',
         handler: async (req) => {
           const { doc } = await catalog.alias(req.project, req.params.name!);
-          return sync(aliasView(doc, await typeOf(req.project, doc.target)), { etag: editable(doc) });
+          const image = (await catalog.images.get(req.project, doc.target))?.doc;
+          if (!req.trusted && !image?.public) throw notFound('Image alias not found');
+          return sync(aliasView(doc, image?.type), { etag: editable(doc) });
         },
       },
       put: {

@@ -1,7 +1,7 @@
 /** /1.0/images, /1.0/images/{fingerprint} and its /export. */
 import Joi from 'joi';
 import {
-  async, badRequest, collection, empty, requestedProjectOf, StorageServiceRef, sync,
+  async, badRequest, collection, notFound, empty, requestedProjectOf, StorageServiceRef, sync,
   type ApiRequest, type KeyedLock, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { ImageCatalog } from '../catalog.js';
@@ -9,6 +9,7 @@ import type { ImageCreator } from '../create.js';
 import { exportResponse } from '../export.js';
 import type { ImageFiles } from '../files.js';
 import { editableOf, imageUrl, imageView, type StoredAlias, type StoredImage } from '../image.js';
+import type { ImageSecrets } from '../image-secrets.js';
 import { imageLifecycle } from '../lifecycle.js';
 import { imageProfiles } from '../profiles.js';
 import { parseClientTime } from '../times.js';
@@ -30,10 +31,20 @@ export interface ImageRouteDeps {
   files: ImageFiles;
   creator: ImageCreator;
   lock: KeyedLock;
+  secrets: ImageSecrets;
 }
 
-export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDeps): RouteDescriptor[] {
+export function imageRoutes({ ctx, catalog, files, creator, lock, secrets }: ImageRouteDeps): RouteDescriptor[] {
   const find = (req: ApiRequest) => catalog.find(req.project, req.params.fingerprint!);
+  /**
+   * What an untrusted client may see: public images, and a private one whose secret it gives (the
+   * download spends it). Anything else is "not found", so nothing tells a private image exists.
+   */
+  const findFor = async (req: ApiRequest, use = false) => {
+    const found = await find(req);
+    if (req.trusted || found.doc.public || secrets.check(req.query.secret, found.project, found.name, use)) return found;
+    throw notFound('Image not found');
+  };
 
   return [
     {
@@ -69,8 +80,10 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
       current: async (req) => editableOf((await find(req)).doc),
       get: {
         description: 'Show an image',
+        // Untrusted clients see public images, or a private one with its secret.
+        access: 'untrusted',
         handler: async (req) => {
-          const { doc } = await find(req);
+          const { doc } = await findFor(req);
           return sync(imageView(doc, await catalog.aliasesOf(req.project, doc.fingerprint)), { etag: editableOf(doc) });
         },
       },
@@ -138,11 +151,23 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
       get: {
         description: 'Download the image files',
         answers: ['raw'],
+        access: 'untrusted',
         handler: async (req) => {
-          const { doc } = await find(req);
+          const { doc } = await findFor(req, true);
           const response = exportResponse(doc, files);
           imageLifecycle(ctx.events, req, 'image-retrieved', (project) => imageUrl(project, doc.fingerprint));
           return response;
+        },
+      },
+    },
+    {
+      path: '/1.0/images/{fingerprint}/secret',
+      post: {
+        description: 'Make a secret that lets an untrusted client download this image once',
+        answers: ['operation'],
+        handler: async (req) => {
+          const found = await find(req);
+          return async(secrets.create(req, found.project, found.name));
         },
       },
     },

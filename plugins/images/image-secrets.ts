@@ -1,0 +1,63 @@
+/**
+ * Secrets for one image (POST /1.0/images/<fp>/secret): a token operation whose secret lets a
+ * client that is not trusted (another daemon pulling the image) read that image's record and
+ * download it, though it is private. The download uses the secret up, as the reference does;
+ * cancelling the operation withdraws it.
+ */
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type { ApiRequest, Operation, OperationsService } from '../../sdk/index.js';
+import { imageUrl } from './image.js';
+
+interface Grant {
+  project: string;
+  fingerprint: string;
+  finish: () => void;
+}
+
+export class ImageSecrets {
+  private readonly pending = new Map<string, Grant>();
+
+  constructor(private readonly operations: OperationsService) {}
+
+  create(req: ApiRequest, project: string, fingerprint: string): Operation {
+    const secret = randomBytes(32).toString('hex');
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const finish = () => {
+      this.pending.delete(secret);
+      release();
+    };
+    this.pending.set(secret, { project, fingerprint, finish });
+    try {
+      return this.operations.create({
+        class: 'token',
+        description: 'Downloading image',
+        request: req,
+        resources: { images: [imageUrl(project, fingerprint)] },
+        metadata: { secret },
+        mayCancel: true,
+        run: (op) => {
+          op.signal.addEventListener('abort', finish, { once: true });
+          return released;
+        },
+      });
+    } catch (err) {
+      this.pending.delete(secret);
+      throw err;
+    }
+  }
+
+  /** Whether `secret` opens this image; `use` spends it (the download). Compared in constant time. */
+  check(secret: string | undefined, project: string, fingerprint: string, use = false): boolean {
+    if (!secret) return false;
+    const given = Buffer.from(secret);
+    for (const [known, grant] of this.pending) {
+      const expected = Buffer.from(known);
+      if (expected.length !== given.length || !timingSafeEqual(expected, given)) continue;
+      if (grant.project !== project || grant.fingerprint !== fingerprint) return false;
+      if (use) grant.finish();
+      return true;
+    }
+    return false;
+  }
+}

@@ -1,0 +1,190 @@
+/**
+ * Pulling an image from another daemon (LXD protocol): the alias resolved there, the image's record
+ * read, its export downloaded into a staging area while hashed (unified, or the multipart split
+ * form), the hash checked against the fingerprint, then installed as an upload is (install.ts). All
+ * of it runs in the operation, which a client may cancel; the staging area goes whatever happens.
+ */
+import { readFile, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { badRequest, notFound, type ApiRequest, type Operation, type OperationControl, type PluginContext } from '../../sdk/index.js';
+import { byteSize } from '../../sdk/lib/operations/progress.js';
+import type { ImageCatalog } from './catalog.js';
+import type { ImageFiles } from './files.js';
+import type { StoredAlias, StoredImage } from './image.js';
+import { inspectSplit, inspectUnified } from './inspect.js';
+import type { ImageInstaller, NewAlias } from './install.js';
+import { multipartBoundary } from './multipart.js';
+import { RemoteDaemon, RemoteError, type ClientIdentity } from './remote-daemon.js';
+import type { RemoteImageSource } from './remote-source.js';
+import { apiTime, NEVER_EXPIRES, NEVER_USED } from './times.js';
+import { receiveSplit, receiveUnified } from './upload.js';
+
+const FULL_FINGERPRINT = /^[0-9a-f]{64}$/;
+/** How often `download_progress` may change: a few times a second at most. */
+const PROGRESS_INTERVAL_MS = 250;
+
+/** What the request asks of the copy beside its source. */
+export interface PullOptions {
+  aliases: NewAlias[];
+  public: boolean;
+  auto_update: boolean;
+  /** A copy made to create an instance (`lxc launch r:image`) rather than asked for. */
+  cached: boolean;
+  profiles: string[];
+}
+
+export class ImagePuller {
+  constructor(
+    private readonly ctx: PluginContext,
+    private readonly catalog: ImageCatalog,
+    private readonly files: ImageFiles,
+    private readonly installer: ImageInstaller,
+  ) {}
+
+  /** The operation of POST /1.0/images for a remote source. */
+  operation(req: ApiRequest, source: RemoteImageSource, options: PullOptions): Operation {
+    return this.ctx.operations.create({
+      class: 'task',
+      description: 'Downloading image',
+      request: req,
+      mayCancel: true,
+      run: (op) => this.pull(req, req.project, source, options, op),
+    });
+  }
+
+  /**
+   * Fetch and install; answers `{fingerprint, size}`. An image the project holds already is not
+   * fetched again (only the aliases are added), as the reference does.
+   */
+  async pull(req: ApiRequest, project: string, source: RemoteImageSource, options: PullOptions, op: OperationControl): Promise<{ fingerprint: string; size: string }> {
+    const remote = new RemoteDaemon(source.server, source.certificate, await this.identity(), op.signal);
+    try {
+      const info = await this.remoteImage(remote, source);
+      const fp = info.fingerprint as string;
+      const local = await this.catalog.images.get(project, fp);
+      if (local) {
+        await this.addAliases(project, fp, options.aliases);
+        return { fingerprint: fp, size: String(local.doc.size) };
+      }
+      return await this.download(req, project, remote, source, info, options, op);
+    } catch (err) {
+      if (err instanceof RemoteError) throw badRequest(`Failed to fetch the image "${source.name}": ${err.message}`);
+      throw err;
+    }
+  }
+
+  /** This daemon's server certificate: the reference's daemons present theirs to one another. */
+  private async identity(): Promise<ClientIdentity | undefined> {
+    try {
+      const [cert, key] = await Promise.all(['server.crt', 'server.key'].map((f) => readFile(path.join(this.ctx.dataDir, f), 'utf8')));
+      return { cert: cert!, key: key! };
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The alias (of the type asked for) when the name is one there, else the name as a fingerprint. */
+  private async remoteImage(remote: RemoteDaemon, source: RemoteImageSource): Promise<Record<string, any>> {
+    const query: Record<string, string> = source.secret ? { secret: source.secret } : {};
+    let fp = source.name;
+    if (!FULL_FINGERPRINT.test(fp)) {
+      const alias = await remote.json(`/1.0/images/aliases/${encodeURIComponent(fp)}`).catch((err) => {
+        if (err instanceof RemoteError && err.status === 404) return undefined;
+        throw err;
+      });
+      if (alias?.target && (!source.imageType || (alias.type ?? 'container') === source.imageType)) fp = String(alias.target);
+    }
+    const info = await remote.json(`/1.0/images/${encodeURIComponent(fp)}`, query).catch((err) => {
+      if (err instanceof RemoteError && err.status === 404) throw notFound(`No image or alias "${source.name}" on ${remote.name}`);
+      throw err;
+    });
+    if (typeof info?.fingerprint !== 'string' || !FULL_FINGERPRINT.test(info.fingerprint)) {
+      throw new RemoteError(`${remote.name} answered with an image record that has no fingerprint`);
+    }
+    if (source.imageType && info.type && info.type !== source.imageType) throw notFound(`The image "${source.name}" on ${remote.name} is a ${info.type}, not a ${source.imageType}`);
+    return info;
+  }
+
+  private async download(req: ApiRequest, project: string, remote: RemoteDaemon, source: RemoteImageSource, info: Record<string, any>, options: PullOptions, op: OperationControl) {
+    const fp = info.fingerprint as string;
+    await this.installer.checkAliasesFree(project, options.aliases);
+    const area = await this.files.stagingArea();
+    try {
+      const res = await remote.download(`/1.0/images/${fp}/export`, source.secret ? { secret: source.secret } : {});
+      const total = Number(info.size) > 0 ? Number(info.size) : Number(res.headers['content-length'] ?? 0);
+      const body = counted(res, downloadProgress(op, total));
+      const contentType = String(res.headers['content-type'] ?? '');
+      const boundary = contentType.toLowerCase().startsWith('multipart/form-data') ? multipartBoundary(contentType) : undefined;
+      const upload = boundary ? await receiveSplit(body, boundary, area) : await receiveUnified(body, area, String(info.filename ?? ''));
+      if (upload.fingerprint !== fp) throw badRequest(`The image from ${remote.name} does not match its fingerprint: got ${upload.fingerprint}, expected ${fp}`);
+
+      const tools = this.ctx.hostTools;
+      const inspected = upload.rootfsFile
+        ? await inspectSplit(tools, upload.metadataFile, upload.rootfsFile, upload.rootfsPart ?? 'rootfs')
+        : await inspectUnified(tools, upload.metadataFile);
+      const image: StoredImage = {
+        fingerprint: fp,
+        filename: typeof info.filename === 'string' ? info.filename : upload.filename,
+        size: upload.size,
+        architecture: inspected.metadata.architecture,
+        type: inspected.type,
+        public: options.public,
+        auto_update: options.auto_update,
+        cached: options.cached,
+        properties: stringRecord(info.properties) ?? inspected.metadata.properties,
+        profiles: options.profiles,
+        created_at: typeof info.created_at === 'string' ? info.created_at : apiTime(new Date(inspected.metadata.creation_date * 1000)),
+        uploaded_at: apiTime(new Date()),
+        expires_at: typeof info.expires_at === 'string' ? info.expires_at : NEVER_EXPIRES,
+        last_used_at: NEVER_USED,
+        files: inspected.files,
+        update_source: { alias: source.name, certificate: source.certificate ?? '', protocol: 'lxd', server: source.server, image_type: inspected.type },
+      };
+      return await this.installer.install(req, op, upload, image, options.aliases, 'Image with same fingerprint already exists', project);
+    } finally {
+      await rm(area, { recursive: true, force: true });
+    }
+  }
+
+  /** Aliases asked for an image the project already held. */
+  private async addAliases(project: string, fp: string, aliases: NewAlias[]): Promise<void> {
+    if (!aliases.length) return;
+    await this.installer.checkAliasesFree(project, aliases);
+    await this.catalog.store.transaction(async (tx) => {
+      for (const alias of aliases) {
+        await tx.collection<StoredAlias>('aliases').put(project, alias.name, { name: alias.name, description: alias.description, target: fp }, 0);
+      }
+    });
+  }
+}
+
+const stringRecord = (value: unknown): Record<string, string> | undefined => {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => typeof v === 'string')) as Record<string, string>;
+};
+
+/** The bytes of a stream passed on as they are, counted. */
+async function* counted(stream: AsyncIterable<Buffer>, onBytes: (done: number) => void): AsyncIterable<Buffer> {
+  let done = 0;
+  for await (const chunk of stream) {
+    done += chunk.length;
+    onBytes(done);
+    yield chunk;
+  }
+}
+
+/** `download_progress` as the reference shows it (`42% (7.53MB/s)`), which lxc prints after "Retrieving image: ". */
+function downloadProgress(op: OperationControl, total: number): (done: number) => void {
+  const started = Date.now();
+  let last = -Infinity;
+  let shown = -1;
+  return (done) => {
+    const now = Date.now();
+    const percent = total > 0 ? Math.min(100, Math.floor((done * 100) / total)) : 0;
+    if (percent === shown || (now - last < PROGRESS_INTERVAL_MS && percent < 100)) return;
+    last = now;
+    shown = percent;
+    const speed = Math.round(done / (Math.max(1, now - started) / 1000));
+    op.updateMetadata({ download_progress: total > 0 ? `${percent}% (${byteSize(speed)}/s)` : `${byteSize(done)} (${byteSize(speed)}/s)` });
+  };
+}
