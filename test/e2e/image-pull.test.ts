@@ -1,0 +1,110 @@
+/**
+ * Images from other servers (LXD protocol, pull mode), through the real `lxc`: two corral daemons
+ * on their own loopback addresses over HTTPS, a client home with both added as remotes; `lxc image
+ * copy` of a private image (lxc asks the source for a secret and the target pulls as an untrusted
+ * peer with it), `--copy-aliases`, `lxc launch a:bb b:c1`; bad sources through the API. Then the
+ * reference daemon (a private one) both ways: corral pulls from it, it pulls from corral.
+ */
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { callAndWait } from '../helpers/api.js';
+import { collectRun, hasLxc, lxc, type ClientRun } from '../helpers/clients.js';
+import { startWithPool, unixRequest, type Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons, type ImageDaemon } from '../helpers/image-daemon.js';
+import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
+import { freePort, tlsRequest } from '../helpers/tls-client.js';
+
+const PASSWORD = 'pull-pass-0a4e';
+const skip = !hasLxc() ? 'the lxc client is not installed' : undefined;
+const noReference = skip ?? referenceUnavailable();
+
+let source: ImageDaemon;
+let target: Daemon;
+let ref: ReferenceDaemon | undefined;
+let home = '';
+const urls: Record<string, string> = {};
+
+/** `lxc` as a remote user: its own config dir and no socket. */
+function remoteLxc(...args: string[]): Promise<ClientRun> {
+  const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
+  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: home, HOME: home } });
+  child.stdin.end();
+  return collectRun(child, 180_000);
+}
+
+async function ok(t: any, ...args: string[]): Promise<string> {
+  const res = await remoteLxc(...args);
+  t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}`);
+  return res.stdout;
+}
+
+/** HTTPS on its own loopback address, a trust password, and the remote added to the client home. */
+async function expose(name: string, socket: string, ip: string): Promise<void> {
+  const port = await freePort();
+  const address = `${ip}:${port}`;
+  const run = async (...args: string[]) => {
+    const res = await lxc(socket, ...args);
+    if (res.status !== 0) throw new Error(`lxc ${args.join(' ')} on ${name}: ${res.stderr}`);
+  };
+  await run('config', 'set', 'core.https_address', address);
+  await run('config', 'set', 'core.trust_password', PASSWORD);
+  urls[name] = `https://${address}`;
+  const added = await remoteLxc('remote', 'add', name, urls[name]!, '--password', PASSWORD, '--accept-certificate');
+  if (added.status !== 0) throw new Error(`lxc remote add ${name}: ${added.stderr}`);
+}
+
+const certificateOf = (dir: string, file = 'server.crt') => readFileSync(path.join(dir, file), 'utf8');
+
+test.before(async () => {
+  if (skip) return;
+  home = mkdtempSync(path.join(tmpdir(), 'corral-pull-home-'));
+  source = await startWithImage({ plugins: 'full' });
+  target = await startWithPool({ plugins: 'full' });
+  await expose('a', source.socket, '127.0.0.171');
+  await expose('b', target.socket, '127.0.0.172');
+});
+
+test.after.always(async () => {
+  await ref?.stop();
+  await stopImageDaemons();
+  if (home) rmSync(home, { recursive: true, force: true });
+});
+
+const imageOf = async (d: { socket: string }, fp: string) => {
+  return (await unixRequest(d.socket, 'GET', `/1.0/images/${fp}`)).json;
+};
+
+test.serial('lxc image copy of a private image between two corrals, with --copy-aliases', async (t) => {
+  if (skip) return t.pass(skip);
+  const fp = (await ok(t, 'image', 'list', 'a:', '--format', 'csv', '-c', 'F')).trim();
+  t.regex(fp, /^[0-9a-f]{64}$/);
+  t.false((await imageOf(source, fp)).metadata.public, 'the source image is private: the copy needs a secret');
+  await ok(t, 'image', 'copy', 'a:bb', 'b:', '--copy-aliases');
+  const copied = (await imageOf(target, fp)).metadata;
+  t.is(copied.fingerprint, fp);
+  t.deepEqual(copied.aliases.map((a: any) => a.name), ['bb']);
+  t.is(copied.cached, false);
+  t.is(copied.update_source.server, urls.a);
+  t.is(copied.update_source.protocol, 'lxd');
+  t.is(copied.size, (await imageOf(source, fp)).metadata.size);
+  // The secret was spent by the download: no token operation is left on the source.
+  const ops = (await unixRequest(source.socket, 'GET', '/1.0/operations?recursion=1')).json.metadata;
+  t.deepEqual((ops.running ?? []).filter((o: any) => o.class === 'token'), []);
+  // A second copy of an image the target holds adds only the alias asked for.
+  await ok(t, 'image', 'copy', 'a:bb', 'b:', '--alias', 'bb2');
+  t.deepEqual((await imageOf(target, fp)).metadata.aliases.map((a: any) => a.name).sort(), ['bb', 'bb2']);
+});
+
+test.serial('an untrusted client sees neither a private image, its alias nor its export without the right secret', async (t) => {
+  if (skip) return t.pass(skip);
+  const url = new URL(urls.a!);
+  const peer = { host: url.hostname, port: Number(url.port) };
+  const fp = (await ok(t, 'image', 'list', 'a:', '--format', 'csv', '-c', 'F')).trim();
+  for (const p of [`/1.0/images/${fp}`, `/1.0/images/${fp}/export`, '/1.0/images/aliases/bb', `/1.0/images/${fp}/export?secret=${'0'.repeat(64)}`]) {
+    const res = await tlsRequest(peer, undefined, 'GET', p);
+    t.is(res.status, 404, `${p}: ${res.body}`);
+  }
+});
