@@ -1,5 +1,7 @@
 /** What the `images` plugin offers the instances family. */
 import { createServiceRef } from './services.js';
+import type { OperationControl } from './operations.js';
+import type { ApiRequest } from './routes.js';
 import type { UsedByRegistry } from './used-by.js';
 
 export interface ImageAlias {
@@ -76,6 +78,15 @@ export type UnpackProgress = (done: number, total: number) => void;
 export interface ImagesService {
   /** Another plugin answers `POST /1.0/images` for a source type (`instance`, `snapshot`). */
   registerSource(provider: ImageSourceProvider): void;
+  /**
+   * Download an image another server holds (`source` as POST /1.0/images takes it: `server`,
+   * `protocol`, `alias` or `fingerprint`, `certificate`, `secret`) into the project's images as a
+   * cached one, reporting `download_progress` on `op`; answers its record. An image the project holds
+   * already is not fetched again. A bad source is a 400 before anything is fetched.
+   */
+  pullCached(req: ApiRequest, source: Record<string, unknown>, op: OperationControl): Promise<ImageRecord>;
+  /** Whether an instance source names an image on another server (`server` set). */
+  isRemote(source: Record<string, unknown>): boolean;
   /** By alias, full fingerprint or unique fingerprint prefix; 404 when nothing matches. */
   resolve(project: string, source: { alias?: string; fingerprint?: string }): Promise<ImageRecord>;
   /**

@@ -8,7 +8,7 @@ import { ImageCreator } from './create.js';
 import { ImageFiles } from './files.js';
 import { ImageSecrets } from './image-secrets.js';
 import { ImageInstaller } from './install.js';
-import { IMAGE_KEYS } from './keys.js';
+import { autoUpdateCached, IMAGE_KEYS } from './keys.js';
 import { cleanupLeftovers } from './leftovers.js';
 import { ImagePublisher } from './publish.js';
 import { ImagePuller } from './pull.js';
@@ -33,7 +33,8 @@ export default definePlugin({
     const puller = new ImagePuller(ctx, catalog, files, installer);
     const creator = new ImageCreator(ctx, files, new PushTokens(ctx.operations), installer, publisher, puller);
     for (const key of IMAGE_KEYS) ctx.keys.register(key);
-    ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools, sources, (project) => featureProjectOf(ctx.services, project, 'images')));
+    const imageProject = (project: string) => featureProjectOf(ctx.services, project, 'images');
+    ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools, sources, imageProject, puller, (project) => autoUpdateCached(ctx, project)));
     // A project without its own images (features.images=false) sees and adds to those of `default`.
     for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock, secrets: new ImageSecrets(ctx.operations) }), ...aliasRoutes(ctx, catalog)]) {
       ctx.routes.add(featureScopedRoute(ctx.services, 'images', route));

@@ -6,6 +6,8 @@ import {
 import type { ImageCatalog } from './catalog.js';
 import type { ImageFiles } from './files.js';
 import { imageView } from './image.js';
+import type { ImagePuller } from './pull.js';
+import { isRemoteImageSource, parseRemoteImageSource } from './remote-source.js';
 import type { ImageSources } from './sources.js';
 import { apiTime } from './times.js';
 import { unpackImage } from './unpack.js';
@@ -13,11 +15,24 @@ import { unpackImage } from './unpack.js';
 /** `imageProject` maps a project to the one holding its images (`features.images`). */
 export function createImagesService(
   catalog: ImageCatalog, files: ImageFiles, tools: HostTools, sources: ImageSources, imageProject: (project: string) => Promise<string>,
+  puller: ImagePuller, autoUpdateCached: (project: string) => Promise<boolean>,
 ): ImagesService {
   return {
     usedBy: createUsedByRegistry(),
 
     registerSource: (provider) => sources.register(provider),
+
+    isRemote: isRemoteImageSource,
+
+    async pullCached(req, source, op) {
+      const remote = parseRemoteImageSource(source);
+      const project = await imageProject(req.project);
+      const { fingerprint } = await puller.pull(req, project, remote, {
+        aliases: [], public: false, cached: true, auto_update: await autoUpdateCached(project), profiles: ['default'],
+      }, op);
+      const { doc } = await catalog.find(project, fingerprint);
+      return imageView(doc, await catalog.aliasesOf(project, fingerprint));
+    },
 
     async resolve(asked, source): Promise<ImageRecord> {
       const project = await imageProject(asked);

@@ -7,7 +7,7 @@
  */
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { callAndWait } from '../helpers/api.js';
@@ -107,4 +107,57 @@ test.serial('an untrusted client sees neither a private image, its alias nor its
     const res = await tlsRequest(peer, undefined, 'GET', p);
     t.is(res.status, 404, `${p}: ${res.body}`);
   }
+});
+
+test.serial('lxc launch a:bb b:c1 downloads the image as a cached one and starts the container', async (t) => {
+  if (skip) return t.pass(skip);
+  const fp = (await ok(t, 'image', 'list', 'a:', '--format', 'csv', '-c', 'F')).trim();
+  await ok(t, 'image', 'delete', 'b:bb');
+  await ok(t, 'launch', 'a:bb', 'b:c1');
+  t.is((await ok(t, 'list', 'b:', '--format', 'csv', '-c', 'ns')).trim(), 'c1,RUNNING');
+  const cached = (await imageOf(target, fp)).metadata;
+  t.is(cached.cached, true);
+  t.is(cached.auto_update, true, 'images.auto_update_cached is true by default');
+  t.deepEqual(cached.aliases, []);
+  const config = JSON.parse(await ok(t, 'query', `b:/1.0/instances/c1`)).config;
+  t.is(config['volatile.base_image'], fp);
+  await ok(t, 'delete', '--force', 'b:c1');
+});
+
+/** POST /1.0/images on the target with a remote source; the answer and the operation it started. */
+const pull = async (src: Record<string, unknown>) => callAndWait(target, 'POST', '/1.0/images', { source: { type: 'image', mode: 'pull', protocol: 'lxd', ...src } });
+
+test.serial('bad remote sources: a 400 for a malformed request, a failed operation naming the cause, nothing left behind', async (t) => {
+  if (skip) return t.pass(skip);
+  const before = (await target.request('GET', '/1.0/images')).json.metadata;
+  const refused = [
+    [{ server: 'http://127.0.0.171:1', alias: 'bb' }, /https:\/\//],
+    [{ server: 'not a url', alias: 'bb' }, /not a URL/],
+    [{ server: urls.a, protocol: 'gopher', alias: 'bb' }, /protocol "gopher"/],
+    [{ server: urls.a }, /"source.fingerprint" or "source.alias"/],
+    [{ server: urls.a, alias: 'bb', certificate: 'garbage' }, /not a PEM certificate/],
+    [{ server: urls.a, alias: 'bb', image_type: 'vm' }, /image type "vm"/],
+  ] as const;
+  for (const [src, message] of refused) {
+    const res = await pull(src);
+    t.is(res.status, 400, JSON.stringify(src));
+    t.regex(res.json.error, message);
+  }
+  const failing = [
+    // Nothing listens there.
+    [{ server: 'https://127.0.0.173:9', alias: 'bb' }, /127\.0\.0\.173:9/],
+    // The target's own certificate is not the source's.
+    [{ server: urls.a, alias: 'bb', certificate: certificateOf(target.dir) }, /certificate/],
+    // The source answers the trusted target (its certificate is not trusted there): not found.
+    [{ server: urls.a, alias: 'nope', certificate: certificateOf(source.dir) }, /No image or alias "nope"/],
+    [{ server: urls.a, alias: 'bb', certificate: certificateOf(source.dir), secret: 'f'.repeat(64) }, /No image or alias "bb"/],
+  ] as const;
+  for (const [src, message] of failing) {
+    const res = await pull(src);
+    t.is(res.status, 202, JSON.stringify(src));
+    t.is(res.op.status, 'Failure', JSON.stringify(src));
+    t.regex(res.op.err, message);
+  }
+  t.deepEqual((await target.request('GET', '/1.0/images')).json.metadata, before);
+  t.deepEqual(readdirSync(path.join(target.dir, 'images', '.staging')).length, 0, 'no staged download is left');
 });

@@ -2,7 +2,7 @@
 import path from 'node:path';
 import {
   async, badRequest, collection, notFound, type ApiRequest, type Operation, type PluginContext, type RouteDescriptor,
-  type InstanceType, type VolumeSource,
+  type ImageRecord, type InstanceType, type VolumeSource,
 } from '../../../sdk/index.js';
 import type { InstanceManager, CreateSpec } from '../manager.js';
 import type { PowerControl, PowerAction } from '../power.js';
@@ -142,7 +142,9 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
     origin: 'create',
     extraConfig: {},
   };
-  const origin = await fillSource(manager, snapshots, req, spec, source);
+  const filled = await fillSource(manager, snapshots, req, spec, source);
+  const remoteImage = filled && 'remoteImage' in filled ? filled.remoteImage : undefined;
+  const origin = filled && 'remoteImage' in filled ? undefined : filled;
   if (origin?.refresh) {
     const target = await manager.load(req.project, name).catch(() => undefined);
     if (target) return refreshOperation(ctx, manager, snapshots, req, origin, target);
@@ -157,9 +159,11 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
       requestor: req.requestor,
       resources: operationResources(name),
       run: async (op) => {
-        const stopProgress = spec.source.kind === 'copy' ? await watchCopyProgress(op, await poolDir(manager, checked.pool, spec)) : () => {};
-        spec.source = withUnpackProgress(op, spec.source);
+        let stopProgress = () => {};
         try {
+          if (remoteImage) await applyImage(manager, req, spec, await manager.deps.images.pullCached(req, remoteImage, op));
+          if (spec.source.kind === 'copy') stopProgress = await watchCopyProgress(op, await poolDir(manager, checked.pool, spec));
+          spec.source = withUnpackProgress(op, spec.source);
           await manager.create(spec, checked.pool, req);
         } finally {
           stopProgress();
@@ -173,28 +177,44 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
   }
 }
 
+/** An image's files, architecture, profiles and properties become the new instance's. */
+async function applyImage(manager: InstanceManager, req: ApiRequest, spec: CreateSpec, image: ImageRecord): Promise<void> {
+  const images = manager.deps.images;
+  spec.source = { kind: 'image', fingerprint: image.fingerprint, project: req.project, unpack: (dir, onProgress) => images.unpack(image.fingerprint, dir, onProgress) };
+  spec.architecture = image.architecture || spec.architecture;
+  // A request naming no profiles (absent or null, not an empty list) takes the image's (image_profiles).
+  if (req.body.profiles === undefined || req.body.profiles === null) spec.profiles = [...image.profiles];
+  for (const [k, v] of Object.entries(image.properties)) spec.extraConfig[`image.${k}`] = v;
+  spec.extraConfig['volatile.base_image'] = image.fingerprint;
+  spec.origin = 'create';
+  await images.markUsed(req.project, image.fingerprint).catch(() => {});
+}
+
+/** An image another server holds, fetched when the operation runs. */
+interface RemoteImage {
+  remoteImage: Record<string, any>;
+}
+
 /** Turn the `source` of a create request into a volume source and the keys it brings. */
-async function fillSource(manager: InstanceManager, snapshots: SnapshotManager, req: ApiRequest, spec: CreateSpec, source: Record<string, any>): Promise<CopyOrigin | undefined> {
+async function fillSource(manager: InstanceManager, snapshots: SnapshotManager, req: ApiRequest, spec: CreateSpec, source: Record<string, any>): Promise<CopyOrigin | RemoteImage | undefined> {
   switch (source.type ?? 'none') {
     case 'none':
       // The reference records the trigger for an empty instance too; with no metadata.yaml the start renders nothing.
       spec.origin = 'create';
       return undefined;
     case 'image': {
-      if (source.server || (source.mode && source.mode !== 'pull')) throw badRequest('Images from remote servers are not reachable from this daemon; import the image first');
+      const images = manager.deps.images;
+      if (images.isRemote(source)) {
+        // Fetched in the operation (it may take minutes), as the reference does; applied then.
+        spec.origin = 'create';
+        return { remoteImage: source };
+      }
+      if (source.mode && source.mode !== 'pull') throw badRequest(`Unknown image source mode "${source.mode}"`);
       if (!source.alias && !source.fingerprint) {
         throw badRequest(source.properties ? 'Selecting an image by properties is not supported; give an alias or a fingerprint' : 'The image source needs an "alias" or a "fingerprint"');
       }
-      const image = await manager.deps.images.resolve(req.project, { alias: source.alias, fingerprint: source.fingerprint });
-      const images = manager.deps.images;
-      spec.source = { kind: 'image', fingerprint: image.fingerprint, project: req.project, unpack: (dir, onProgress) => images.unpack(image.fingerprint, dir, onProgress) };
-      spec.architecture = image.architecture || spec.architecture;
-      // A request naming no profiles (absent or null, not an empty list) takes the image's (image_profiles).
-      if (req.body.profiles === undefined || req.body.profiles === null) spec.profiles = [...image.profiles];
-      for (const [k, v] of Object.entries(image.properties)) spec.extraConfig[`image.${k}`] = v;
-      spec.extraConfig['volatile.base_image'] = image.fingerprint;
-      spec.origin = 'create';
-      await images.markUsed(req.project, image.fingerprint).catch(() => {});
+      const image = await images.resolve(req.project, { alias: source.alias, fingerprint: source.fingerprint });
+      await applyImage(manager, req, spec, image);
       return undefined;
     }
     case 'copy': {
