@@ -161,3 +161,45 @@ test.serial('bad remote sources: a 400 for a malformed request, a failed operati
   t.deepEqual((await target.request('GET', '/1.0/images')).json.metadata, before);
   t.deepEqual(readdirSync(path.join(target.dir, 'images', '.staging')).length, 0, 'no staged download is left');
 });
+
+/** The private reference daemon, with the same image under `bb`, on HTTPS and added as remote `ref`. */
+async function reference(t: any): Promise<ReferenceDaemon> {
+  if (ref) return ref;
+  ref = await startReference();
+  const imported = await ref.lxc('image', 'import', source.image.unified, '--alias', 'bb');
+  t.is(imported.status, 0, imported.stderr);
+  await expose('ref', ref.socket, '127.0.0.174');
+  return ref;
+}
+
+test.serial('the reference → corral: lxc image copy of a private image from the reference', async (t) => {
+  if (noReference) return t.pass(noReference);
+  const r = await reference(t);
+  const fp = (await ok(t, 'image', 'list', 'ref:', '--format', 'csv', '-c', 'F')).trim();
+  t.false((await r.request('GET', `/1.0/images/${fp}`)).json.metadata.public);
+  // The launch above left it cached on the target: copy it afresh.
+  await remoteLxc('image', 'delete', `b:${fp}`);
+  await ok(t, 'image', 'copy', 'ref:bb', 'b:', '--alias', 'from-ref');
+  const copied = (await imageOf(target, fp)).metadata;
+  t.is(copied.fingerprint, fp);
+  t.deepEqual(copied.aliases.map((a: any) => a.name), ['from-ref']);
+  t.is(copied.update_source.server, urls.ref);
+  // The secret lxc asked the reference for is spent.
+  const ops = (await r.request('GET', '/1.0/operations?recursion=1')).json.metadata;
+  t.deepEqual((ops.running ?? []).filter((o: any) => o.class === 'token'), []);
+});
+
+test.serial('corral → the reference: the reference pulls a private image from corral', async (t) => {
+  if (noReference) return t.pass(noReference);
+  const r = await reference(t);
+  const fp = (await ok(t, 'image', 'list', 'a:', '--format', 'csv', '-c', 'F')).trim();
+  await r.lxc('image', 'delete', fp);
+  await ok(t, 'image', 'copy', 'a:bb', 'ref:', '--alias', 'from-corral');
+  const copied = (await r.request('GET', `/1.0/images/${fp}`)).json.metadata;
+  t.is(copied?.fingerprint, fp);
+  t.deepEqual(copied.aliases.map((a: any) => a.name), ['from-corral']);
+  // And the reference launches from corral's image directly.
+  await ok(t, 'launch', 'a:bb', 'ref:c-from-corral');
+  t.regex(await ok(t, 'list', 'ref:', '--format', 'csv', '-c', 'ns'), /c-from-corral,RUNNING/);
+  await ok(t, 'delete', '--force', 'ref:c-from-corral');
+});
