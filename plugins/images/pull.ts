@@ -118,6 +118,8 @@ export class ImagePuller {
       const upload = boundary ? await receiveSplit(body, boundary, area) : await receiveUnified(body, area, String(info.filename ?? ''));
       if (upload.fingerprint !== fp) throw badRequest(`The image from ${remote.name} does not match its fingerprint: got ${upload.fingerprint}, expected ${fp}`);
 
+      // The reference leaves only the result in the finished operation's metadata.
+      op.updateMetadata({ download_progress: undefined });
       const tools = this.ctx.hostTools;
       const inspected = upload.rootfsFile
         ? await inspectSplit(tools, upload.metadataFile, upload.rootfsFile, upload.rootfsPart ?? 'rootfs')

@@ -56,6 +56,22 @@ async function expose(name: string, socket: string, ip: string): Promise<void> {
   if (added.status !== 0) throw new Error(`lxc remote add ${name}: ${added.stderr}`);
 }
 
+/** The operation events `lxc monitor` sees on `remote` while `action` runs. */
+async function watchOperations(remote: string, action: () => Promise<unknown>): Promise<any[]> {
+  const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
+  const monitor = spawn('lxc', ['monitor', remote, '--type', 'operation', '--format', 'json'], { env: { ...env, LXD_CONF: home, HOME: home } });
+  let out = '';
+  monitor.stdout.on('data', (c: Buffer) => (out += c));
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await action();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  } finally {
+    monitor.kill();
+  }
+  return out.split('\n').filter((l) => l.trim().startsWith('{')).map((l) => JSON.parse(l).metadata);
+}
+
 const certificateOf = (dir: string, file = 'server.crt') => readFileSync(path.join(dir, file), 'utf8');
 
 test.before(async () => {
@@ -82,7 +98,12 @@ test.serial('lxc image copy of a private image between two corrals, with --copy-
   const fp = (await ok(t, 'image', 'list', 'a:', '--format', 'csv', '-c', 'F')).trim();
   t.regex(fp, /^[0-9a-f]{64}$/);
   t.false((await imageOf(source, fp)).metadata.public, 'the source image is private: the copy needs a secret');
-  await ok(t, 'image', 'copy', 'a:bb', 'b:', '--copy-aliases');
+  const events = await watchOperations('b:', () => ok(t, 'image', 'copy', 'a:bb', 'b:', '--copy-aliases'));
+  // download_progress as the reference reports it while it downloads, and gone from the finished operation.
+  const downloads = events.filter((e) => e.description === 'Downloading image');
+  t.true(downloads.some((e) => /^\d{1,3}% \(\d+(\.\d\d)?[kMGT]?B\/s\)$/.test(e.metadata?.download_progress ?? '')), JSON.stringify(downloads));
+  const finished = downloads.find((e) => e.status === 'Success');
+  t.deepEqual(Object.keys(finished?.metadata ?? {}).sort(), ['fingerprint', 'size']);
   const copied = (await imageOf(target, fp)).metadata;
   t.is(copied.fingerprint, fp);
   t.deepEqual(copied.aliases.map((a: any) => a.name), ['bb']);
