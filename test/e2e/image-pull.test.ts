@@ -7,14 +7,17 @@
  */
 import test from 'ava';
 import { spawn } from 'node:child_process';
+import type http from 'node:http';
+import https from 'node:https';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { callAndWait } from '../helpers/api.js';
 import { collectRun, hasLxc, lxc, type ClientRun } from '../helpers/clients.js';
-import { startWithPool, unixRequest, type Daemon } from '../helpers/daemon.js';
+import { startWithPool, unixRequest, waitFor, type Daemon } from '../helpers/daemon.js';
 import { startWithImage, stopImageDaemons, type ImageDaemon } from '../helpers/image-daemon.js';
 import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
+import { selfSigned } from '../helpers/pki.js';
 import { freePort, tlsRequest } from '../helpers/tls-client.js';
 
 const PASSWORD = 'pull-pass-0a4e';
@@ -223,4 +226,73 @@ test.serial('corral → the reference: the reference pulls a private image from 
   await ok(t, 'launch', 'a:bb', 'ref:c-from-corral');
   t.regex(await ok(t, 'list', 'ref:', '--format', 'csv', '-c', 'ns'), /c-from-corral,RUNNING/);
   await ok(t, 'delete', '--force', 'ref:c-from-corral');
+});
+
+/**
+ * A peer that lies: its record names one fingerprint and its export sends other bytes, or it stops
+ * sending halfway. A tiny HTTPS server made here plays it (a real daemon will not lie).
+ */
+async function lyingPeer(): Promise<{ url: string; cert: string; closed: Promise<void>; close(): void }> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'corral-liar-'));
+  const { cert, key } = selfSigned(dir, 'liar');
+  const tarball = readFileSync(source.image.unified);
+  const claimed = 'a'.repeat(64);
+  const stalled = 'b'.repeat(64);
+  let sawClose!: () => void;
+  const closed = new Promise<void>((resolve) => (sawClose = resolve));
+  const sync = (res: http.ServerResponse, metadata: unknown) => res.end(JSON.stringify({ type: 'sync', status: 'Success', status_code: 200, metadata }));
+  const server = https.createServer({ cert, key }, (req, res) => {
+    const p = (req.url ?? '').split('?')[0];
+    if (p === '/1.0/images/aliases/liar') return sync(res, { name: 'liar', target: claimed, type: 'container' });
+    if (p === '/1.0/images/aliases/stall') return sync(res, { name: 'stall', target: stalled, type: 'container' });
+    for (const fp of [claimed, stalled]) {
+      if (p === `/1.0/images/${fp}`) return sync(res, { fingerprint: fp, size: tarball.length, filename: 'x.tar.gz', properties: {}, type: 'container' });
+    }
+    if (p === `/1.0/images/${claimed}/export`) {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': tarball.length });
+      return res.end(tarball);
+    }
+    if (p === `/1.0/images/${stalled}/export`) {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': tarball.length });
+      res.write(tarball.subarray(0, 4096));
+      req.socket.on('close', sawClose);
+      return undefined;
+    }
+    res.statusCode = 404;
+    res.end(JSON.stringify({ type: 'error', error: 'Not found', error_code: 404 }));
+  });
+  const port = await freePort();
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.175', resolve));
+  return {
+    url: `https://127.0.0.175:${port}`, cert, closed,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+test.serial('a peer whose bytes do not match the fingerprint, and a download cancelled halfway: nothing is left', async (t) => {
+  if (skip) return t.pass(skip);
+  const liar = await lyingPeer();
+  try {
+    const before = (await target.request('GET', '/1.0/images')).json.metadata;
+    const lied = await pull({ server: liar.url, alias: 'liar', certificate: liar.cert });
+    t.is(lied.op.status, 'Failure');
+    t.regex(lied.op.err, /does not match its fingerprint/);
+
+    const started = await target.request('POST', '/1.0/images', { source: { type: 'image', mode: 'pull', protocol: 'lxd', server: liar.url, alias: 'stall', certificate: liar.cert } });
+    t.is(started.status, 202);
+    const op = started.json.operation as string;
+    await waitFor(async () => readdirSync(path.join(target.dir, 'images', '.staging')).length > 0, 15_000, 'the download to start');
+    t.is((await target.request('DELETE', op)).status, 200);
+    const ended = (await target.request('GET', `${op}/wait?timeout=30`)).json.metadata;
+    t.not(ended.status, 'Success');
+    await liar.closed;
+    t.deepEqual((await target.request('GET', '/1.0/images')).json.metadata, before);
+    t.is(readdirSync(path.join(target.dir, 'images', '.staging')).length, 0, 'no staged download is left');
+  } finally {
+    liar.close();
+  }
 });
