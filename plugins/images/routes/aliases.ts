@@ -7,6 +7,7 @@ import type { ImageCatalog } from '../catalog.js';
 import { aliasUrl, aliasView, type ImageType, type StoredAlias } from '../image.js';
 import { imageLifecycle } from '../lifecycle.js';
 import { checkAliasName } from '../names.js';
+import { seesPrivateImages } from '../visibility.js';
 
 const bodyOf = (req: ApiRequest): Record<string, unknown> => {
   const body = req.body ?? {};
@@ -74,7 +75,7 @@ export function aliasRoutes(ctx: PluginContext, catalog: ImageCatalog): RouteDes
         handler: async (req) => {
           const { doc } = await catalog.alias(req.project, req.params.name!);
           const image = (await catalog.images.get(req.project, doc.target))?.doc;
-          if (!req.trusted && !image?.public) throw notFound('Image alias not found');
+          if (!seesPrivateImages(req) && !image?.public) throw notFound('Image alias not found');
           return sync(aliasView(doc, image?.type), { etag: editable(doc) });
         },
       },

@@ -11,6 +11,7 @@ import type { ImageFiles } from '../files.js';
 import { editableOf, imageUrl, imageView, type StoredAlias, type StoredImage } from '../image.js';
 import type { ImageSecrets } from '../image-secrets.js';
 import { imageLifecycle } from '../lifecycle.js';
+import { seesPrivateImages } from '../visibility.js';
 import { imageProfiles } from '../profiles.js';
 import { parseClientTime } from '../times.js';
 
@@ -42,7 +43,7 @@ export function imageRoutes({ ctx, catalog, files, creator, lock, secrets }: Ima
    */
   const findFor = async (req: ApiRequest, use = false) => {
     const found = await find(req);
-    if (req.trusted || found.doc.public || secrets.check(req.query.secret, found.project, found.name, use)) return found;
+    if (seesPrivateImages(req) || found.doc.public || secrets.check(req.query.secret, found.project, found.name, use)) return found;
     throw notFound('Image not found');
   };
 
