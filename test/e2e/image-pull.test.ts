@@ -75,6 +75,10 @@ async function watchOperations(remote: string, action: () => Promise<unknown>): 
   return out.split('\n').filter((l) => l.trim().startsWith('{')).map((l) => JSON.parse(l).metadata);
 }
 
+/** The fingerprint an alias names on a remote. */
+const aliasTarget = async (t: any, remote: string, alias: string): Promise<string> =>
+  JSON.parse(await ok(t, 'query', `${remote}:/1.0/images/aliases/${alias}`)).target;
+
 const certificateOf = (dir: string, file = 'server.crt') => readFileSync(path.join(dir, file), 'utf8');
 
 test.before(async () => {
@@ -98,7 +102,7 @@ const imageOf = async (d: { socket: string }, fp: string) => {
 
 test.serial('lxc image copy of a private image between two corrals, with --copy-aliases', async (t) => {
   if (skip) return t.pass(skip);
-  const fp = (await ok(t, 'image', 'list', 'a:', '--format', 'csv', '-c', 'F')).trim();
+  const fp = await aliasTarget(t, 'a', 'bb');
   t.regex(fp, /^[0-9a-f]{64}$/);
   t.false((await imageOf(source, fp)).metadata.public, 'the source image is private: the copy needs a secret');
   const events = await watchOperations('b:', () => ok(t, 'image', 'copy', 'a:bb', 'b:', '--copy-aliases'));
@@ -126,7 +130,7 @@ test.serial('an untrusted client sees neither a private image, its alias nor its
   if (skip) return t.pass(skip);
   const url = new URL(urls.a!);
   const peer = { host: url.hostname, port: Number(url.port) };
-  const fp = (await ok(t, 'image', 'list', 'a:', '--format', 'csv', '-c', 'F')).trim();
+  const fp = await aliasTarget(t, 'a', 'bb');
   for (const p of [`/1.0/images/${fp}`, `/1.0/images/${fp}/export`, '/1.0/images/aliases/bb', `/1.0/images/${fp}/export?secret=${'0'.repeat(64)}`]) {
     const res = await tlsRequest(peer, undefined, 'GET', p);
     t.is(res.status, 404, `${p}: ${res.body}`);
@@ -135,9 +139,11 @@ test.serial('an untrusted client sees neither a private image, its alias nor its
 
 test.serial('lxc launch a:bb b:c1 downloads the image as a cached one and starts the container', async (t) => {
   if (skip) return t.pass(skip);
-  const fp = (await ok(t, 'image', 'list', 'a:', '--format', 'csv', '-c', 'F')).trim();
+  const fp = await aliasTarget(t, 'a', 'bb');
   await ok(t, 'image', 'delete', 'b:bb');
-  await ok(t, 'launch', 'a:bb', 'b:c1');
+  const events = await watchOperations('b:', () => ok(t, 'launch', 'a:bb', 'b:c1'));
+  // The download is part of the create operation, with its progress there, as with the reference.
+  t.true(events.some((e) => e.description === 'Creating instance' && /^\d{1,3}% \(/.test(e.metadata?.download_progress ?? '')), JSON.stringify(events));
   t.is((await ok(t, 'list', 'b:', '--format', 'csv', '-c', 'ns')).trim(), 'c1,RUNNING');
   const cached = (await imageOf(target, fp)).metadata;
   t.is(cached.cached, true);
@@ -146,6 +152,26 @@ test.serial('lxc launch a:bb b:c1 downloads the image as a cached one and starts
   const config = JSON.parse(await ok(t, 'query', `b:/1.0/instances/c1`)).config;
   t.is(config['volatile.base_image'], fp);
   await ok(t, 'delete', '--force', 'b:c1');
+});
+
+test.serial('a public split image: copied without a secret, corral → corral and corral → the reference', async (t) => {
+  if (skip) return t.pass(skip);
+  const imported = await lxc(source.socket, 'image', 'import', source.image.metadata, source.image.rootfs, '--alias', 'split', '--public');
+  t.is(imported.status, 0, imported.stderr);
+  const fp = await aliasTarget(t, 'a', 'split');
+  const events = await watchOperations('a:', () => ok(t, 'image', 'copy', 'a:split', 'b:', '--copy-aliases', '--auto-update'));
+  t.false(events.some((e) => e.class === 'token'), 'lxc asks no secret for a public image');
+  const copied = (await imageOf(target, fp)).metadata;
+  t.is(copied.fingerprint, fp);
+  t.is(copied.auto_update, true);
+  t.deepEqual(copied.aliases.map((a: any) => a.name), ['split']);
+  // Split on the target too: its export is multipart again.
+  const exported = await unixRequest(target.socket, 'GET', `/1.0/images/${fp}/export`);
+  t.regex(String(exported.headers['content-type']), /^multipart\/form-data; boundary=/);
+  if (noReference) return;
+  const r = await reference(t);
+  await ok(t, 'image', 'copy', 'a:split', 'ref:', '--alias', 'split-from-corral');
+  t.is((await r.request('GET', `/1.0/images/${fp}`)).json.metadata?.fingerprint, fp);
 });
 
 /** POST /1.0/images on the target with a remote source; the answer and the operation it started. */
@@ -199,7 +225,7 @@ async function reference(t: any): Promise<ReferenceDaemon> {
 test.serial('the reference → corral: lxc image copy of a private image from the reference', async (t) => {
   if (noReference) return t.pass(noReference);
   const r = await reference(t);
-  const fp = (await ok(t, 'image', 'list', 'ref:', '--format', 'csv', '-c', 'F')).trim();
+  const fp = await aliasTarget(t, 'ref', 'bb');
   t.false((await r.request('GET', `/1.0/images/${fp}`)).json.metadata.public);
   // The launch above left it cached on the target: copy it afresh.
   await remoteLxc('image', 'delete', `b:${fp}`);
@@ -216,7 +242,7 @@ test.serial('the reference → corral: lxc image copy of a private image from th
 test.serial('corral → the reference: the reference pulls a private image from corral', async (t) => {
   if (noReference) return t.pass(noReference);
   const r = await reference(t);
-  const fp = (await ok(t, 'image', 'list', 'a:', '--format', 'csv', '-c', 'F')).trim();
+  const fp = await aliasTarget(t, 'a', 'bb');
   await r.lxc('image', 'delete', fp);
   await ok(t, 'image', 'copy', 'a:bb', 'ref:', '--alias', 'from-corral');
   const copied = (await r.request('GET', `/1.0/images/${fp}`)).json.metadata;
