@@ -87,6 +87,8 @@ export interface ImagesService {
   pullCached(req: ApiRequest, source: Record<string, unknown>, op: OperationControl): Promise<ImageRecord>;
   /** Whether an instance source names an image on another server (`server` set). */
   isRemote(source: Record<string, unknown>): boolean;
+  /** A 400 when a remote source is malformed (checked before the request is answered). */
+  checkRemote(source: Record<string, unknown>): void;
   /** By alias, full fingerprint or unique fingerprint prefix; 404 when nothing matches. */
   resolve(project: string, source: { alias?: string; fingerprint?: string }): Promise<ImageRecord>;
   /**

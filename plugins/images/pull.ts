@@ -66,7 +66,15 @@ export class ImagePuller {
         await this.addAliases(project, fp, options.aliases);
         return { fingerprint: fp, size: String(local.doc.size) };
       }
-      return await this.download(req, project, remote, source, info, options, op);
+      try {
+        return await this.download(req, project, remote, source, info, options, op);
+      } catch (err) {
+        // Another request (a second launch from the same image) installed it meanwhile: use that one.
+        const installed = await this.catalog.images.get(project, fp);
+        if (!installed) throw err;
+        await this.addAliases(project, fp, options.aliases);
+        return { fingerprint: fp, size: String(installed.doc.size) };
+      }
     } catch (err) {
       if (err instanceof RemoteError) throw badRequest(`Failed to fetch the image "${source.name}": ${err.message}`);
       throw err;

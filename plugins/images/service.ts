@@ -24,6 +24,8 @@ export function createImagesService(
 
     isRemote: isRemoteImageSource,
 
+    checkRemote: (source) => void parseRemoteImageSource(source),
+
     async pullCached(req, source, op) {
       const remote = parseRemoteImageSource(source);
       const project = await imageProject(req.project);

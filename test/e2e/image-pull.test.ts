@@ -154,6 +154,19 @@ test.serial('lxc launch a:bb b:c1 downloads the image as a cached one and starts
   await ok(t, 'delete', '--force', 'b:c1');
 });
 
+test.serial('two launches from the same remote image at once: both start, one cached image; a malformed remote source is a 400', async (t) => {
+  if (skip) return t.pass(skip);
+  const fp = await aliasTarget(t, 'a', 'bb');
+  await remoteLxc('image', 'delete', `b:${fp}`);
+  await Promise.all(['c2', 'c3'].map((name) => ok(t, 'launch', 'a:bb', `b:${name}`)));
+  t.is((await ok(t, 'list', 'b:', '--format', 'csv', '-c', 'ns')).trim(), 'c2,RUNNING\nc3,RUNNING');
+  t.is((await target.request('GET', '/1.0/images')).json.metadata.length, 1);
+  for (const name of ['c2', 'c3']) await ok(t, 'delete', '--force', `b:${name}`);
+  const bad = await target.request('POST', '/1.0/instances', { name: 'c4', source: { type: 'image', mode: 'pull', server: 'http://127.0.0.171:1', alias: 'bb' } });
+  t.is(bad.status, 400);
+  t.regex(bad.json.error, /https:\/\//);
+});
+
 test.serial('a public split image: copied without a secret, corral → corral and corral → the reference', async (t) => {
   if (skip) return t.pass(skip);
   const imported = await lxc(source.socket, 'image', 'import', source.image.metadata, source.image.rootfs, '--alias', 'split', '--public');

@@ -205,6 +205,7 @@ async function fillSource(manager: InstanceManager, snapshots: SnapshotManager, 
     case 'image': {
       const images = manager.deps.images;
       if (images.isRemote(source)) {
+        images.checkRemote(source);
         // Fetched in the operation (it may take minutes), as the reference does; applied then.
         spec.origin = 'create';
         return { remoteImage: source };
