@@ -4,6 +4,7 @@
  * form), the hash checked against the fingerprint, then installed as an upload is (install.ts). All
  * of it runs in the operation, which a client may cancel; the staging area goes whatever happens.
  */
+import type { IncomingMessage } from 'node:http';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { badRequest, notFound, type ApiRequest, type Operation, type OperationControl, type PluginContext } from '../../sdk/index.js';
@@ -117,10 +118,11 @@ export class ImagePuller {
     const fp = info.fingerprint as string;
     await this.installer.checkAliasesFree(project, options.aliases);
     const area = await this.files.stagingArea();
+    let res: IncomingMessage | undefined;
     try {
-      const res = await remote.download(`/1.0/images/${fp}/export`, source.secret ? { secret: source.secret } : {});
+      res = await remote.download(`/1.0/images/${fp}/export`, source.secret ? { secret: source.secret } : {});
       const total = Number(info.size) > 0 ? Number(info.size) : Number(res.headers['content-length'] ?? 0);
-      const body = counted(res, downloadProgress(op, total));
+      const body = counted(res, remote, total, downloadProgress(op, total));
       const contentType = String(res.headers['content-type'] ?? '');
       const boundary = contentType.toLowerCase().startsWith('multipart/form-data') ? multipartBoundary(contentType) : undefined;
       const upload = boundary ? await receiveSplit(body, boundary, area) : await receiveUnified(body, area, String(info.filename ?? ''));
@@ -152,6 +154,8 @@ export class ImagePuller {
       };
       return await this.installer.install(req, op, upload, image, options.aliases, 'Image with same fingerprint already exists', project);
     } finally {
+      // A download refused halfway (a bad part) is not read to its end.
+      res?.destroy();
       await rm(area, { recursive: true, force: true });
     }
   }
@@ -173,13 +177,24 @@ const stringRecord = (value: unknown): Record<string, string> | undefined => {
   return Object.fromEntries(Object.entries(value).filter(([, v]) => typeof v === 'string')) as Record<string, string>;
 };
 
-/** The bytes of a stream passed on as they are, counted. */
-async function* counted(stream: AsyncIterable<Buffer>, onBytes: (done: number) => void): AsyncIterable<Buffer> {
+/** Multipart headers and boundaries around a split image's two files: far less than this. */
+const MULTIPART_SLACK = 64 * 1024;
+
+/**
+ * The bytes of a download passed on as they are, counted; a peer sending more than the image's
+ * size (plus multipart framing) is cut off, and a broken stream says whose fault it was.
+ */
+async function* counted(stream: AsyncIterable<Buffer>, remote: RemoteDaemon, total: number, onBytes: (done: number) => void): AsyncIterable<Buffer> {
   let done = 0;
-  for await (const chunk of stream) {
-    done += chunk.length;
-    onBytes(done);
-    yield chunk;
+  try {
+    for await (const chunk of stream) {
+      done += chunk.length;
+      if (total > 0 && done > total + MULTIPART_SLACK) throw new RemoteError(`${remote.name} sent more than the ${total} bytes the image has`);
+      onBytes(done);
+      yield chunk;
+    }
+  } catch (err) {
+    throw remote.broken(err);
   }
 }
 

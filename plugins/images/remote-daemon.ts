@@ -46,16 +46,39 @@ export class RemoteDaemon {
 
   /** GET a synchronous answer and return its `metadata`. */
   async json(path: string, query: Record<string, string> = {}): Promise<any> {
+    return this.envelope(path, await this.get(path, query));
+  }
+
+  /** GET a raw answer (a download); an error envelope becomes a RemoteError. */
+  async download(path: string, query: Record<string, string> = {}): Promise<IncomingMessage> {
     const res = await this.get(path, query);
+    if (res.statusCode === 200) return res;
+    await this.envelope(path, res);
+    throw new RemoteError(`${this.name} answered ${path} with HTTP ${res.statusCode}`, res.statusCode);
+  }
+
+  /** A download's stream failing midway, said as the peer's fault or the cancellation it was. */
+  broken(err: unknown): Error {
+    if (err instanceof RemoteError || (err as { status?: number }).status !== undefined) return err as Error;
+    if (this.signal.aborted) return new RemoteError('The download was cancelled');
+    return new RemoteError(`The download from ${this.name} broke off: ${(err as Error).message}`);
+  }
+
+  /** The `metadata` of a JSON answer, or a RemoteError with what the peer said. */
+  private async envelope(path: string, res: IncomingMessage): Promise<any> {
     const chunks: Buffer[] = [];
     let size = 0;
-    for await (const chunk of res) {
-      size += chunk.length;
-      if (size > MAX_JSON_BYTES) {
-        res.destroy();
-        throw new RemoteError(`The answer of ${this.name} to ${path} is too large`);
+    try {
+      for await (const chunk of res) {
+        size += chunk.length;
+        if (size > MAX_JSON_BYTES) {
+          res.destroy();
+          throw new RemoteError(`The answer of ${this.name} to ${path} is too large`);
+        }
+        chunks.push(chunk as Buffer);
       }
-      chunks.push(chunk as Buffer);
+    } catch (err) {
+      throw this.broken(err);
     }
     let body: any;
     try {
@@ -68,19 +91,6 @@ export class RemoteDaemon {
       throw new RemoteError(`${this.name} answered ${path}: ${said}`, res.statusCode);
     }
     return body?.metadata;
-  }
-
-  /** GET a raw answer (a download); an error envelope becomes a RemoteError. */
-  async download(path: string, query: Record<string, string> = {}): Promise<IncomingMessage> {
-    const res = await this.get(path, query);
-    if (res.statusCode === 200) return res;
-    // Read the error envelope (small) to say why.
-    await this.json(path, query).catch((err) => {
-      res.destroy();
-      throw err;
-    });
-    res.destroy();
-    throw new RemoteError(`${this.name} answered ${path} with HTTP ${res.statusCode}`, res.statusCode);
   }
 
   private get(path: string, query: Record<string, string>): Promise<IncomingMessage> {

@@ -277,6 +277,8 @@ async function lyingPeer(): Promise<{ url: string; cert: string; closed: Promise
   const tarball = readFileSync(source.image.unified);
   const claimed = 'a'.repeat(64);
   const stalled = 'b'.repeat(64);
+  const cut = 'c'.repeat(64);
+  const oversized = 'd'.repeat(64);
   let sawClose!: () => void;
   const closed = new Promise<void>((resolve) => (sawClose = resolve));
   const sync = (res: http.ServerResponse, metadata: unknown) => res.end(JSON.stringify({ type: 'sync', status: 'Success', status_code: 200, metadata }));
@@ -284,8 +286,21 @@ async function lyingPeer(): Promise<{ url: string; cert: string; closed: Promise
     const p = (req.url ?? '').split('?')[0];
     if (p === '/1.0/images/aliases/liar') return sync(res, { name: 'liar', target: claimed, type: 'container' });
     if (p === '/1.0/images/aliases/stall') return sync(res, { name: 'stall', target: stalled, type: 'container' });
-    for (const fp of [claimed, stalled]) {
+    for (const fp of [claimed, stalled, cut]) {
       if (p === `/1.0/images/${fp}`) return sync(res, { fingerprint: fp, size: tarball.length, filename: 'x.tar.gz', properties: {}, type: 'container' });
+    }
+    // Claims a tiny image, then sends far more.
+    if (p === `/1.0/images/${oversized}`) return sync(res, { fingerprint: oversized, size: 100, properties: {}, type: 'container' });
+    if (p === `/1.0/images/${oversized}/export`) {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      return res.end(Buffer.concat([tarball, tarball]));
+    }
+    // Hangs up halfway.
+    if (p === `/1.0/images/${cut}/export`) {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': tarball.length });
+      res.write(tarball.subarray(0, 4096));
+      setTimeout(() => req.socket.destroy(), 100);
+      return undefined;
     }
     if (p === `/1.0/images/${claimed}/export`) {
       res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': tarball.length });
@@ -312,7 +327,7 @@ async function lyingPeer(): Promise<{ url: string; cert: string; closed: Promise
   };
 }
 
-test.serial('a peer whose bytes do not match the fingerprint, and a download cancelled halfway: nothing is left', async (t) => {
+test.serial('a peer whose bytes do not match the fingerprint, that hangs up, sends too much, or a download cancelled halfway: nothing is left', async (t) => {
   if (skip) return t.pass(skip);
   const liar = await lyingPeer();
   try {
@@ -320,6 +335,10 @@ test.serial('a peer whose bytes do not match the fingerprint, and a download can
     const lied = await pull({ server: liar.url, alias: 'liar', certificate: liar.cert });
     t.is(lied.op.status, 'Failure');
     t.regex(lied.op.err, /does not match its fingerprint/);
+    const hungUp = await pull({ server: liar.url, fingerprint: 'c'.repeat(64), certificate: liar.cert });
+    t.regex(hungUp.op.err, /broke off/);
+    const tooLong = await pull({ server: liar.url, fingerprint: 'd'.repeat(64), certificate: liar.cert });
+    t.regex(tooLong.op.err, /sent more than the 100 bytes/);
 
     const started = await target.request('POST', '/1.0/images', { source: { type: 'image', mode: 'pull', protocol: 'lxd', server: liar.url, alias: 'stall', certificate: liar.cert } });
     t.is(started.status, 202);
