@@ -1,8 +1,8 @@
 /**
  * Secrets for one image (POST /1.0/images/<fp>/secret): a token operation whose secret lets a
  * client that is not trusted (another daemon pulling the image) read that image's record and
- * download it, though it is private. The download uses the secret up, as the reference does;
- * cancelling the operation withdraws it.
+ * download it, though it is private. The download spends the secret (the reference ends the token
+ * operation there too); cancelling the operation withdraws it.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { ApiRequest, Operation, OperationsService } from '../../sdk/index.js';
@@ -31,7 +31,7 @@ export class ImageSecrets {
     try {
       return this.operations.create({
         class: 'token',
-        description: 'Downloading image',
+        description: 'Image download token',
         request: req,
         resources: { images: [imageUrl(project, fingerprint)] },
         metadata: { secret },

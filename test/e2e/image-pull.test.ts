@@ -126,7 +126,7 @@ test.serial('lxc image copy of a private image between two corrals, with --copy-
   t.deepEqual((await imageOf(target, fp)).metadata.aliases.map((a: any) => a.name).sort(), ['bb', 'bb2']);
 });
 
-test.serial('an untrusted client sees neither a private image, its alias nor its export without the right secret', async (t) => {
+test.serial('an untrusted client sees neither a private image, its alias nor its export without the right secret; a secret opens it for one export', async (t) => {
   if (skip) return t.pass(skip);
   const url = new URL(urls.a!);
   const peer = { host: url.hostname, port: Number(url.port) };
@@ -135,6 +135,16 @@ test.serial('an untrusted client sees neither a private image, its alias nor its
     const res = await tlsRequest(peer, undefined, 'GET', p);
     t.is(res.status, 404, `${p}: ${res.body}`);
   }
+  // With a secret from POST /1.0/images/<fp>/secret: the record as often as asked, the export once.
+  const token = JSON.parse(await ok(t, 'query', '-X', 'POST', `a:/1.0/images/${fp}/secret`));
+  t.is(token.class, 'token');
+  t.is(token.description, 'Image download token');
+  const secret = token.metadata.secret as string;
+  t.regex(secret, /^[0-9a-f]{64}$/);
+  for (let i = 0; i < 2; i++) t.is((await tlsRequest(peer, undefined, 'GET', `/1.0/images/${fp}?secret=${secret}`)).json?.metadata?.fingerprint, fp);
+  t.is((await tlsRequest(peer, undefined, 'GET', `/1.0/images/${fp}/export?secret=${secret}`)).status, 200);
+  t.is((await tlsRequest(peer, undefined, 'GET', `/1.0/images/${fp}/export?secret=${secret}`)).status, 404, 'the export spent the secret');
+  t.not((await unixRequest(source.socket, 'GET', `/1.0/operations/${token.id}`)).json.metadata.status, 'Running');
 });
 
 test.serial('lxc launch a:bb b:c1 downloads the image as a cached one and starts the container', async (t) => {
