@@ -174,3 +174,13 @@ test.serial('a restricted project hides the networks it may not use, in lists an
   t.is((await d.request('GET', `/1.0/networks/${open}/state?project=blocked`)).status, 404);
   for (const p of ['blocked', 'some', 'managed']) await lxcOk(t, d.socket, 'project', 'delete', p);
 });
+
+test.serial('image reads open to untrusted peers show a restricted certificate only the private images of its projects', async (t) => {
+  const fp = (await d.request('GET', '/1.0/images/aliases/bb')).json.metadata.target as string;
+  for (const p of [`/1.0/images/${fp}`, `/1.0/images/${fp}/export`, '/1.0/images/aliases/bb']) {
+    t.is((await tlsRequest(target, none, 'GET', p)).status, 404, `${p} (no projects)`);
+    t.is((await tlsRequest(target, one, 'GET', `${p}?project=default`)).status, 404, `${p} (p1 only, asking for default)`);
+    // p1 has no images of its own: it reads those of default.
+    t.is((await tlsRequest(target, one, 'GET', `${p}?project=p1`)).status, 200, `${p} (p1)`);
+  }
+});
