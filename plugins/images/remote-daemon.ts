@@ -133,7 +133,8 @@ export class RemoteDaemon {
     if (code === 'ECONNREFUSED' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || code === 'ENOTFOUND' || code === 'EAI_AGAIN') {
       return new RemoteError(`Cannot reach ${this.name}: ${code}`);
     }
-    if (code.startsWith('ERR_TLS') || code.includes('CERT') || code === 'DEPTH_ZERO_SELF_SIGNED_CERT') {
+    if (code.startsWith('ERR_TLS') || code.includes('CERT')) {
+      if (this.pinned) return new RemoteError(`The certificate of ${this.name} is not the one given in "certificate" (${code})`);
       return new RemoteError(`The certificate of ${this.name} cannot be trusted (${code}); give the server's certificate in "certificate"`);
     }
     return new RemoteError(`Talking to ${this.name} failed: ${err.message}`);
