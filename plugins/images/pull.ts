@@ -150,7 +150,10 @@ export class ImagePuller {
         expires_at: typeof info.expires_at === 'string' ? info.expires_at : NEVER_EXPIRES,
         last_used_at: NEVER_USED,
         files: inspected.files,
-        update_source: { alias: source.name, certificate: source.certificate ?? '', protocol: 'lxd', server: source.server, image_type: inspected.type },
+        // As the reference: no update source for an image fetched with a one-time secret (it cannot be fetched again).
+        ...(source.secret ? {} : {
+          update_source: { alias: source.updateAlias, certificate: source.certificate ?? '', protocol: 'lxd', server: source.server, image_type: source.imageType ?? '' },
+        }),
       };
       return await this.installer.install(req, op, upload, image, options.aliases, 'Image with same fingerprint already exists', project);
     } finally {

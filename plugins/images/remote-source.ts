@@ -11,6 +11,8 @@ export interface RemoteImageSource {
   secret?: string;
   /** The image's fingerprint or a prefix of it, or an alias to resolve on the server. */
   name: string;
+  /** What a later update asks the server for: the alias when one was given (it may move), else the fingerprint. */
+  updateAlias: string;
   /** `container` or `virtual-machine` when an alias is to resolve to that type only. */
   imageType?: string;
 }
@@ -54,5 +56,5 @@ export function parseRemoteImageSource(source: Record<string, unknown>): RemoteI
   if (name.includes('/') || name.includes('?') || name.includes('#')) throw badRequest(`Invalid image name "${name}"`);
   const imageType = text(source.image_type, 'image_type') || undefined;
   if (imageType && imageType !== 'container' && imageType !== 'virtual-machine') throw badRequest(`Unknown image type "${imageType}"`);
-  return { server: url.href.replace(/\/$/, ''), certificate, secret: text(source.secret, 'secret') || undefined, name, imageType };
+  return { server: url.href.replace(/\/$/, ''), certificate, secret: text(source.secret, 'secret') || undefined, name, updateAlias: alias || fingerprint, imageType };
 }

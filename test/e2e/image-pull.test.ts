@@ -115,8 +115,8 @@ test.serial('lxc image copy of a private image between two corrals, with --copy-
   t.is(copied.fingerprint, fp);
   t.deepEqual(copied.aliases.map((a: any) => a.name), ['bb']);
   t.is(copied.cached, false);
-  t.is(copied.update_source.server, urls.a);
-  t.is(copied.update_source.protocol, 'lxd');
+  // Fetched with a one-time secret: no update source, as the reference records none either.
+  t.is(copied.update_source, undefined);
   t.is(copied.size, (await imageOf(source, fp)).metadata.size);
   // The secret was spent by the download: no token operation is left on the source.
   const ops = (await unixRequest(source.socket, 'GET', '/1.0/operations?recursion=1')).json.metadata;
@@ -193,8 +193,15 @@ test.serial('a public split image: copied without a secret, corral → corral an
   t.regex(String(exported.headers['content-type']), /^multipart\/form-data; boundary=/);
   if (noReference) return;
   const r = await reference(t);
-  await ok(t, 'image', 'copy', 'a:split', 'ref:', '--alias', 'split-from-corral');
-  t.is((await r.request('GET', `/1.0/images/${fp}`)).json.metadata?.fingerprint, fp);
+  await ok(t, 'image', 'copy', 'a:split', 'ref:', '--alias', 'split-from-corral', '--auto-update');
+  const onRef = (await r.request('GET', `/1.0/images/${fp}`)).json.metadata;
+  t.is(onRef?.fingerprint, fp);
+  // The update source the reference records for a public image copied by alias; corral records the same.
+  const { certificate: refCert, ...refSource } = onRef.update_source;
+  const { certificate: ourCert, ...ourSource } = copied.update_source;
+  t.deepEqual(refSource, { alias: 'split', protocol: 'lxd', server: urls.a, image_type: '' });
+  t.deepEqual(ourSource, refSource);
+  t.is(ourCert, refCert);
 });
 
 /** POST /1.0/images on the target with a remote source; the answer and the operation it started. */
@@ -259,7 +266,7 @@ test.serial('the reference → corral: lxc image copy of a private image from th
   const copied = (await imageOf(target, fp)).metadata;
   t.is(copied.fingerprint, fp);
   t.deepEqual(copied.aliases.map((a: any) => a.name), ['from-ref']);
-  t.is(copied.update_source.server, urls.ref);
+  t.is(copied.update_source, undefined, 'fetched with a secret: no update source');
   // The secret lxc asked the reference for is spent.
   const ops = (await r.request('GET', '/1.0/operations?recursion=1')).json.metadata;
   t.deepEqual((ops.running ?? []).filter((o: any) => o.class === 'token'), []);
@@ -270,10 +277,11 @@ test.serial('corral → the reference: the reference pulls a private image from 
   const r = await reference(t);
   const fp = await aliasTarget(t, 'a', 'bb');
   await r.lxc('image', 'delete', fp);
-  await ok(t, 'image', 'copy', 'a:bb', 'ref:', '--alias', 'from-corral');
+  await ok(t, 'image', 'copy', 'a:bb', 'ref:', '--alias', 'from-corral', '--auto-update');
   const copied = (await r.request('GET', `/1.0/images/${fp}`)).json.metadata;
   t.is(copied?.fingerprint, fp);
   t.deepEqual(copied.aliases.map((a: any) => a.name), ['from-corral']);
+  t.is(copied.update_source, undefined, 'the reference keeps no update source for an image fetched with a secret');
   // And the reference launches from corral's image directly.
   await ok(t, 'launch', 'a:bb', 'ref:c-from-corral');
   t.regex(await ok(t, 'list', 'ref:', '--format', 'csv', '-c', 'ns'), /c-from-corral,RUNNING/);
