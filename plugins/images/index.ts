@@ -13,6 +13,7 @@ import { cleanupLeftovers } from './leftovers.js';
 import { ImagePublisher } from './publish.js';
 import { ImagePuller } from './pull.js';
 import { PushTokens } from './push-tokens.js';
+import { ImageRefresher } from './refresh.js';
 import { aliasRoutes } from './routes/aliases.js';
 import { imageRoutes } from './routes/images.js';
 import { createImagesService } from './service.js';
@@ -36,7 +37,7 @@ export default definePlugin({
     const imageProject = (project: string) => featureProjectOf(ctx.services, project, 'images');
     ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools, sources, imageProject, puller, (project) => autoUpdateCached(ctx, project)));
     // A project without its own images (features.images=false) sees and adds to those of `default`.
-    for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock, secrets: new ImageSecrets(ctx.operations) }), ...aliasRoutes(ctx, catalog)]) {
+    for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock, secrets: new ImageSecrets(ctx.operations), refresher: new ImageRefresher(ctx, catalog, files, lock, puller) }), ...aliasRoutes(ctx, catalog)]) {
       ctx.routes.add(featureScopedRoute(ctx.services, 'images', route));
     }
   },

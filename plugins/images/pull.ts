@@ -58,9 +58,9 @@ export class ImagePuller {
    * fetched again (only the aliases are added), as the reference does.
    */
   async pull(req: ApiRequest, project: string, source: RemoteImageSource, options: PullOptions, op: OperationControl): Promise<{ fingerprint: string; size: string }> {
-    const remote = new RemoteDaemon(source.server, source.certificate, await this.identity(), op.signal);
+    const remote = await this.connect(source, op.signal);
     try {
-      const info = await this.remoteImage(remote, source);
+      const info = await this.lookup(remote, source);
       const fp = info.fingerprint as string;
       const local = await this.catalog.images.get(project, fp);
       if (local) {
@@ -82,6 +82,11 @@ export class ImagePuller {
     }
   }
 
+  /** A client for the source's server, presenting this daemon's certificate. */
+  async connect(source: RemoteImageSource, signal: AbortSignal): Promise<RemoteDaemon> {
+    return new RemoteDaemon(source.server, source.certificate, await this.identity(), signal);
+  }
+
   /** This daemon's server certificate: the reference's daemons present theirs to one another. */
   private async identity(): Promise<ClientIdentity | undefined> {
     try {
@@ -93,7 +98,7 @@ export class ImagePuller {
   }
 
   /** The alias (of the type asked for) when the name is one there, else the name as a fingerprint. */
-  private async remoteImage(remote: RemoteDaemon, source: RemoteImageSource): Promise<Record<string, any>> {
+  async lookup(remote: RemoteDaemon, source: RemoteImageSource): Promise<Record<string, any>> {
     const query: Record<string, string> = source.secret ? { secret: source.secret } : {};
     let fp = source.name;
     if (!FULL_FINGERPRINT.test(fp)) {

@@ -9,10 +9,12 @@ import test from 'ava';
 import { spawn } from 'node:child_process';
 import type http from 'node:http';
 import https from 'node:https';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { callAndWait } from '../helpers/api.js';
+import { buildBusyboxImage } from '../helpers/busybox-image.js';
 import { collectRun, hasLxc, lxc, type ClientRun } from '../helpers/clients.js';
 import { startWithPool, unixRequest, waitFor, type Daemon } from '../helpers/daemon.js';
 import { startWithImage, stopImageDaemons, type ImageDaemon } from '../helpers/image-daemon.js';
@@ -74,6 +76,9 @@ async function watchOperations(remote: string, action: () => Promise<unknown>): 
   }
   return out.split('\n').filter((l) => l.trim().startsWith('{')).map((l) => JSON.parse(l).metadata);
 }
+
+/** What lxc printed last, after the progress lines it redraws with carriage returns. */
+const lastLine = (out: string) => out.split(/[\r\n]/).map((l) => l.trim()).filter(Boolean).pop();
 
 /** The fingerprint an alias names on a remote. */
 const aliasTarget = async (t: any, remote: string, alias: string): Promise<string> =>
@@ -202,6 +207,52 @@ test.serial('a public split image: copied without a secret, corral → corral an
   t.deepEqual(refSource, { alias: 'split', protocol: 'lxd', server: urls.a, image_type: '' });
   t.deepEqual(ourSource, refSource);
   t.is(ourCert, refCert);
+});
+
+test.serial('lxc image refresh fetches what the alias names now on the source, moves the aliases, drops the old image (image_force_refresh)', async (t) => {
+  if (skip) return t.pass(skip);
+  const first = await aliasTarget(t, 'a', 'split');
+  await remoteLxc('image', 'delete', `b:${first}`);
+  await ok(t, 'image', 'alias', 'create', 'a:rolling', first);
+  await ok(t, 'image', 'copy', 'a:rolling', 'b:', '--copy-aliases', '--auto-update');
+  if (!noReference) {
+    const r = await reference(t);
+    await r.lxc('image', 'delete', first);
+    await ok(t, 'image', 'copy', 'a:rolling', 'ref:', '--copy-aliases', '--auto-update');
+  }
+  t.is(lastLine(await ok(t, 'image', 'refresh', 'b:rolling')), 'Image already up to date.');
+
+  // A newer image takes the alias on the source.
+  const newer = buildBusyboxImage('xz');
+  try {
+    const imported = await lxc(source.socket, 'image', 'import', newer.unified, '--public');
+    t.is(imported.status, 0, imported.stderr);
+    const second = createHash('sha256').update(readFileSync(newer.unified)).digest('hex');
+    await ok(t, 'image', 'alias', 'delete', 'a:rolling');
+    await ok(t, 'image', 'alias', 'create', 'a:rolling', second);
+
+    const remotes = noReference ? ['b'] : ['b', 'ref'];
+    for (const remote of remotes) {
+      const refreshed = await ok(t, 'image', 'refresh', `${remote}:rolling`);
+      // lxc draws download_progress while it waits, as for the reference.
+      t.regex(refreshed, /Refreshing the image: \d+% \(/, remote);
+      t.is(lastLine(refreshed), 'Image refreshed successfully!', remote);
+      t.is(await aliasTarget(t, remote, 'rolling'), second, remote);
+      const images = JSON.parse(await ok(t, 'query', `${remote}:/1.0/images?recursion=1`)) as any[];
+      const fresh = images.find((i) => i.fingerprint === second);
+      t.truthy(fresh, remote);
+      t.is(fresh.auto_update, true, remote);
+      t.is(fresh.update_source?.alias, 'rolling', remote);
+      t.false(images.some((i) => i.fingerprint === first), `${remote}: the old image is gone`);
+      t.is(lastLine(await ok(t, 'image', 'refresh', `${remote}:rolling`)), 'Image already up to date.', remote);
+    }
+  } finally {
+    rmSync(newer.dir, { recursive: true, force: true });
+  }
+  // An image with nowhere to refresh from (uploaded here): a clear refusal.
+  const uploaded = await lxc(source.socket, 'image', 'refresh', 'bb');
+  t.not(uploaded.status, 0);
+  t.regex(uploaded.stderr, /no source to refresh from/);
 });
 
 /** POST /1.0/images on the target with a remote source; the answer and the operation it started. */

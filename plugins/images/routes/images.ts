@@ -1,16 +1,18 @@
 /** /1.0/images, /1.0/images/{fingerprint} and its /export. */
 import Joi from 'joi';
 import {
-  async, badRequest, collection, notFound, empty, requestedProjectOf, StorageServiceRef, sync,
+  async, badRequest, collection, notFound, empty, requestedProjectOf, sync,
   type ApiRequest, type KeyedLock, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { ImageCatalog } from '../catalog.js';
 import type { ImageCreator } from '../create.js';
 import { exportResponse } from '../export.js';
 import type { ImageFiles } from '../files.js';
-import { editableOf, imageUrl, imageView, type StoredAlias, type StoredImage } from '../image.js';
+import { editableOf, imageUrl, imageView, type StoredImage } from '../image.js';
 import type { ImageSecrets } from '../image-secrets.js';
+import type { ImageRefresher } from '../refresh.js';
 import { imageLifecycle } from '../lifecycle.js';
+import { removeImage } from '../remove.js';
 import { seesPrivateImages } from '../visibility.js';
 import { imageProfiles } from '../profiles.js';
 import { parseClientTime } from '../times.js';
@@ -33,9 +35,10 @@ export interface ImageRouteDeps {
   creator: ImageCreator;
   lock: KeyedLock;
   secrets: ImageSecrets;
+  refresher: ImageRefresher;
 }
 
-export function imageRoutes({ ctx, catalog, files, creator, lock, secrets }: ImageRouteDeps): RouteDescriptor[] {
+export function imageRoutes({ ctx, catalog, files, creator, lock, secrets, refresher }: ImageRouteDeps): RouteDescriptor[] {
   const find = (req: ApiRequest) => catalog.find(req.project, req.params.fingerprint!);
   /**
    * What an untrusted client may see: public images, and a private one whose secret it gives (the
@@ -128,18 +131,7 @@ export function imageRoutes({ ctx, catalog, files, creator, lock, secrets }: Ima
             request: req,
             resources: { images: [url] },
             run: async () => {
-              await lock.run(fp, async () => {
-                await catalog.find(project, fp);
-                const shared = (await catalog.images.list()).some((r) => r.name === fp && r.project !== project);
-                // Unpacked copies on pools go first: they are caches, made again from the files if needed.
-                if (!shared) await ctx.services.get(StorageServiceRef)?.deleteImageVolumes(fp);
-                await catalog.store.transaction(async (tx) => {
-                  const aliases = tx.collection<StoredAlias>('aliases');
-                  for (const a of await aliases.list(project)) if (a.doc.target === fp) await aliases.delete(project, a.name);
-                  await tx.collection<StoredImage>('images').delete(project, fp);
-                });
-                if (!shared) await files.remove(fp);
-              });
+              await removeImage(ctx, catalog, files, lock, project, fp);
               imageLifecycle(ctx.events, req, 'image-deleted', (named) => imageUrl(named, fp));
             },
           });
@@ -159,6 +151,15 @@ export function imageRoutes({ ctx, catalog, files, creator, lock, secrets }: Ima
           imageLifecycle(ctx.events, req, 'image-retrieved', (project) => imageUrl(project, doc.fingerprint));
           return response;
         },
+      },
+    },
+    {
+      path: '/1.0/images/{fingerprint}/refresh',
+      extension: 'image_force_refresh',
+      post: {
+        description: 'Fetch the newer image the server it came from has under its alias, in its place',
+        answers: ['operation'],
+        handler: (req) => refresher.post(req),
       },
     },
     {
