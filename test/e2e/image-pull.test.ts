@@ -255,6 +255,37 @@ test.serial('lxc image refresh fetches what the alias names now on the source, m
   t.regex(uploaded.stderr, /no source to refresh from/);
 });
 
+test.serial('a corral added as a public remote by a stranger (lxc remote add --public): its public images listed, launched from, never the private ones', async (t) => {
+  if (skip) return t.pass(skip);
+  // A client home nobody trusts: it reads the source as an untrusted client; it reaches the target with a password.
+  const stranger = mkdtempSync(path.join(tmpdir(), 'corral-pull-stranger-'));
+  const run = (...args: string[]) => {
+    const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
+    const child = spawn('lxc', args, { env: { ...env, LXD_CONF: stranger, HOME: stranger } });
+    child.stdin.end();
+    return collectRun(child, 180_000);
+  };
+  const must = async (...args: string[]) => {
+    const res = await run(...args);
+    t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}`);
+    return res.stdout;
+  };
+  try {
+    await must('remote', 'add', 'pub', urls.a!, '--public', '--accept-certificate');
+    await must('remote', 'add', 'b', urls.b!, '--password', PASSWORD, '--accept-certificate');
+    const listed = (await must('image', 'list', 'pub:', '--format', 'csv', '-c', 'lp')).trim().split('\n').sort();
+    t.true(listed.some((line) => line.startsWith('split,')), listed.join(' | '));
+    t.true(listed.every((line) => line.endsWith(',yes')), `only public images: ${listed.join(' | ')}`);
+    await must('launch', 'pub:split', 'b:c9');
+    t.is((await must('list', 'b:', '--format', 'csv', '-c', 'ns')).trim(), 'c9,RUNNING');
+    await must('delete', '--force', 'b:c9');
+    const refused = await run('launch', 'pub:bb', 'b:c10');
+    t.not(refused.status, 0, 'a private image is not reachable through a public remote');
+  } finally {
+    rmSync(stranger, { recursive: true, force: true });
+  }
+});
+
 /** POST /1.0/images on the target with a remote source; the answer and the operation it started. */
 const pull = async (src: Record<string, unknown>) => callAndWait(target, 'POST', '/1.0/images', { source: { type: 'image', mode: 'pull', protocol: 'lxd', ...src } });
 

@@ -1,7 +1,7 @@
 /** /1.0/images, /1.0/images/{fingerprint} and its /export. */
 import Joi from 'joi';
 import {
-  async, badRequest, collection, notFound, empty, requestedProjectOf, sync,
+  async, badRequest, collection, notFound, empty, sync,
   type ApiRequest, type KeyedLock, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { ImageCatalog } from '../catalog.js';
@@ -57,14 +57,13 @@ export function imageRoutes({ ctx, catalog, files, creator, lock, secrets, refre
       get: {
         description: 'List the images of a project',
         conventions: ['recursion', 'filter'],
-        // A restricted caller outside its projects sees what anyone may: the public images (maybe none).
-        access: 'filtered',
+        // Untrusted clients (`lxc remote add --public`), and a restricted caller outside its projects,
+        // see what anyone may: the public images (maybe none).
+        access: 'untrusted',
         handler: async (req) => {
           const project = req.project;
           const [all, aliases] = await Promise.all([catalog.images.list(project), catalog.aliasesByTarget(project)]);
-          // The project as named: one without its own images reads those of `default` by right.
-          const own = !req.restrictedTo || req.restrictedTo.includes(requestedProjectOf(req));
-          const records = own ? all : all.filter((r) => r.doc.public);
+          const records = seesPrivateImages(req) ? all : all.filter((r) => r.doc.public);
           return collection(records, (r) => imageUrl(project, r.name), (r) => imageView(r.doc, aliases.get(r.name) ?? []));
         },
       },
