@@ -169,7 +169,11 @@ test.serial('a metrics certificate reaches /1.0/metrics and nothing else', async
   t.is(metrics.status, 200, metrics.body.slice(0, 200));
   t.regex(metrics.body, /^# (HELP|TYPE) lxd_/m);
   let refused = 0;
-  for (const [method, url] of [['GET', '/1.0/instances'], ['GET', '/1.0/instances/victim'], ['GET', '/1.0/images'], ['GET', '/1.0/profiles'],
+  // Images are listed to anyone, as the reference lists them to a metrics certificate too: the public ones (none here).
+  const images = await tlsRequest(target, meter, 'GET', '/1.0/images');
+  t.is(images.status, 200);
+  t.deepEqual(images.json.metadata, []);
+  for (const [method, url] of [['GET', '/1.0/instances'], ['GET', '/1.0/instances/victim'], ['GET', '/1.0/images/aliases'], ['GET', '/1.0/profiles'],
     ['GET', '/1.0/storage-pools'], ['GET', '/1.0/operations'], ['GET', '/1.0/certificates'], ['PATCH', '/1.0'], ['POST', '/1.0/certificates']] as const) {
     const res = await tlsRequest(target, meter, method, url, method === 'GET' ? undefined : {});
     t.is(res.status, 403, `${method} ${url}`);
