@@ -1,0 +1,203 @@
+/**
+ * corral as a simplestreams image server: its public images of `default` are listed at
+ * /streams/v1/index.json over HTTPS to anyone, and the real 5.0.2 `lxc` client adds it with
+ * `--protocol simplestreams`, lists it, copies a unified and a split image into the reference
+ * daemon (a private Debian lxd 5.0.2, see helpers/reference-daemon.ts) with the same fingerprints,
+ * and launches a container there from it. Private images never appear nor download.
+ */
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import https from 'node:https';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
+import { collectRun, lxcOk, type ClientRun } from '../helpers/clients.js';
+import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { freePort } from '../helpers/tls-client.js';
+import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
+
+const missing = referenceUnavailable();
+const interop = missing ? test.skip : test.serial;
+if (missing) console.warn(`Skipping the reference side of the simplestreams tests: ${missing}`);
+
+const HOST = '127.0.17.23';
+let d: Daemon;
+let ref: ReferenceDaemon | undefined;
+let unified: BusyboxImage;
+let other: BusyboxImage;
+let url = '';
+let home = '';
+const fp: { unified: string; split: string; secret: string } = { unified: '', split: '', secret: '' };
+// Both daemons drive liblxc on this host: names must not collide with anything else running.
+const suffix = randomBytes(3).toString('hex');
+
+/** A plain HTTPS GET with no client certificate (the server's own is taken as it is). */
+function fetch(pathname: string): Promise<{ status: number; body: Buffer; headers: Record<string, unknown> }> {
+  return new Promise((resolve, reject) => {
+    const req = https.request(`${url}${pathname}`, { rejectUnauthorized: false, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), headers: res.headers }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** `lxc` with its own home, the reference's socket as `local:`. */
+function homeLxc(...args: string[]): Promise<ClientRun> {
+  const { LXD_DIR: _d, ...env } = process.env;
+  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: home, HOME: home, ...(ref ? { LXD_SOCKET: ref.socket } : {}) } });
+  child.stdin.end();
+  return collectRun(child, 240_000);
+}
+
+async function ok(t: any, ...args: string[]): Promise<string> {
+  const res = await homeLxc(...args);
+  t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}`);
+  return res.stdout;
+}
+
+const sha256 = (data: Buffer) => createHash('sha256').update(data).digest('hex');
+const fingerprintOf = async (alias: string) => (await d.request('GET', `/1.0/images/aliases/${alias}`)).json.metadata.target as string;
+
+test.before(async () => {
+  unified = buildBusyboxImage('gzip');
+  other = buildBusyboxImage('xz');
+  d = await startWithPool({ plugins: 'full' });
+  const port = await freePort();
+  url = `https://${HOST}:${port}`;
+  await lxcOk({ is: (a: unknown, b: unknown, m?: string) => { if (a !== b) throw new Error(m); } }, d.socket, 'config', 'set', 'core.https_address', `${HOST}:${port}`);
+  for (const [args, key] of [
+    [[unified.unified, '--alias', 'bb', '--public'], 'unified'],
+    [[unified.metadata, unified.rootfs, '--alias', 'bbsplit', '--alias', 'bbsplit-too', '--public'], 'split'],
+    [[other.unified, '--alias', 'secret'], 'secret'],
+  ] as const) {
+    const { spawnSync } = await import('node:child_process');
+    const res = spawnSync('lxc', ['image', 'import', ...args], { env: { ...process.env, LXD_SOCKET: d.socket, LXD_CONF: mkdtempSync(path.join(tmpdir(), 'corral-ss-conf-')) }, encoding: 'utf8' });
+    if (res.status !== 0) throw new Error(`lxc image import ${args.join(' ')}: ${res.stderr}`);
+    fp[key] = await fingerprintOf(args[args.indexOf('--alias') + 1]!);
+  }
+  home = mkdtempSync(path.join(tmpdir(), 'corral-ss-home-'));
+  if (!missing) ref = await startReference();
+});
+
+test.after.always(async () => {
+  await ref?.stop();
+  await stopDaemons();
+  for (const dir of [unified?.dir, other?.dir, home]) if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test.serial('the index and products list the public images of default only, to a client without a certificate', async (t) => {
+  const index = await fetch('/streams/v1/index.json');
+  t.is(index.status, 200, index.body.toString());
+  t.regex(String(index.headers['content-type']), /^application\/json/);
+  const stream = JSON.parse(index.body.toString());
+  t.is(stream.format, 'index:1.0');
+  const entry = stream.index.images;
+  t.is(entry.datatype, 'image-downloads');
+  t.is(entry.path, 'streams/v1/images.json');
+  t.deepEqual([...entry.products].sort(), [fp.unified, fp.split].sort());
+
+  const products = await fetch(`/${entry.path}`);
+  t.is(products.status, 200);
+  const doc = JSON.parse(products.body.toString());
+  t.is(doc.format, 'products:1.0');
+  t.deepEqual(Object.keys(doc.products).sort(), [fp.unified, fp.split].sort());
+  t.false(products.body.toString().includes(fp.secret), 'a private image is not listed');
+
+  const one = doc.products[fp.unified];
+  t.is(one.aliases, 'bb');
+  t.is(one.arch, 'x86_64');
+  const [version] = Object.keys(one.versions);
+  t.regex(version!, /^\d{8}_\d{2}:\d{2}$/);
+  const combined = one.versions[version!].items['lxd_combined.tar.gz'];
+  t.is(combined.ftype, 'lxd_combined.tar.gz');
+  t.is(combined.sha256, fp.unified);
+  const file = await fetch(`/${combined.path}`);
+  t.is(file.status, 200);
+  t.is(file.body.length, combined.size);
+  t.is(sha256(file.body), fp.unified, 'the unified tarball is served as stored');
+
+  const split = doc.products[fp.split];
+  t.deepEqual(split.aliases.split(',').sort(), ['bbsplit', 'bbsplit-too']);
+  const items = Object.values(split.versions)[0] as any;
+  const meta = items.items['lxd.tar.xz'];
+  const root = items.items['root.tar.xz'];
+  t.is(meta.combined_sha256, fp.split);
+  t.is(meta.combined_rootxz_sha256, fp.split);
+  const [metaFile, rootFile] = await Promise.all([fetch(`/${meta.path}`), fetch(`/${root.path}`)]);
+  t.is(sha256(metaFile.body), meta.sha256);
+  t.is(sha256(rootFile.body), root.sha256);
+  t.is(rootFile.body.length, root.size);
+  t.is(sha256(Buffer.concat([metaFile.body, rootFile.body])), fp.split, 'metadata then rootfs hash to the fingerprint');
+  t.deepEqual(metaFile.body, readFileSync(unified.metadata));
+});
+
+test.serial('files of private, unknown or misnamed images answer 404 in the error envelope', async (t) => {
+  const asked = [
+    `/images/${fp.secret}/lxd_combined.tar.xz`,
+    `/images/${fp.secret}/lxd_combined.tar.gz`,
+    `/images/${'0'.repeat(64)}/lxd_combined.tar.gz`,
+    `/images/${fp.unified.slice(0, 12)}/lxd_combined.tar.gz`,
+    `/images/${fp.unified}/root.tar.gz`,
+    `/images/${fp.unified}/..%2F..%2Fserver.key`,
+    `/images/${fp.split}/lxd_combined.tar.gz`,
+  ];
+  for (const pathname of asked) {
+    const res = await fetch(pathname);
+    t.is(res.status, 404, pathname);
+    const body = JSON.parse(res.body.toString());
+    t.is(body.type, 'error');
+    t.is(body.error_code, 404);
+  }
+});
+
+test.serial('an image made private leaves the index at once and its file answers 404; made public again it comes back', async (t) => {
+  const listed = async () => JSON.parse((await fetch('/streams/v1/index.json')).body.toString()).index.images.products as string[];
+  t.is((await d.request('PATCH', `/1.0/images/${fp.unified}`, { public: false })).status, 200);
+  t.deepEqual(await listed(), [fp.split]);
+  t.is((await fetch(`/images/${fp.unified}/lxd_combined.tar.gz`)).status, 404);
+  t.is((await d.request('PATCH', `/1.0/images/${fp.unified}`, { public: true })).status, 200);
+  t.deepEqual((await listed()).sort(), [fp.unified, fp.split].sort());
+});
+
+interop('lxc remote add --protocol simplestreams, then lxc image list shows the public images with their aliases', async (t) => {
+  // The 5.0.2 client keeps no certificate for a simplestreams remote: it trusts the one in servercerts/<remote>.crt.
+  mkdirSync(path.join(home, 'servercerts'), { recursive: true });
+  copyFileSync(path.join(d.dir, 'server.crt'), path.join(home, 'servercerts', 'c.crt'));
+  await ok(t, 'remote', 'add', 'c', url, '--protocol', 'simplestreams');
+  const rows = (await ok(t, 'image', 'list', 'c:', '--format', 'csv', '-c', 'lfp')).trim().split('\n').sort();
+  t.is(rows.length, 2, rows.join('\n'));
+  const byFp = Object.fromEntries(rows.map((row) => [row.split(',')[1], row]));
+  t.truthy(byFp[fp.unified.slice(0, 12)], rows.join('\n'));
+  t.truthy(byFp[fp.split.slice(0, 12)], rows.join('\n'));
+  t.regex(byFp[fp.unified.slice(0, 12)]!, /\bbb\b/);
+  t.regex(byFp[fp.split.slice(0, 12)]!, /bbsplit/);
+  t.false(rows.join('\n').includes(fp.secret.slice(0, 12)));
+  const info = await ok(t, 'image', 'info', 'c:bbsplit');
+  t.regex(info, new RegExp(`Fingerprint: ${fp.split}`));
+});
+
+interop('lxc image copy c:bb local: puts the unified image into the reference with the same fingerprint', async (t) => {
+  await ok(t, 'image', 'copy', 'c:bb', 'local:', '--alias', `h17ss-bb-${suffix}`);
+  const image = (await ref!.request('GET', `/1.0/images/${fp.unified}`)).json;
+  t.is(image.status_code, 200, JSON.stringify(image));
+  t.is(image.metadata.fingerprint, fp.unified);
+  t.is(image.metadata.size, readFileSync(unified.unified).length);
+  t.is(image.metadata.update_source?.protocol, 'simplestreams');
+  t.is(image.metadata.update_source?.server, url);
+});
+
+interop('lxc launch c:bbsplit on the reference: the split image arrives whole and its container runs', async (t) => {
+  const name = `h17ss-c-${suffix}`;
+  await ok(t, 'launch', 'c:bbsplit', name);
+  const image = (await ref!.request('GET', `/1.0/images/${fp.split}`)).json;
+  t.is(image.metadata?.fingerprint, fp.split, JSON.stringify(image));
+  const state = (await ref!.request('GET', `/1.0/instances/${name}/state`)).json.metadata;
+  t.is(state.status, 'Running');
+  t.is((await ok(t, 'exec', name, '--', 'cat', '/etc/hostname')).trim(), name);
+  await ok(t, 'delete', '--force', name);
+});
