@@ -201,3 +201,90 @@ interop('lxc launch c:bbsplit on the reference: the split image arrives whole an
   t.is((await ok(t, 'exec', name, '--', 'cat', '/etc/hostname')).trim(), name);
   await ok(t, 'delete', '--force', name);
 });
+
+// Push and relay (images_push_relay): the client holds both daemons as HTTPS remotes.
+const PASSWORD = 'h17ss-pass-4e1f';
+const REF_HOST = '127.0.17.24';
+
+interop('lxc image copy c2:<fingerprint> r: --mode push: corral uploads to the reference with the secret the reference handed out', async (t) => {
+  await lxcOk(t, d.socket, 'config', 'set', 'core.trust_password', PASSWORD);
+  const refPort = await freePort();
+  const set = await ref!.request('PATCH', '/1.0', { config: { 'core.https_address': `${REF_HOST}:${refPort}`, 'core.trust_password': PASSWORD } });
+  t.is(set.status, 200, set.body);
+  await ok(t, 'remote', 'add', 'c2', url, '--password', PASSWORD, '--accept-certificate');
+  await ok(t, 'remote', 'add', 'r', `https://${REF_HOST}:${refPort}`, '--password', PASSWORD, '--accept-certificate');
+  await ref!.request('DELETE', `/1.0/images/${fp.unified}`);
+  await waitGone(fp.unified);
+
+  // The 5.0.2 client posts the export to /1.0/images/<name as typed>/export: an alias is not found there,
+  // by the reference as by corral, so push mode is given the fingerprint.
+  const byAlias = await homeLxc('image', 'copy', 'c2:bb', 'r:', '--mode', 'push');
+  t.not(byAlias.status, 0);
+  t.regex(byAlias.stderr, /not found/i);
+  const refByAlias = await ref!.request('POST', `/1.0/images/h17ss-bb-${suffix}/export`, { target: 'https://127.0.0.1:1', secret: 'x' });
+  t.is(refByAlias.status, 404, `the reference does not resolve aliases there either: ${refByAlias.body}`);
+
+  const pushed = await homeLxc('image', 'copy', `c2:${fp.unified}`, 'r:', '--mode', 'push', '--alias', `h17ss-pushed-${suffix}`);
+  t.is(pushed.status, 0, `${pushed.stderr}\n${d.output().slice(-3000)}`);
+  const image = (await ref!.request('GET', `/1.0/images/${fp.unified}`)).json;
+  t.is(image.status_code, 200, JSON.stringify(image));
+  t.deepEqual(image.metadata.aliases.map((a: any) => a.name), [`h17ss-pushed-${suffix}`]);
+  t.is(image.metadata.size, readFileSync(unified.unified).length);
+  // The push leaves the lifecycle event the reference sends, naming the target.
+  const ops = (await d.request('GET', '/1.0/operations?recursion=1')).json.metadata;
+  t.falsy(Object.values(ops ?? {}).flat().find((op: any) => op.description === 'Downloading image' && op.status === 'Running'));
+});
+
+interop('lxc image copy c2:<fingerprint> r: --mode push sends both files of a split image; --mode relay carries it through the client', async (t) => {
+  // The launch above left the image cached on the reference.
+  await ref!.request('DELETE', `/1.0/images/${fp.split}`);
+  await waitGone(fp.split);
+  await ok(t, 'image', 'copy', `c2:${fp.split}`, 'r:', '--mode', 'push');
+  t.is((await ref!.request('GET', `/1.0/images/${fp.split}`)).json.metadata?.fingerprint, fp.split);
+  t.is((await ref!.request('DELETE', `/1.0/images/${fp.split}`)).status, 202);
+  await waitGone(fp.split);
+  await ok(t, 'image', 'copy', `c2:${fp.split}`, 'r:', '--mode', 'relay', '--alias', `h17ss-relayed-${suffix}`);
+  const image = (await ref!.request('GET', `/1.0/images/${fp.split}`)).json.metadata;
+  t.is(image?.fingerprint, fp.split);
+  t.deepEqual(image.aliases.map((a: any) => a.name), [`h17ss-relayed-${suffix}`]);
+});
+
+interop('a push with a wrong secret, certificate or target fails with a clear error and leaves nothing behind', async (t) => {
+  const refAddress = (await ref!.request('GET', '/1.0')).json.metadata.config['core.https_address'];
+  const target = `https://${refAddress}`;
+  const refCert = (await ref!.request('GET', '/1.0')).json.metadata.environment.certificate;
+  const bad = async (body: unknown) => d.request('POST', `/1.0/images/${fp.secret}/export`, body);
+  for (const [body, pattern] of [
+    [{ target: 'ftp://x', secret: 's' }, /https/],
+    [{ target: 'not a url', secret: 's' }, /not a URL/],
+    [{ target, certificate: 'garbage', secret: 's' }, /certificate/],
+    [{ secret: 's' }, /target/],
+  ] as const) {
+    const res = await bad(body);
+    t.is(res.status, 400, res.body);
+    t.regex(res.json.error, pattern);
+  }
+  t.is((await d.request('POST', `/1.0/images/${'0'.repeat(64)}/export`, { target, certificate: refCert, secret: 'x' })).status, 404);
+  // Accepted, then the target refuses the secret: the operation fails saying so.
+  const wrongSecret = await d.request('POST', `/1.0/images/${fp.secret}/export`, { target, certificate: refCert, secret: 'not-a-secret' });
+  t.is(wrongSecret.status, 202);
+  const op = (await d.request('GET', `${wrongSecret.json.operation}/wait?timeout=60`)).json.metadata;
+  t.is(op.status, 'Failure');
+  t.regex(op.err, /target/i);
+  t.log(`wrong secret: ${op.err}`);
+  // A certificate other than the target's: refused before anything is sent.
+  const other = readFileSync(path.join(d.dir, 'server.crt'), 'utf8');
+  const wrongCert = await d.request('POST', `/1.0/images/${fp.secret}/export`, { target, certificate: other, secret: 'x' });
+  const op2 = (await d.request('GET', `${wrongCert.json.operation}/wait?timeout=60`)).json.metadata;
+  t.is(op2.status, 'Failure');
+  t.regex(op2.err, /certificate/);
+  t.is((await ref!.request('GET', `/1.0/images/${fp.secret}`)).status, 404, 'nothing arrived');
+});
+
+async function waitGone(fingerprint: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if ((await ref!.request('GET', `/1.0/images/${fingerprint}`)).status === 404) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`image ${fingerprint} still on the reference`);
+}

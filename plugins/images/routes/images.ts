@@ -7,6 +7,7 @@ import {
 import type { ImageCatalog } from '../catalog.js';
 import type { ImageCreator } from '../create.js';
 import { exportResponse } from '../export.js';
+import { exportPostBody, pushExport, type ExportPost } from '../push-export.js';
 import type { ImageFiles } from '../files.js';
 import { editableOf, imageUrl, imageView, type StoredAlias, type StoredImage } from '../image.js';
 import { imageLifecycle } from '../lifecycle.js';
@@ -143,6 +144,20 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
           const response = exportResponse(doc, files);
           imageLifecycle(ctx.events, req, 'image-retrieved', (project) => imageUrl(project, doc.fingerprint));
           return response;
+        },
+      },
+      post: {
+        description: 'Push the image to another daemon, with a secret that daemon handed out',
+        answers: ['operation'],
+        errors: [404],
+        body: exportPostBody,
+        handler: async (req) => {
+          const { doc } = await find(req);
+          const body = req.body as Partial<ExportPost>;
+          const request: ExportPost = {
+            target: body.target!, certificate: body.certificate ?? '', secret: body.secret ?? '', project: body.project ?? '', profiles: body.profiles ?? null,
+          };
+          return async(pushExport({ operations: ctx.operations, events: ctx.events, files }, req, doc, request));
         },
       },
     },
