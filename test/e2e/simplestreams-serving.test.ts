@@ -12,7 +12,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node
 import https from 'node:https';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
+import { startDaemon, startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
 import { collectRun, lxcOk, type ClientRun } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { freePort } from '../helpers/tls-client.js';
@@ -205,8 +205,9 @@ interop('lxc launch c:bbsplit on the reference: the split image arrives whole an
 // Push and relay (images_push_relay): the client holds both daemons as HTTPS remotes.
 const PASSWORD = 'h17ss-pass-4e1f';
 const REF_HOST = '127.0.17.24';
+const SECOND_HOST = '127.0.17.25';
 
-interop('lxc image copy c2:<fingerprint> r: --mode push: corral uploads to the reference with the secret the reference handed out', async (t) => {
+interop('lxc image copy c2:<fingerprint> r: --mode push: corral uploads to the reference with the secret the reference handed out (images_push_relay)', async (t) => {
   await lxcOk(t, d.socket, 'config', 'set', 'core.trust_password', PASSWORD);
   const refPort = await freePort();
   const set = await ref!.request('PATCH', '/1.0', { config: { 'core.https_address': `${REF_HOST}:${refPort}`, 'core.trust_password': PASSWORD } });
@@ -279,6 +280,59 @@ interop('a push with a wrong secret, certificate or target fails with a clear er
   t.is(op2.status, 'Failure');
   t.regex(op2.err, /certificate/);
   t.is((await ref!.request('GET', `/1.0/images/${fp.secret}`)).status, 404, 'nothing arrived');
+});
+
+test.serial('corral to corral: lxc image copy --mode push and --mode relay between two corrals (images_push_relay)', async (t) => {
+  await lxcOk(t, d.socket, 'config', 'set', 'core.trust_password', PASSWORD);
+  const d2 = await startDaemon({ plugins: 'full' });
+  const port2 = await freePort();
+  await lxcOk(t, d2.socket, 'config', 'set', 'core.https_address', `${SECOND_HOST}:${port2}`);
+  await lxcOk(t, d2.socket, 'config', 'set', 'core.trust_password', PASSWORD);
+  const url2 = `https://${SECOND_HOST}:${port2}`;
+  // Added already when the reference tests ran.
+  if (!(await homeLxc('remote', 'list', '--format', 'csv')).stdout.includes('c2,')) {
+    await ok(t, 'remote', 'add', 'c2', url, '--password', PASSWORD, '--accept-certificate');
+  }
+  await ok(t, 'remote', 'add', 'c3', url2, '--password', PASSWORD, '--accept-certificate');
+
+  await ok(t, 'image', 'copy', `c2:${fp.unified}`, 'c3:', '--mode', 'push', '--alias', 'pushed');
+  const pushed = (await d2.request('GET', `/1.0/images/${fp.unified}`)).json.metadata;
+  t.is(pushed?.fingerprint, fp.unified);
+  t.deepEqual(pushed.aliases.map((a: any) => a.name), ['pushed']);
+  await ok(t, 'image', 'copy', `c2:${fp.split}`, 'c3:', '--mode', 'push');
+  t.is((await d2.request('GET', `/1.0/images/${fp.split}`)).json.metadata?.fingerprint, fp.split);
+  await ok(t, 'image', 'copy', `c2:${fp.secret}`, 'c3:', '--mode', 'relay', '--alias', 'relayed');
+  t.is((await d2.request('GET', '/1.0/images/aliases/relayed')).json.metadata?.target, fp.secret);
+  t.is((await d2.request('GET', '/1.0/operations?recursion=1')).json.metadata.running, undefined, 'no token or task left running');
+});
+
+test.serial('without a pending push secret an untrusted client can neither upload an image nor wait on an operation', async (t) => {
+  const post = (headers: Record<string, string>, body: Buffer | string) => new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = https.request(`${url}/1.0/images`, { method: 'POST', rejectUnauthorized: false, agent: false, headers }, (res) => {
+      let text = '';
+      res.on('data', (c) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+  const tarball = readFileSync(other.unified);
+  const refused: Record<string, string>[] = [{}, { 'X-LXD-secret': 'not-pending' }];
+  for (const headers of refused) {
+    const res = await post({ 'Content-Type': 'application/octet-stream', ...headers }, tarball);
+    t.is(res.status, 403, res.body);
+    t.is(JSON.parse(res.body).error_code, 403);
+  }
+  const json = await post({ 'Content-Type': 'application/json' }, JSON.stringify({ source: { type: 'image', mode: 'push', fingerprint: fp.secret } }));
+  t.is(json.status, 403, 'an untrusted client cannot ask for a push token');
+  // A running operation of this daemon: a token made over the socket.
+  const token = await d.request('POST', '/1.0/images', { source: { type: 'image', mode: 'push', fingerprint: 'a'.repeat(64) } });
+  const id = token.json.metadata.id;
+  for (const query of ['', '?secret=', '?secret=wrong', `?secret=${token.json.metadata.metadata.secret}x`]) {
+    t.is((await fetch(`/1.0/operations/${id}/wait${query}`)).status, 403, query);
+  }
+  t.is((await fetch(`/1.0/operations/${'0'.repeat(8)}-0000-0000-0000-000000000000/wait?secret=x`)).status, 403, 'nor learn which operations exist');
+  await d.request('DELETE', `/1.0/operations/${id}`);
 });
 
 async function waitGone(fingerprint: string): Promise<void> {

@@ -58,9 +58,11 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
         description: 'Import an image (unified or split upload), publish an instance or snapshot, or get a push token',
         rawBody: true,
         answers: ['operation'],
-        // 404: the instance or snapshot to publish does not exist.
-        errors: [404],
+        // 403: an untrusted caller without a pending push secret; 404: the instance or snapshot to publish does not exist.
+        errors: [403, 404],
         maxBytes: MAX_UPLOAD_BYTES,
+        // A pushing daemon holds only the secret of a pending push: the creator checks callers itself.
+        access: 'untrusted',
         handler: (req) => creator.post(req),
       },
     },
