@@ -11,7 +11,7 @@ import { servedImage, servedImages } from './served-images.js';
 
 const FINGERPRINT = /^[0-9a-f]{64}$/;
 const ACCESS = 'untrusted';
-// Readers may cache the index briefly; files under a fingerprint never change.
+// The index follows every change at once (a cached copy would keep listing a deleted image); files under a fingerprint never change.
 const INDEX_HEADERS = { 'Cache-Control': 'no-cache' };
 
 const json = (doc: unknown) => raw(`${JSON.stringify(doc, null, 1)}\n`, 'application/json', INDEX_HEADERS);

@@ -6,7 +6,7 @@
  * and launches a container there from it. Private images never appear nor download.
  */
 import test from 'ava';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import https from 'node:https';
@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startDaemon, startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
 import { collectRun, lxcOk, type ClientRun } from '../helpers/clients.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { buildBusyboxImage, buildSquashfsRootfs, type BusyboxImage } from '../helpers/busybox-image.js';
 import { freePort } from '../helpers/tls-client.js';
 import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
 
@@ -75,7 +75,6 @@ test.before(async () => {
     [[unified.metadata, unified.rootfs, '--alias', 'bbsplit', '--alias', 'bbsplit-too', '--public'], 'split'],
     [[other.unified, '--alias', 'secret'], 'secret'],
   ] as const) {
-    const { spawnSync } = await import('node:child_process');
     const res = spawnSync('lxc', ['image', 'import', ...args], { env: { ...process.env, LXD_SOCKET: d.socket, LXD_CONF: mkdtempSync(path.join(tmpdir(), 'corral-ss-conf-')) }, encoding: 'utf8' });
     if (res.status !== 0) throw new Error(`lxc image import ${args.join(' ')}: ${res.stderr}`);
     fp[key] = await fingerprintOf(args[args.indexOf('--alias') + 1]!);
@@ -162,6 +161,38 @@ test.serial('an image made private leaves the index at once and its file answers
   t.is((await fetch(`/images/${fp.unified}/lxd_combined.tar.gz`)).status, 404);
   t.is((await d.request('PATCH', `/1.0/images/${fp.unified}`, { public: true })).status, 200);
   t.deepEqual((await listed()).sort(), [fp.unified, fp.split].sort());
+});
+
+test.serial('a squashfs rootfs is listed as root.squashfs, and images of other projects are not served', async (t) => {
+  const squashfs = buildSquashfsRootfs(unified.dir);
+  const imported = spawnSync('lxc', ['image', 'import', unified.metadata, squashfs, '--alias', 'bbsq', '--public'], { env: { ...process.env, LXD_SOCKET: d.socket, LXD_CONF: home }, encoding: 'utf8' });
+  t.is(imported.status, 0, imported.stderr);
+  const squashFp = await fingerprintOf('bbsq');
+  const doc = JSON.parse((await fetch('/streams/v1/images.json')).body.toString());
+  const items = (Object.values(doc.products[squashFp].versions)[0] as any).items;
+  t.is(items['root.squashfs'].ftype, 'squashfs');
+  t.is(items['lxd.tar.xz'].combined_squashfs_sha256, squashFp);
+  const root = await fetch(`/${items['root.squashfs'].path}`);
+  t.is(sha256(root.body), items['root.squashfs'].sha256);
+  t.deepEqual(root.body, readFileSync(squashfs));
+  t.is((await d.request('DELETE', `/1.0/images/${squashFp}`)).status, 202);
+
+  // A public image held only by a project with its own images: not served, its file not found.
+  t.is((await d.request('POST', '/1.0/projects', { name: 'h17ss-other', config: { 'features.images': 'true' } })).status, 200);
+  const third = buildBusyboxImage('bzip2');
+  try {
+    const up = spawnSync('lxc', ['image', 'import', third.unified, '--public', '--project', 'h17ss-other'], { env: { ...process.env, LXD_SOCKET: d.socket, LXD_CONF: home }, encoding: 'utf8' });
+    t.is(up.status, 0, up.stderr);
+    const listed = (await d.request('GET', '/1.0/images?project=h17ss-other')).json.metadata as string[];
+    t.is(listed.length, 1);
+    const otherFp = listed[0]!.split('/').pop()!.split('?')[0]!;
+    const index = (await fetch('/streams/v1/index.json')).body.toString();
+    t.false(index.includes(otherFp));
+    t.is((await fetch(`/images/${otherFp}/lxd_combined.tar.bz2`)).status, 404);
+    await d.request('DELETE', `/1.0/images/${otherFp}?project=h17ss-other`);
+  } finally {
+    rmSync(third.dir, { recursive: true, force: true });
+  }
 });
 
 interop('lxc remote add --protocol simplestreams, then lxc image list shows the public images with their aliases', async (t) => {
