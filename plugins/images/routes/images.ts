@@ -61,13 +61,14 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
       get: {
         description: 'List the images of a project',
         conventions: ['recursion', 'filter'],
-        // A restricted caller outside its projects sees what anyone may: the public images (maybe none).
-        access: 'filtered',
+        // Anyone sees the public images (`lxc remote add --public`), as with the reference; so does a
+        // restricted caller outside its projects.
+        access: 'untrusted',
         handler: async (req) => {
           const project = req.project;
           const [all, aliases] = await Promise.all([catalog.images.list(project), catalog.aliasesByTarget(project)]);
           // The project as named: one without its own images reads those of `default` by right.
-          const own = !req.restrictedTo || req.restrictedTo.includes(requestedProjectOf(req));
+          const own = req.trusted && (!req.restrictedTo || req.restrictedTo.includes(requestedProjectOf(req)));
           const records = own ? all : all.filter((r) => r.doc.public);
           return collection(records, (r) => imageUrl(project, r.name), (r) => imageView(r.doc, aliases.get(r.name) ?? []));
         },
