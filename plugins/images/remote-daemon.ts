@@ -49,8 +49,9 @@ export function remoteRequest(
 ): Promise<RemoteAnswer> {
   return new Promise((resolve, reject) => {
     const pinned = remote.certificate;
+    const streamed = body !== undefined && typeof body !== 'string';
     const req = https.request(`${remote.base}${path}`, {
-      method, headers, agent: false, signal,
+      method, headers: streamed ? { ...headers, Expect: '100-continue' } : headers, agent: false, signal,
       // A pinned certificate replaces the CA check: it is compared once the handshake is done.
       rejectUnauthorized: !pinned,
     }, (res) => {
@@ -87,8 +88,18 @@ export function remoteRequest(
     if (body === undefined) req.end();
     else if (typeof body === 'string') req.end(body);
     else {
+      // The body follows only once the peer asked for it (100 Continue): a peer that refuses (a wrong
+      // secret) answers at once, and that answer is read instead of a reset connection mid-upload.
+      let sending = false;
       body.on('error', (err) => req.destroy(err));
-      body.pipe(req);
+      req.on('continue', () => {
+        sending = true;
+        body.pipe(req);
+      });
+      req.on('response', () => {
+        if (!sending) (body as Readable & { destroy(): void }).destroy();
+      });
+      req.flushHeaders();
     }
   });
 }
