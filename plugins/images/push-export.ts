@@ -10,7 +10,7 @@ import { exportResponse } from './export.js';
 import type { ImageFiles } from './files.js';
 import { imageUrl, type StoredImage } from './image.js';
 import { imageLifecycle } from './lifecycle.js';
-import { remoteDaemon, remoteRequest, type RemoteAnswer } from './remote-daemon.js';
+import { remoteDaemon, remoteRequest, type RemoteAnswer } from './push-connection.js';
 
 export const exportPostBody = Joi.object({
   target: Joi.string().required(),

@@ -1,10 +1,10 @@
 /** /1.0/images/aliases and /1.0/images/aliases/{name}. */
 import {
-  badRequest, bodyShape, collection, conflict, empty, forbidden, notFound, objectBody, renameBody, requestedProjectOf, sync,
+  badRequest, bodyShape, collection, conflict, empty, objectBody, renameBody, sync,
   type ApiRequest, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { ImageCatalog } from '../catalog.js';
-import { aliasUrl, aliasView, type StoredAlias } from '../image.js';
+import { aliasUrl, aliasView, type ImageType, type StoredAlias } from '../image.js';
 import { imageLifecycle } from '../lifecycle.js';
 import { checkAliasName } from '../names.js';
 
@@ -23,6 +23,7 @@ function description(value: unknown): string {
 const editable = (a: StoredAlias) => ({ description: a.description, target: a.target });
 
 export function aliasRoutes(ctx: PluginContext, catalog: ImageCatalog): RouteDescriptor[] {
+  const typeOf = async (project: string, fp: string): Promise<ImageType | undefined> => (await catalog.images.get(project, fp))?.doc.type;
 
   /** The full fingerprint an alias may point at (a unique prefix is accepted); 404 when no image matches. */
   const target = async (project: string, value: unknown): Promise<string> => {
@@ -67,20 +68,10 @@ export function aliasRoutes(ctx: PluginContext, catalog: ImageCatalog): RouteDes
       extension: 'image_create_aliases',
       current: async (req) => editable((await catalog.alias(req.project, req.params.name!)).doc),
       get: {
-        description: 'Show an image alias (untrusted callers: only one that names a public image)',
-        // A daemon pulling by alias asks here as an untrusted client, as the reference allows for public images.
-        access: 'untrusted',
-        errors: [404],
+        description: 'Show an image alias',
         handler: async (req) => {
-          if (req.trusted) {
-            const named = requestedProjectOf(req);
-            if (req.restrictedTo && !req.restrictedTo.includes(named)) throw forbidden(`Not authorized for project "${named}"`);
-          }
           const { doc } = await catalog.alias(req.project, req.params.name!);
-          const image = await catalog.images.get(req.project, doc.target);
-          // The same answer as for no alias at all: an untrusted caller does not learn private names.
-          if (!req.trusted && !image?.doc.public) throw notFound('Image alias not found');
-          return sync(aliasView(doc, image?.doc.type), { etag: editable(doc) });
+          return sync(aliasView(doc, await typeOf(req.project, doc.target)), { etag: editable(doc) });
         },
       },
       put: {

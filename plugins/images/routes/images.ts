@@ -1,13 +1,12 @@
-/** /1.0/images, /1.0/images/{fingerprint}, its /export (download, or push to another daemon) and /secret. */
+/** /1.0/images, /1.0/images/{fingerprint} and its /export. */
 import Joi from 'joi';
 import {
-  async, badRequest, collection, empty, forbidden, notFound, requestedProjectOf, StorageServiceRef, sync,
+  async, badRequest, collection, empty, requestedProjectOf, StorageServiceRef, sync,
   type ApiRequest, type KeyedLock, type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { ImageCatalog } from '../catalog.js';
 import type { ImageCreator } from '../create.js';
 import { exportResponse } from '../export.js';
-import { DownloadTokens } from '../download-tokens.js';
 import { exportPostBody, pushExport, type ExportPost } from '../push-export.js';
 import type { ImageFiles } from '../files.js';
 import { editableOf, imageUrl, imageView, type StoredAlias, type StoredImage } from '../image.js';
@@ -36,23 +35,6 @@ export interface ImageRouteDeps {
 
 export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDeps): RouteDescriptor[] {
   const find = (req: ApiRequest) => catalog.find(req.project, req.params.fingerprint!);
-  const downloads = new DownloadTokens(ctx.operations);
-  const secretOf = (req: ApiRequest) => (typeof req.query.secret === 'string' ? req.query.secret : undefined);
-  /**
-   * GET of one image and its files is open to anyone, as in the reference: an untrusted caller (a daemon
-   * pulling the image) sees a public image, or a private one with a secret from POST …/secret; anything
-   * else is 404, as if absent. A restricted client stays in its projects.
-   */
-  const visible = async (req: ApiRequest) => {
-    if (req.trusted) {
-      const named = requestedProjectOf(req);
-      if (req.restrictedTo && !req.restrictedTo.includes(named)) throw forbidden(`Not authorized for project "${named}"`);
-      return find(req);
-    }
-    const found = await find(req).catch(() => undefined);
-    if (!found || !(found.doc.public || downloads.opens(secretOf(req), req.project, found.doc.fingerprint))) throw notFound('Image not found');
-    return found;
-  };
 
   return [
     {
@@ -61,14 +43,13 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
       get: {
         description: 'List the images of a project',
         conventions: ['recursion', 'filter'],
-        // Anyone sees the public images (`lxc remote add --public`), as with the reference; so does a
-        // restricted caller outside its projects.
-        access: 'untrusted',
+        // A restricted caller outside its projects sees what anyone may: the public images (maybe none).
+        access: 'filtered',
         handler: async (req) => {
           const project = req.project;
           const [all, aliases] = await Promise.all([catalog.images.list(project), catalog.aliasesByTarget(project)]);
           // The project as named: one without its own images reads those of `default` by right.
-          const own = req.trusted && (!req.restrictedTo || req.restrictedTo.includes(requestedProjectOf(req)));
+          const own = !req.restrictedTo || req.restrictedTo.includes(requestedProjectOf(req));
           const records = own ? all : all.filter((r) => r.doc.public);
           return collection(records, (r) => imageUrl(project, r.name), (r) => imageView(r.doc, aliases.get(r.name) ?? []));
         },
@@ -90,11 +71,9 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
       extension: 'images_expiry',
       current: async (req) => editableOf((await find(req)).doc),
       get: {
-        description: 'Show an image (untrusted callers: a public one, or with the secret of a download token)',
-        access: 'untrusted',
-        errors: [404],
+        description: 'Show an image',
         handler: async (req) => {
-          const { doc } = await visible(req);
+          const { doc } = await find(req);
           return sync(imageView(doc, await catalog.aliasesOf(req.project, doc.fingerprint)), { etag: editableOf(doc) });
         },
       },
@@ -160,14 +139,11 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
     {
       path: '/1.0/images/{fingerprint}/export',
       get: {
-        description: 'Download the image files (untrusted callers: a public image, or once with the secret of a download token)',
-        access: 'untrusted',
+        description: 'Download the image files',
         answers: ['raw'],
-        errors: [404],
         handler: async (req) => {
-          const { doc } = await visible(req);
+          const { doc } = await find(req);
           const response = exportResponse(doc, files);
-          if (!req.trusted) downloads.spend(secretOf(req), req.project, doc.fingerprint);
           imageLifecycle(ctx.events, req, 'image-retrieved', (project) => imageUrl(project, doc.fingerprint));
           return response;
         },
@@ -184,21 +160,6 @@ export function imageRoutes({ ctx, catalog, files, creator, lock }: ImageRouteDe
             target: body.target!, certificate: body.certificate ?? '', secret: body.secret ?? '', project: body.project ?? '', profiles: body.profiles ?? null,
           };
           return async(pushExport({ operations: ctx.operations, events: ctx.events, files }, req, doc, request));
-        },
-      },
-    },
-    {
-      path: '/1.0/images/{fingerprint}/secret',
-      extension: 'images_push_relay',
-      post: {
-        description: 'A one-time secret that lets an untrusted client (a daemon pulling the image) read and download this image',
-        answers: ['operation'],
-        errors: [404],
-        handler: async (req) => {
-          const { doc } = await find(req);
-          const op = downloads.create(req, req.project, doc.fingerprint);
-          imageLifecycle(ctx.events, req, 'image-secret-created', (project) => imageUrl(project, doc.fingerprint));
-          return async(op);
         },
       },
     },

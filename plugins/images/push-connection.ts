@@ -1,5 +1,5 @@
 /**
- * A minimal HTTPS client for another daemon speaking the same API, used to push an image to it.
+ * The connection a push uses to reach the target daemon (another daemon speaking the same API).
  * The caller gives the peer's certificate (PEM) as the one to trust: the connection is refused
  * unless the peer presents exactly that certificate (peers use self-signed certificates, so no CA
  * check applies); with no certificate given, the system's CAs decide. No client certificate is
