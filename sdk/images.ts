@@ -72,6 +72,24 @@ export interface ImageSourceProvider {
   open(project: string, source: Record<string, unknown>): Promise<ImageSourceContent>;
 }
 
+/** What one stored image file holds, told by its first bytes (never by its name). */
+export type ImageFileKind = 'tarball' | 'squashfs' | 'qcow2';
+
+/** One stored image file, to be read as it is (never written through this). */
+export interface StoredImageFile {
+  path: string;
+  size: number;
+  kind: ImageFileKind;
+  /** The file name ending exports give it (`.tar.xz`, `.squashfs`, `.img`). */
+  extension: string;
+}
+
+/** An image's files: `rootfs` only for a split image (a unified tarball is `metadata` alone). */
+export interface StoredImageFiles {
+  metadata: StoredImageFile;
+  rootfs?: StoredImageFile;
+}
+
 /** Bytes of an image's files read so far out of their total size; done = total once it is unpacked. */
 export type UnpackProgress = (done: number, total: number) => void;
 
@@ -99,6 +117,11 @@ export interface ImagesService {
   unpack(fingerprint: string, dir: string, onProgress?: UnpackProgress): Promise<void>;
   /** The images a project holds (its own records: callers map the project through `features.images`). */
   list(project: string): Promise<ImageRecord[]>;
+  /**
+   * Where the files of an image lie, for serving them to others (simplestreams); 404 when the
+   * image or its files are gone. Files are per fingerprint and never change once in place.
+   */
+  files(fingerprint: string): Promise<StoredImageFiles>;
   /** Record a use (last_used_at). */
   markUsed(project: string, fingerprint: string): Promise<void>;
   /** Other plugins add what uses an image (instances created from it). */

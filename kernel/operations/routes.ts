@@ -1,4 +1,5 @@
 /** /1.0/operations: list (grouped by status), one, wait, cancel and the websocket of websocket-class operations. */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import Joi from 'joi';
 import { badRequest, empty, forbidden, notFound, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
 import type { OperationManager } from './manager.js';
@@ -9,6 +10,14 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
   const find = (id: string, req?: ApiRequest): OperationRecord => {
     const op = ops.get(id);
     if (!op || (req?.restrictedTo && !req.restrictedTo.includes(op.project))) throw notFound('Operation not found');
+    return op;
+  };
+
+  /** For an untrusted caller: the operation only if its metadata carries this secret; 403 otherwise, whether it exists or not. */
+  const findBySecret = (id: string, secret: string | undefined): OperationRecord => {
+    const op = ops.get(id);
+    const held = op?.view().metadata?.secret;
+    if (!op || !secret || typeof held !== 'string' || !sameSecret(held, secret)) throw forbidden();
     return op;
   };
 
@@ -44,9 +53,14 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
     {
       path: '/1.0/operations/{id}/wait',
       get: {
-        query: Joi.object({ timeout: Joi.number().integer().min(-1) }).unknown(true),
+        // An untrusted caller waits with the secret the operation carries (a daemon pushing an image), as for the reference.
+        access: 'untrusted',
+        query: Joi.object({
+          timeout: Joi.number().integer().min(-1),
+          secret: Joi.string().allow('').description('For untrusted callers: the secret in the operation\'s metadata'),
+        }).unknown(true),
         handler: async (req) => {
-          const op = find(req.params.id!, req);
+          const op = req.trusted ? find(req.params.id!, req) : findBySecret(req.params.id!, req.query.secret);
           const timeout = req.query.timeout === undefined ? -1 : Number(req.query.timeout);
           // A caller that hangs up stops waiting: its request is not kept until the operation ends.
           await op.wait(timeout < 0 ? undefined : timeout * 1000, req.signal);
@@ -76,4 +90,10 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
       },
     },
   ];
+}
+
+/** Compared in constant time (digests first, so lengths do not show either). */
+function sameSecret(held: string, given: string): boolean {
+  const digest = (s: string) => createHash('sha256').update(s).digest();
+  return timingSafeEqual(digest(held), digest(given));
 }

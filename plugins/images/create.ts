@@ -4,9 +4,10 @@
  * writes the record and aliases in one transaction, undoing the files if that fails (install.ts).
  * JSON bodies describe other sources (json-request.ts, publish.ts).
  */
+import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import {
-  async, badRequest, isApiError, truthy,
+  async, badRequest, forbidden, isApiError, requestedProjectOf, truthy,
   type ApiRequest, type ApiResponse, type Operation, type PluginContext,
 } from '../../sdk/index.js';
 import { checkShape } from '../../sdk/index.js';
@@ -40,6 +41,7 @@ export class ImageCreator {
     const body = req.rawBody;
     if (!body) throw badRequest('The request has no body');
     try {
+      this.checkCaller(req);
       return await this.receive(req, body);
     } catch (err) {
       await drain(body);
@@ -48,11 +50,28 @@ export class ImageCreator {
     }
   }
 
+  /**
+   * Anyone may reach this route, as in the reference: a daemon pushing an image (images_push_relay)
+   * is an untrusted client holding the one-time secret this daemon handed out. Without a pending
+   * secret an untrusted caller is refused before its body is read; a restricted client stays in its projects.
+   */
+  private checkCaller(req: ApiRequest): void {
+    if (req.trusted) {
+      if (req.restrictedTo && !req.restrictedTo.includes(requestedProjectOf(req))) throw forbidden(`Not authorized for project "${requestedProjectOf(req)}"`);
+      return;
+    }
+    const secret = header(req.headers['x-lxd-secret']);
+    if (!secret || !this.tokens.pending(secret, req.project)) throw forbidden('Untrusted clients may only upload an image with the secret of a pending push');
+  }
+
   private async receive(req: ApiRequest, body: NodeJS.ReadableStream): Promise<ApiResponse> {
     const contentType = header(req.headers['content-type']);
     const mediaType = contentType.split(';')[0]!.trim().toLowerCase();
     const chunks = bodyChunks(body);
-    if (mediaType === 'application/json') return this.fromJson(req, await readJson(chunks));
+    if (mediaType === 'application/json') {
+      if (!req.trusted) throw forbidden('Untrusted clients may only upload an image');
+      return this.fromJson(req, await readJson(chunks));
+    }
 
     const area = await this.files.stagingArea();
     let handedOver = false;
@@ -65,7 +84,7 @@ export class ImageCreator {
       } else {
         upload = await receiveUnified(chunks, area, header(req.headers['x-lxd-filename']));
         // Clients that send JSON with no or another Content-Type (curl -d) land here.
-        if (mediaType !== 'application/octet-stream') {
+        if (mediaType !== 'application/octet-stream' && req.trusted) {
           const json = await stagedJson(upload);
           if (json !== undefined) return await this.fromJson(req, json);
         }
@@ -131,6 +150,8 @@ export class ImageCreator {
       req,
       (op) => this.installer.install(req, op, upload, image, aliases, 'Image with same fingerprint already exists'),
       () => rm(area, { recursive: true, force: true }),
+      // The pushing daemon waits for the import with this (GET /1.0/operations/<id>/wait?secret=).
+      req.trusted ? undefined : { secret: randomBytes(32).toString('hex') },
     );
   }
 

@@ -34,11 +34,14 @@ export class ImageInstaller {
    * The task an install runs in, named as the reference's clients expect; `cleanup` (the staging
    * area, the opened source) runs however the task ends.
    */
-  operation(req: ApiRequest, run: (op: OperationControl) => Promise<Record<string, unknown>>, cleanup: () => Promise<void>): Operation {
+  operation(
+    req: ApiRequest, run: (op: OperationControl) => Promise<Record<string, unknown>>, cleanup: () => Promise<void>, metadata?: Record<string, unknown>,
+  ): Operation {
     return this.ctx.operations.create({
       class: 'task',
       description: 'Downloading image',
       request: req,
+      ...(metadata ? { metadata } : {}),
       run: async (op) => {
         try {
           return await run(op);

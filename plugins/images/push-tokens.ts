@@ -21,7 +21,7 @@ export interface PushGrant {
 }
 
 export class PushTokens {
-  private readonly pending = new Map<string, { grant: PushGrant; finish: () => void }>();
+  private readonly pending_ = new Map<string, { grant: PushGrant; finish: () => void }>();
 
   constructor(private readonly operations: OperationsService) {}
 
@@ -31,14 +31,14 @@ export class PushTokens {
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
     const finish = () => {
-      this.pending.delete(secret);
+      this.pending_.delete(secret);
       release();
     };
-    this.pending.set(secret, { grant, finish });
+    this.pending_.set(secret, { grant, finish });
     try {
       return this.createOperation(req, grant, secret, released, finish);
     } catch (err) {
-      this.pending.delete(secret);
+      this.pending_.delete(secret);
       throw err;
     }
   }
@@ -64,9 +64,14 @@ export class PushTokens {
     });
   }
 
+  /** Whether a secret is pending for the project, without using it up (an untrusted upload is let in on it). */
+  pending(secret: string, project: string): boolean {
+    return this.pending_.get(secret)?.grant.project === project;
+  }
+
   /** Use up a secret; undefined when it is unknown, spent, or for another project. */
   take(secret: string, project: string): PushGrant | undefined {
-    const entry = this.pending.get(secret);
+    const entry = this.pending_.get(secret);
     if (!entry || entry.grant.project !== project) return undefined;
     entry.finish();
     return entry.grant;

@@ -1,8 +1,10 @@
-/** ImagesService: what the instances family asks of images (resolve, unpack, last use) and offers them (image sources). */
+/** ImagesService: what the instances family asks of images (resolve, unpack, last use) and offers them (image sources, files). */
+import { lstat } from 'node:fs/promises';
 import {
   createUsedByRegistry, notFound, RevisionMismatch,
-  type HostTools, type ImageRecord, type ImagesService,
+  type HostTools, type ImageFileKind, type ImageRecord, type ImagesService, type StoredImageFiles,
 } from '../../sdk/index.js';
+import { formatExtension, type FileFormat } from '../../sdk/lib/archive/index.js';
 import type { ImageCatalog } from './catalog.js';
 import type { ImageFiles } from './files.js';
 import { imageView } from './image.js';
@@ -61,6 +63,27 @@ export function createImagesService(
       await unpackImage(tools, files, record.doc, dir, onProgress);
     },
 
+    async files(fingerprint) {
+      const record = (await catalog.images.list()).find((r) => r.name === fingerprint);
+      if (!record) throw notFound('Image not found');
+      const described = record.doc.files;
+      const stat = async (file: string) => {
+        try {
+          return (await lstat(file)).size;
+        } catch {
+          // Deleted between the record read and now: the image is gone.
+          throw notFound('Image not found');
+        }
+      };
+      const metadataPath = files.metadataFile(fingerprint);
+      const out: StoredImageFiles = { metadata: { path: metadataPath, size: await stat(metadataPath), kind: fileKind(described.metadata), extension: formatExtension(described.metadata) } };
+      if (described.rootfs) {
+        const rootfsPath = files.rootfsFile(fingerprint);
+        out.rootfs = { path: rootfsPath, size: await stat(rootfsPath), kind: fileKind(described.rootfs), extension: formatExtension(described.rootfs) };
+      }
+      return out;
+    },
+
     async markUsed(asked, fingerprint) {
       const project = await imageProject(asked);
       // A concurrent edit wins the race; the use is then recorded on top of it.
@@ -77,3 +100,5 @@ export function createImagesService(
     },
   };
 }
+
+const fileKind = (format: FileFormat): ImageFileKind => (format.kind === 'tar' ? 'tarball' : format.kind);

@@ -97,7 +97,7 @@ test('the document carries the kernel conventions, body shapes, envelopes and er
     t.is(doc.components.responses.Listing.content['application/json'].schema.$ref, '#/components/schemas/ListResponse');
     t.deepEqual(params(doc.paths['/1.0/profiles'].get), ['recursion', 'filter']);
     t.deepEqual(params(doc.paths['/1.0/profiles/{name}'].get), [], 'a single object takes no listing parameters');
-    t.deepEqual(params(doc.paths['/1.0/operations/{id}/wait'].get), ['timeout'], 'a query shape the route declares');
+    t.deepEqual(params(doc.paths['/1.0/operations/{id}/wait'].get), ['timeout', 'secret'], 'a query shape the route declares');
     // Every route takes `project` and `target` (the kernel checks them): said once per path.
     t.deepEqual(params(doc.paths['/1.0/profiles/{name}']), ['name', 'project', 'target']);
     t.deepEqual(doc.paths['/1.0/profiles/{name}'].parameters[0], { name: 'name', in: 'path', required: true, schema: { type: 'string' } });

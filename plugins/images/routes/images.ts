@@ -7,6 +7,7 @@ import {
 import type { ImageCatalog } from '../catalog.js';
 import type { ImageCreator } from '../create.js';
 import { exportResponse } from '../export.js';
+import { exportPostBody, pushExport, type ExportPost } from '../push-export.js';
 import type { ImageFiles } from '../files.js';
 import { editableOf, imageUrl, imageView, type StoredImage } from '../image.js';
 import type { ImageSecrets } from '../image-secrets.js';
@@ -71,9 +72,11 @@ export function imageRoutes({ ctx, catalog, files, creator, lock, secrets, refre
         description: 'Import an image (unified or split upload), publish an instance or snapshot, or get a push token',
         rawBody: true,
         answers: ['operation'],
-        // 404: the instance or snapshot to publish does not exist.
-        errors: [404],
+        // 403: an untrusted caller without a pending push secret; 404: the instance or snapshot to publish does not exist.
+        errors: [403, 404],
         maxBytes: MAX_UPLOAD_BYTES,
+        // A pushing daemon holds only the secret of a pending push: the creator checks callers itself.
+        access: 'untrusted',
         handler: (req) => creator.post(req),
       },
     },
@@ -149,6 +152,20 @@ export function imageRoutes({ ctx, catalog, files, creator, lock, secrets, refre
           const response = exportResponse(doc, files);
           imageLifecycle(ctx.events, req, 'image-retrieved', (project) => imageUrl(project, doc.fingerprint));
           return response;
+        },
+      },
+      post: {
+        description: 'Push the image to another daemon, with a secret that daemon handed out',
+        answers: ['operation'],
+        errors: [404],
+        body: exportPostBody,
+        handler: async (req) => {
+          const { doc } = await find(req);
+          const body = req.body as Partial<ExportPost>;
+          const request: ExportPost = {
+            target: body.target!, certificate: body.certificate ?? '', secret: body.secret ?? '', project: body.project ?? '', profiles: body.profiles ?? null,
+          };
+          return async(pushExport({ operations: ctx.operations, events: ctx.events, files }, req, doc, request));
         },
       },
     },
