@@ -48,18 +48,8 @@ export function collectRun(child: ChildProcess, timeoutMs: number): Promise<Clie
 
 /** A script that hangs (waiting on a daemon that never answers) is killed after `timeoutMs`. */
 export function python(script: string, args: string[], timeoutMs = 180_000): Promise<ClientRun> {
-  return new Promise((resolve) => {
-    const child = spawn('/usr/bin/python3', [script, ...args], { env: { ...process.env, PYLXD_WARNINGS: 'none' } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.on('close', (status) => {
-      clearTimeout(timer);
-      resolve({ status, stdout, stderr });
-    });
-  });
+  const child = spawn('/usr/bin/python3', [script, ...args], { env: { ...process.env, PYLXD_WARNINGS: 'none' } });
+  return collectRun(child, timeoutMs);
 }
 
 /** lxc that must succeed: asserts exit 0 (showing stderr otherwise) and returns stdout. */
