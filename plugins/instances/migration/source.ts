@@ -1,0 +1,74 @@
+/**
+ * The sending end (`POST /1.0/instances/<name>` with `migration: true`): a websocket operation whose
+ * metadata holds the `control` and `fs` secrets; once the target opened both, the stopped instance's
+ * snapshots and then its volume go over rsync. The instance stays locked, so nothing changes it meanwhile.
+ */
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { WebSocket } from 'ws';
+import { badRequest, type ApiRequest, type Operation, type PluginContext } from '../../../sdk/index.js';
+import { MigrationChannel, runSource } from '../../../sdk/lib/migration/index.js';
+import type { InstanceHandle } from '../access.js';
+import type { InstanceManager } from '../manager.js';
+import type { PowerControl } from '../power.js';
+import type { SnapshotManager } from '../snapshots/manager.js';
+import { operationResources } from '../routes/paths.js';
+import { snapshotMessage } from './snapshot-messages.js';
+
+export interface MigrationSourceRequest {
+  live: boolean;
+  instanceOnly: boolean;
+}
+
+/** Where the rsync relays' unix sockets live: root's alone. */
+export async function migrationScratch(ctx: PluginContext): Promise<string> {
+  const dir = path.join(ctx.dataDir, 'migration');
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  return dir;
+}
+
+export async function migrationSourceOperation(
+  ctx: PluginContext, manager: InstanceManager, power: PowerControl, snapshots: SnapshotManager,
+  req: ApiRequest, handle: InstanceHandle, ask: MigrationSourceRequest,
+): Promise<Operation> {
+  if (ask.live) throw badRequest('Live migration is not supported by this build; stop the instance or copy it stateless');
+  if ((await power.status(handle)) !== 'Stopped') throw badRequest('The instance is running; stop it before migrating it');
+  const sockets: Partial<Record<'control' | 'fs', MigrationChannel>> = {};
+  return ctx.operations.create({
+    class: 'websocket',
+    description: 'Migrating instance',
+    request: req,
+    requestor: req.requestor,
+    resources: operationResources(handle.name),
+    secrets: ['control', 'fs'],
+    secretsAtTop: true,
+    mayCancel: true,
+    connect: (name: string, socket: WebSocket) => {
+      if (name === 'control' || name === 'fs') sockets[name] = new MigrationChannel(socket, name);
+    },
+    run: (op) => manager.lock.run(`${handle.project}/${handle.name}`, async () => {
+      const control = sockets.control!;
+      const fs = sockets.fs!;
+      try {
+        const fresh = await manager.load(handle.project, handle.name);
+        if ((await power.status(fresh)) !== 'Stopped') throw badRequest('The instance started meanwhile; stop it before migrating it');
+        const owned = ask.instanceOnly ? [] : (await snapshots.list(fresh)).map((s) => s.doc);
+        const storage = manager.deps.storage;
+        const vol = { type: fresh.record.type, project: fresh.project, name: fresh.name };
+        await runSource(ctx.hostTools, control, fs, {
+          offer: {
+            snapshotNames: owned.map((s) => s.name),
+            snapshots: owned.map(snapshotMessage),
+            // The rootfs is mounted idmapped here, never shifted on disk: no map to announce.
+            idmap: [],
+          },
+          snapshotDir: (name) => storage.snapshotPath(fresh.record.pool, vol, name),
+          mainDir: () => storage.volumePath(fresh.record.pool, vol),
+        }, await migrationScratch(ctx), op.signal);
+      } finally {
+        control.close();
+        fs.close();
+      }
+    }),
+  });
+}

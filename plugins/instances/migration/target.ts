@@ -1,0 +1,74 @@
+/**
+ * The receiving end (`POST /1.0/instances` with a `migration` source in pull mode): connect to the
+ * source's websockets, take its offer, receive the snapshots' and the instance's trees into a new
+ * volume, and write the instance and snapshot records; any failure removes all of it and tells the
+ * source. The instance's own config, devices and profiles come from the request (the client copies
+ * them from the source); the snapshots' come from the header.
+ */
+import { type ApiRequest, type Operation, type PluginContext } from '../../../sdk/index.js';
+import { acceptOffer, finishTarget, receiveOne } from '../../../sdk/lib/migration/index.js';
+import type { CreateSpec, InstanceManager } from '../manager.js';
+import { operationResources } from '../routes/paths.js';
+import { connectSource } from './connect.js';
+import { pullSource } from './pull-source.js';
+import { snapshotRecord } from './snapshot-messages.js';
+import { SnapshotStaging } from './staging.js';
+import { NEVER } from '../record.js';
+
+/** A received snapshot keeps its config but not the source's volatile keys, as a local copy does. */
+const keepOnReceive = (config: Record<string, string>) =>
+  Object.fromEntries(Object.entries(config).filter(([k]) => !k.startsWith('volatile.') || k === 'volatile.base_image' || k === 'volatile.apply_template'));
+
+export async function migrationTargetOperation(ctx: PluginContext, manager: InstanceManager, req: ApiRequest, spec: CreateSpec, source: Record<string, any>): Promise<Operation> {
+  const pull = pullSource(source);
+  spec.origin = 'copy';
+  const checked = await manager.check(req.project, spec.type, spec, { action: 'copy', name: spec.name, target: req.target });
+  const release = await manager.reserve(req.project, spec.name);
+  try {
+    return ctx.operations.create({
+      class: 'task',
+      description: 'Creating instance',
+      project: req.project,
+      requestor: req.requestor,
+      resources: operationResources(spec.name),
+      run: async (op) => {
+        const staging = new SnapshotStaging(ctx.hostTools);
+        try {
+          const link = await connectSource(ctx.dataDir, pull, op.signal);
+          try {
+            const offer = await acceptOffer(link.control, op.signal);
+            // An instance-only copy drops whatever snapshots a source sends anyway.
+            const wanted = pull.instanceOnly ? [] : offer.snapshots;
+            const records = offer.header.snapshots ?? [];
+            spec.snapshots = wanted.map((name, i) => {
+              const rec = records[i] ? snapshotRecord(records[i], spec.architecture) : snapshotRecord({ name, ephemeral: false, architecture: 0, stateful: false }, spec.architecture);
+              return { ...rec, config: keepOnReceive(rec.config), last_used_at: NEVER };
+            });
+            const fs = link.fs;
+            spec.source = {
+              kind: 'fill',
+              fill: async (dir) => {
+                for (const name of offer.snapshots) await receiveOne(ctx.hostTools, await staging.create(dir, name), fs, offer, op.signal);
+                await receiveOne(ctx.hostTools, dir, fs, offer, op.signal);
+              },
+              snapshots: wanted.map((name) => ({ name, fill: (dir: string) => staging.handOver(name, dir) })),
+            };
+            await manager.create(spec, checked.pool, req);
+            await finishTarget(link.control);
+          } catch (err) {
+            await finishTarget(link.control, err);
+            throw err;
+          } finally {
+            link.close();
+          }
+        } finally {
+          await staging.cleanup();
+          release();
+        }
+      },
+    });
+  } catch (err) {
+    release();
+    throw err;
+  }
+}

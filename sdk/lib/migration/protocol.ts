@@ -1,0 +1,104 @@
+/**
+ * The two ends of a stopped-instance migration over the control and fs websockets. The source sends
+ * its offer header; the target answers with the header it accepts (transfer type and rsync features);
+ * the source then sends each snapshot's tree, oldest first, then the instance's tree, over fs; the
+ * target ends with a control message saying whether it kept the result. Either side that fails sends a
+ * control message with the failure, so the other stops.
+ */
+import type { HostTools } from '../../host-tools.js';
+import type { MigrationChannel } from './channel.js';
+import { CriuType, decodeControl, decodeHeader, encodeControl, encodeHeader, FsType, type MigrationHeader, type RsyncFeatures } from './messages.js';
+import { headerSnapshotNames } from './names.js';
+import { agreedFeatures, OUR_RSYNC_FEATURES, receiveTree, sendTree } from './rsync.js';
+
+/** A control-socket message that is either the peer's header or its failure report. */
+async function readHeader(control: MigrationChannel, signal?: AbortSignal): Promise<MigrationHeader> {
+  const bytes = await control.message(signal);
+  let header: MigrationHeader;
+  try {
+    header = decodeHeader(bytes);
+  } catch {
+    const failure = tryControl(bytes);
+    if (failure && !failure.success) throw new Error(`The peer failed: ${failure.message || 'no reason given'}`);
+    throw new Error('The peer sent a malformed migration header');
+  }
+  return header;
+}
+
+function tryControl(bytes: Buffer) {
+  try {
+    return decodeControl(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Tell the peer we failed; a socket already gone has nobody to tell. */
+export async function sendFailure(control: MigrationChannel, err: unknown): Promise<void> {
+  await control.send(encodeControl({ success: false, message: (err as Error)?.message ?? String(err) })).catch(() => {});
+}
+
+export interface SourceTrees {
+  /** The offer: snapshot names and records (oldest first), volume size. */
+  offer: Omit<MigrationHeader, 'fs' | 'criu' | 'rsyncFeatures'>;
+  /** Directories to send, by snapshot name. */
+  snapshotDir(name: string): Promise<string>;
+  mainDir(): Promise<string>;
+}
+
+/** The source's side: offer, send the trees the target accepted, wait for its verdict. */
+export async function runSource(tools: HostTools, control: MigrationChannel, fs: MigrationChannel, trees: SourceTrees, scratch: string, signal?: AbortSignal): Promise<void> {
+  try {
+    await control.send(encodeHeader({ ...trees.offer, fs: FsType.RSYNC, criu: CriuType.NONE, rsyncFeatures: OUR_RSYNC_FEATURES }));
+    const answer = await readHeader(control, signal);
+    if (answer.fs !== FsType.RSYNC) throw new Error(`The target asked for transfer type ${answer.fs}; only rsync is offered`);
+    const features = agreedFeatures(answer.rsyncFeatures);
+    for (const name of trees.offer.snapshotNames ?? []) await sendTree(tools, await trees.snapshotDir(name), fs, features, scratch, signal);
+    await sendTree(tools, await trees.mainDir(), fs, features, scratch, signal);
+    const verdict = tryControl(await control.message(signal));
+    if (!verdict) throw new Error('The target sent a malformed control message');
+    if (!verdict.success) throw new Error(`The target failed: ${verdict.message || 'no reason given'}`);
+  } catch (err) {
+    await sendFailure(control, err);
+    throw err;
+  }
+}
+
+export interface TargetOffer {
+  header: MigrationHeader;
+  /** Checked snapshot names, oldest first. */
+  snapshots: string[];
+  features: RsyncFeatures;
+}
+
+/** The target's first step: read and check the offer, answer with what we accept. */
+export async function acceptOffer(control: MigrationChannel, signal?: AbortSignal): Promise<TargetOffer> {
+  try {
+    const header = await readHeader(control, signal);
+    const snapshots = headerSnapshotNames(header);
+    if (header.criu !== undefined && header.criu !== CriuType.NONE && header.criu !== CriuType.CRIU_RSYNC) {
+      throw new Error('The source offers live state, which this target does not take');
+    }
+    const features = agreedFeatures(header.rsyncFeatures);
+    // Whatever the source's own type, we answer rsync: the source then falls back to it.
+    await control.send(encodeHeader({
+      fs: FsType.RSYNC, criu: CriuType.NONE, snapshotNames: snapshots, snapshots: header.snapshots ?? [],
+      rsyncFeatures: features, refresh: false,
+    }));
+    return { header, snapshots, features };
+  } catch (err) {
+    await sendFailure(control, err);
+    throw err;
+  }
+}
+
+/** Receive one tree (a snapshot's or the instance's) into `dir`. */
+export function receiveOne(tools: HostTools, dir: string, fs: MigrationChannel, offer: TargetOffer, signal?: AbortSignal): Promise<void> {
+  return receiveTree(tools, dir, fs, offer.features, signal);
+}
+
+/** The target's last word: whether it kept what it received. */
+export async function finishTarget(control: MigrationChannel, err?: unknown): Promise<void> {
+  if (err) return sendFailure(control, err);
+  await control.send(encodeControl({ success: true }));
+}

@@ -1,0 +1,139 @@
+/**
+ * Instance migration between two corral daemons over HTTPS on loopback, pull mode, `dir` pools, with
+ * the real `lxc`: a stopped container with two snapshots copies across (files of the instance and of
+ * each snapshot, snapshot records), starts there; `--instance-only` leaves the snapshots behind;
+ * `lxc move` removes the source. A bad migration source is refused before anything is made.
+ */
+import test from 'ava';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { killContainers, startWithPool, type Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
+import { collectRun, lxcOk, lxcWithInput, type ClientRun } from '../helpers/clients.js';
+import { freePort } from '../helpers/tls-client.js';
+
+const PASSWORD = 'migr-pass-17';
+let source: Daemon;
+let target: Daemon;
+let home = '';
+
+function remoteLxc(...args: string[]): Promise<ClientRun> {
+  const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
+  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: home, HOME: home } });
+  child.stdin.end();
+  return collectRun(child, 180_000);
+}
+
+async function ok(t: any, ...args: string[]): Promise<string> {
+  const res = await remoteLxc(...args);
+  t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}`);
+  return res.stdout;
+}
+
+async function listen(daemon: Daemon, address: string): Promise<string> {
+  const port = await freePort();
+  const set = await daemon.request('PATCH', '/1.0', { config: { 'core.https_address': `${address}:${port}`, 'core.trust_password': PASSWORD } });
+  if (set.status !== 200) throw new Error(`https listener: ${set.body}`);
+  return `https://${address}:${port}`;
+}
+
+/** Where a daemon's default dir pool keeps a container's files, or one of its snapshots'. */
+function volumeDir(daemon: Daemon, name: string, snapshot?: string): string {
+  const pools = path.join(daemon.dir, 'storage-pools');
+  const pool = readdirSync(pools)[0]!;
+  return snapshot ? path.join(pools, pool, 'containers-snapshots', name, snapshot) : path.join(pools, pool, 'containers', name);
+}
+
+const marker = (daemon: Daemon, name: string, snapshot?: string) => readFileSync(path.join(volumeDir(daemon, name, snapshot), 'rootfs', 'marker'), 'utf8');
+
+test.before(async () => {
+  source = await startWithImage({ plugins: 'full' });
+  target = await startWithPool({ plugins: 'full' });
+  home = mkdtempSync(path.join(tmpdir(), 'corral-migr-home-'));
+  const [u1, u2] = await Promise.all([listen(source, '127.0.17.1'), listen(target, '127.0.17.2')]);
+  for (const [name, url] of [['r1', u1], ['r2', u2]] as const) {
+    const res = await remoteLxc('remote', 'add', name, url, '--password', PASSWORD, '--accept-certificate');
+    if (res.status !== 0) throw new Error(`remote add ${name}: ${res.stderr}`);
+  }
+  await lxcOk({ is: () => {} }, source.socket, 'init', 'bb', 'c1');
+  for (const [content, snapshot] of [['one', 's1'], ['two', 's2'], ['three', undefined]] as const) {
+    const res = await lxcWithInput(source.socket, content, 'file', 'push', '-', 'c1/marker');
+    if (res.status !== 0) throw new Error(`file push: ${res.stderr}`);
+    if (snapshot) await lxcOk({ is: () => {} }, source.socket, 'snapshot', 'c1', snapshot);
+  }
+});
+
+test.after.always(async () => {
+  if (target) killContainers(target.dir);
+  await stopImageDaemons();
+  if (home) rmSync(home, { recursive: true, force: true });
+});
+
+test.serial('lxc copy r1:c1 r2:c1 carries the stopped container and its two snapshots, which start there', async (t) => {
+  await ok(t, 'copy', 'r1:c1', 'r2:c1');
+  t.is(marker(target, 'c1'), 'three');
+  t.is(marker(target, 'c1', 's1'), 'one');
+  t.is(marker(target, 'c1', 's2'), 'two');
+  const snaps = JSON.parse(await ok(t, 'query', 'r2:/1.0/instances/c1/snapshots?recursion=1'));
+  t.deepEqual(snaps.map((s: any) => s.name), ['s1', 's2']);
+  const original = JSON.parse(await ok(t, 'query', 'r1:/1.0/instances/c1/snapshots/s1'));
+  t.is(snaps[0].created_at.slice(0, 19), original.created_at.slice(0, 19), 'the snapshot keeps its creation time');
+  t.deepEqual(snaps[0].profiles, original.profiles);
+  const inst = JSON.parse(await ok(t, 'query', 'r2:/1.0/instances/c1'));
+  t.is(inst.status, 'Stopped');
+  t.is(inst.config['image.os'] !== undefined, true, 'the image keys came along with the config');
+  await ok(t, 'start', 'r2:c1');
+  t.is((await ok(t, 'exec', 'r2:c1', '--', 'cat', '/marker')), 'three');
+  await ok(t, 'stop', 'r2:c1', '--force');
+  // The source is untouched and its operation ended well.
+  t.is(marker(source, 'c1'), 'three');
+  t.is(JSON.parse(await ok(t, 'query', 'r1:/1.0/instances/c1')).status, 'Stopped');
+  t.false(readdirSync(path.dirname(volumeDir(target, 'c1'))).some((n) => n.startsWith('.migrating-')), 'no staging left');
+});
+
+test.serial('lxc copy --instance-only leaves the snapshots behind', async (t) => {
+  await ok(t, 'copy', 'r1:c1', 'r2:c2', '--instance-only');
+  t.is(marker(target, 'c2'), 'three');
+  t.deepEqual(JSON.parse(await ok(t, 'query', 'r2:/1.0/instances/c2/snapshots')), []);
+  t.false(existsSync(volumeDir(target, 'c2', 's1')));
+});
+
+test.serial('lxc move r1:c1 r2:c3 moves it: the source is gone, the target has it with its snapshots', async (t) => {
+  await ok(t, 'move', 'r1:c1', 'r2:c3');
+  t.is(marker(target, 'c3'), 'three');
+  t.is(marker(target, 'c3', 's2'), 'two');
+  t.is((await remoteLxc('query', 'r1:/1.0/instances/c1')).status === 0, false, 'the source instance is gone');
+});
+
+test.serial('a migration source the target cannot reach fails the operation and leaves nothing', async (t) => {
+  const res = await target.request('POST', '/1.0/instances', {
+    name: 'lost', source: {
+      type: 'migration', mode: 'pull', operation: 'https://127.0.17.1:1/1.0/operations/nothing',
+      certificate: readFileSync(path.join(source.dir, 'server.crt'), 'utf8'), secrets: { control: 'a', fs: 'b' },
+    },
+  });
+  t.is(res.status, 202, res.body);
+  const done = await target.request('GET', `${res.json.operation}/wait?timeout=30`);
+  t.is(done.json.metadata.status, 'Failure');
+  t.regex(done.json.metadata.err, /reach the migration source/);
+  t.is((await target.request('GET', '/1.0/instances/lost')).status, 404);
+  t.false(existsSync(volumeDir(target, 'lost')));
+});
+
+test.serial('bad migration sources are refused with a 400 before anything starts', async (t) => {
+  const cert = readFileSync(path.join(source.dir, 'server.crt'), 'utf8');
+  const base = { type: 'migration', mode: 'pull', operation: 'https://127.0.17.1:1/1.0/operations/x', certificate: cert, secrets: { control: 'a', fs: 'b' } };
+  for (const [sourceField, pattern] of [
+    [{ ...base, mode: 'push' }, /mode "push"/],
+    [{ ...base, operation: 'http://127.0.17.1/1.0/operations/x' }, /https URL/],
+    [{ ...base, secrets: { control: 'a' } }, /"control" and "fs"/],
+    [{ ...base, certificate: '' }, /certificate/],
+    [{ ...base, live: true }, /Live migration/],
+  ] as const) {
+    const res = await target.request('POST', '/1.0/instances', { name: 'bad', source: sourceField });
+    t.is(res.status, 400, res.body);
+    t.regex(res.json.error, pattern);
+  }
+});
