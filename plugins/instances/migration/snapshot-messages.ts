@@ -11,7 +11,8 @@ import { architectureId, architectureName } from './architectures.js';
 const seconds = (iso: string) => Math.floor(Date.parse(iso) / 1000);
 const toIso = (secs: number | undefined, none: string) => (!secs || secs <= 0 ? none : new Date(secs * 1000).toISOString().replace('.000Z', 'Z'));
 const pairs = (map: Record<string, string>) => Object.entries(map).map(([key, value]) => ({ key, value }));
-const unpair = (list: { key: string; value: string }[] | undefined) => Object.fromEntries((list ?? []).map((p) => [p.key, p.value]));
+const unpair = (list: { key: string; value: string }[] | undefined): Record<string, string> => Object.fromEntries((list ?? []).map((p) => [p.key, p.value]));
+export const unpairConfig = unpair;
 
 export function snapshotMessage(snap: SnapshotRecord): SnapshotMessage {
   return {

@@ -11,8 +11,9 @@ import type { CreateSpec, InstanceManager } from '../manager.js';
 import { operationResources } from '../routes/paths.js';
 import { connectSource } from './connect.js';
 import { pullSource } from './pull-source.js';
-import { snapshotRecord } from './snapshot-messages.js';
+import { snapshotRecord, unpairConfig } from './snapshot-messages.js';
 import { SnapshotStaging } from './staging.js';
+import { headerShift, snapshotShift, unshiftReceived } from './shifted.js';
 import { NEVER } from '../record.js';
 
 /** A received snapshot keeps its config but not the source's volatile keys, as a local copy does. */
@@ -45,11 +46,19 @@ export async function migrationTargetOperation(ctx: PluginContext, manager: Inst
               return { ...rec, config: keepOnReceive(rec.config), last_used_at: NEVER };
             });
             const fs = link.fs;
+            const instanceShift = headerShift(offer.header);
+            const shiftOf = (i: number) => snapshotShift(unpairConfig(records[i]?.localConfig), instanceShift);
             spec.source = {
               kind: 'fill',
               fill: async (dir) => {
-                for (const name of offer.snapshots) await receiveOne(ctx.hostTools, await staging.create(dir, name), fs, offer, op.signal);
+                for (const [i, name] of offer.snapshots.entries()) {
+                  const staged = await staging.create(dir, name);
+                  await receiveOne(ctx.hostTools, staged, fs, offer, op.signal);
+                  await unshiftReceived(staged, shiftOf(i));
+                }
                 await receiveOne(ctx.hostTools, dir, fs, offer, op.signal);
+                if (offer.finalSync) await receiveOne(ctx.hostTools, dir, fs, offer, op.signal);
+                await unshiftReceived(dir, instanceShift);
               },
               snapshots: wanted.map((name) => ({ name, fill: (dir: string) => staging.handOver(name, dir) })),
             };

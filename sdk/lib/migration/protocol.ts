@@ -49,7 +49,9 @@ export interface SourceTrees {
 /** The source's side: offer, send the trees the target accepted, wait for its verdict. */
 export async function runSource(tools: HostTools, control: MigrationChannel, fs: MigrationChannel, trees: SourceTrees, scratch: string, signal?: AbortSignal): Promise<void> {
   try {
-    await control.send(encodeHeader({ ...trees.offer, fs: FsType.RSYNC, criu: CriuType.NONE, rsyncFeatures: OUR_RSYNC_FEATURES }));
+    // No `criu` field: that is a stopped instance. NONE would announce a running one sent stateless,
+    // whose volume the target then expects a second time (the final sync after the stop).
+    await control.send(encodeHeader({ ...trees.offer, fs: FsType.RSYNC, rsyncFeatures: OUR_RSYNC_FEATURES }));
     const answer = await readHeader(control, signal);
     if (answer.fs !== FsType.RSYNC) throw new Error(`The target asked for transfer type ${answer.fs}; only rsync is offered`);
     const features = agreedFeatures(answer.rsyncFeatures);
@@ -69,6 +71,8 @@ export interface TargetOffer {
   /** Checked snapshot names, oldest first. */
   snapshots: string[];
   features: RsyncFeatures;
+  /** The source sends the instance's tree twice (a running instance copied stateless: the second after it stops). */
+  finalSync: boolean;
 }
 
 /** The target's first step: read and check the offer, answer with what we accept. */
@@ -76,16 +80,17 @@ export async function acceptOffer(control: MigrationChannel, signal?: AbortSigna
   try {
     const header = await readHeader(control, signal);
     const snapshots = headerSnapshotNames(header);
-    if (header.criu !== undefined && header.criu !== CriuType.NONE && header.criu !== CriuType.CRIU_RSYNC) {
+    if (header.criu !== undefined && header.criu !== CriuType.NONE) {
       throw new Error('The source offers live state, which this target does not take');
     }
     const features = agreedFeatures(header.rsyncFeatures);
     // Whatever the source's own type, we answer rsync: the source then falls back to it.
+    const finalSync = header.criu === CriuType.NONE;
     await control.send(encodeHeader({
-      fs: FsType.RSYNC, criu: CriuType.NONE, snapshotNames: snapshots, snapshots: header.snapshots ?? [],
+      fs: FsType.RSYNC, ...(finalSync ? { criu: CriuType.NONE } : {}), snapshotNames: snapshots, snapshots: header.snapshots ?? [],
       rsyncFeatures: features, refresh: false,
     }));
-    return { header, snapshots, features };
+    return { header, snapshots, features, finalSync };
   } catch (err) {
     await sendFailure(control, err);
     throw err;
