@@ -13,6 +13,10 @@ import { killContainers, startWithPool, type Daemon } from '../helpers/daemon.js
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
 import { collectRun, lxcOk, lxcWithInput, type ClientRun } from '../helpers/clients.js';
 import { freePort } from '../helpers/tls-client.js';
+import { selfSigned } from '../helpers/pki.js';
+import { createServer as createHttpsServer } from 'node:https';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { decodeControl, encodeHeader, FsType } from '../../sdk/lib/migration/index.js';
 
 const PASSWORD = 'migr-pass-17';
 let source: Daemon;
@@ -135,5 +139,74 @@ test.serial('bad migration sources are refused with a 400 before anything starts
     const res = await target.request('POST', '/1.0/instances', { name: 'bad', source: sourceField });
     t.is(res.status, 400, res.body);
     t.regex(res.json.error, pattern);
+  }
+});
+
+/** A fake migration source on loopback: it offers `header` on the control socket and records what the target answers. */
+async function lyingSource(header: Parameters<typeof encodeHeader>[0]) {
+  const pki = mkdtempSync(path.join(tmpdir(), 'corral-migr-liar-'));
+  const cert = selfSigned(pki, 'liar');
+  const server = createHttpsServer({ cert: cert.cert, key: cert.key });
+  const wss = new WebSocketServer({ noServer: true });
+  const answers: Buffer[] = [];
+  const sockets: WebSocket[] = [];
+  server.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => {
+    sockets.push(ws);
+    if (new URL(req.url!, 'https://x').searchParams.get('secret') !== 'control') return;
+    ws.on('message', (data) => answers.push(data as Buffer));
+    ws.send(encodeHeader(header), { binary: true });
+  }));
+  const port = await freePort();
+  await new Promise<void>((resolve) => server.listen(port, '127.0.17.5', resolve));
+  return {
+    cert: cert.cert,
+    operation: `https://127.0.17.5:${port}/1.0/operations/fake`,
+    answers,
+    close: () => {
+      for (const ws of sockets) ws.terminate();
+      server.close();
+      rmSync(pki, { recursive: true, force: true });
+    },
+  };
+}
+
+test.serial('a source that lies in its header (a snapshot named "../escape") gets a failure on control, and nothing is made', async (t) => {
+  const liar = await lyingSource({ fs: FsType.RSYNC, snapshotNames: ['../escape'] });
+  try {
+    const res = await target.request('POST', '/1.0/instances', {
+      name: 'lied', source: { type: 'migration', mode: 'pull', operation: liar.operation, certificate: liar.cert, secrets: { control: 'control', fs: 'fs' } },
+    });
+    t.is(res.status, 202, res.body);
+    const done = await target.request('GET', `${res.json.operation}/wait?timeout=30`);
+    t.is(done.json.metadata.status, 'Failure');
+    t.regex(done.json.metadata.err, /invalid snapshot "\.\.\/escape"/);
+    t.is(liar.answers.length, 1, 'the target answered once');
+    const verdict = decodeControl(liar.answers[0]!);
+    t.false(verdict.success);
+    t.regex(verdict.message ?? '', /escape/);
+    t.is((await target.request('GET', '/1.0/instances/lied')).status, 404);
+    t.false(existsSync(volumeDir(target, 'lied')));
+    t.false(existsSync(path.join(path.dirname(volumeDir(target, 'lied')), 'escape')));
+  } finally {
+    liar.close();
+  }
+});
+
+test.serial('a source presenting another certificate than the one given is not trusted with the secrets', async (t) => {
+  const liar = await lyingSource({ fs: FsType.RSYNC });
+  try {
+    const res = await target.request('POST', '/1.0/instances', {
+      name: 'impostor', source: {
+        type: 'migration', mode: 'pull', operation: liar.operation,
+        certificate: readFileSync(path.join(source.dir, 'server.crt'), 'utf8'), secrets: { control: 'control', fs: 'fs' },
+      },
+    });
+    const done = await target.request('GET', `${res.json.operation}/wait?timeout=30`);
+    t.is(done.json.metadata.status, 'Failure');
+    t.regex(done.json.metadata.err, /reach the migration source/);
+    t.is(liar.answers.length, 0);
+    t.is((await target.request('GET', '/1.0/instances/impostor')).status, 404);
+  } finally {
+    liar.close();
   }
 });

@@ -23,7 +23,7 @@ export interface SourceLink {
 const pinned = (expected: string) => (_host: string, cert: PeerCertificate): Error | undefined =>
   cert.fingerprint256 === expected ? undefined : new Error('The source presented another certificate than the one given');
 
-function open(url: URL, secret: string, tls: { cert: string; key: string; ca: string }, signal: AbortSignal): Promise<WebSocket> {
+function open(url: URL, secret: string, label: string, tls: { cert: string; key: string; ca: string }, signal: AbortSignal): Promise<MigrationChannel> {
   const wsUrl = new URL(`${url.pathname}/websocket`, url);
   wsUrl.protocol = 'wss:';
   wsUrl.searchParams.set('secret', secret);
@@ -41,7 +41,8 @@ function open(url: URL, secret: string, tls: { cert: string; key: string; ca: st
     };
     socket.once('open', () => {
       socket.off('error', fail);
-      resolve(socket);
+      // Read from the first frame on: a source may speak before the other socket is open.
+      resolve(new MigrationChannel(socket, label));
     });
     socket.once('error', fail);
     socket.once('unexpected-response', (_req, res) => fail(new Error(`the source answered ${res.statusCode}`)));
@@ -53,14 +54,13 @@ export async function connectSource(dataDir: string, source: PullSource, signal:
   const [cert, key] = await Promise.all([readFile(path.join(dataDir, 'server.crt'), 'utf8'), readFile(path.join(dataDir, 'server.key'), 'utf8')]);
   const tls = { cert, key, ca: source.certificate };
   // Control first, then fs: the order the source's peers open them in.
-  const control = await open(source.operation, source.secrets.control, tls, signal);
-  let fs: WebSocket;
+  const control = await open(source.operation, source.secrets.control, 'control', tls, signal);
+  let fs: MigrationChannel;
   try {
-    fs = await open(source.operation, source.secrets.fs, tls, signal);
+    fs = await open(source.operation, source.secrets.fs, 'fs', tls, signal);
   } catch (err) {
     control.close();
     throw err;
   }
-  const link = { control: new MigrationChannel(control, 'control'), fs: new MigrationChannel(fs, 'fs') };
-  return { ...link, close: () => { link.control.close(); link.fs.close(); } };
+  return { control, fs, close: () => { control.close(); fs.close(); } };
 }

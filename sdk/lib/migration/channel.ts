@@ -45,9 +45,14 @@ export class MigrationChannel {
     }
   }
 
-  /** One whole binary message (the control socket); throws when the socket closes or sends a barrier instead. */
-  async message(signal?: AbortSignal): Promise<Buffer> {
-    const item = await this.next(signal);
+  /**
+   * One whole binary message (the control socket); throws when the socket closes or sends a barrier
+   * instead, or when nothing comes within `timeoutMs` (a peer that stays silent is not waited for forever).
+   */
+  async message(signal?: AbortSignal, timeoutMs?: number): Promise<Buffer> {
+    const timer = timeoutMs ? AbortSignal.timeout(timeoutMs) : undefined;
+    const item = await this.next(timer ? (signal ? AbortSignal.any([signal, timer]) : timer) : signal);
+    if (timer?.aborted && item.kind === 'closed') throw new Error(`No message from the peer on the ${this.label} websocket within ${timeoutMs! / 1000} s`);
     if (item.kind === 'data') return item.bytes;
     throw new Error(item.kind === 'closed' ? item.reason : `Unexpected end of stream on the ${this.label} websocket`);
   }

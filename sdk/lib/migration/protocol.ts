@@ -12,8 +12,11 @@ import { headerSnapshotNames } from './names.js';
 import { agreedFeatures, OUR_RSYNC_FEATURES, receiveTree, sendTree } from './rsync.js';
 
 /** A control-socket message that is either the peer's header or its failure report. */
+/** A peer sends its header as soon as both sockets are open, or answers an offer at once. */
+const HEADER_TIMEOUT_MS = 30_000;
+
 async function readHeader(control: MigrationChannel, signal?: AbortSignal): Promise<MigrationHeader> {
-  const bytes = await control.message(signal);
+  const bytes = await control.message(signal, HEADER_TIMEOUT_MS);
   let header: MigrationHeader;
   try {
     header = decodeHeader(bytes);
@@ -75,26 +78,21 @@ export interface TargetOffer {
   finalSync: boolean;
 }
 
-/** The target's first step: read and check the offer, answer with what we accept. */
+/** The target's first step: read and check the offer, answer with what we accept. Failures are the caller's to report (finishTarget). */
 export async function acceptOffer(control: MigrationChannel, signal?: AbortSignal): Promise<TargetOffer> {
-  try {
-    const header = await readHeader(control, signal);
-    const snapshots = headerSnapshotNames(header);
-    if (header.criu !== undefined && header.criu !== CriuType.NONE) {
-      throw new Error('The source offers live state, which this target does not take');
-    }
-    const features = agreedFeatures(header.rsyncFeatures);
-    // Whatever the source's own type, we answer rsync: the source then falls back to it.
-    const finalSync = header.criu === CriuType.NONE;
-    await control.send(encodeHeader({
-      fs: FsType.RSYNC, ...(finalSync ? { criu: CriuType.NONE } : {}), snapshotNames: snapshots, snapshots: header.snapshots ?? [],
-      rsyncFeatures: features, refresh: false,
-    }));
-    return { header, snapshots, features, finalSync };
-  } catch (err) {
-    await sendFailure(control, err);
-    throw err;
+  const header = await readHeader(control, signal);
+  const snapshots = headerSnapshotNames(header);
+  if (header.criu !== undefined && header.criu !== CriuType.NONE) {
+    throw new Error('The source offers live state, which this target does not take');
   }
+  const features = agreedFeatures(header.rsyncFeatures);
+  const finalSync = header.criu === CriuType.NONE;
+  // Whatever the source's own type, we answer rsync: the source then falls back to it.
+  await control.send(encodeHeader({
+    fs: FsType.RSYNC, ...(finalSync ? { criu: CriuType.NONE } : {}), snapshotNames: snapshots, snapshots: header.snapshots ?? [],
+    rsyncFeatures: features, refresh: false,
+  }));
+  return { header, snapshots, features, finalSync };
 }
 
 /** Receive one tree (a snapshot's or the instance's) into `dir`. */
