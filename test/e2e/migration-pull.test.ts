@@ -210,3 +210,43 @@ test.serial('a source presenting another certificate than the one given is not t
     liar.close();
   }
 });
+
+// Last: it kills the source daemon.
+test.serial('kill -9 of the source mid-transfer: the target fails the copy and keeps no instance, volume or staging', async (t) => {
+  await lxcOk({ is: () => {} }, source.socket, 'init', 'bb', 'big');
+  // 300 MB of random data: long enough on loopback to be cut in the middle.
+  const bigFile = path.join(volumeDir(source, 'big'), 'rootfs', 'big');
+  const dd = spawn('dd', ['if=/dev/urandom', `of=${bigFile}`, 'bs=1M', 'count=300', 'status=none']);
+  await new Promise((resolve) => dd.on('exit', resolve));
+  const copy = remoteLxc('copy', 'r1:big', 'r2:big');
+  const containers = path.dirname(volumeDir(target, 'big'));
+  const seen = () => existsSync(path.join(volumeDir(target, 'big'), 'rootfs'));
+  for (let i = 0; i < 600 && !seen(); i++) await new Promise((r) => setTimeout(r, 50));
+  t.true(seen(), 'the transfer started');
+  source.child.kill('SIGKILL');
+  const res = await copy;
+  t.not(res.status, 0, 'the copy fails');
+  for (let i = 0; i < 100 && existsSync(volumeDir(target, 'big')); i++) await new Promise((r) => setTimeout(r, 100));
+  t.is((await target.request('GET', '/1.0/instances/big')).status, 404);
+  t.false(existsSync(volumeDir(target, 'big')), 'no half-written volume');
+  t.false(readdirSync(containers).some((n) => n.startsWith('.migrating-')), 'no staging left');
+  const ops = (await target.request('GET', '/1.0/operations?recursion=1')).json.metadata;
+  t.deepEqual(ops.running ?? [], [], 'no operation left running on the target');
+  t.deepEqual(rsyncsUnder(target.dir), [], 'no receiving rsync left behind');
+  t.deepEqual(rsyncsUnder(source.dir), [], 'no sending rsync outlived its daemon');
+});
+
+/** Command lines of rsync processes working under `dir`. */
+function rsyncsUnder(dir: string): string[] {
+  const found: string[] = [];
+  for (const pid of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
+    let cmd = '';
+    try {
+      cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+    } catch {
+      continue;
+    }
+    if (cmd.startsWith('rsync') && cmd.includes(dir)) found.push(cmd);
+  }
+  return found;
+}
