@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { killContainers, startWithPool, type Daemon } from '../helpers/daemon.js';
+import { killContainers, startDaemon, startWithPool, type Daemon } from '../helpers/daemon.js';
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
 import { collectRun, lxcOk, lxcWithInput, type ClientRun } from '../helpers/clients.js';
 import { freePort } from '../helpers/tls-client.js';
@@ -209,6 +209,29 @@ test.serial('a source presenting another certificate than the one given is not t
   } finally {
     liar.close();
   }
+});
+
+test.serial('kill -9 of the target mid-transfer: after its restart there is no instance, volume or staging', async (t) => {
+  await lxcOk({ is: () => {} }, source.socket, 'init', 'bb', 'big2');
+  const dd = spawn('dd', ['if=/dev/urandom', `of=${path.join(volumeDir(source, 'big2'), 'rootfs', 'big')}`, 'bs=1M', 'count=300', 'status=none']);
+  await new Promise((resolve) => dd.on('exit', resolve));
+  // A snapshot: staging beside the volume exists while the main tree is still to come.
+  await lxcOk({ is: () => {} }, source.socket, 'snapshot', 'big2', 'snap');
+  const copy = remoteLxc('copy', 'r1:big2', 'r2:big2');
+  const containers = path.dirname(volumeDir(target, 'big2'));
+  const started = () => readdirSync(containers).some((n) => n.startsWith('.migrating-'));
+  for (let i = 0; i < 600 && !started(); i++) await new Promise((r) => setTimeout(r, 50));
+  t.true(started(), 'the transfer started');
+  target.child.kill('SIGKILL');
+  t.not((await copy).status, 0, 'the copy fails');
+  target = await startDaemon({ dir: target.dir, plugins: 'full' });
+  t.is((await target.request('GET', '/1.0/instances/big2')).status, 404);
+  t.false(existsSync(volumeDir(target, 'big2')), 'no half-written volume');
+  t.false(readdirSync(containers).some((n) => n.startsWith('.migrating-')), 'no staging left');
+  t.deepEqual(rsyncsUnder(target.dir), [], 'no receiving rsync outlived its daemon');
+  // The source is untouched, and its lock was given back.
+  t.is(JSON.parse(await ok(t, 'query', 'r1:/1.0/instances/big2')).status, 'Stopped');
+  await ok(t, 'delete', 'r1:big2');
 });
 
 // Last: it kills the source daemon.

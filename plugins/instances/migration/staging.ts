@@ -4,9 +4,20 @@
  * filesystem, so handing one over is a rename), and are removed whatever the outcome.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, rename, rm, rmdir } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm, rmdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { HostTools } from '../../../sdk/index.js';
+
+const PREFIX = '.migrating-';
+
+/** A crash mid-migration leaves staging directories: at boot, remove those beside the volumes of `volumeDirs`. */
+export async function removeStaleStaging(volumeDirs: string[]): Promise<void> {
+  for (const parent of new Set(volumeDirs.map((d) => path.dirname(d)))) {
+    for (const entry of await readdir(parent).catch(() => [] as string[])) {
+      if (entry.startsWith(PREFIX)) await rm(path.join(parent, entry), { recursive: true, force: true });
+    }
+  }
+}
 
 export class SnapshotStaging {
   private readonly dirs = new Map<string, string>();
@@ -17,7 +28,7 @@ export class SnapshotStaging {
 
   /** A fresh staging directory for `snapshot`, beside the volume directory `volumeDir`. */
   async create(volumeDir: string, snapshot: string): Promise<string> {
-    const root = path.join(path.dirname(volumeDir), `.migrating-${this.tag}-${path.basename(volumeDir)}`);
+    const root = path.join(path.dirname(volumeDir), `${PREFIX}${this.tag}-${path.basename(volumeDir)}`);
     this.roots.add(root);
     const dir = path.join(root, snapshot);
     await mkdir(dir, { recursive: true, mode: 0o700 });
