@@ -104,6 +104,23 @@ test.serial('lxc copy --instance-only leaves the snapshots behind', async (t) =>
   t.false(existsSync(volumeDir(target, 'c2', 's1')));
 });
 
+test.serial('lxc copy -s onto a btrfs pool of the target: the snapshots become subvolumes with their files', async (t) => {
+  await ok(t, 'storage', 'create', 'r2:bt', 'btrfs', 'size=1GiB');
+  try {
+    await ok(t, 'copy', 'r1:c1', 'r2:cb', '-s', 'bt');
+    const root = path.join(target.dir, 'storage-pools', 'bt');
+    t.is(readFileSync(path.join(root, 'containers', 'cb', 'rootfs', 'marker'), 'utf8'), 'three');
+    t.is(readFileSync(path.join(root, 'containers-snapshots', 'cb', 's1', 'rootfs', 'marker'), 'utf8'), 'one');
+    t.is(readFileSync(path.join(root, 'containers-snapshots', 'cb', 's2', 'rootfs', 'marker'), 'utf8'), 'two');
+    t.false(readdirSync(path.join(root, 'containers')).some((n) => n.startsWith('.migrating-')), 'no staging left');
+    await ok(t, 'start', 'r2:cb');
+    t.is(await ok(t, 'exec', 'r2:cb', '--', 'cat', '/marker'), 'three');
+  } finally {
+    await remoteLxc('delete', '--force', 'r2:cb');
+    await remoteLxc('storage', 'delete', 'r2:bt');
+  }
+});
+
 test.serial('lxc move r1:c1 r2:c3 moves it: the source is gone, the target has it with its snapshots', async (t) => {
   await ok(t, 'move', 'r1:c1', 'r2:c3');
   t.is(marker(target, 'c3'), 'three');

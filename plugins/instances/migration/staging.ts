@@ -4,7 +4,7 @@
  * filesystem, so handing one over is a rename), and are removed whatever the outcome.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdir, readdir, rename, rm, rmdir } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { HostTools } from '../../../sdk/index.js';
 
@@ -36,17 +36,18 @@ export class SnapshotStaging {
     return dir;
   }
 
-  /** Move a staged tree into the snapshot's (empty) directory. */
+  /**
+   * Move a staged tree into the snapshot's directory, entry by entry: the directory itself may be
+   * the driver's (a btrfs subvolume), so it is filled, never replaced.
+   */
   async handOver(snapshot: string, into: string): Promise<void> {
     const staged = this.dirs.get(snapshot);
     if (!staged) throw new Error(`Snapshot "${snapshot}" was not received`);
     try {
-      await rmdir(into);
-      await rename(staged, into);
+      for (const entry of await readdir(staged)) await rename(path.join(staged, entry), path.join(into, entry));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
-      // Another filesystem (a snapshot that is its own subvolume): copy the tree as it is.
-      await mkdir(into, { recursive: true });
+      // Another filesystem (a btrfs subvolume): copy the tree as it is.
       await this.tools.run('rsync', ['-aHAX', '--numeric-ids', '--devices', '--sparse', `${staged}/`, `${into}/`], { timeoutMs: 3_600_000, endWithDaemon: true });
     }
     this.dirs.delete(snapshot);
