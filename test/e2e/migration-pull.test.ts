@@ -263,6 +263,14 @@ test.serial('kill -9 of the source mid-transfer: the target fails the copy and k
   const seen = () => existsSync(path.join(volumeDir(target, 'big'), 'rootfs'));
   for (let i = 0; i < 600 && !seen(); i++) await new Promise((r) => setTimeout(r, 50));
   t.true(seen(), 'the transfer started');
+  // The target's operation shows the bytes received so far.
+  let progress = '';
+  for (let i = 0; i < 100 && !progress; i++) {
+    const running = (await target.request('GET', '/1.0/operations?recursion=1')).json.metadata.running ?? [];
+    progress = running.map((op: any) => op.metadata?.fs_progress).find(Boolean) ?? '';
+    if (!progress) await new Promise((r) => setTimeout(r, 50));
+  }
+  t.regex(progress, /^big: \d+(\.\d+)?[kMG]?B \(/, 'fs_progress while receiving');
   source.child.kill('SIGKILL');
   const res = await copy;
   t.not(res.status, 0, 'the copy fails');

@@ -15,6 +15,9 @@ import { snapshotRecord, unpairConfig } from './snapshot-messages.js';
 import { SnapshotStaging } from './staging.js';
 import { headerShift, snapshotShift, unshiftReceived } from './shifted.js';
 import { NEVER } from '../record.js';
+import { progressReporter } from '../../../sdk/lib/operations/index.js';
+
+const PROGRESS_TICK_MS = 250;
 
 /** A received snapshot keeps its config but not the source's volatile keys, as a local copy does. */
 const keepOnReceive = (config: Record<string, string>) =>
@@ -62,7 +65,15 @@ export async function migrationTargetOperation(ctx: PluginContext, manager: Inst
               },
               snapshots: wanted.map((name) => ({ name, fill: (dir: string) => staging.handOver(name, dir) })),
             };
-            await manager.create(spec, checked.pool, req);
+            // The bytes that came over fs stand for the progress, as the reference's `fs_progress` line shows them.
+            const reporter = progressReporter(op, 'fs', spec.name, 0);
+            const ticker = setInterval(() => reporter.update(fs.received), PROGRESS_TICK_MS);
+            try {
+              await manager.create(spec, checked.pool, req);
+            } finally {
+              clearInterval(ticker);
+              reporter.clear();
+            }
             await finishTarget(link.control);
           } catch (err) {
             await finishTarget(link.control, err);

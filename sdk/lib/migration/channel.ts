@@ -11,10 +11,13 @@ export class MigrationChannel {
   private readonly queue: Item[] = [];
   private wake?: () => void;
   private closedReason?: string;
+  /** Bytes received in binary frames so far (progress). */
+  received = 0;
 
   constructor(readonly socket: WebSocket, private readonly label: string) {
     socket.on('message', (data, isBinary) => {
       const bytes = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+      if (isBinary) this.received += bytes.length;
       this.push(isBinary ? { kind: 'data', bytes } : { kind: 'barrier' });
     });
     socket.on('close', () => this.push({ kind: 'closed', reason: `The ${label} websocket closed` }));
