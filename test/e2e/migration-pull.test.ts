@@ -121,6 +121,26 @@ test.serial('lxc copy -s onto a btrfs pool of the target: the snapshots become s
   }
 });
 
+test.serial('a running container copies --stateless (its files as they are); without --stateless lxc asks for live and is refused', async (t) => {
+  await ok(t, 'launch', 'r1:bb', 'r1:run');
+  try {
+    await ok(t, 'exec', 'r1:run', '--', 'sh', '-c', 'echo alive > /marker');
+    const live = await remoteLxc('copy', 'r1:run', 'r2:run');
+    t.not(live.status, 0);
+    t.regex(live.stderr, /Live migration is not supported/);
+    t.is((await target.request('GET', '/1.0/instances/run')).status, 404);
+    await ok(t, 'copy', 'r1:run', 'r2:run', '--stateless');
+    t.is(marker(target, 'run'), 'alive\n');
+    t.is(JSON.parse(await ok(t, 'query', 'r1:/1.0/instances/run')).status, 'Running', 'the source keeps running');
+    t.is(JSON.parse(await ok(t, 'query', 'r2:/1.0/instances/run')).status, 'Stopped');
+    await ok(t, 'start', 'r2:run');
+    t.is(await ok(t, 'exec', 'r2:run', '--', 'cat', '/marker'), 'alive\n');
+  } finally {
+    await remoteLxc('delete', '--force', 'r1:run');
+    await remoteLxc('delete', '--force', 'r2:run');
+  }
+});
+
 test.serial('lxc move r1:c1 r2:c3 moves it: the source is gone, the target has it with its snapshots', async (t) => {
   await ok(t, 'move', 'r1:c1', 'r2:c3');
   t.is(marker(target, 'c3'), 'three');

@@ -129,3 +129,19 @@ interop('a running reference container copied --stateless arrives unshifted: its
   await ok(t, 'stop', `cor:${name}`, '--force');
   t.is((await ref.lxc('delete', '--force', name)).status, 0);
 });
+
+interop('a running corral container copied --stateless to the reference: the volume goes twice, as the reference expects', async (t) => {
+  const name = `h17migr-cr-${suffix}`;
+  await ok(t, 'launch', 'cor:bb', `cor:${name}`);
+  try {
+    await ok(t, 'exec', `cor:${name}`, '--', 'sh', '-c', 'echo running > /root/marker');
+    await ok(t, 'copy', `cor:${name}`, `ref:${name}`, '--stateless');
+    t.is((await ref.request('GET', `/1.0/instances/${name}/files?path=/root/marker`)).body, 'running\n');
+    const started = await ref.lxc('start', name);
+    t.is(started.status, 0, `${started.stderr}\n${ref.log().slice(-3000)}`);
+    t.is((await ref.lxc('exec', name, '--', 'cat', '/root/marker')).stdout, 'running\n');
+  } finally {
+    await ref.lxc('delete', '--force', name);
+    await remoteLxc('delete', '--force', `cor:${name}`);
+  }
+});

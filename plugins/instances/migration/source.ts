@@ -1,7 +1,8 @@
 /**
  * The sending end (`POST /1.0/instances/<name>` with `migration: true`): a websocket operation whose
- * metadata holds the `control` and `fs` secrets; once the target opened both, the stopped instance's
- * snapshots and then its volume go over rsync. The instance stays locked, so nothing changes it meanwhile.
+ * metadata holds the `control` and `fs` secrets; once the target opened both, the instance's snapshots
+ * and then its volume go over rsync (a running one stateless: the volume twice). The instance stays
+ * locked, so no operation changes it meanwhile.
  */
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -32,7 +33,6 @@ export async function migrationSourceOperation(
   req: ApiRequest, handle: InstanceHandle, ask: MigrationSourceRequest,
 ): Promise<Operation> {
   if (ask.live) throw badRequest('Live migration is not supported by this build; stop the instance or copy it stateless');
-  if ((await power.status(handle)) !== 'Stopped') throw badRequest('The instance is running; stop it before migrating it');
   const sockets: Partial<Record<'control' | 'fs', MigrationChannel>> = {};
   return ctx.operations.create({
     class: 'websocket',
@@ -51,7 +51,8 @@ export async function migrationSourceOperation(
       const fs = sockets.fs!;
       try {
         const fresh = await manager.load(handle.project, handle.name);
-        if ((await power.status(fresh)) !== 'Stopped') throw badRequest('The instance started meanwhile; stop it before migrating it');
+        // A running instance goes stateless: its files as they are, twice (the target expects that).
+        const running = (await power.status(fresh)) !== 'Stopped';
         const owned = ask.instanceOnly ? [] : (await snapshots.list(fresh)).map((s) => s.doc);
         const storage = manager.deps.storage;
         const vol = { type: fresh.record.type, project: fresh.project, name: fresh.name };
@@ -62,6 +63,7 @@ export async function migrationSourceOperation(
             // The rootfs is mounted idmapped here, never shifted on disk: no map to announce.
             idmap: [],
           },
+          running,
           snapshotDir: (name) => storage.snapshotPath(fresh.record.pool, vol, name),
           mainDir: () => storage.volumePath(fresh.record.pool, vol),
         }, await migrationScratch(ctx), op.signal);

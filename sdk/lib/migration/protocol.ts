@@ -44,6 +44,11 @@ export async function sendFailure(control: MigrationChannel, err: unknown): Prom
 export interface SourceTrees {
   /** The offer: snapshot names and records (oldest first), volume size. */
   offer: Omit<MigrationHeader, 'fs' | 'criu' | 'rsyncFeatures'>;
+  /**
+   * The instance runs and is sent stateless: announced with `criu: NONE`, its tree goes twice, the
+   * second pass taking what changed during the first.
+   */
+  running?: boolean;
   /** Directories to send, by snapshot name. */
   snapshotDir(name: string): Promise<string>;
   mainDir(): Promise<string>;
@@ -54,12 +59,13 @@ export async function runSource(tools: HostTools, control: MigrationChannel, fs:
   try {
     // No `criu` field: that is a stopped instance. NONE would announce a running one sent stateless,
     // whose volume the target then expects a second time (the final sync after the stop).
-    await control.send(encodeHeader({ ...trees.offer, fs: FsType.RSYNC, rsyncFeatures: OUR_RSYNC_FEATURES }));
+    await control.send(encodeHeader({ ...trees.offer, fs: FsType.RSYNC, ...(trees.running ? { criu: CriuType.NONE } : {}), rsyncFeatures: OUR_RSYNC_FEATURES }));
     const answer = await readHeader(control, signal);
     if (answer.fs !== FsType.RSYNC) throw new Error(`The target asked for transfer type ${answer.fs}; only rsync is offered`);
     const features = agreedFeatures(answer.rsyncFeatures);
     for (const name of trees.offer.snapshotNames ?? []) await sendTree(tools, await trees.snapshotDir(name), fs, features, scratch, signal);
     await sendTree(tools, await trees.mainDir(), fs, features, scratch, signal);
+    if (trees.running) await sendTree(tools, await trees.mainDir(), fs, features, scratch, signal);
     const verdict = tryControl(await control.message(signal));
     if (!verdict) throw new Error('The target sent a malformed control message');
     if (!verdict.success) throw new Error(`The target failed: ${verdict.message || 'no reason given'}`);
