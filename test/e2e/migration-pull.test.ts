@@ -141,6 +141,16 @@ test.serial('a running container copies --stateless (its files as they are); wit
   }
 });
 
+test.serial('lxc copy --mode push (container_push, container_push_target): the source connects to the target operation; same files and snapshots', async (t) => {
+  await ok(t, 'copy', 'r1:c1', 'r2:cp', '--mode', 'push');
+  t.is(marker(target, 'cp'), 'three');
+  t.is(marker(target, 'cp', 's1'), 'one');
+  t.deepEqual(JSON.parse(await ok(t, 'query', 'r2:/1.0/instances/cp/snapshots?recursion=1')).map((s: any) => s.name), ['s1', 's2']);
+  await ok(t, 'start', 'r2:cp');
+  t.is(await ok(t, 'exec', 'r2:cp', '--', 'cat', '/marker'), 'three');
+  await ok(t, 'stop', 'r2:cp', '--force');
+});
+
 test.serial('lxc move r1:c1 r2:c3 moves it: the source is gone, the target has it with its snapshots', async (t) => {
   await ok(t, 'move', 'r1:c1', 'r2:c3');
   t.is(marker(target, 'c3'), 'three');
@@ -167,7 +177,7 @@ test.serial('bad migration sources are refused with a 400 before anything starts
   const cert = readFileSync(path.join(source.dir, 'server.crt'), 'utf8');
   const base = { type: 'migration', mode: 'pull', operation: 'https://127.0.17.1:1/1.0/operations/x', certificate: cert, secrets: { control: 'a', fs: 'b' } };
   for (const [sourceField, pattern] of [
-    [{ ...base, mode: 'push' }, /mode "push"/],
+    [{ ...base, mode: 'relay' }, /mode "relay"/],
     [{ ...base, operation: 'http://127.0.17.1/1.0/operations/x' }, /https URL/],
     [{ ...base, secrets: { control: 'a' } }, /"control" and "fs"/],
     [{ ...base, certificate: '' }, /certificate/],

@@ -14,11 +14,26 @@ export interface PullSource {
 
 const text = (v: unknown): v is string => typeof v === 'string' && v !== '';
 
-export function pullSource(source: Record<string, any>): PullSource {
-  const mode = source.mode ?? 'pull';
-  if (mode !== 'pull') throw badRequest(`Migration mode "${mode}" is not supported by this build; use pull`);
+function commonChecks(source: Record<string, any>): void {
   if (source.live === true) throw badRequest('Live migration is not supported by this build');
   if (source.refresh === true) throw badRequest('Refreshing an instance by migration is not supported by this build yet');
+}
+
+/** Push mode: the source will connect to this target's operation; only the flags matter here. */
+export function pushSource(source: Record<string, any>): { instanceOnly: boolean } {
+  commonChecks(source);
+  return { instanceOnly: source.instance_only === true || source.container_only === true };
+}
+
+/** The `target` of a push-mode source request: the target's operation, certificate and secrets. */
+export function pushTarget(target: Record<string, any>): PullSource {
+  return pullSource({ mode: 'pull', operation: target.operation, certificate: target.certificate, secrets: target.secrets });
+}
+
+export function pullSource(source: Record<string, any>): PullSource {
+  const mode = source.mode ?? 'pull';
+  if (mode !== 'pull') throw badRequest(`Migration mode "${mode}" is not supported; use pull or push`);
+  commonChecks(source);
   if (!text(source.operation)) throw badRequest('A migration source needs "operation" (the URL of the source\'s migration operation)');
   let operation: URL;
   try {

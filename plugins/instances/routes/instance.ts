@@ -112,11 +112,13 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
         if (body.project !== undefined && body.project !== null && typeof body.project !== 'string') throw badRequest('"project" must be a project name');
         const toProject = body.project && body.project !== req.project ? body.project as string : undefined;
         // lxc sends pool and project moves as a migration with `pool` or `project` set and no target: those are served locally.
-        if (body.target) throw badRequest('Moving to another cluster member needs clustering, which this build lacks');
+        // An object `target` is a push-mode migration's target; a name would be a cluster member.
+        const pushTo = body.target && typeof body.target === 'object' ? body.target as Record<string, unknown> : undefined;
+        if (body.target && !pushTo) throw badRequest('Moving to another cluster member needs clustering, which this build lacks');
         const handle = await manager.load(req.project, req.params.name);
-        if (body.migration && !body.pool && !toProject) {
+        if ((body.migration && !body.pool && !toProject) || pushTo) {
           const op = await migrationSourceOperation(ctx, manager, power, snapshots, req, handle, {
-            live: body.live === true, instanceOnly: body.instance_only === true || body.container_only === true,
+            live: body.live === true, instanceOnly: body.instance_only === true || body.container_only === true, target: pushTo,
           });
           return async(op);
         }
