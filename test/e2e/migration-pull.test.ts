@@ -151,6 +151,13 @@ test.serial('lxc copy --mode push (container_push, container_push_target): the s
   await ok(t, 'stop', 'r2:cp', '--force');
 });
 
+test.serial('lxc copy --mode relay: the client relays between the source and the target operations', async (t) => {
+  await ok(t, 'copy', 'r1:c1', 'r2:cr', '--mode', 'relay');
+  t.is(marker(target, 'cr'), 'three');
+  t.is(marker(target, 'cr', 's2'), 'two');
+  t.deepEqual(JSON.parse(await ok(t, 'query', 'r2:/1.0/instances/cr/snapshots?recursion=1')).map((s: any) => s.name), ['s1', 's2']);
+});
+
 test.serial('lxc move r1:c1 r2:c3 moves it: the source is gone, the target has it with its snapshots', async (t) => {
   await ok(t, 'move', 'r1:c1', 'r2:c3');
   t.is(marker(target, 'c3'), 'three');
