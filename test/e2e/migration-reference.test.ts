@@ -145,3 +145,26 @@ interop('a running corral container copied --stateless to the reference: the vol
     await remoteLxc('delete', '--force', `cor:${name}`);
   }
 });
+
+interop('push and relay modes both ways between the reference and corral', async (t) => {
+  const fromRef = `h17migr-pr-${suffix}`;
+  t.is((await ref.lxc('init', 'bb', fromRef)).status, 0, ref.log());
+  await ref.request('POST', `/1.0/instances/${fromRef}/files?path=/root/marker`, Buffer.from('pushed by the reference\n'), octet);
+  const fromCorral = `h17migr-pc-${suffix}`;
+  await ok(t, 'init', 'cor:bb', `cor:${fromCorral}`);
+  await corral.request('POST', `/1.0/instances/${fromCorral}/files?path=/root/marker`, Buffer.from('pushed by corral\n'), octet);
+  try {
+    for (const mode of ['push', 'relay']) {
+      await ok(t, 'copy', `ref:${fromRef}`, `cor:${fromRef}-${mode}`, '--mode', mode);
+      t.is((await corral.request('GET', `/1.0/instances/${fromRef}-${mode}/files?path=/root/marker`)).body, 'pushed by the reference\n', mode);
+      await ok(t, 'copy', `cor:${fromCorral}`, `ref:${fromCorral}-${mode}`, '--mode', mode);
+      t.is((await ref.request('GET', `/1.0/instances/${fromCorral}-${mode}/files?path=/root/marker`)).body, 'pushed by corral\n', mode);
+    }
+  } finally {
+    for (const mode of ['push', 'relay']) {
+      await ref.lxc('delete', '--force', `${fromCorral}-${mode}`);
+      await remoteLxc('delete', '--force', `cor:${fromRef}-${mode}`);
+    }
+    await ref.lxc('delete', '--force', fromRef);
+  }
+});
