@@ -288,6 +288,19 @@ test.serial('kill -9 of the target mid-transfer: after its restart there is no i
   await ok(t, 'delete', 'r1:big2');
 });
 
+test.serial('a push-mode target whose source never connects fails, and gives the name back', async (t) => {
+  const body = { name: 'orphan', source: { type: 'migration', mode: 'push' } };
+  const first = await target.request('POST', '/1.0/instances', body);
+  t.is(first.status, 202, first.body);
+  t.deepEqual(Object.keys(first.json.metadata.metadata).sort(), ['control', 'fs'], 'the secrets, and nothing else, for the client to hand over');
+  const done = await target.request('GET', `${first.json.operation}/wait?timeout=30`);
+  t.is(done.json.metadata.status, 'Failure');
+  const again = await target.request('POST', '/1.0/instances', body);
+  t.is(again.status, 202, 'the name is free again');
+  await target.request('GET', `${again.json.operation}/wait?timeout=30`);
+  t.is((await target.request('GET', '/1.0/instances/orphan')).status, 404);
+});
+
 // Last: it kills the source daemon.
 test.serial('kill -9 of the source mid-transfer: the target fails the copy and keeps no instance, volume or staging', async (t) => {
   await lxcOk({ is: () => {} }, source.socket, 'init', 'bb', 'big');

@@ -87,7 +87,13 @@ export async function migrationTargetOperation(ctx: PluginContext, manager: Inst
     if (push) {
       // The source connects to us: control and fs secrets at the metadata's top, as its client reads them.
       const sockets: Partial<Record<'control' | 'fs', MigrationChannel>> = {};
-      return ctx.operations.create({
+      // A source that never connects ends the operation without running it: the name is given back then too.
+      let released = false;
+      const releaseOnce = () => {
+        if (!released) release();
+        released = true;
+      };
+      const created = ctx.operations.create({
         ...common,
         class: 'websocket',
         secrets: ['control', 'fs'],
@@ -102,10 +108,12 @@ export async function migrationTargetOperation(ctx: PluginContext, manager: Inst
           } finally {
             link.control.close();
             link.fs.close();
-            release();
+            releaseOnce();
           }
         },
       });
+      void created.done().then(releaseOnce);
+      return created;
     }
     return ctx.operations.create({
       ...common,
