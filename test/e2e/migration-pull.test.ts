@@ -104,6 +104,23 @@ test.serial('lxc copy --instance-only leaves the snapshots behind', async (t) =>
   t.false(existsSync(volumeDir(target, 'c2', 's1')));
 });
 
+test.serial('lxc copy --refresh (container_incremental_copy) brings only the new snapshot and the changed files; the target keeps its own', async (t) => {
+  await ok(t, 'snapshot', 'r2:c1', 'mine');
+  const push = await lxcWithInput(source.socket, 'four', 'file', 'push', '-', 'c1/marker');
+  t.is(push.status, 0, push.stderr);
+  await lxcOk(t, source.socket, 'snapshot', 'c1', 's3');
+  await ok(t, 'copy', 'r1:c1', 'r2:c1', '--refresh');
+  t.is(marker(target, 'c1'), 'four');
+  t.is(marker(target, 'c1', 's3'), 'four');
+  t.is(marker(target, 'c1', 's1'), 'one', 'an existing snapshot is left as it was');
+  const names = JSON.parse(await ok(t, 'query', 'r2:/1.0/instances/c1/snapshots?recursion=1')).map((s: any) => s.name).sort();
+  t.deepEqual(names, ['mine', 's1', 's2', 's3']);
+  // Back to the state the later tests expect.
+  await lxcOk(t, source.socket, 'delete', 'c1/s3');
+  const back = await lxcWithInput(source.socket, 'three', 'file', 'push', '-', 'c1/marker');
+  t.is(back.status, 0, back.stderr);
+});
+
 test.serial('lxc copy -s onto a btrfs pool of the target: the snapshots become subvolumes with their files', async (t) => {
   await ok(t, 'storage', 'create', 'r2:bt', 'btrfs', 'size=1GiB');
   try {

@@ -168,3 +168,34 @@ interop('push and relay modes both ways between the reference and corral', async
     await ref.lxc('delete', '--force', fromRef);
   }
 });
+
+interop('lxc copy --refresh both ways with the reference: only the new snapshot and the changes travel', async (t) => {
+  const fromRef = `h17migr-rf-${suffix}`;
+  t.is((await ref.lxc('init', 'bb', fromRef)).status, 0, ref.log());
+  await ref.request('POST', `/1.0/instances/${fromRef}/files?path=/root/marker`, Buffer.from('v1\n'), octet);
+  t.is((await ref.lxc('snapshot', fromRef, 'a')).status, 0);
+  const fromCorral = `h17migr-cf-${suffix}`;
+  await ok(t, 'init', 'cor:bb', `cor:${fromCorral}`);
+  await corral.request('POST', `/1.0/instances/${fromCorral}/files?path=/root/marker`, Buffer.from('v1\n'), octet);
+  await ok(t, 'snapshot', `cor:${fromCorral}`, 'a');
+  try {
+    await ok(t, 'copy', `ref:${fromRef}`, `cor:${fromRef}`);
+    await ok(t, 'copy', `cor:${fromCorral}`, `ref:${fromCorral}`);
+    await ref.request('POST', `/1.0/instances/${fromRef}/files?path=/root/marker`, Buffer.from('v2\n'), octet);
+    t.is((await ref.lxc('snapshot', fromRef, 'b')).status, 0);
+    await corral.request('POST', `/1.0/instances/${fromCorral}/files?path=/root/marker`, Buffer.from('v2\n'), octet);
+    await ok(t, 'snapshot', `cor:${fromCorral}`, 'b');
+
+    await ok(t, 'copy', `ref:${fromRef}`, `cor:${fromRef}`, '--refresh');
+    t.is((await corral.request('GET', `/1.0/instances/${fromRef}/files?path=/root/marker`)).body, 'v2\n');
+    t.deepEqual((await corral.request('GET', `/1.0/instances/${fromRef}/snapshots`)).json.metadata.sort(), [`/1.0/instances/${fromRef}/snapshots/a`, `/1.0/instances/${fromRef}/snapshots/b`]);
+    await ok(t, 'copy', `cor:${fromCorral}`, `ref:${fromCorral}`, '--refresh');
+    t.is((await ref.request('GET', `/1.0/instances/${fromCorral}/files?path=/root/marker`)).body, 'v2\n');
+    t.deepEqual((await ref.request('GET', `/1.0/instances/${fromCorral}/snapshots`)).json.metadata.sort(), [`/1.0/instances/${fromCorral}/snapshots/a`, `/1.0/instances/${fromCorral}/snapshots/b`]);
+  } finally {
+    await ref.lxc('delete', '--force', fromRef);
+    await ref.lxc('delete', '--force', fromCorral);
+    await remoteLxc('delete', '--force', `cor:${fromRef}`);
+    await remoteLxc('delete', '--force', `cor:${fromCorral}`);
+  }
+});

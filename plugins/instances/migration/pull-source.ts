@@ -16,7 +16,6 @@ const text = (v: unknown): v is string => typeof v === 'string' && v !== '';
 
 function commonChecks(source: Record<string, any>): void {
   if (source.live === true) throw badRequest('Live migration is not supported by this build');
-  if (source.refresh === true) throw badRequest('Refreshing an instance by migration is not supported by this build yet');
 }
 
 /** Push mode: the source will connect to this target's operation; only the flags matter here. */

@@ -7,14 +7,16 @@
  * source); the snapshots' come from the header.
  */
 import type { WebSocket } from 'ws';
-import { type ApiRequest, type Operation, type OperationControl, type PluginContext } from '../../../sdk/index.js';
+import { type ApiRequest, type Operation, type OperationControl, type OperationSpec, type PluginContext } from '../../../sdk/index.js';
 import { acceptOffer, finishTarget, MigrationChannel, receiveOne } from '../../../sdk/lib/migration/index.js';
 import { progressReporter } from '../../../sdk/lib/operations/index.js';
 import type { CreateSpec, InstanceManager } from '../manager.js';
 import { NEVER } from '../record.js';
 import { operationResources } from '../routes/paths.js';
 import { connectSource, type SourceLink } from './connect.js';
-import { pullSource, pushSource } from './pull-source.js';
+import { pullSource, pushSource, type PullSource } from './pull-source.js';
+import { refreshInstance } from './refresh.js';
+import type { SnapshotManager } from '../snapshots/manager.js';
 import { headerShift, snapshotShift, unshiftReceived } from './shifted.js';
 import { snapshotRecord, unpairConfig } from './snapshot-messages.js';
 import { SnapshotStaging } from './staging.js';
@@ -75,62 +77,79 @@ async function receiveInstance(
   }
 }
 
-export async function migrationTargetOperation(ctx: PluginContext, manager: InstanceManager, req: ApiRequest, spec: CreateSpec, source: Record<string, any>): Promise<Operation> {
-  const push = (source.mode ?? 'pull') === 'push';
-  const pull = push ? undefined : pullSource(source);
-  const instanceOnly = push ? pushSource(source).instanceOnly : pull!.instanceOnly;
-  spec.origin = 'copy';
-  const checked = await manager.check(req.project, spec.type, spec, { action: 'copy', name: spec.name, target: req.target });
-  const release = await manager.reserve(req.project, spec.name);
-  const common = { description: 'Creating instance', project: req.project, requestor: req.requestor, resources: operationResources(spec.name) };
-  try {
-    if (push) {
-      // The source connects to us: control and fs secrets at the metadata's top, as its client reads them.
-      const sockets: Partial<Record<'control' | 'fs', MigrationChannel>> = {};
-      // A source that never connects ends the operation without running it: the name is given back then too.
-      let released = false;
-      const releaseOnce = () => {
-        if (!released) release();
-        released = true;
-      };
-      const created = ctx.operations.create({
-        ...common,
-        class: 'websocket',
-        secrets: ['control', 'fs'],
-        secretsAtTop: true,
-        connect: (name: string, socket: WebSocket) => {
-          if (name === 'control' || name === 'fs') sockets[name] = new MigrationChannel(socket, name);
-        },
-        run: async (op) => {
-          const link = { control: sockets.control!, fs: sockets.fs! };
-          try {
-            await receiveInstance(ctx, manager, req, spec, checked.pool, link, instanceOnly, op);
-          } finally {
-            link.control.close();
-            link.fs.close();
-            releaseOnce();
-          }
-        },
-      });
-      void created.done().then(releaseOnce);
-      return created;
-    }
-    return ctx.operations.create({
+/** Sockets either way: push mode waits for the source on a websocket operation, pull mode connects to it. */
+function linkedOperation(
+  ctx: PluginContext, common: Pick<OperationSpec, 'description' | 'project' | 'requestor' | 'resources'>, pull: PullSource | undefined,
+  work: (link: Pick<SourceLink, 'control' | 'fs'>, op: OperationControl) => Promise<void>, release: () => void,
+): Operation {
+  // Whatever way the operation ends (a source that never connects ends it without running), the name is given back once.
+  let released = false;
+  const releaseOnce = () => {
+    if (!released) release();
+    released = true;
+  };
+  let created: Operation;
+  if (!pull) {
+    // The source connects to us: control and fs secrets at the metadata's top, as its client reads them.
+    const sockets: Partial<Record<'control' | 'fs', MigrationChannel>> = {};
+    created = ctx.operations.create({
+      ...common,
+      class: 'websocket',
+      secrets: ['control', 'fs'],
+      secretsAtTop: true,
+      connect: (name: string, socket: WebSocket) => {
+        if (name === 'control' || name === 'fs') sockets[name] = new MigrationChannel(socket, name);
+      },
+      run: async (op) => {
+        const link = { control: sockets.control!, fs: sockets.fs! };
+        try {
+          await work(link, op);
+        } finally {
+          link.control.close();
+          link.fs.close();
+          releaseOnce();
+        }
+      },
+    });
+  } else {
+    created = ctx.operations.create({
       ...common,
       class: 'task',
       run: async (op) => {
         try {
-          const link = await connectSource(ctx.dataDir, pull!, op.signal);
+          const link = await connectSource(ctx.dataDir, pull, op.signal);
           try {
-            await receiveInstance(ctx, manager, req, spec, checked.pool, link, instanceOnly, op);
+            await work(link, op);
           } finally {
             link.close();
           }
         } finally {
-          release();
+          releaseOnce();
         }
       },
     });
+  }
+  void created.done().then(releaseOnce);
+  return created;
+}
+
+export async function migrationTargetOperation(
+  ctx: PluginContext, manager: InstanceManager, snapshots: SnapshotManager, req: ApiRequest, spec: CreateSpec, source: Record<string, any>,
+): Promise<Operation> {
+  const push = (source.mode ?? 'pull') === 'push';
+  const pull = push ? undefined : pullSource(source);
+  const instanceOnly = push ? pushSource(source).instanceOnly : pull!.instanceOnly;
+  const common = { description: 'Creating instance', project: req.project, requestor: req.requestor, resources: operationResources(spec.name) };
+  if (source.refresh === true) {
+    // A refresh of an instance we already have; without one, the copy is made whole.
+    const existing = await manager.load(req.project, spec.name).catch(() => undefined);
+    if (existing) return linkedOperation(ctx, { ...common, description: 'Refreshing instance' }, pull, (link, op) => refreshInstance(ctx, manager, snapshots, req, existing, link, op), () => {});
+  }
+  spec.origin = 'copy';
+  const checked = await manager.check(req.project, spec.type, spec, { action: 'copy', name: spec.name, target: req.target });
+  const release = await manager.reserve(req.project, spec.name);
+  try {
+    return linkedOperation(ctx, common, pull, (link, op) => receiveInstance(ctx, manager, req, spec, checked.pool, link, instanceOnly, op), release);
   } catch (err) {
     release();
     throw err;

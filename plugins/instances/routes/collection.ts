@@ -143,7 +143,7 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
     origin: 'create',
     extraConfig: {},
   };
-  if (source.type === 'migration') return migrationTargetOperation(ctx, manager, req, spec, source);
+  if (source.type === 'migration') return migrationTargetOperation(ctx, manager, snapshots, req, spec, source);
   const origin = await fillSource(manager, snapshots, req, spec, source);
   if (origin?.refresh) {
     const target = await manager.load(req.project, name).catch(() => undefined);

@@ -63,7 +63,10 @@ export async function runSource(tools: HostTools, control: MigrationChannel, fs:
     const answer = await readHeader(control, signal);
     if (answer.fs !== FsType.RSYNC) throw new Error(`The target asked for transfer type ${answer.fs}; only rsync is offered`);
     const features = agreedFeatures(answer.rsyncFeatures);
-    for (const name of trees.offer.snapshotNames ?? []) await sendTree(tools, await trees.snapshotDir(name), fs, features, scratch, signal);
+    // A refreshing target names the snapshots it lacks; only those go, in the offer's order.
+    const asked = new Set(answer.snapshotNames ?? []);
+    const sending = (trees.offer.snapshotNames ?? []).filter((name) => !answer.refresh || asked.has(name));
+    for (const name of sending) await sendTree(tools, await trees.snapshotDir(name), fs, features, scratch, signal);
     await sendTree(tools, await trees.mainDir(), fs, features, scratch, signal);
     if (trees.running) await sendTree(tools, await trees.mainDir(), fs, features, scratch, signal);
     const verdict = tryControl(await control.message(signal));
@@ -84,10 +87,16 @@ export interface TargetOffer {
   finalSync: boolean;
 }
 
-/** The target's first step: read and check the offer, answer with what we accept. Failures are the caller's to report (finishTarget). */
-export async function acceptOffer(control: MigrationChannel, signal?: AbortSignal): Promise<TargetOffer> {
+/**
+ * The target's first step: read and check the offer, answer with what we accept. Failures are the
+ * caller's to report (finishTarget). A refresh (`have`: the snapshots the target already holds) asks
+ * only for the offered snapshots it lacks; `snapshots` then lists just those.
+ */
+export async function acceptOffer(control: MigrationChannel, signal?: AbortSignal, have?: Set<string>): Promise<TargetOffer> {
   const header = await readHeader(control, signal);
-  const snapshots = headerSnapshotNames(header);
+  const offered = headerSnapshotNames(header);
+  const snapshots = have ? offered.filter((name) => !have.has(name)) : offered;
+  if (have) header.snapshots = (header.snapshots ?? []).filter((s) => !have.has(s.name));
   if (header.criu !== undefined && header.criu !== CriuType.NONE) {
     throw new Error('The source offers live state, which this target does not take');
   }
@@ -96,7 +105,7 @@ export async function acceptOffer(control: MigrationChannel, signal?: AbortSigna
   // Whatever the source's own type, we answer rsync: the source then falls back to it.
   await control.send(encodeHeader({
     fs: FsType.RSYNC, ...(finalSync ? { criu: CriuType.NONE } : {}), snapshotNames: snapshots, snapshots: header.snapshots ?? [],
-    rsyncFeatures: features, refresh: false,
+    rsyncFeatures: features, refresh: !!have,
   }));
   return { header, snapshots, features, finalSync };
 }
