@@ -1,6 +1,7 @@
 /**
- * The `source` of `POST /1.0/instances` with `type: migration`, `mode: pull`: where the source's
- * operation is, the certificate it must present, and the websocket secrets it handed its client.
+ * Where the other end of a migration is: the `source` of `POST /1.0/instances` with `type: migration`
+ * (pull: the source's operation, the certificate it must present, the secrets it handed its client;
+ * push: only the flags), and the `target` object of a push-mode `POST /1.0/instances/<name>`.
  */
 import { badRequest } from '../../../sdk/index.js';
 

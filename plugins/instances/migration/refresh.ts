@@ -13,10 +13,8 @@ import type { SnapshotManager } from '../snapshots/manager.js';
 import { snapshotKey } from '../snapshots/record.js';
 import type { SourceLink } from './connect.js';
 import { headerShift, snapshotShift, unshiftReceived } from './shifted.js';
-import { snapshotRecord, unpairConfig } from './snapshot-messages.js';
+import { keepOnReceive, snapshotRecord, unpairConfig } from './snapshot-messages.js';
 
-const keepOnReceive = (config: Record<string, string>) =>
-  Object.fromEntries(Object.entries(config).filter(([k]) => !k.startsWith('volatile.') || k === 'volatile.base_image' || k === 'volatile.apply_template'));
 
 export async function refreshInstance(
   ctx: PluginContext, manager: InstanceManager, snapshots: SnapshotManager, req: ApiRequest, existing: InstanceHandle,

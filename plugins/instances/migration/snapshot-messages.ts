@@ -47,3 +47,7 @@ export function snapshotRecord(msg: SnapshotMessage, fallbackArchitecture: strin
     last_used_at: toIso(msg.last_used_date, NEVER),
   };
 }
+
+/** A received snapshot keeps its config but not the source's volatile keys, as a local copy does. */
+export const keepOnReceive = (config: Record<string, string>) =>
+  Object.fromEntries(Object.entries(config).filter(([k]) => !k.startsWith('volatile.') || k === 'volatile.base_image' || k === 'volatile.apply_template'));

@@ -18,14 +18,11 @@ import { pullSource, pushSource, type PullSource } from './pull-source.js';
 import { refreshInstance } from './refresh.js';
 import type { SnapshotManager } from '../snapshots/manager.js';
 import { headerShift, snapshotShift, unshiftReceived } from './shifted.js';
-import { snapshotRecord, unpairConfig } from './snapshot-messages.js';
+import { keepOnReceive, snapshotRecord, unpairConfig } from './snapshot-messages.js';
 import { SnapshotStaging } from './staging.js';
 
 const PROGRESS_TICK_MS = 250;
 
-/** A received snapshot keeps its config but not the source's volatile keys, as a local copy does. */
-const keepOnReceive = (config: Record<string, string>) =>
-  Object.fromEntries(Object.entries(config).filter(([k]) => !k.startsWith('volatile.') || k === 'volatile.base_image' || k === 'volatile.apply_template'));
 
 /** Both modes once the sockets are open: offer, trees, records, verdict. */
 async function receiveInstance(

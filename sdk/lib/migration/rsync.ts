@@ -54,7 +54,6 @@ async function pumpOut(channel: MigrationChannel, source: AsyncIterable<Buffer>)
   await channel.sendBarrier();
 }
 
-
 async function finish(child: HostProcess, label: string, pumps: Promise<void>[], stderr: () => string, signal?: AbortSignal): Promise<void> {
   const onAbort = () => child.kill('SIGKILL');
   signal?.addEventListener('abort', onAbort, { once: true });
