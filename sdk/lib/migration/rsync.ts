@@ -30,6 +30,9 @@ function featureArgs(features: RsyncFeatures): string[] {
   return args;
 }
 
+/** The variable the sending rsync's relay reads its unix socket's path from. */
+const RELAY_ENV = 'CORRAL_MIGRATION_RELAY';
+
 const withSlash = (dir: string) => (dir.endsWith('/') ? dir : `${dir}/`);
 
 /** Copy the channel's frames of one stream into `sink` until the peer's barrier; throws if the socket closes first. */
@@ -98,12 +101,14 @@ export async function sendTree(tools: HostTools, dir: string, channel: Migration
       server.once('error', reject);
     });
     await new Promise<void>((resolve, reject) => server.listen(sockPath, resolve).once('error', reject));
-    // rsync appends the host and the server command to the remote shell: `sh -c` takes them as $0.. and ignores them.
-    const relay = `sh -c 'exec socat - UNIX-CONNECT:${sockPath}'`;
+    // rsync appends the host and the server command to the remote shell: `sh -c` takes them as $0.. and
+    // ignores them. The socket's path comes through the environment, so no quoting can break on it.
+    const relay = `sh -c 'exec socat - "UNIX-CONNECT:$${RELAY_ENV}"'`;
+    const env = { ...(process.env as Record<string, string>), [RELAY_ENV]: sockPath };
     const child = tools.spawn('rsync', [
       '-ar', '--devices', '--numeric-ids', '--partial', '--sparse', ...featureArgs(features),
       withSlash(dir), 'localhost:/ignored', '-e', relay,
-    ], { endWithDaemon: true });
+    ], { endWithDaemon: true, env });
     let stderr = '';
     child.stderr?.on('data', (d: Buffer) => {
       if (stderr.length < 8192) stderr += d.toString();
