@@ -33,9 +33,11 @@ fi
 # tc), btrfs-progs (the btrfs storage driver), python3 (a host tool of the instances), logrotate (the
 # log rotation rule scripts/install-service.sh installs), lxd-client (the `lxc` client: how operators
 # talk to corral), ca-certificates; make, g++ and python3 build the native modules (sqlite3, node-pty);
-# debootstrap (`npm run image:debian` makes its rootfs with it).
+# debootstrap (`npm run image:debian` makes its rootfs with it); rsync moves instance files between
+# daemons (migration), with socat relaying the sending rsync's remote shell to the daemon.
 RUNTIME_PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
-  dnsmasq-base iproute2 btrfs-progs python3 logrotate lxd-client ca-certificates make g++ debootstrap)
+  dnsmasq-base iproute2 btrfs-progs python3 logrotate lxd-client ca-certificates make g++ debootstrap
+  rsync socat)
 # What only the tests use: the reference daemon (lxd: the interoperability tests start a private one),
 # pylxd (the second real client), prometheus (the metrics tests scrape corral with a private server and
 # check the text with promtool), openssl and curl (client certificates, a CA and its CRL, untrusted

@@ -64,6 +64,11 @@ export interface OperationSpec {
   /** Websocket class: named secrets; they are published under metadata.fds. */
   secrets?: string[];
   /**
+   * Websocket class: publish the secrets as top-level metadata keys instead of under `fds` (the
+   * migration protocol's peers read `control` and `fs` there).
+   */
+  secretsAtTop?: boolean;
+  /**
    * Websocket class: the secrets a client must open before `run` starts (default: all of them).
    * When they are not all open within the kernel's bound, the operation fails and `run` never runs.
    */

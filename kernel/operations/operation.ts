@@ -1,5 +1,5 @@
 /** One background operation: its state machine (part 3) and its wire view. */
-import { randomUUID, randomBytes } from 'node:crypto';
+import { randomUUID, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import {
   ApiError, OperationStatus, requestedProjectOf,
@@ -51,7 +51,7 @@ export class OperationRecord implements Operation {
         this.secrets.set(secret, name);
         fds[name] = secret;
       }
-      this.metadata = { ...(this.metadata ?? {}), fds };
+      this.metadata = spec.secretsAtTop ? { ...(this.metadata ?? {}), ...fds } : { ...(this.metadata ?? {}), fds };
     }
     this.finished = new Promise((resolve) => (this.resolveFinished = resolve));
     this.control = {
@@ -184,12 +184,23 @@ export class OperationRecord implements Operation {
   }
 
   hasSecret(secret: string): boolean {
-    return this.secrets.has(secret);
+    return this.nameOf(secret) !== undefined;
+  }
+
+  /** The socket name of a secret, compared in constant time so timing tells a guesser nothing. */
+  private nameOf(secret: string): string | undefined {
+    const given = Buffer.from(secret);
+    let found: string | undefined;
+    for (const [known, name] of this.secrets) {
+      const expected = Buffer.from(known);
+      if (expected.length === given.length && timingSafeEqual(expected, given)) found = name;
+    }
+    return found;
   }
 
   /** Whether a client already opened the socket of this secret (each opens once, as with the reference). */
   isOpened(secret: string): boolean {
-    const name = this.secrets.get(secret);
+    const name = this.nameOf(secret);
     return name !== undefined && this.opened.has(name);
   }
 
@@ -198,7 +209,7 @@ export class OperationRecord implements Operation {
    * used, or the operation is over. The socket stays the operation's: it is closed when the operation ends.
    */
   connect(secret: string, socket: WebSocket): boolean {
-    const name = this.secrets.get(secret);
+    const name = this.nameOf(secret);
     if (name === undefined || !this.spec.connect || this.isFinal || this.opened.has(name)) return false;
     this.opened.add(name);
     this.sockets.add(socket);

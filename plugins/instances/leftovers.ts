@@ -7,6 +7,7 @@ import { chmod, rm, readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { type PluginContext } from '../../sdk/index.js';
 import { CONTAINER_SNAPSHOT_MODE } from '../../sdk/lib/storage/index.js';
+import { removeStaleStaging } from './migration/staging.js';
 import { LOGS_MODE, volumeName, type InstanceManager } from './manager.js';
 
 export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceManager): Promise<void> {
@@ -15,6 +16,8 @@ export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceMana
   const known = new Set(records.map((s) => `${s.doc.pool}/${s.doc.type}/${s.project}/${s.name}`));
   const storage = manager.deps.storage;
   for (const pool of await storage.poolNames()) {
+    const probes = await Promise.all((['container', 'virtual-machine'] as const).map((type) => storage.volumePath(pool, { type, project: 'default', name: 'probe' }).catch(() => undefined)));
+    await removeStaleStaging(probes.filter((p): p is string => !!p));
     for (const type of ['container', 'virtual-machine'] as const) {
       const volumes = await storage.listVolumes(pool, type).catch(() => []);
       for (const vol of volumes) {

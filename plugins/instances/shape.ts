@@ -69,7 +69,8 @@ export const instanceMoveBody = objectBody({
   name: bodyShape.text,
   pool: bodyShape.text,
   project: bodyShape.text,
-  target: bodyShape.text,
+  // A cluster member's name, or a push-mode migration's target (operation, certificate, secrets).
+  target: Joi.alternatives(bodyShape.text, bodyShape.object),
   migration: bodyShape.flag,
   live: bodyShape.flag,
   instance_only: bodyShape.flag,

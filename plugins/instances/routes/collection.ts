@@ -17,6 +17,7 @@ import type { InstanceHandle } from '../access.js';
 import type { SnapshotManager } from '../snapshots/manager.js';
 import { watchCopyProgress } from '../copy-progress.js';
 import { withUnpackProgress } from '../unpack-progress.js';
+import { migrationTargetOperation } from '../migration/target.js';
 import { applyCopyOrigin, copyOrigin, refreshCopy, type CopyOrigin } from '../copy.js';
 
 const TYPES: InstanceType[] = ['container', 'virtual-machine'];
@@ -142,6 +143,7 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
     origin: 'create',
     extraConfig: {},
   };
+  if (source.type === 'migration') return migrationTargetOperation(ctx, manager, snapshots, req, spec, source);
   const filled = await fillSource(manager, snapshots, req, spec, source);
   const remoteImage = filled && 'remoteImage' in filled ? filled.remoteImage : undefined;
   const origin = filled && 'remoteImage' in filled ? undefined : filled;
@@ -223,8 +225,6 @@ async function fillSource(manager: InstanceManager, snapshots: SnapshotManager, 
       applyCopyOrigin(spec, origin, req.body);
       return origin;
     }
-    case 'migration':
-      throw badRequest('Migration sources are not supported by this build yet');
     default:
       throw badRequest(`Unknown source type "${source.type}"`);
   }

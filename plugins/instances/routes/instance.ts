@@ -10,6 +10,7 @@ import { deviceMap, instanceEditBody, instanceMoveBody, optionalBool, optionalSt
 import { editableView, fullView, instanceView } from '../render.js';
 import { instancePaths, operationResources } from './paths.js';
 import type { SnapshotManager } from '../snapshots/manager.js';
+import { migrationSourceOperation } from '../migration/source.js';
 import { moveToPool } from '../pool-move.js';
 import { prepareProjectMove } from '../project-move.js';
 
@@ -111,9 +112,16 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
         if (body.project !== undefined && body.project !== null && typeof body.project !== 'string') throw badRequest('"project" must be a project name');
         const toProject = body.project && body.project !== req.project ? body.project as string : undefined;
         // lxc sends pool and project moves as a migration with `pool` or `project` set and no target: those are served locally.
-        if (body.migration && !body.pool && !toProject) throw badRequest('Migration to another server is not supported by this build yet');
-        if (body.target) throw badRequest('Moving to another cluster member needs clustering, which this build lacks');
+        // An object `target` is a push-mode migration's target; a name would be a cluster member.
+        const pushTo = body.target && typeof body.target === 'object' ? body.target as Record<string, unknown> : undefined;
+        if (body.target && !pushTo) throw badRequest('Moving to another cluster member needs clustering, which this build lacks');
         const handle = await manager.load(req.project, req.params.name);
+        if ((body.migration && !body.pool && !toProject) || pushTo) {
+          const op = await migrationSourceOperation(ctx, manager, power, snapshots, req, handle, {
+            live: body.live === true, instanceOnly: body.instance_only === true || body.container_only === true, target: pushTo,
+          });
+          return async(op);
+        }
         if (toProject) {
           if (body.pool) throw badRequest('An instance moves to another project or to another pool, not both at once');
           const newName = body.name ? checkInstanceName(body.name) : handle.name;

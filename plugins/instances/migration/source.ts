@@ -1,0 +1,100 @@
+/**
+ * The sending end (`POST /1.0/instances/<name>` with `migration: true`): a websocket operation whose
+ * metadata holds the `control` and `fs` secrets; once the target opened both, the instance's snapshots
+ * and then its volume go over rsync (a running one stateless: the volume twice). The instance stays
+ * locked, so no operation changes it meanwhile.
+ */
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import type { WebSocket } from 'ws';
+import { badRequest, type ApiRequest, type Operation, type PluginContext } from '../../../sdk/index.js';
+import { MigrationChannel, runSource } from '../../../sdk/lib/migration/index.js';
+import type { InstanceHandle } from '../access.js';
+import type { InstanceManager } from '../manager.js';
+import type { PowerControl } from '../power.js';
+import type { SnapshotManager } from '../snapshots/manager.js';
+import { operationResources } from '../routes/paths.js';
+import { snapshotMessage } from './snapshot-messages.js';
+import { connectSource } from './connect.js';
+import { pushTarget } from './pull-source.js';
+
+export interface MigrationSourceRequest {
+  live: boolean;
+  instanceOnly: boolean;
+  /** Push mode: the target's operation, certificate and secrets (the request's `target` object). */
+  target?: Record<string, unknown>;
+}
+
+/** Where the rsync relays' unix sockets live: root's alone. */
+export async function migrationScratch(ctx: PluginContext): Promise<string> {
+  const dir = path.join(ctx.dataDir, 'migration');
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  return dir;
+}
+
+/** Both modes once the sockets are open: offer the instance, send its trees, take the target's verdict. */
+async function sendInstance(
+  ctx: PluginContext, manager: InstanceManager, power: PowerControl, snapshots: SnapshotManager,
+  handle: InstanceHandle, ask: MigrationSourceRequest, control: MigrationChannel, fs: MigrationChannel, signal: AbortSignal,
+): Promise<void> {
+  await manager.lock.run(`${handle.project}/${handle.name}`, async () => {
+    try {
+      const fresh = await manager.load(handle.project, handle.name);
+      // A running instance goes stateless: its files as they are, twice (the target expects that).
+      const running = (await power.status(fresh)) !== 'Stopped';
+      const owned = ask.instanceOnly ? [] : (await snapshots.list(fresh)).map((s) => s.doc);
+      const storage = manager.deps.storage;
+      const vol = { type: fresh.record.type, project: fresh.project, name: fresh.name };
+      await runSource(ctx.hostTools, control, fs, {
+        offer: {
+          snapshotNames: owned.map((s) => s.name),
+          snapshots: owned.map(snapshotMessage),
+          // The rootfs is mounted idmapped here, never shifted on disk: no map to announce.
+          idmap: [],
+        },
+        running,
+        snapshotDir: (name) => storage.snapshotPath(fresh.record.pool, vol, name),
+        mainDir: () => storage.volumePath(fresh.record.pool, vol),
+      }, await migrationScratch(ctx), signal);
+    } finally {
+      control.close();
+      fs.close();
+    }
+  });
+}
+
+export async function migrationSourceOperation(
+  ctx: PluginContext, manager: InstanceManager, power: PowerControl, snapshots: SnapshotManager,
+  req: ApiRequest, handle: InstanceHandle, ask: MigrationSourceRequest,
+): Promise<Operation> {
+  if (ask.live) throw badRequest('Live migration is not supported by this build; stop the instance or copy it stateless');
+  const common = { description: 'Migrating instance', request: req, requestor: req.requestor, resources: operationResources(handle.name) };
+  if (ask.target) {
+    // Push mode: we connect to the target's operation.
+    const target = pushTarget(ask.target);
+    return ctx.operations.create({
+      ...common,
+      class: 'task',
+      run: async (op) => {
+        const link = await connectSource(ctx.dataDir, target, op.signal);
+        try {
+          await sendInstance(ctx, manager, power, snapshots, handle, ask, link.control, link.fs, op.signal);
+        } finally {
+          link.close();
+        }
+      },
+    });
+  }
+  const sockets: Partial<Record<'control' | 'fs', MigrationChannel>> = {};
+  return ctx.operations.create({
+    ...common,
+    class: 'websocket',
+    secrets: ['control', 'fs'],
+    secretsAtTop: true,
+    mayCancel: true,
+    connect: (name: string, socket: WebSocket) => {
+      if (name === 'control' || name === 'fs') sockets[name] = new MigrationChannel(socket, name);
+    },
+    run: (op) => sendInstance(ctx, manager, power, snapshots, handle, ask, sockets.control!, sockets.fs!, op.signal),
+  });
+}

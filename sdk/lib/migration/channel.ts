@@ -1,0 +1,80 @@
+/**
+ * A migration websocket read as the reference's peers use it: binary frames carry bytes (a protobuf
+ * message each on the control socket, a byte stream on the fs socket), and an empty text frame is a
+ * barrier that ends one stream without closing the socket, so several rsync runs share one socket.
+ */
+import type { WebSocket } from 'ws';
+
+type Item = { kind: 'data'; bytes: Buffer } | { kind: 'barrier' } | { kind: 'closed'; reason: string };
+
+export class MigrationChannel {
+  private readonly queue: Item[] = [];
+  private wake?: () => void;
+  private closedReason?: string;
+  /** Bytes received in binary frames so far (progress). */
+  received = 0;
+
+  constructor(readonly socket: WebSocket, private readonly label: string) {
+    socket.on('message', (data, isBinary) => {
+      const bytes = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+      if (isBinary) this.received += bytes.length;
+      this.push(isBinary ? { kind: 'data', bytes } : { kind: 'barrier' });
+    });
+    socket.on('close', () => this.push({ kind: 'closed', reason: `The ${label} websocket closed` }));
+    socket.on('error', (err) => this.push({ kind: 'closed', reason: `The ${label} websocket failed: ${err.message}` }));
+  }
+
+  private push(item: Item): void {
+    if (this.closedReason) return;
+    if (item.kind === 'closed') this.closedReason = item.reason;
+    this.queue.push(item);
+    this.wake?.();
+  }
+
+  /** The next frame; a closed socket stays closed for every later read. */
+  async next(signal?: AbortSignal): Promise<Item> {
+    for (;;) {
+      const item = this.queue[0];
+      if (item) {
+        if (item.kind !== 'closed') this.queue.shift();
+        return item;
+      }
+      if (signal?.aborted) return { kind: 'closed', reason: 'Migration cancelled' };
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        signal?.addEventListener('abort', () => resolve(), { once: true });
+      });
+      this.wake = undefined;
+    }
+  }
+
+  /**
+   * One whole binary message (the control socket); throws when the socket closes or sends a barrier
+   * instead, or when nothing comes within `timeoutMs` (a peer that stays silent is not waited for forever).
+   */
+  async message(signal?: AbortSignal, timeoutMs?: number): Promise<Buffer> {
+    const timer = timeoutMs ? AbortSignal.timeout(timeoutMs) : undefined;
+    const item = await this.next(timer ? (signal ? AbortSignal.any([signal, timer]) : timer) : signal);
+    if (timer?.aborted && item.kind === 'closed') throw new Error(`No message from the peer on the ${this.label} websocket within ${timeoutMs! / 1000} s`);
+    if (item.kind === 'data') return item.bytes;
+    throw new Error(item.kind === 'closed' ? item.reason : `Unexpected end of stream on the ${this.label} websocket`);
+  }
+
+  send(bytes: Buffer): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (this.socket.readyState !== this.socket.OPEN) return reject(new Error(`The ${this.label} websocket is closed`));
+      this.socket.send(bytes, { binary: true }, (err) => (err ? reject(err) : resolve()));
+    });
+  }
+
+  sendBarrier(): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (this.socket.readyState !== this.socket.OPEN) return reject(new Error(`The ${this.label} websocket is closed`));
+      this.socket.send('', { binary: false }, (err) => (err ? reject(err) : resolve()));
+    });
+  }
+
+  close(): void {
+    if (this.socket.readyState === this.socket.OPEN || this.socket.readyState === this.socket.CONNECTING) this.socket.close(1000);
+  }
+}
