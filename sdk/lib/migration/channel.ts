@@ -13,11 +13,14 @@ export class MigrationChannel {
   private closedReason?: string;
   /** Bytes received in binary frames so far (progress). */
   received = 0;
+  /** When a frame last went either way (a stream idle in both directions is a stalled peer). */
+  lastActivity = Date.now();
 
   constructor(readonly socket: WebSocket, private readonly label: string) {
     socket.on('message', (data, isBinary) => {
       const bytes = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
       if (isBinary) this.received += bytes.length;
+      this.lastActivity = Date.now();
       this.push(isBinary ? { kind: 'data', bytes } : { kind: 'barrier' });
     });
     socket.on('close', () => this.push({ kind: 'closed', reason: `The ${label} websocket closed` }));
@@ -31,8 +34,11 @@ export class MigrationChannel {
     this.wake?.();
   }
 
-  /** The next frame; a closed socket stays closed for every later read. */
-  async next(signal?: AbortSignal): Promise<Item> {
+  /**
+   * The next frame; a closed socket stays closed for every later read. With `idleMs`, a wait in which
+   * no frame went either way for that long ends as a closed socket (the peer stalled).
+   */
+  async next(signal?: AbortSignal, idleMs?: number): Promise<Item> {
     for (;;) {
       const item = this.queue[0];
       if (item) {
@@ -40,10 +46,20 @@ export class MigrationChannel {
         return item;
       }
       if (signal?.aborted) return { kind: 'closed', reason: 'Migration cancelled' };
+      if (idleMs !== undefined && Date.now() - this.lastActivity >= idleMs) {
+        return { kind: 'closed', reason: `Nothing moved on the ${this.label} websocket for ${idleMs / 1000} s; the peer stalled` };
+      }
+      let onAbort = () => {};
+      let tick: NodeJS.Timeout | undefined;
       await new Promise<void>((resolve) => {
         this.wake = resolve;
-        signal?.addEventListener('abort', () => resolve(), { once: true });
+        onAbort = () => resolve();
+        signal?.addEventListener('abort', onAbort, { once: true });
+        // Woken to look at the clock again: sending counts as activity too, and it wakes nobody.
+        if (idleMs !== undefined) tick = setTimeout(resolve, Math.min(idleMs, 5_000));
       });
+      signal?.removeEventListener('abort', onAbort);
+      clearTimeout(tick);
       this.wake = undefined;
     }
   }
@@ -63,7 +79,11 @@ export class MigrationChannel {
   send(bytes: Buffer): Promise<void> {
     return new Promise((resolve, reject) => {
       if (this.socket.readyState !== this.socket.OPEN) return reject(new Error(`The ${this.label} websocket is closed`));
-      this.socket.send(bytes, { binary: true }, (err) => (err ? reject(err) : resolve()));
+      this.socket.send(bytes, { binary: true }, (err) => {
+        this.lastActivity = Date.now();
+        if (err) reject(err);
+        else resolve();
+      });
     });
   }
 
