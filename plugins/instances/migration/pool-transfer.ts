@@ -13,6 +13,6 @@ export async function poolTransfer(storage: StorageService, pool: string): Promi
   const info = await storage.pool(pool);
   return {
     btrfs: (await storage.optimizedFormat(pool)) === 'btrfs',
-    rsync: { bwlimit: info.config['rsync.bwlimit'] || undefined, compress: info.config['rsync.compression'] !== 'false' },
+    rsync: { bwlimit: info.config['rsync.bwlimit'] || undefined, compress: !['false', '0', 'off', 'no'].includes((info.config['rsync.compression'] ?? '').toLowerCase()) },
   };
 }
