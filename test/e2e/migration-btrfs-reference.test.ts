@@ -136,3 +136,22 @@ interop('corral → reference between btrfs pools: btrfs send, incremental after
   t.is((await ref.lxc('delete', '--force', name)).status, 0);
   await ok(t, 'delete', `cor:${name}`);
 });
+
+interop('a reference container with the pre-copy keys (migration.incremental.memory*) copies into corral and keeps them; bad values are refused as on the reference', async (t) => {
+  const name = `hmigr2-k-${suffix}`;
+  const keys = ['-c', 'migration.incremental.memory=true', '-c', 'migration.incremental.memory.iterations=7', '-c', 'migration.incremental.memory.goal=80'];
+  t.is((await ref.lxc('init', 'bb', name, '-s', 'bt', ...keys)).status, 0, ref.log());
+  await ok(t, 'copy', `ref:${name}`, `cor:${name}`, '-s', 'bt');
+  const config = JSON.parse(await ok(t, 'query', `cor:/1.0/instances/${name}`)).config;
+  t.is(config['migration.incremental.memory'], 'true');
+  t.is(config['migration.incremental.memory.iterations'], '7');
+  t.is(config['migration.incremental.memory.goal'], '80');
+  for (const [key, value] of [['migration.incremental.memory', 'maybe'], ['migration.incremental.memory.goal', 'x']]) {
+    const ours = await remoteLxc('config', 'set', `cor:${name}`, key!, value!);
+    const theirs = await ref.lxc('config', 'set', name, key!, value!);
+    t.not(ours.status, 0);
+    t.not(theirs.status, 0, 'the reference refuses it too');
+  }
+  await ok(t, 'delete', `cor:${name}`);
+  t.is((await ref.lxc('delete', name)).status, 0);
+});
