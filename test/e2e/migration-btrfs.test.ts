@@ -414,3 +414,14 @@ test.serial('a source that swaps a received symlink for a directory on its secon
     await target.request('DELETE', '/1.0/instances/swapped');
   }
 });
+
+test.serial('a source that sends a frame over the size limit instead of its header: a clear failure, and nothing is made', async (t) => {
+  const liar = await fakeSource(async (control) => {
+    await control.send(Buffer.alloc(101 * 1024 * 1024, 1));
+  });
+  try {
+    t.regex(await migrateInto(t, 'huge', dirPool(target), liar), /frame larger than allowed on the control websocket/);
+  } finally {
+    liar.close();
+  }
+});

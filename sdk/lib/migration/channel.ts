@@ -7,10 +7,18 @@ import type { WebSocket } from 'ws';
 
 type Item = { kind: 'data'; bytes: Buffer } | { kind: 'barrier' } | { kind: 'closed'; reason: string };
 
+/** Past this many bytes read but not yet taken, the socket stops reading (a fast peer cannot fill our memory). */
+const HIGH_WATER = 16 * 1024 * 1024;
+const LOW_WATER = 4 * 1024 * 1024;
+/** ws's close code for a frame over its size limit (100 MiB by default, both ways). */
+const MESSAGE_TOO_BIG = 1009;
+
 export class MigrationChannel {
   private readonly queue: Item[] = [];
   private wake?: () => void;
   private closedReason?: string;
+  private queuedBytes = 0;
+  private paused = false;
   /** Bytes received in binary frames so far (progress). */
   received = 0;
   /** When a frame last went either way (a stream idle in both directions is a stalled peer). */
@@ -22,9 +30,24 @@ export class MigrationChannel {
       if (isBinary) this.received += bytes.length;
       this.lastActivity = Date.now();
       this.push(isBinary ? { kind: 'data', bytes } : { kind: 'barrier' });
+      if (isBinary) {
+        this.queuedBytes += bytes.length;
+        if (this.queuedBytes > HIGH_WATER && !this.paused) {
+          this.paused = true;
+          socket.pause();
+        }
+      }
     });
-    socket.on('close', () => this.push({ kind: 'closed', reason: `The ${label} websocket closed` }));
-    socket.on('error', (err) => this.push({ kind: 'closed', reason: `The ${label} websocket failed: ${err.message}` }));
+    socket.on('close', (code) => this.push({
+      kind: 'closed',
+      reason: code === MESSAGE_TOO_BIG ? `The peer sent a frame larger than allowed on the ${label} websocket` : `The ${label} websocket closed`,
+    }));
+    socket.on('error', (err) => this.push({
+      kind: 'closed',
+      reason: (err as NodeJS.ErrnoException).code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH'
+        ? `The peer sent a frame larger than allowed on the ${label} websocket`
+        : `The ${label} websocket failed: ${err.message}`,
+    }));
   }
 
   private push(item: Item): void {
@@ -43,6 +66,7 @@ export class MigrationChannel {
       const item = this.queue[0];
       if (item) {
         if (item.kind !== 'closed') this.queue.shift();
+        if (item.kind === 'data') this.taken(item.bytes.length);
         return item;
       }
       if (signal?.aborted) return { kind: 'closed', reason: 'Migration cancelled' };
@@ -61,6 +85,14 @@ export class MigrationChannel {
       signal?.removeEventListener('abort', onAbort);
       clearTimeout(tick);
       this.wake = undefined;
+    }
+  }
+
+  private taken(bytes: number): void {
+    this.queuedBytes -= bytes;
+    if (this.paused && this.queuedBytes < LOW_WATER) {
+      this.paused = false;
+      this.socket.resume();
     }
   }
 
