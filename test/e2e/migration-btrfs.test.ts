@@ -281,6 +281,37 @@ test.serial('a target that takes every tree and then never answers: the source f
   await lxcOk(t, source.socket, 'delete', 'c3');
 });
 
+test.serial('wrong transfer types: a target answering btrfs to a dir source fails the source with a message; a source offering zfs is answered rsync', async (t) => {
+  await lxcOk(t, source.socket, 'init', 'bb', 'c6');
+  const { op, control, fs } = await joinSource('c6');
+  const offer = decodeHeader(await control.message(undefined, 5000));
+  t.is(offer.fs, FsType.RSYNC, 'a dir pool offers rsync');
+  t.is(offer.criu, undefined, 'a stopped instance: no criu field');
+  await control.send(encodeHeader({ fs: FsType.BTRFS }));
+  const done = await source.request('GET', `${op}/wait?timeout=30`);
+  t.is(done.json.metadata.status, 'Failure');
+  t.regex(done.json.metadata.err, /transfer type 1, which was not offered/);
+  t.false(decodeControl(await control.message(undefined, 5000)).success, 'the target is told');
+  control.close();
+  fs.close();
+  await lxcOk(t, source.socket, 'delete', 'c6');
+
+  let answer: MigrationHeader | undefined;
+  const liar = await fakeSource(async (ctl, fsc) => {
+    await ctl.send(encodeHeader({ fs: FsType.ZFS, snapshotNames: [] }));
+    answer = decodeHeader(await ctl.message());
+    // A zfs stream in place of rsync's: the receiving rsync refuses it.
+    await fsc.send(Buffer.from('not an rsync stream'));
+    await fsc.sendBarrier();
+  });
+  try {
+    t.regex(await migrateInto(t, 'zfs', 'bt', liar), /rsync receive failed/);
+    t.is(answer?.fs, FsType.RSYNC, 'even a btrfs pool answers rsync to a zfs offer');
+  } finally {
+    liar.close();
+  }
+});
+
 /**
  * A fake migration source on loopback: once the target opened control and fs, `script` plays the
  * source's part with them. Records the target's messages.
