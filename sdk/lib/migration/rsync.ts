@@ -123,7 +123,9 @@ export async function sendTree(
     await new Promise<void>((resolve, reject) => server.listen(sockPath, resolve).once('error', reject));
     // rsync appends the host and the server command to the remote shell: `sh -c` takes them as $0.. and
     // ignores them. The socket's path comes through the environment, so no quoting can break on it.
-    const relay = `sh -c 'exec socat - "UNIX-CONNECT:$${RELAY_ENV}"'`;
+    // `-t 0`: once the receiver's side ended (it exits only after rsync's last word), socat's default
+    // half-second linger only delays the sending rsync's exit, once per tree.
+    const relay = `sh -c 'exec socat -t 0 - "UNIX-CONNECT:$${RELAY_ENV}"'`;
     const env = { ...(process.env as Record<string, string>), [RELAY_ENV]: sockPath };
     const child = tools.spawn('rsync', [
       '-ar', '--devices', '--numeric-ids', '--partial', '--sparse', ...featureArgs(features),
