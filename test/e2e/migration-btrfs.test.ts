@@ -18,7 +18,7 @@ import { createHostTools } from '../../kernel/host-tools/host-tools.js';
 import {
   acceptOffer, CriuType, decodeControl, decodeHeader, encodeHeader, FsType, MigrationChannel, receiveOne, sendTree, type MigrationHeader,
 } from '../../sdk/lib/migration/index.js';
-import { killContainers, startWithPool, type Daemon } from '../helpers/daemon.js';
+import { killContainers, startDaemon, startWithPool, type Daemon } from '../helpers/daemon.js';
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
 import { collectRun, lxcOk, lxcWithInput, type ClientRun } from '../helpers/clients.js';
 import { freePort } from '../helpers/tls-client.js';
@@ -94,7 +94,11 @@ test.before(async () => {
 });
 
 test.after.always(async () => {
-  if (target) killContainers(target.dir);
+  // The target first: after the kill -9 test it is a restarted daemon whose btrfs pool stays mounted until it stops.
+  if (target) {
+    killContainers(target.dir);
+    await target.stop();
+  }
   await stopImageDaemons();
   for (const dir of [home, scratch]) if (dir) rmSync(dir, { recursive: true, force: true });
 });
@@ -455,4 +459,25 @@ test.serial('a source that sends a frame over the size limit instead of its head
   } finally {
     liar.close();
   }
+});
+
+// Last: it kills the target daemon.
+test.serial('kill -9 of the target mid btrfs receive: after its restart no instance, volume, snapshot or scratch subvolume is left; the source is untouched', async (t) => {
+  await lxcOk(t, source.socket, 'init', 'bb', 'big', '-s', 'bt');
+  spawnSync('dd', ['if=/dev/urandom', `of=${path.join(volumeDir(source, 'bt', 'big'), 'rootfs', 'big')}`, 'bs=1M', 'count=200', 'status=none']);
+  await lxcOk(t, source.socket, 'snapshot', 'big', 'snap');
+  const copy = remoteLxc('copy', 'r1:big', 'r2:big', '-s', 'bt');
+  const scratchDir = path.join(poolRoot(target, 'bt'), '.scratch');
+  const receiving = () => existsSync(scratchDir) && readdirSync(scratchDir).some((e) => e.startsWith('receive-'));
+  for (let i = 0; i < 600 && !receiving(); i++) await new Promise((r) => setTimeout(r, 50));
+  t.true(receiving(), 'the btrfs receive started');
+  target.child.kill('SIGKILL');
+  t.not((await copy).status, 0, 'the copy fails');
+  target = await startDaemon({ dir: target.dir, plugins: 'full' });
+  t.is((await target.request('GET', '/1.0/instances/big')).status, 404);
+  t.false(existsSync(volumeDir(target, 'bt', 'big')), 'no volume');
+  t.false(existsSync(volumeDir(target, 'bt', 'big', 'snap')), 'no snapshot');
+  t.deepEqual(existsSync(scratchDir) ? readdirSync(scratchDir) : [], [], 'no scratch subvolume');
+  t.is(JSON.parse(await ok(t, 'query', 'r1:/1.0/instances/big')).status, 'Stopped', 'the source is untouched and unlocked');
+  await ok(t, 'delete', 'r1:big');
 });
