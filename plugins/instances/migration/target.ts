@@ -47,10 +47,10 @@ async function receiveInstance(
     if (offer.fs === FsType.BTRFS) {
       // Streams go into the pool's scratch (btrfs receive confined there), each must make one subvolume,
       // which is then moved into place; the list the source announces is checked first.
-      if (offer.btrfsHeader) await receiveBtrfsHeader(fs, offer.snapshots, op.signal, offer.bounds.idleMs);
+      if (offer.btrfsHeader) await receiveBtrfsHeader(fs, offer.snapshots, op.signal, offer.bounds?.idleMs);
       spec.source = {
         kind: 'receive', format: 'btrfs', snapshots: offer.snapshots,
-        open: async () => btrfsStreamFrom(fs, op.signal, offer.bounds.idleMs),
+        open: async () => btrfsStreamFrom(fs, op.signal, offer.bounds?.idleMs),
         prepare: (dir, part) => unshiftReceived(dir, part === undefined ? instanceShift : shiftOf(offer.snapshots.indexOf(part))),
       };
     } else spec.source = {

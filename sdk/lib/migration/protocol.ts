@@ -111,12 +111,12 @@ export interface TargetOffer {
   features: RsyncFeatures;
   /** The source sends the instance's tree twice (a running instance copied stateless: the second after it stops). */
   finalSync: boolean;
-  /** The transfer type answered: RSYNC, or BTRFS when both pools are btrfs (then see `btrfsHeader`). */
-  fs: number;
+  /** The transfer type answered: RSYNC (also when absent), or BTRFS when both pools are btrfs (then see `btrfsHeader`). */
+  fs?: number;
   /** BTRFS: the source sends its JSON list of subvolumes before the streams. */
   btrfsHeader?: boolean;
-  /** The bounds this side waits with. */
-  bounds: MigrationBounds;
+  /** The bounds this side waits with (the defaults when absent). */
+  bounds?: MigrationBounds;
 }
 
 /** What the target's pool allows. */
