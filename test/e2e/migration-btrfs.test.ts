@@ -450,6 +450,43 @@ test.serial('a source that swaps a received symlink for a directory on its secon
   }
 });
 
+test.serial('a source whose second pass names a file through the symlink its first pass made: the receiving rsync refuses to follow it', async (t) => {
+  // A stock rsync sender never lists a path through a symlink; this one is made to, with -R and
+  // --no-implied-dirs (the tools it runs under rewrite its source argument), as a malicious peer could.
+  const outside = mkdtempSync(path.join(scratch, 'outside-'));
+  const first = mkdtempSync(path.join(scratch, 'first-'));
+  const crafted = mkdtempSync(path.join(scratch, 'crafted-'));
+  mkdirSync(path.join(first, 'rootfs'));
+  symlinkSync(outside, path.join(first, 'rootfs', 'link'));
+  mkdirSync(path.join(crafted, 'rootfs', 'link'), { recursive: true });
+  writeFileSync(path.join(crafted, 'rootfs', 'link', 'evil'), 'escaped');
+  const craftedTools = {
+    ...tools,
+    spawn: (command: string, args: string[], opts?: Parameters<typeof tools.spawn>[2]) =>
+      tools.spawn(command, args.flatMap((a) => (a === `${crafted}/` ? ['-R', '--no-implied-dirs', `${crafted}/./rootfs/link/evil`] : [a])), opts),
+  };
+  const liar = await fakeSource(async (control, fs) => {
+    await control.send(encodeHeader({ fs: FsType.RSYNC, criu: CriuType.NONE, rsyncFeatures: {} }));
+    await control.message();
+    await sendTree(tools, first, fs, {}, scratch);
+    await sendTree(craftedTools, crafted, fs, {}, scratch).catch(() => {});
+    await control.message(undefined, 30_000);
+  });
+  try {
+    const res = await target.request('POST', '/1.0/instances', { name: 'through', source: liar.source });
+    t.is(res.status, 202, res.body);
+    const done = await target.request('GET', `${res.json.operation}/wait?timeout=60`);
+    await liar.played();
+    t.deepEqual(readdirSync(outside), [], 'nothing was written through the link');
+    t.is(done.json.metadata.status, 'Failure', 'the receiving rsync reports the file it refused');
+    t.regex(done.json.metadata.err, /Too many levels of symbolic links/);
+    t.is((await target.request('GET', '/1.0/instances/through')).status, 404);
+    t.false(existsSync(volumeDir(target, dirPool(target), 'through')), 'no volume');
+  } finally {
+    liar.close();
+  }
+});
+
 test.serial('a source that sends a frame over the size limit instead of its header: a clear failure, and nothing is made', async (t) => {
   const liar = await fakeSource(async (control) => {
     await control.send(Buffer.alloc(101 * 1024 * 1024, 1));
