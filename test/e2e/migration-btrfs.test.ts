@@ -285,6 +285,34 @@ test.serial('a target that takes every tree and then never answers: the source f
   await lxcOk(t, source.socket, 'delete', 'c3');
 });
 
+test.serial('a target that stops reading in the middle of a btrfs stream: the source fails within its bound and the instance is free again', async (t) => {
+  await lxcOk(t, source.socket, 'init', 'bb', 'c7', '-s', 'bt');
+  // More than the socket buffers and the reader's 16 MiB queue hold.
+  spawnSync('dd', ['if=/dev/urandom', `of=${path.join(volumeDir(source, 'bt', 'c7'), 'rootfs', 'noise')}`, 'bs=1M', 'count=64', 'status=none']);
+  const { op, control, fs } = await joinSource('c7');
+  const offer = decodeHeader(await control.message(undefined, 5000));
+  t.is(offer.fs, FsType.BTRFS, 'a btrfs pool offers btrfs');
+  t.true(offer.btrfsFeatures?.migration_header);
+  fs.socket.pause();
+  await control.send(encodeHeader({ fs: FsType.BTRFS, btrfsFeatures: { migration_header: true } }));
+  const started = Date.now();
+  const done = await source.request('GET', `${op}/wait?timeout=60`);
+  t.is(done.json.metadata.status, 'Failure');
+  t.regex(done.json.metadata.err, /took nothing on the fs websocket for 5 s; it stopped reading/);
+  t.true(Date.now() - started < (BOUND_S + 15) * 1000);
+  control.close();
+  fs.socket.terminate();
+  const btrfsSends = readdirSync('/proc').filter((n) => /^\d+$/.test(n)).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('btrfs\0send') && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(source.dir);
+    } catch {
+      return false;
+    }
+  });
+  t.deepEqual(btrfsSends, [], 'no btrfs send left running');
+  await lxcOk(t, source.socket, 'delete', 'c7');
+});
+
 test.serial('wrong transfer types: a target answering btrfs to a dir source fails the source with a message; a source offering zfs is answered rsync', async (t) => {
   await lxcOk(t, source.socket, 'init', 'bb', 'c6');
   const { op, control, fs } = await joinSource('c6');

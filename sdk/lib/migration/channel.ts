@@ -108,10 +108,22 @@ export class MigrationChannel {
     throw new Error(item.kind === 'closed' ? item.reason : `Unexpected end of stream on the ${this.label} websocket`);
   }
 
+  /**
+   * With a bound, a frame the peer does not take within it (it stopped reading: the socket's buffers
+   * stay full) ends the socket, so a sender waiting on it fails instead of waiting forever.
+   */
+  sendBoundMs?: number;
+
   send(bytes: Buffer): Promise<void> {
     return new Promise((resolve, reject) => {
       if (this.socket.readyState !== this.socket.OPEN) return reject(new Error(`The ${this.label} websocket is closed`));
+      const bound = this.sendBoundMs;
+      const timer = bound ? setTimeout(() => {
+        reject(new Error(`The peer took nothing on the ${this.label} websocket for ${bound / 1000} s; it stopped reading`));
+        this.socket.terminate();
+      }, bound) : undefined;
       this.socket.send(bytes, { binary: true }, (err) => {
+        clearTimeout(timer);
         this.lastActivity = Date.now();
         if (err) reject(err);
         else resolve();

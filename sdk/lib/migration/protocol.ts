@@ -67,6 +67,9 @@ export async function runSource(
   tools: HostTools, control: MigrationChannel, fs: MigrationChannel, trees: SourceTrees, scratch: string, signal?: AbortSignal,
   bounds: MigrationBounds = migrationBounds(),
 ): Promise<void> {
+  // A peer that stops reading must not hold a send (and so the instance) forever either.
+  fs.sendBoundMs ??= bounds.idleMs;
+  control.sendBoundMs ??= bounds.answerMs;
   try {
     const ourRsync = rsyncFeaturesFor(trees.rsync?.compress ?? true);
     // A running instance goes by rsync: its second pass (after the first) is an rsync's to make.
@@ -137,6 +140,7 @@ export interface AcceptOptions {
  */
 export async function acceptOffer(control: MigrationChannel, signal?: AbortSignal, have?: Set<string>, opts: AcceptOptions = {}): Promise<TargetOffer> {
   const bounds = opts.bounds ?? migrationBounds();
+  control.sendBoundMs ??= bounds.answerMs;
   const header = await readHeader(control, signal, bounds);
   const offered = headerSnapshotNames(header);
   const snapshots = have ? offered.filter((name) => !have.has(name)) : offered;
@@ -159,7 +163,10 @@ export async function acceptOffer(control: MigrationChannel, signal?: AbortSigna
 
 /** Receive one tree (a snapshot's or the instance's) into `dir`. */
 export function receiveOne(tools: HostTools, dir: string, fs: MigrationChannel, offer: TargetOffer, signal?: AbortSignal): Promise<void> {
-  return receiveTree(tools, dir, fs, offer.features, signal, { idleMs: offer.bounds?.idleMs });
+  const idleMs = (offer.bounds ?? migrationBounds()).idleMs;
+  // rsync's answers go back on fs: a source that stops reading them must not hold us either.
+  fs.sendBoundMs ??= idleMs;
+  return receiveTree(tools, dir, fs, offer.features, signal, { idleMs });
 }
 
 /** The target's last word: whether it kept what it received. */
