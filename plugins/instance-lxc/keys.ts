@@ -9,6 +9,11 @@ const isUint32: Validator = (v) => {
 };
 
 export const LXC_KEYS: ConfigKeyDescriptor[] = [
+  // Pre-copy of memory belongs to live migration (CRIU), which this build refuses (decision 0042); the keys
+  // are taken so that a container copied from the reference with them set keeps its config.
+  { key: 'migration.incremental.memory', scope: 'instance', type: 'bool', default: 'false', validate: isBool, live: true, extension: 'migration_pre_copy', doc: 'Live migration: copy memory in rounds before the final stop (kept for configs from the reference; live migration is not available here)' },
+  { key: 'migration.incremental.memory.iterations', scope: 'instance', type: 'integer', default: '10', validate: isUint32, live: true, extension: 'migration_pre_copy', doc: 'Live migration: most rounds of memory pre-copy (kept, not used: no live migration here)' },
+  { key: 'migration.incremental.memory.goal', scope: 'instance', type: 'integer', default: '70', validate: isUint32, live: true, extension: 'migration_pre_copy', doc: 'Live migration: percentage of memory copied after which pre-copy stops (kept, not used: no live migration here)' },
   { key: 'security.privileged', scope: 'instance', type: 'bool', default: 'false', validate: isBool, doc: 'Run the container without an id map (container root is host root)' },
   { key: 'security.nesting', scope: 'instance', type: 'bool', default: 'false', validate: isBool, doc: 'Allow containers inside the container (proc and sys mounted read-write)' },
   { key: 'security.idmap.isolated', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'id_map', doc: 'Give the container a range of host ids no other isolated container uses' },

@@ -156,11 +156,11 @@ export class BtrfsSendReceive implements VolumeSendReceive {
     input.destroy();
     if (code !== 0) {
       const why = (await stderr).trim().split('\n').pop() || `exit ${code}`;
-      throw badRequest(`The optimized backup's stream of ${partName(part)} could not be received: ${why}`);
+      throw badRequest(`The btrfs stream of ${partName(part)} could not be received: ${why}`);
     }
     const made = (await readdir(dir)).filter((e) => !before.has(e));
     if (made.length !== 1 || !(await this.subvolumes.isSubvolume(path.join(dir, made[0]!)))) {
-      throw badRequest(`The optimized backup's stream of ${partName(part)} does not hold exactly one subvolume`);
+      throw badRequest(`The btrfs stream of ${partName(part)} does not hold exactly one subvolume`);
     }
     return path.join(dir, made[0]!);
   }

@@ -1,5 +1,5 @@
 /** Pool config keys every driver shares (scope `pool`); drivers add theirs through `configKeys`. */
-import type { ConfigKeyDescriptor } from '../../sdk/index.js';
+import { isBool, type ConfigKeyDescriptor } from '../../sdk/index.js';
 
 const SIZE = /^\d+(\.\d+)?\s*([kKMGTPE]i?B|B)?$/;
 
@@ -16,7 +16,21 @@ export const POOL_KEYS: ConfigKeyDescriptor[] = [
     key: 'volume.size', scope: 'pool', type: 'string', extension: 'storage', validate: isSize,
     doc: 'Default size of new volumes on this pool.',
   },
+  {
+    key: 'rsync.bwlimit', scope: 'pool', type: 'string', extension: 'storage_rsync_bwlimit', default: '0',
+    validate: (value) => {
+      if (!BWLIMIT.test(value)) throw new Error(`Invalid rsync.bwlimit "${value}" (a rate such as 512K, 10MB or 1.5m per second; 0 for none)`);
+    },
+    doc: 'Upper limit on the rate of rsync transfers that send from this pool (migrations), as rsync\'s --bwlimit takes it (KiB/s without a unit); 0 for none.',
+  },
+  {
+    key: 'rsync.compression', scope: 'pool', type: 'bool', extension: 'storage_rsync_compression', default: 'true', validate: isBool,
+    doc: 'Whether rsync transfers from or into this pool (migrations) compress what they send.',
+  },
 ];
+
+/** What rsync's --bwlimit takes: a rate in KiB/s, or with a unit (1.5m, 10MB, 512KiB). */
+const BWLIMIT = /^\d+(\.\d+)?([KMGTPkmgtp]([iI]?[bB])?)?$/;
 
 /** Keys that only make sense when a pool is created. */
 export const FIXED_KEYS = ['source'];

@@ -20,6 +20,8 @@ export interface ImageDaemonOptions {
   alias?: string;
   /** Import through the REST API (default) or through the real `lxc image import`. */
   importWith?: 'api' | 'lxc';
+  /** Added to the daemon's environment. */
+  env?: NodeJS.ProcessEnv;
 }
 
 const daemons: Daemon[] = [];
@@ -29,7 +31,7 @@ export async function startWithImage(opts: ImageDaemonOptions = {}): Promise<Ima
   const image = buildBusyboxImage('gzip');
   images.push(image);
   // startWithPool spreads its options: an explicit undefined would hide its default set.
-  const daemon = await startWithPool(opts.plugins ? { plugins: opts.plugins } : {});
+  const daemon = await startWithPool({ ...(opts.plugins ? { plugins: opts.plugins } : {}), ...(opts.env ? { env: opts.env } : {}) });
   daemons.push(daemon);
   const alias = opts.alias ?? 'bb';
   if (opts.importWith === 'lxc') {

@@ -12,6 +12,7 @@ import { NEVER } from '../record.js';
 import type { SnapshotManager } from '../snapshots/manager.js';
 import { snapshotKey } from '../snapshots/record.js';
 import type { SourceLink } from './connect.js';
+import { poolTransfer } from './pool-transfer.js';
 import { headerShift, snapshotShift, unshiftReceived } from './shifted.js';
 import { keepOnReceive, snapshotRecord, unpairConfig } from './snapshot-messages.js';
 
@@ -25,9 +26,10 @@ export async function refreshInstance(
       const target = await manager.load(existing.project, existing.name);
       if ((await target.driver.status(target.inst)) !== 'Stopped') throw badRequest('The target instance is running; stop it before a refresh');
       const have = new Set((await snapshots.list(target)).map((s) => s.doc.name));
-      const offer = await acceptOffer(link.control, op.signal, have);
       const storage = manager.deps.storage;
       const pool = target.record.pool;
+      // A refresh goes by rsync whatever the pools (only what differs moves); the pool says whether to compress.
+      const offer = await acceptOffer(link.control, op.signal, have, { compress: (await poolTransfer(storage, pool)).rsync.compress });
       const vol = { type: target.record.type, project: target.project, name: target.name };
       const dir = await storage.volumePath(pool, vol);
       const records = offer.header.snapshots ?? [];

@@ -17,6 +17,7 @@ import { operationResources } from '../routes/paths.js';
 import { snapshotMessage } from './snapshot-messages.js';
 import { connectSource } from './connect.js';
 import { pushTarget } from './pull-source.js';
+import { poolTransfer } from './pool-transfer.js';
 
 export interface MigrationSourceRequest {
   live: boolean;
@@ -45,6 +46,8 @@ async function sendInstance(
       const owned = ask.instanceOnly ? [] : (await snapshots.list(fresh)).map((s) => s.doc);
       const storage = manager.deps.storage;
       const vol = { type: fresh.record.type, project: fresh.project, name: fresh.name };
+      const pool = fresh.record.pool;
+      const transfer = await poolTransfer(storage, pool);
       await runSource(ctx.hostTools, control, fs, {
         offer: {
           snapshotNames: owned.map((s) => s.name),
@@ -53,8 +56,10 @@ async function sendInstance(
           idmap: [],
         },
         running,
-        snapshotDir: (name) => storage.snapshotPath(fresh.record.pool, vol, name),
-        mainDir: () => storage.volumePath(fresh.record.pool, vol),
+        snapshotDir: (name) => storage.snapshotPath(pool, vol, name),
+        mainDir: () => storage.volumePath(pool, vol),
+        ...(transfer.btrfs ? { sendBtrfs: (names, write) => storage.sendVolume(pool, vol, names, write) } : {}),
+        rsync: transfer.rsync,
       }, await migrationScratch(ctx), signal);
     } finally {
       control.close();

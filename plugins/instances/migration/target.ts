@@ -8,7 +8,7 @@
  */
 import type { WebSocket } from 'ws';
 import { type ApiRequest, type Operation, type OperationControl, type OperationSpec, type PluginContext } from '../../../sdk/index.js';
-import { acceptOffer, finishTarget, MigrationChannel, receiveOne } from '../../../sdk/lib/migration/index.js';
+import { acceptOffer, btrfsStreamFrom, finishTarget, FsType, MigrationChannel, receiveBtrfsHeader, receiveOne } from '../../../sdk/lib/migration/index.js';
 import { progressReporter } from '../../../sdk/lib/operations/index.js';
 import type { CreateSpec, InstanceManager } from '../manager.js';
 import { NEVER } from '../record.js';
@@ -16,6 +16,7 @@ import { operationResources } from '../routes/paths.js';
 import { connectSource, type SourceLink } from './connect.js';
 import { pullSource, pushSource, type PullSource } from './pull-source.js';
 import { refreshInstance } from './refresh.js';
+import { poolTransfer } from './pool-transfer.js';
 import type { SnapshotManager } from '../snapshots/manager.js';
 import { headerShift, snapshotShift, unshiftReceived } from './shifted.js';
 import { keepOnReceive, snapshotRecord, unpairConfig } from './snapshot-messages.js';
@@ -31,7 +32,8 @@ async function receiveInstance(
 ): Promise<void> {
   const staging = new SnapshotStaging(ctx.hostTools);
   try {
-    const offer = await acceptOffer(link.control, op.signal);
+    const transfer = await poolTransfer(manager.deps.storage, pool);
+    const offer = await acceptOffer(link.control, op.signal, undefined, { btrfs: transfer.btrfs, compress: transfer.rsync.compress, instanceOnly });
     // An instance-only copy drops whatever snapshots a source sends anyway.
     const wanted = instanceOnly ? [] : offer.snapshots;
     const records = offer.header.snapshots ?? [];
@@ -42,7 +44,16 @@ async function receiveInstance(
     const fs = link.fs;
     const instanceShift = headerShift(offer.header);
     const shiftOf = (i: number) => snapshotShift(unpairConfig(records[i]?.localConfig), instanceShift);
-    spec.source = {
+    if (offer.fs === FsType.BTRFS) {
+      // Streams go into the pool's scratch (btrfs receive confined there), each must make one subvolume,
+      // which is then moved into place; the list the source announces is checked first.
+      if (offer.btrfsHeader) await receiveBtrfsHeader(fs, offer.snapshots, op.signal, offer.bounds?.idleMs);
+      spec.source = {
+        kind: 'receive', format: 'btrfs', snapshots: offer.snapshots,
+        open: async () => btrfsStreamFrom(fs, op.signal, offer.bounds?.idleMs),
+        prepare: (dir, part) => unshiftReceived(dir, part === undefined ? instanceShift : shiftOf(offer.snapshots.indexOf(part))),
+      };
+    } else spec.source = {
       kind: 'fill',
       fill: async (dir) => {
         for (const [i, name] of offer.snapshots.entries()) {

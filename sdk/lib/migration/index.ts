@@ -4,3 +4,5 @@ export * from './channel.js';
 export * from './names.js';
 export * from './rsync.js';
 export * from './protocol.js';
+export * from './bounds.js';
+export * from './btrfs.js';

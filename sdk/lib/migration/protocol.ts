@@ -5,18 +5,18 @@
  * target ends with a control message saying whether it kept the result. Either side that fails sends a
  * control message with the failure, so the other stops.
  */
+import type { Readable } from 'node:stream';
 import type { HostTools } from '../../host-tools.js';
+import { migrationBounds, type MigrationBounds } from './bounds.js';
+import { OUR_BTRFS_FEATURES, sendBtrfsHeader, sendBtrfsStream } from './btrfs.js';
 import type { MigrationChannel } from './channel.js';
 import { CriuType, decodeControl, decodeHeader, encodeControl, encodeHeader, FsType, type MigrationHeader, type RsyncFeatures } from './messages.js';
 import { headerSnapshotNames } from './names.js';
-import { agreedFeatures, OUR_RSYNC_FEATURES, receiveTree, sendTree } from './rsync.js';
+import { agreedFeatures, receiveTree, rsyncFeaturesFor, sendTree } from './rsync.js';
 
-/** A control-socket message that is either the peer's header or its failure report. */
-/** A peer sends its header as soon as both sockets are open, or answers an offer at once. */
-const HEADER_TIMEOUT_MS = 30_000;
-
-async function readHeader(control: MigrationChannel, signal?: AbortSignal): Promise<MigrationHeader> {
-  const bytes = await control.message(signal, HEADER_TIMEOUT_MS);
+/** The peer's header, or its failure report in its place; a peer sends its header at once. */
+async function readHeader(control: MigrationChannel, signal?: AbortSignal, bounds: MigrationBounds = migrationBounds()): Promise<MigrationHeader> {
+  const bytes = await control.message(signal, bounds.answerMs);
   let header: MigrationHeader;
   try {
     header = decodeHeader(bytes);
@@ -52,24 +52,53 @@ export interface SourceTrees {
   /** Directories to send, by snapshot name. */
   snapshotDir(name: string): Promise<string>;
   mainDir(): Promise<string>;
+  /**
+   * The source's pool sends btrfs streams: the offer is BTRFS (rsync stays the fallback the target
+   * may answer). Sends the given snapshots (oldest first, each relative to the one before), then the
+   * volume, handing each part's stream to `write`.
+   */
+  sendBtrfs?(snapshots: string[], write: (part: string | undefined, stream: Readable) => Promise<void>): Promise<unknown>;
+  /** The source pool's `rsync.bwlimit` and `rsync.compression`. */
+  rsync?: { bwlimit?: string; compress?: boolean };
 }
 
 /** The source's side: offer, send the trees the target accepted, wait for its verdict. */
-export async function runSource(tools: HostTools, control: MigrationChannel, fs: MigrationChannel, trees: SourceTrees, scratch: string, signal?: AbortSignal): Promise<void> {
+export async function runSource(
+  tools: HostTools, control: MigrationChannel, fs: MigrationChannel, trees: SourceTrees, scratch: string, signal?: AbortSignal,
+  bounds: MigrationBounds = migrationBounds(),
+): Promise<void> {
+  // A peer that stops reading must not hold a send (and so the instance) forever either.
+  fs.sendBoundMs ??= bounds.idleMs;
+  control.sendBoundMs ??= bounds.answerMs;
   try {
+    const ourRsync = rsyncFeaturesFor(trees.rsync?.compress ?? true);
+    // A running instance goes by rsync: its second pass (after the first) is an rsync's to make.
+    const btrfs = trees.sendBtrfs && !trees.running;
     // No `criu` field: that is a stopped instance. NONE would announce a running one sent stateless,
     // whose volume the target then expects a second time (the final sync after the stop).
-    await control.send(encodeHeader({ ...trees.offer, fs: FsType.RSYNC, ...(trees.running ? { criu: CriuType.NONE } : {}), rsyncFeatures: OUR_RSYNC_FEATURES }));
-    const answer = await readHeader(control, signal);
-    if (answer.fs !== FsType.RSYNC) throw new Error(`The target asked for transfer type ${answer.fs}; only rsync is offered`);
-    const features = agreedFeatures(answer.rsyncFeatures);
+    await control.send(encodeHeader({
+      ...trees.offer, fs: btrfs ? FsType.BTRFS : FsType.RSYNC, ...(trees.running ? { criu: CriuType.NONE } : {}),
+      rsyncFeatures: ourRsync, ...(btrfs ? { btrfsFeatures: OUR_BTRFS_FEATURES } : {}),
+    }));
+    const answer = await readHeader(control, signal, bounds);
+    if (answer.fs !== FsType.RSYNC && !(btrfs && answer.fs === FsType.BTRFS)) {
+      throw new Error(`The target asked for transfer type ${answer.fs}, which was not offered`);
+    }
     // A refreshing target names the snapshots it lacks; only those go, in the offer's order.
     const asked = new Set(answer.snapshotNames ?? []);
     const sending = (trees.offer.snapshotNames ?? []).filter((name) => !answer.refresh || asked.has(name));
-    for (const name of sending) await sendTree(tools, await trees.snapshotDir(name), fs, features, scratch, signal);
-    await sendTree(tools, await trees.mainDir(), fs, features, scratch, signal);
-    if (trees.running) await sendTree(tools, await trees.mainDir(), fs, features, scratch, signal);
-    const verdict = tryControl(await control.message(signal));
+    if (answer.fs === FsType.BTRFS) {
+      if (answer.btrfsFeatures?.migration_header) await sendBtrfsHeader(fs, sending);
+      await trees.sendBtrfs!(sending, (_part, stream) => sendBtrfsStream(fs, stream));
+    } else {
+      const features = agreedFeatures(answer.rsyncFeatures, ourRsync);
+      const run = { bwlimit: trees.rsync?.bwlimit, idleMs: bounds.idleMs };
+      for (const name of sending) await sendTree(tools, await trees.snapshotDir(name), fs, features, scratch, signal, run);
+      await sendTree(tools, await trees.mainDir(), fs, features, scratch, signal, run);
+      if (trees.running) await sendTree(tools, await trees.mainDir(), fs, features, scratch, signal, run);
+    }
+    // Bounded: a target that took everything and then stays silent must not hold the instance forever.
+    const verdict = tryControl(await control.message(signal, bounds.verdictMs));
     if (!verdict) throw new Error('The target sent a malformed control message');
     if (!verdict.success) throw new Error(`The target failed: ${verdict.message || 'no reason given'}`);
   } catch (err) {
@@ -85,6 +114,23 @@ export interface TargetOffer {
   features: RsyncFeatures;
   /** The source sends the instance's tree twice (a running instance copied stateless: the second after it stops). */
   finalSync: boolean;
+  /** The transfer type answered: RSYNC (also when absent), or BTRFS when both pools are btrfs (then see `btrfsHeader`). */
+  fs?: number;
+  /** BTRFS: the source sends its JSON list of subvolumes before the streams. */
+  btrfsHeader?: boolean;
+  /** The bounds this side waits with (the defaults when absent). */
+  bounds?: MigrationBounds;
+}
+
+/** What the target's pool allows. */
+export interface AcceptOptions {
+  /** The target's pool receives btrfs streams. */
+  btrfs?: boolean;
+  /** The target pool's `rsync.compression` (default true). */
+  compress?: boolean;
+  /** The instance's snapshots are not wanted (`instance_only`): streams relative to them cannot be taken, so rsync. */
+  instanceOnly?: boolean;
+  bounds?: MigrationBounds;
 }
 
 /**
@@ -92,27 +138,35 @@ export interface TargetOffer {
  * caller's to report (finishTarget). A refresh (`have`: the snapshots the target already holds) asks
  * only for the offered snapshots it lacks; `snapshots` then lists just those.
  */
-export async function acceptOffer(control: MigrationChannel, signal?: AbortSignal, have?: Set<string>): Promise<TargetOffer> {
-  const header = await readHeader(control, signal);
+export async function acceptOffer(control: MigrationChannel, signal?: AbortSignal, have?: Set<string>, opts: AcceptOptions = {}): Promise<TargetOffer> {
+  const bounds = opts.bounds ?? migrationBounds();
+  control.sendBoundMs ??= bounds.answerMs;
+  const header = await readHeader(control, signal, bounds);
   const offered = headerSnapshotNames(header);
   const snapshots = have ? offered.filter((name) => !have.has(name)) : offered;
   if (have) header.snapshots = (header.snapshots ?? []).filter((s) => !have.has(s.name));
   if (header.criu !== undefined && header.criu !== CriuType.NONE) {
     throw new Error('The source offers live state, which this target does not take');
   }
-  const features = agreedFeatures(header.rsyncFeatures);
+  const features = agreedFeatures(header.rsyncFeatures, rsyncFeaturesFor(opts.compress ?? true));
   const finalSync = header.criu === CriuType.NONE;
-  // Whatever the source's own type, we answer rsync: the source then falls back to it.
+  // btrfs streams only between btrfs pools, for a whole new copy of a stopped instance; any other
+  // case answers rsync, which every source falls back to.
+  const btrfs = header.fs === FsType.BTRFS && !!opts.btrfs && !have && !finalSync && !(opts.instanceOnly && snapshots.length);
+  const btrfsFeatures = btrfs ? { migration_header: !!header.btrfsFeatures?.migration_header, header_subvolumes: false } : undefined;
   await control.send(encodeHeader({
-    fs: FsType.RSYNC, ...(finalSync ? { criu: CriuType.NONE } : {}), snapshotNames: snapshots, snapshots: header.snapshots ?? [],
-    rsyncFeatures: features, refresh: !!have,
+    fs: btrfs ? FsType.BTRFS : FsType.RSYNC, ...(finalSync ? { criu: CriuType.NONE } : {}), snapshotNames: snapshots, snapshots: header.snapshots ?? [],
+    rsyncFeatures: features, refresh: !!have, ...(btrfsFeatures ? { btrfsFeatures } : {}),
   }));
-  return { header, snapshots, features, finalSync };
+  return { header, snapshots, features, finalSync, fs: btrfs ? FsType.BTRFS : FsType.RSYNC, btrfsHeader: btrfsFeatures?.migration_header, bounds };
 }
 
 /** Receive one tree (a snapshot's or the instance's) into `dir`. */
 export function receiveOne(tools: HostTools, dir: string, fs: MigrationChannel, offer: TargetOffer, signal?: AbortSignal): Promise<void> {
-  return receiveTree(tools, dir, fs, offer.features, signal);
+  const idleMs = (offer.bounds ?? migrationBounds()).idleMs;
+  // rsync's answers go back on fs: a source that stops reading them must not hold us either.
+  fs.sendBoundMs ??= idleMs;
+  return receiveTree(tools, dir, fs, offer.features, signal, { idleMs });
 }
 
 /** The target's last word: whether it kept what it received. */

@@ -16,10 +16,26 @@ import type { RsyncFeatures } from './messages.js';
 /** The features this side offers and accepts (bidirectional needs the reference's own relay; not offered). */
 export const OUR_RSYNC_FEATURES: RsyncFeatures = { xattrs: true, delete: true, compress: true };
 
-/** Only what both sides asked for. */
-export function agreedFeatures(offer: RsyncFeatures | undefined): RsyncFeatures {
-  return { xattrs: !!offer?.xattrs, delete: !!offer?.delete, compress: !!offer?.compress };
+/** Only what both sides asked for (`ours`: what this side takes, by default all it knows). */
+export function agreedFeatures(offer: RsyncFeatures | undefined, ours: RsyncFeatures = OUR_RSYNC_FEATURES): RsyncFeatures {
+  return { xattrs: !!offer?.xattrs && !!ours.xattrs, delete: !!offer?.delete && !!ours.delete, compress: !!offer?.compress && !!ours.compress };
 }
+
+/** The features this side offers when its pool's `rsync.compression` says whether to compress. */
+export function rsyncFeaturesFor(compress = true): RsyncFeatures {
+  return { ...OUR_RSYNC_FEATURES, compress };
+}
+
+/** How one rsync run is bounded and paced. */
+export interface RsyncRunOptions {
+  /** The sending rsync's `--bwlimit` (the source pool's `rsync.bwlimit`; empty or "0": none). */
+  bwlimit?: string;
+  /** Give up when nothing moved either way on the socket for this long. */
+  idleMs?: number;
+}
+
+/** What rsync's --bwlimit takes: a rate in KiB/s, or with a unit suffix (1.5m, 10MB, 512KiB). */
+export const BWLIMIT_PATTERN = /^\d+(\.\d+)?([KMGTPkmgtp]([iI]?[bB])?)?$/;
 
 function featureArgs(features: RsyncFeatures): string[] {
   const args: string[] = [];
@@ -36,9 +52,9 @@ const RELAY_ENV = 'CORRAL_MIGRATION_RELAY';
 const withSlash = (dir: string) => (dir.endsWith('/') ? dir : `${dir}/`);
 
 /** Copy the channel's frames of one stream into `sink` until the peer's barrier; throws if the socket closes first. */
-async function pumpIn(channel: MigrationChannel, sink: Writable, signal?: AbortSignal): Promise<void> {
+async function pumpIn(channel: MigrationChannel, sink: Writable, signal?: AbortSignal, idleMs?: number): Promise<void> {
   for (;;) {
-    const item = await channel.next(signal);
+    const item = await channel.next(signal, idleMs);
     if (item.kind === 'closed') throw new Error(item.reason);
     if (item.kind === 'barrier') {
       sink.end();
@@ -73,7 +89,8 @@ async function finish(child: HostProcess, label: string, pumps: Promise<void>[],
 }
 
 /** Receive one tree into `dir` (which exists). */
-export async function receiveTree(tools: HostTools, dir: string, channel: MigrationChannel, features: RsyncFeatures, signal?: AbortSignal): Promise<void> {
+export async function receiveTree(tools: HostTools, dir: string, channel: MigrationChannel, features: RsyncFeatures, signal?: AbortSignal, opts: RsyncRunOptions = {}): Promise<void> {
+  channel.lastActivity = Date.now();
   const child = tools.spawn('rsync', [
     '--server', '-vlogDtpre.iLsfx', '--numeric-ids', '--devices', '--partial', '--sparse', '--modify-window=-1',
     ...featureArgs(features), '.', withSlash(dir),
@@ -83,7 +100,7 @@ export async function receiveTree(tools: HostTools, dir: string, channel: Migrat
     if (stderr.length < 8192) stderr += d.toString();
   });
   child.stdin.on('error', () => {});
-  const inbound = pumpIn(channel, child.stdin, signal).catch((err) => {
+  const inbound = pumpIn(channel, child.stdin, signal, opts.idleMs).catch((err) => {
     child.kill('SIGKILL');
     throw err;
   });
@@ -91,7 +108,10 @@ export async function receiveTree(tools: HostTools, dir: string, channel: Migrat
 }
 
 /** Send the tree under `dir`; `scratch` is a private directory for the relay's unix socket. */
-export async function sendTree(tools: HostTools, dir: string, channel: MigrationChannel, features: RsyncFeatures, scratch: string, signal?: AbortSignal): Promise<void> {
+export async function sendTree(
+  tools: HostTools, dir: string, channel: MigrationChannel, features: RsyncFeatures, scratch: string, signal?: AbortSignal, opts: RsyncRunOptions = {},
+): Promise<void> {
+  channel.lastActivity = Date.now();
   const sockDir = await mkdtemp(path.join(scratch, 'rsync-'));
   const sockPath = path.join(sockDir, `${randomUUID().slice(0, 8)}.sock`);
   const server = createServer();
@@ -103,10 +123,13 @@ export async function sendTree(tools: HostTools, dir: string, channel: Migration
     await new Promise<void>((resolve, reject) => server.listen(sockPath, resolve).once('error', reject));
     // rsync appends the host and the server command to the remote shell: `sh -c` takes them as $0.. and
     // ignores them. The socket's path comes through the environment, so no quoting can break on it.
-    const relay = `sh -c 'exec socat - "UNIX-CONNECT:$${RELAY_ENV}"'`;
+    // `-t 0`: once the receiver's side ended (it exits only after rsync's last word), socat's default
+    // half-second linger only delays the sending rsync's exit, once per tree.
+    const relay = `sh -c 'exec socat -t 0 - "UNIX-CONNECT:$${RELAY_ENV}"'`;
     const env = { ...(process.env as Record<string, string>), [RELAY_ENV]: sockPath };
     const child = tools.spawn('rsync', [
       '-ar', '--devices', '--numeric-ids', '--partial', '--sparse', ...featureArgs(features),
+      ...(opts.bwlimit && opts.bwlimit !== '0' ? [`--bwlimit=${opts.bwlimit}`] : []),
       withSlash(dir), 'localhost:/ignored', '-e', relay,
     ], { endWithDaemon: true, env });
     let stderr = '';
@@ -121,7 +144,7 @@ export async function sendTree(tools: HostTools, dir: string, channel: Migration
     ]);
     server.close();
     conn.on('error', () => {});
-    const inbound = pumpIn(channel, conn, signal).catch((err) => {
+    const inbound = pumpIn(channel, conn, signal, opts.idleMs).catch((err) => {
       child.kill('SIGKILL');
       throw err;
     });
