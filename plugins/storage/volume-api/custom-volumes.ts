@@ -42,6 +42,8 @@ export interface CopySource {
 }
 
 export const customRef = (project: string, name: string): VolumeRef => ({ type: 'custom', project, name });
+/** Where a new volume is made before it takes its real name. */
+export const scratchRef = (project: string, name: string): VolumeRef => customRef(project, PARTIAL_PREFIX + name);
 
 export function contentTypeOf(value: unknown): ContentType {
   if (value === undefined || value === null || value === '' || value === 'filesystem' || value === 'fs') return 'filesystem';
@@ -59,6 +61,8 @@ export class CustomVolumes {
 
   /** Names being created right now (pool/project/name): a second create waits for none, it gets a 409. */
   private readonly reserved = new Set<string>();
+  /** Volumes being migrated (pool/project/name, with a count): not to be deleted, renamed or moved meanwhile. */
+  private readonly sending = new Map<string, number>();
 
   constructor(
     private readonly ctx: PluginContext,
@@ -164,8 +168,22 @@ export class CustomVolumes {
     await this.volumes.setVolumeQuota(poolName, customRef(project, name), size ? parseSize(size) : 0);
   }
 
+  /** Run `fn` (a send to, or a refresh from, another server) with the volume held against delete, rename and move. */
+  async whileMigrating<T>(project: string, pool: string, name: string, fn: () => Promise<T>): Promise<T> {
+    const key = `${pool}\u0000${project}\u0000${name}`;
+    this.sending.set(key, (this.sending.get(key) ?? 0) + 1);
+    try {
+      return await fn();
+    } finally {
+      const left = (this.sending.get(key) ?? 1) - 1;
+      if (left > 0) this.sending.set(key, left);
+      else this.sending.delete(key);
+    }
+  }
+
   /** Refuses while anything uses the volume, naming the users. */
   private async refuseInUse(project: string, pool: string, name: string, doing: string): Promise<void> {
+    if (this.sending.has(`${pool}\u0000${project}\u0000${name}`)) throw conflict(`Storage volume "${name}" cannot be ${doing} while it is being migrated`);
     const users = await this.users.usersOf(project, pool, name);
     if (users.length) throw badRequest(`Storage volume "${name}" cannot be ${doing} while in use by ${users.join(', ')}`);
   }
@@ -310,7 +328,7 @@ export class CustomVolumes {
    */
   async createFilled(
     poolName: string, project: string, vol: NewVolume, source: Extract<VolumeSource, { kind: 'fill' | 'receive' }>,
-    snapshots: { name: string; description: string; expiresAt: string; createdAt?: string }[],
+    snapshots: { name: string; description: string; expiresAt: string; createdAt?: string; config?: Record<string, string> }[],
     requestor?: Requestor,
   ): Promise<void> {
     // As the reference: the pool's volume.* defaults fill what the archive's config leaves out.
@@ -318,7 +336,7 @@ export class CustomVolumes {
     vol = { ...vol, config: withPoolDefaults(info.config, vol.contentType === 'block' ? 'custom-block' : 'custom-filesystem', vol.config) };
     await this.checkNew(poolName, project, vol.name, vol.config, vol.contentType);
     await this.reserving(project, poolName, vol.name, async () => {
-      const scratch = customRef(project, PARTIAL_PREFIX + vol.name);
+      const scratch = scratchRef(project, vol.name);
       await this.volumes.deleteVolume(poolName, scratch).catch(() => {});
       await this.volumes.createInstanceVolume(poolName, scratch, source);
       try {
@@ -333,7 +351,7 @@ export class CustomVolumes {
         await this.catalog.put(project, { pool: poolName, name: vol.name, description: vol.description, config: vol.config, contentType: vol.contentType, createdAt: now }, 0);
         for (const s of snapshots) {
           await this.catalog.putSnapshot(project, {
-            pool: poolName, volume: vol.name, name: s.name, description: s.description, config: {}, contentType: vol.contentType,
+            pool: poolName, volume: vol.name, name: s.name, description: s.description, config: s.config ?? {}, contentType: vol.contentType,
             createdAt: s.createdAt ?? now, expiresAt: s.expiresAt,
           }, 0);
         }

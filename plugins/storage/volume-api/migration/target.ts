@@ -1,0 +1,204 @@
+/**
+ * The receiving end of a custom volume's migration (`POST .../volumes/custom` with a `migration`
+ * source). Pull mode connects to the source's operation; push mode is a websocket operation the
+ * source connects to. The wire brings each snapshot's tree (oldest first), then the volume's: each
+ * tree is received into the new volume and a snapshot taken of it there, so rsync only moves what
+ * differs from the tree before. The volume is made under its scratch name and takes its real name
+ * with its records once whole; any failure removes all of it and tells the source. Config and
+ * description come from the request (the client copies them from the source volume), the
+ * snapshots' config and dates from the header.
+ */
+import { readdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { WebSocket } from 'ws';
+import {
+  badRequest, canSnapshot, conflict, optionalBool, type ApiRequest, type Operation, type OperationControl, type PluginContext,
+} from '../../../../sdk/index.js';
+import {
+  acceptOffer, connectPeer, finishTarget, MigrationChannel, parsePeer, receiveOne, type MigrationPeer, type TargetOffer,
+} from '../../../../sdk/lib/migration/index.js';
+import { progressReporter } from '../../../../sdk/lib/operations/index.js';
+import type { PoolManager } from '../../pools.js';
+import type { VolumeManager } from '../../volumes.js';
+import { customRef, scratchRef, type CustomVolumes, type NewVolume } from '../custom-volumes.js';
+import { checkVolumeSnapshotName } from '../names.js';
+import { volumeUrl } from '../record.js';
+import { receivedSnapshot } from './snapshot-messages.js';
+
+const PROGRESS_TICK_MS = 250;
+
+export interface VolumeReceiveRequest {
+  pool: string;
+  project: string;
+  volume: NewVolume;
+  /** The request's `source` (type migration). */
+  source: Record<string, unknown>;
+}
+
+interface Link {
+  control: MigrationChannel;
+  fs: MigrationChannel;
+}
+
+export interface VolumeTargetDeps {
+  ctx: PluginContext;
+  pools: PoolManager;
+  volumes: VolumeManager;
+  custom: CustomVolumes;
+}
+
+/** One tree into `dir`. Without rsync's delete agreed, the tree before it is cleared first, so no file of an older snapshot lingers. */
+async function receiveInto(deps: VolumeTargetDeps, dir: string, link: Link, offer: TargetOffer, signal: AbortSignal): Promise<void> {
+  if (!offer.features.delete) {
+    for (const entry of await readdir(dir)) await rm(path.join(dir, entry), { recursive: true, force: true });
+  }
+  await receiveOne(deps.ctx.hostTools, dir, link.fs, offer, signal);
+}
+
+/** Every tree the source sends, in order; `snapshot(name)` is called after each snapshot's tree arrived. */
+async function receiveAll(deps: VolumeTargetDeps, dir: string, link: Link, offer: TargetOffer, signal: AbortSignal, snapshot: (name: string, index: number) => Promise<void>): Promise<void> {
+  for (const [i, name] of offer.snapshots.entries()) {
+    await receiveInto(deps, dir, link, offer, signal);
+    await snapshot(name, i);
+  }
+  await receiveInto(deps, dir, link, offer, signal);
+  if (offer.finalSync) await receiveInto(deps, dir, link, offer, signal);
+}
+
+/** The source's bytes as the operation's `fs_progress`, while `work` runs. */
+async function withProgress<T>(op: OperationControl, link: Link, label: string, work: () => Promise<T>): Promise<T> {
+  const reporter = progressReporter(op, 'fs', label, 0);
+  const ticker = setInterval(() => reporter.update(link.fs.received), PROGRESS_TICK_MS);
+  try {
+    return await work();
+  } finally {
+    clearInterval(ticker);
+    reporter.clear();
+  }
+}
+
+async function receiveNew(deps: VolumeTargetDeps, req: ApiRequest, ask: VolumeReceiveRequest, volumeOnly: boolean, link: Link, op: OperationControl): Promise<void> {
+  const { pool, project, volume } = ask;
+  const offer = await acceptOffer(link.control, op.signal);
+  for (const name of offer.snapshots) checkVolumeSnapshotName(name);
+  const records = offer.header.snapshots ?? [];
+  const kept = volumeOnly ? [] : offer.snapshots;
+  const { info, driver } = await deps.pools.usable(pool);
+  if (kept.length && !canSnapshot(driver)) throw badRequest(`Storage pool "${pool}" cannot hold the volume's snapshots`);
+  const scratch = scratchRef(project, volume.name);
+  await withProgress(op, link, volume.name, () => deps.custom.createFilled(pool, project, volume, {
+    kind: 'fill',
+    // The driver's own snapshot of the scratch volume: the records come with the volume's, once it is whole.
+    fill: (dir) => receiveAll(deps, dir, link, offer, op.signal, async (name) => {
+      if (kept.includes(name) && canSnapshot(driver)) await driver.snapshots.create(info, scratch, name);
+    }),
+  }, kept.map((name) => receivedSnapshot(records[offer.snapshots.indexOf(name)], name)), req.requestor));
+}
+
+/**
+ * A refresh (`--refresh`) of a volume we have: the source sends only the snapshots we lack, and the
+ * volume's tree. Snapshots made here are removed again if the transfer fails; the volume's own
+ * tree may then be half-updated, as the reference leaves it.
+ */
+async function receiveRefresh(deps: VolumeTargetDeps, req: ApiRequest, ask: VolumeReceiveRequest, volumeOnly: boolean, link: Link, op: OperationControl): Promise<void> {
+  const { pool, project, volume } = ask;
+  const { custom, volumes } = deps;
+  await custom.whileMigrating(project, pool, volume.name, async () => {
+    const have = new Set(custom.catalog.snapshotsOf(project, pool, volume.name).map((s) => s.doc.name));
+    const offer = await acceptOffer(link.control, op.signal, have);
+    for (const name of offer.snapshots) checkVolumeSnapshotName(name);
+    const records = offer.header.snapshots ?? [];
+    const ref = customRef(project, volume.name);
+    const dir = await custom.path(pool, project, volume.name);
+    const made: string[] = [];
+    try {
+      await withProgress(op, link, volume.name, () => receiveAll(deps, dir, link, offer, op.signal, async (name, i) => {
+        if (volumeOnly) return;
+        await volumes.createSnapshot(pool, ref, name);
+        made.push(name);
+        const rec = receivedSnapshot(records[i], name);
+        await custom.catalog.putSnapshot(project, {
+          pool, volume: volume.name, name, description: rec.description, config: rec.config, contentType: volume.contentType,
+          createdAt: rec.createdAt ?? new Date().toISOString(), expiresAt: rec.expiresAt,
+        });
+      }));
+    } catch (err) {
+      for (const name of made.reverse()) {
+        await custom.catalog.deleteSnapshot(project, pool, volume.name, name).catch(() => {});
+        await volumes.deleteSnapshot(pool, ref, name).catch(() => {});
+      }
+      throw err;
+    }
+  });
+  deps.ctx.events.lifecycle('storage-volume-updated', volumeUrl(pool, 'custom', volume.name, project), { project, requestor: req.requestor });
+}
+
+/**
+ * Checks the request before anything starts, then answers with the operation: a task that connects
+ * to the source (pull), or a websocket operation the source connects to (push).
+ */
+export async function volumeMigrationTarget(deps: VolumeTargetDeps, req: ApiRequest, ask: VolumeReceiveRequest): Promise<Operation> {
+  const { ctx, custom } = deps;
+  const { pool, project, volume, source } = ask;
+  const mode = source.mode ?? 'pull';
+  if (mode !== 'pull' && mode !== 'push') throw badRequest(`Migration mode "${String(mode)}" is not supported; use pull or push`);
+  if (volume.contentType === 'block') throw badRequest('Block volumes cannot be migrated from another server by this build');
+  const peer: MigrationPeer | undefined = mode === 'pull' ? parsePeer(source, 'migration source') : undefined;
+  const volumeOnly = optionalBool(source.volume_only, 'source.volume_only') ?? false;
+  const refresh = optionalBool(source.refresh, 'source.refresh') ?? false;
+  const existing = custom.catalog.find(project, pool, volume.name);
+  if (existing && !refresh) throw conflict(`Storage volume "${volume.name}" already exists on pool "${pool}"`);
+  if (existing && existing.doc.contentType !== volume.contentType) throw badRequest('A refresh needs source and target volumes of the same content type');
+  const config = Object.fromEntries(Object.entries(volume.config).filter(([, v]) => v !== ''));
+  if (!existing) await custom.checkNew(pool, project, volume.name, config, volume.contentType);
+  const work = (link: Link, op: OperationControl) => (existing
+    ? receiveRefresh(deps, req, ask, volumeOnly, link, op)
+    : receiveNew(deps, req, { ...ask, volume: { ...volume, config } }, volumeOnly, link, op));
+  // Whatever fails after the sockets are open is told to the source before the operation ends.
+  const verdict = async (link: Link, op: OperationControl) => {
+    try {
+      await work(link, op);
+    } catch (err) {
+      await finishTarget(link.control, err);
+      throw err;
+    }
+    await finishTarget(link.control);
+  };
+  const common = {
+    description: existing ? 'Refreshing storage volume' : 'Creating storage volume', request: req, requestor: req.requestor,
+    resources: { storage_volumes: [volumeUrl(pool, 'custom', volume.name, project)] },
+  };
+  if (peer) {
+    return ctx.operations.create({
+      ...common,
+      class: 'task',
+      run: async (op) => {
+        const link = await connectPeer(ctx.dataDir, peer, op.signal);
+        try {
+          await verdict(link, op);
+        } finally {
+          link.close();
+        }
+      },
+    });
+  }
+  const sockets: Partial<Record<'control' | 'fs', MigrationChannel>> = {};
+  return ctx.operations.create({
+    ...common,
+    class: 'websocket',
+    secrets: ['control', 'fs'],
+    secretsAtTop: true,
+    connect: (name: string, socket: WebSocket) => {
+      if (name === 'control' || name === 'fs') sockets[name] = new MigrationChannel(socket, name);
+    },
+    run: async (op) => {
+      const link = { control: sockets.control!, fs: sockets.fs! };
+      try {
+        await verdict(link, op);
+      } finally {
+        link.control.close();
+        link.fs.close();
+      }
+    },
+  });
+}
