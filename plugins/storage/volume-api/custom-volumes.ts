@@ -25,6 +25,8 @@ export const DEFAULT_BLOCK_SIZE = '10GiB';
 /** Inside a block volume's directory on file-based pools. */
 export const BLOCK_FILE = 'root.img';
 export const PARTIAL_PREFIX = '..partial-';
+/** How long a delete, rename or move waits for a migration of the volume to end before it is refused. */
+const MIGRATION_WAIT_MS = 5_000;
 
 export interface NewVolume {
   name: string;
@@ -181,9 +183,20 @@ export class CustomVolumes {
     }
   }
 
+  /**
+   * A migration about to end is waited for: `lxc storage volume move` across servers deletes the
+   * source as soon as the target is done, while the source may still be reading the target's last
+   * word. One that goes on longer is a 409.
+   */
+  private async awaitMigration(project: string, pool: string, name: string, doing: string): Promise<void> {
+    const key = `${pool}\u0000${project}\u0000${name}`;
+    for (const until = Date.now() + MIGRATION_WAIT_MS; this.sending.has(key) && Date.now() < until;) await new Promise((r) => setTimeout(r, 100));
+    if (this.sending.has(key)) throw conflict(`Storage volume "${name}" cannot be ${doing} while it is being migrated`);
+  }
+
   /** Refuses while anything uses the volume, naming the users. */
   private async refuseInUse(project: string, pool: string, name: string, doing: string): Promise<void> {
-    if (this.sending.has(`${pool}\u0000${project}\u0000${name}`)) throw conflict(`Storage volume "${name}" cannot be ${doing} while it is being migrated`);
+    await this.awaitMigration(project, pool, name, doing);
     const users = await this.users.usersOf(project, pool, name);
     if (users.length) throw badRequest(`Storage volume "${name}" cannot be ${doing} while in use by ${users.join(', ')}`);
   }
