@@ -148,6 +148,30 @@ test.serial('lxc storage volume copy --refresh brings the new snapshot and the c
   writeMarker(source, 'v1', 'three');
 });
 
+test.serial('onto a btrfs pool and back: snapshots become subvolume snapshots with their files', async (t) => {
+  await ok(t, 'storage', 'create', 'r2:bt', 'btrfs', 'size=1GiB');
+  try {
+    await ok(t, 'storage', 'volume', 'copy', 'r1:default/v1', 'r2:bt/vb');
+    const root = path.join(target.dir, 'storage-pools', 'bt');
+    // btrfs names a default-project volume by its name alone.
+    const file = (...parts: string[]) => readFileSync(path.join(root, ...parts, 'data', 'marker'), 'utf8');
+    t.is(file('custom', 'vb'), 'three');
+    t.is(file('custom-snapshots', 'vb', 's1'), 'one');
+    t.is(file('custom-snapshots', 'vb', 's2'), 'two');
+    t.false(existsSync(path.join(root, 'custom-snapshots', 'vb', 's2', 'data', 'only-in-one')));
+    t.deepEqual(readdirSync(path.join(root, 'custom')).filter((n) => n.includes('..partial-')), [], 'no scratch volume left');
+    // From btrfs to dir: the trees of the subvolume snapshots go the same way.
+    await ok(t, 'storage', 'volume', 'copy', 'r2:bt/vb', 'r1:default/vback');
+    t.is(marker(source, 'vback'), 'three');
+    t.is(marker(source, 'vback', 's1'), 'one');
+    t.is(marker(source, 'vback', 's2'), 'two');
+    await ok(t, 'storage', 'volume', 'delete', 'r1:default', 'vback');
+  } finally {
+    await remoteLxc('storage', 'volume', 'delete', 'r2:bt', 'vb');
+    await remoteLxc('storage', 'delete', 'r2:bt');
+  }
+});
+
 test.serial('lxc storage volume move r1:default/v1 r2:default/vm moves it across remotes: the source is gone', async (t) => {
   await ok(t, 'storage', 'volume', 'copy', 'r1:default/v1', 'r1:default/vmove');
   await ok(t, 'storage', 'volume', 'move', 'r1:default/vmove', 'r2:default/vm');

@@ -343,6 +343,8 @@ export class CustomVolumes {
     poolName: string, project: string, vol: NewVolume, source: Extract<VolumeSource, { kind: 'fill' | 'receive' }>,
     snapshots: { name: string; description: string; expiresAt: string; createdAt?: string; config?: Record<string, string> }[],
     requestor?: Requestor,
+    /** Work on the whole scratch volume before it takes its name (a migration receives into it and snapshots it there). */
+    thenInScratch?: (scratch: VolumeRef) => Promise<void>,
   ): Promise<void> {
     // As the reference: the pool's volume.* defaults fill what the archive's config leaves out.
     const { info } = await this.pools.usable(poolName);
@@ -353,6 +355,7 @@ export class CustomVolumes {
       await this.volumes.deleteVolume(poolName, scratch).catch(() => {});
       await this.volumes.createInstanceVolume(poolName, scratch, source);
       try {
+        await thenInScratch?.(scratch);
         await this.volumes.renameVolume(poolName, scratch, vol.name);
       } catch (err) {
         await this.volumes.deleteVolume(poolName, scratch).catch(() => {});

@@ -20,7 +20,7 @@ import {
 import { progressReporter } from '../../../../sdk/lib/operations/index.js';
 import type { PoolManager } from '../../pools.js';
 import type { VolumeManager } from '../../volumes.js';
-import { customRef, scratchRef, type CustomVolumes, type NewVolume } from '../custom-volumes.js';
+import { customRef, type CustomVolumes, type NewVolume } from '../custom-volumes.js';
 import { checkVolumeSnapshotName } from '../names.js';
 import { volumeUrl } from '../record.js';
 import { receivedSnapshot } from './snapshot-messages.js';
@@ -83,16 +83,21 @@ async function receiveNew(deps: VolumeTargetDeps, req: ApiRequest, ask: VolumeRe
   for (const name of offer.snapshots) checkVolumeSnapshotName(name);
   const records = offer.header.snapshots ?? [];
   const kept = volumeOnly ? [] : offer.snapshots;
-  const { info, driver } = await deps.pools.usable(pool);
+  const { driver } = await deps.pools.usable(pool);
   if (kept.length && !canSnapshot(driver)) throw badRequest(`Storage pool "${pool}" cannot hold the volume's snapshots`);
-  const scratch = scratchRef(project, volume.name);
-  await withProgress(op, link, volume.name, () => deps.custom.createFilled(pool, project, volume, {
-    kind: 'fill',
-    // The driver's own snapshot of the scratch volume: the records come with the volume's, once it is whole.
-    fill: (dir) => receiveAll(deps, dir, link, offer, op.signal, async (name) => {
-      if (kept.includes(name) && canSnapshot(driver)) await driver.snapshots.create(info, scratch, name);
-    }),
-  }, kept.map((name) => receivedSnapshot(records[offer.snapshots.indexOf(name)], name)), req.requestor));
+  // An empty scratch volume first: each tree is received into it whole and snapshotted there (a
+  // driver may fill a new volume away from its final place, where it cannot be snapshotted yet).
+  const nothing = async () => {};
+  await withProgress(op, link, volume.name, () => deps.custom.createFilled(
+    pool, project, volume, { kind: 'fill', fill: nothing },
+    kept.map((name) => receivedSnapshot(records[offer.snapshots.indexOf(name)], name)), req.requestor,
+    async (scratch) => {
+      const dir = await deps.volumes.volumePath(pool, scratch);
+      await receiveAll(deps, dir, link, offer, op.signal, async (name) => {
+        if (kept.includes(name)) await deps.volumes.createSnapshot(pool, scratch, name);
+      });
+    },
+  ));
 }
 
 /**
