@@ -14,7 +14,7 @@ import path from 'node:path';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { decodeControl, decodeHeader, encodeHeader, FsType } from '../../sdk/lib/migration/index.js';
 import { collectRun, type ClientRun } from '../helpers/clients.js';
-import { startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
+import { startDaemon, startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
 import { selfSigned } from '../helpers/pki.js';
 import { freePort } from '../helpers/tls-client.js';
 
@@ -299,6 +299,29 @@ function rsyncsUnder(dir: string): string[] {
   }
   return found;
 }
+
+test.serial('kill -9 of the target mid-transfer: after its restart there is no volume or scratch, and the source volume is free again', async (t) => {
+  await ok(t, 'storage', 'volume', 'create', 'r1:default', 'big2');
+  const dd = spawn('dd', ['if=/dev/urandom', `of=${path.join(volumeDir(source, 'big2'), 'big')}`, 'bs=1M', 'count=300', 'status=none']);
+  await new Promise((resolve) => dd.on('exit', resolve));
+  await ok(t, 'storage', 'volume', 'snapshot', 'r1:default', 'big2', 'snap');
+  const copy = remoteLxc('storage', 'volume', 'copy', 'r1:default/big2', 'r2:default/big2');
+  const started = () => leftovers(target).length > 0;
+  for (let i = 0; i < 600 && !started(); i++) await new Promise((r) => setTimeout(r, 50));
+  t.true(started(), 'the transfer started');
+  target.child.kill('SIGKILL');
+  t.not((await copy).status, 0, 'the copy fails');
+  target = await startDaemon({ dir: target.dir, plugins: 'full' });
+  t.is((await target.request('GET', '/1.0/storage-pools/default/volumes/custom/big2')).status, 404);
+  t.false(existsSync(volumeDir(target, 'big2')), 'no half-written volume');
+  t.deepEqual(leftovers(target), [], 'no scratch volume left');
+  const snapshots = path.join(target.dir, 'storage-pools', 'default', 'custom-snapshots');
+  t.deepEqual(readdirSync(snapshots).filter((n) => n.includes('big2')), [], 'no snapshots of the scratch volume left');
+  t.deepEqual(rsyncsUnder(target.dir), [], 'no receiving rsync outlived its daemon');
+  // The source saw its peer go, and gave the volume back.
+  const del = await source.request('DELETE', '/1.0/storage-pools/default/volumes/custom/big2');
+  t.is(del.status, 200, del.body);
+});
 
 // Last: it kills the source daemon.
 test.serial('kill -9 of the source mid-transfer leaves no volume, scratch or rsync on the target', async (t) => {
