@@ -117,6 +117,7 @@ for (const mode of ['pull', 'push', 'relay'] as const) {
     // The reference shows no creation time for its volume snapshots (the zero time) and sends 0: corral's copy then shows when it was made.
     if (!original.created_at.startsWith('0001-')) t.is(copied.created_at.slice(0, 19), original.created_at.slice(0, 19), 'the snapshot keeps its creation time');
     else t.false(copied.created_at.startsWith('0001-'));
+    t.is(copied.description, 'carried along', 'as the reference does, a received snapshot takes the volume\'s description');
     t.is(marker(ref.dir, name), 'three', 'the source is untouched');
   });
 

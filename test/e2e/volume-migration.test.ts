@@ -100,6 +100,7 @@ async function sameAsV1(t: any, name: string, snapshots = ['s1', 's2']): Promise
     const copied = JSON.parse(await ok(t, 'query', `r2:/1.0/storage-pools/default/volumes/custom/${name}/snapshots/s1`));
     t.is(copied.created_at.slice(0, 19), original.created_at.slice(0, 19), 'the snapshot keeps its creation time');
     t.is(copied.config['user.colour'], 'green', 'the snapshot keeps its config');
+    t.is(copied.description, 'carried along', 'a received snapshot takes the volume\'s description, as the reference gives it');
   }
   const vol = JSON.parse(await ok(t, 'query', `r2:/1.0/storage-pools/default/volumes/custom/${name}`));
   t.is(vol.config['user.colour'], 'green');
@@ -131,10 +132,12 @@ test.serial('lxc storage volume copy --mode relay: the client relays between the
   await sameAsV1(t, 'vr');
 });
 
-test.serial('lxc storage volume copy --refresh brings the new snapshot and the changed files; a second copy without it is refused', async (t) => {
+test.serial('lxc storage volume copy --refresh brings the new snapshot and the changed files and keeps the target\'s own; a second copy without it is refused', async (t) => {
   const again = await remoteLxc('storage', 'volume', 'copy', 'r1:default/v1', 'r2:default/v1');
   t.not(again.status, 0);
   t.regex(again.stderr, /already exists/);
+  // The target's own snapshot stays (a departure: the reference removes it; decision 0043).
+  await ok(t, 'storage', 'volume', 'snapshot', 'r2:default', 'v1', 'mine');
   writeMarker(source, 'v1', 'four');
   await ok(t, 'storage', 'volume', 'snapshot', 'r1:default', 'v1', 's3');
   await ok(t, 'storage', 'volume', 'copy', 'r1:default/v1', 'r2:default/v1', '--refresh');
@@ -142,7 +145,8 @@ test.serial('lxc storage volume copy --refresh brings the new snapshot and the c
   t.is(marker(target, 'v1', 's3'), 'four');
   t.is(marker(target, 'v1', 's1'), 'one', 'a snapshot the target had is left as it was');
   const names = JSON.parse(await ok(t, 'query', 'r2:/1.0/storage-pools/default/volumes/custom/v1/snapshots')).map((u: string) => u.split('/').pop());
-  t.deepEqual(names, ['s1', 's2', 's3']);
+  t.deepEqual(names.sort(), ['mine', 's1', 's2', 's3']);
+  t.is(marker(target, 'v1', 'mine'), 'three');
   // Back to what the later tests expect.
   await ok(t, 'storage', 'volume', 'delete', 'r1:default', 'v1/s3');
   writeMarker(source, 'v1', 'three');

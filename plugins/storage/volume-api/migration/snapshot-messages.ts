@@ -2,7 +2,7 @@
  * Volume snapshots in the migration header. The header's snapshot message was made for instances:
  * a volume's snapshot fills its name, its config (as `localConfig`) and its dates, and leaves the
  * instance fields empty (architecture 0, no profiles or devices), as the reference's peers do. The
- * header has no description, so a received snapshot has none.
+ * header has no description: a received snapshot takes the new volume's, as the reference gives it.
  */
 import type { SnapshotMessage } from '../../../../sdk/lib/migration/index.js';
 import type { VolumeSnapshotRecord } from '../record.js';
@@ -26,11 +26,11 @@ export function volumeSnapshotMessage(snap: VolumeSnapshotRecord): SnapshotMessa
 }
 
 /** What a received snapshot's record takes from its message (the name was checked with the header). */
-export function receivedSnapshot(msg: SnapshotMessage | undefined, name: string): { name: string; description: string; config: Record<string, string>; createdAt?: string; expiresAt: string } {
+export function receivedSnapshot(msg: SnapshotMessage | undefined, name: string, description: string): { name: string; description: string; config: Record<string, string>; createdAt?: string; expiresAt: string } {
   const config: Record<string, string> = {};
   for (const pair of msg?.localConfig ?? []) {
     // The source's volatile keys describe its own disk, not ours.
     if (typeof pair.key === 'string' && typeof pair.value === 'string' && !pair.key.startsWith('volatile.')) config[pair.key] = pair.value;
   }
-  return { name, description: '', config, createdAt: toIso(msg?.creation_date), expiresAt: toIso(msg?.expiry_date) ?? '' };
+  return { name, description, config, createdAt: toIso(msg?.creation_date), expiresAt: toIso(msg?.expiry_date) ?? '' };
 }

@@ -90,7 +90,7 @@ async function receiveNew(deps: VolumeTargetDeps, req: ApiRequest, ask: VolumeRe
   const nothing = async () => {};
   await withProgress(op, link, volume.name, () => deps.custom.createFilled(
     pool, project, volume, { kind: 'fill', fill: nothing },
-    kept.map((name) => receivedSnapshot(records[offer.snapshots.indexOf(name)], name)), req.requestor,
+    kept.map((name) => receivedSnapshot(records[offer.snapshots.indexOf(name)], name, volume.description)), req.requestor,
     async (scratch) => {
       const dir = await deps.volumes.volumePath(pool, scratch);
       await receiveAll(deps, dir, link, offer, op.signal, async (name) => {
@@ -121,7 +121,7 @@ async function receiveRefresh(deps: VolumeTargetDeps, req: ApiRequest, ask: Volu
         if (volumeOnly) return;
         await volumes.createSnapshot(pool, ref, name);
         made.push(name);
-        const rec = receivedSnapshot(records[i], name);
+        const rec = receivedSnapshot(records[i], name, custom.get(project, pool, volume.name).doc.description);
         await custom.catalog.putSnapshot(project, {
           pool, volume: volume.name, name, description: rec.description, config: rec.config, contentType: volume.contentType,
           createdAt: rec.createdAt ?? new Date().toISOString(), expiresAt: rec.expiresAt,
