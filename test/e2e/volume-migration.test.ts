@@ -264,7 +264,7 @@ test.serial('a source that lies in its header (a snapshot named "a/b", or "..") 
   }
 });
 
-test.serial('a volume being sent is held: its delete is refused while the target stays silent, and goes through once the send ended', async (t) => {
+test.serial('a volume being sent is held: its delete and its snapshots\' delete are refused while the target stays silent, and goes through once the send ended', async (t) => {
   const silent = await fakePeer();
   try {
     const res = await source.request('POST', '/1.0/storage-pools/default/volumes/custom/v1', {
@@ -279,6 +279,11 @@ test.serial('a volume being sent is held: its delete is refused while the target
     const del = await source.request('DELETE', '/1.0/storage-pools/default/volumes/custom/v1');
     t.is(del.status, 409, del.body);
     t.regex(del.json.error, /being migrated/);
+    // Nor do its snapshots change (the operation fails with the same answer).
+    const snapDel = await source.request('DELETE', '/1.0/storage-pools/default/volumes/custom/v1/snapshots/s1');
+    const snapDone = snapDel.json?.operation ? (await source.request('GET', `${snapDel.json.operation}/wait?timeout=30`)).json.metadata : { err: snapDel.json?.error };
+    t.regex(snapDone.err ?? '', /being migrated/);
+    t.true(existsSync(volumeDir(source, 'v1', 's1')));
     silent.close();
     const done = await source.request('GET', `${res.json.operation}/wait?timeout=30`);
     t.is(done.json.metadata.status, 'Failure');

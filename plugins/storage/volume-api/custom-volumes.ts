@@ -188,7 +188,7 @@ export class CustomVolumes {
    * source as soon as the target is done, while the source may still be reading the target's last
    * word. One that goes on longer is a 409.
    */
-  private async awaitMigration(project: string, pool: string, name: string, doing: string): Promise<void> {
+  async awaitMigration(project: string, pool: string, name: string, doing: string): Promise<void> {
     const key = `${pool}\u0000${project}\u0000${name}`;
     for (const until = Date.now() + MIGRATION_WAIT_MS; this.sending.has(key) && Date.now() < until;) await new Promise((r) => setTimeout(r, 100));
     if (this.sending.has(key)) throw conflict(`Storage volume "${name}" cannot be ${doing} while it is being migrated`);
