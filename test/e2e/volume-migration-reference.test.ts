@@ -2,16 +2,19 @@
  * Custom volume migration between corral and a private reference daemon (LXD 5.0.2), both over HTTPS
  * on loopback with `dir` pools, with the real `lxc` as the go-between: `lxc storage volume copy` both
  * ways in pull, push and relay modes carries the volume's files, its snapshots with theirs, config
- * and description; `--refresh` both ways brings only the new snapshot and the changed files.
+ * and description; `--refresh` both ways brings only the new snapshot and the changed files. A
+ * reference volume written by a container (shifted on disk) arrives at container ids and is used by a
+ * corral container, and goes back.
  */
 import test from 'ava';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { collectRun, type ClientRun } from '../helpers/clients.js';
-import { startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
+import { killContainers, type Daemon } from '../helpers/daemon.js';
+import { startWithImage, stopImageDaemons, type ImageDaemon } from '../helpers/image-daemon.js';
 import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
 import { freePort } from '../helpers/tls-client.js';
 
@@ -21,7 +24,7 @@ if (missing) console.warn(`Skipping the reference volume migration tests: ${miss
 
 const PASSWORD = 'vol-migr-ref-43';
 const suffix = randomBytes(3).toString('hex');
-let corral: Daemon;
+let corral: ImageDaemon;
 let ref: ReferenceDaemon;
 let home = '';
 
@@ -91,7 +94,11 @@ async function sameVolume(t: any, remote: string, dataDir: string, name: string,
 
 test.before(async () => {
   if (missing) return;
-  [corral, ref] = await Promise.all([startWithPool({ plugins: 'full' }), startReference()]);
+  [corral, ref] = await Promise.all([startWithImage({ plugins: 'full' }), startReference()]);
+  // The same busybox image on the reference, for a container that writes into an attached volume.
+  const up = await ref.call('POST', '/1.0/images', readFileSync(corral.image.unified), { 'content-type': 'application/octet-stream' });
+  if (up.op?.status !== 'Success') throw new Error(`image import into the reference failed: ${up.op?.err ?? up.body}`);
+  await ref.request('POST', '/1.0/images/aliases', { name: 'bb', target: up.op.metadata.fingerprint });
   home = mkdtempSync(path.join(tmpdir(), 'corral-volmigr-ref-home-'));
   const [uc, ur] = await Promise.all([listen(corral, '127.0.43.3'), listen(ref, '127.0.43.4')]);
   for (const [name, url] of [['cor', uc], ['ref', ur]] as const) {
@@ -102,7 +109,8 @@ test.before(async () => {
 
 test.after.always(async () => {
   await ref?.stop();
-  await stopDaemons();
+  if (corral) killContainers(corral.dir);
+  await stopImageDaemons();
   if (home) rmSync(home, { recursive: true, force: true });
 });
 
@@ -165,4 +173,45 @@ interop('lxc storage volume move across remotes both ways: the source is gone', 
   await sameVolume(t, 'ref', ref.dir, name);
   t.is((await corral.request('GET', `/1.0/storage-pools/default/volumes/custom/${name}`)).status, 404);
   t.false(existsSync(volumeDir(corral.dir, name)));
+});
+
+interop('a reference volume a container wrote to (shifted on disk, volatile.idmap.last) arrives at container ids, serves a corral container, and goes back', async (t) => {
+  const name = `hvol-sh-${suffix}`;
+  const inst = `hvol-c-${suffix}`;
+  await ok(t, 'storage', 'volume', 'create', 'ref:default', name);
+  await ok(t, 'init', 'ref:bb', `ref:${inst}`);
+  await ok(t, 'storage', 'volume', 'attach', 'ref:default', name, inst, '/mnt/v');
+  await ok(t, 'start', `ref:${inst}`);
+  await ok(t, 'exec', `ref:${inst}`, '--', 'sh', '-c', 'echo first > /mnt/v/file; mkdir /mnt/v/d; chown 1000:1000 /mnt/v/d');
+  await ok(t, 'storage', 'volume', 'snapshot', 'ref:default', name, 'snap');
+  await ok(t, 'exec', `ref:${inst}`, '--', 'sh', '-c', 'echo second > /mnt/v/file');
+  await ok(t, 'stop', `ref:${inst}`, '--force');
+  const shifted = JSON.parse(await ok(t, 'query', `ref:/1.0/storage-pools/default/volumes/custom/${name}`));
+  t.truthy(shifted.config['volatile.idmap.last'], 'the reference shifted the volume on disk');
+  t.not(statSync(path.join(volumeDir(ref.dir, name), 'd')).uid, 1000);
+
+  await ok(t, 'storage', 'volume', 'copy', `ref:default/${name}`, `cor:default/${name}`);
+  const here = volumeDir(corral.dir, name);
+  t.is(statSync(path.join(here, 'd')).uid, 1000, 'shifted back to the container\'s ids');
+  t.is(statSync(path.join(here, 'file')).uid, 0);
+  t.is(statSync(path.join(volumeDir(corral.dir, name, 'snap'), 'd')).gid, 1000, 'the snapshot too');
+  t.is(readFileSync(path.join(volumeDir(corral.dir, name, 'snap'), 'file'), 'utf8'), 'first\n');
+  const vol = JSON.parse(await ok(t, 'query', `cor:/1.0/storage-pools/default/volumes/custom/${name}`));
+  t.deepEqual(Object.keys(vol.config).filter((k) => k.startsWith('volatile.')), [], 'the source\'s volatile keys are not kept');
+
+  await ok(t, 'init', 'cor:bb', `cor:${inst}`);
+  await ok(t, 'storage', 'volume', 'attach', 'cor:default', name, inst, '/mnt/v');
+  await ok(t, 'start', `cor:${inst}`);
+  t.is(await ok(t, 'exec', `cor:${inst}`, '--', 'cat', '/mnt/v/file'), 'second\n');
+  t.is((await ok(t, 'exec', `cor:${inst}`, '--', 'stat', '-c', '%u:%g', '/mnt/v/d')).trim(), '1000:1000');
+  await ok(t, 'stop', `cor:${inst}`, '--force');
+
+  // Back to the reference, under another name: it shifts the volume when a container attaches it.
+  await ok(t, 'storage', 'volume', 'copy', `cor:default/${name}`, `ref:default/${name}-back`);
+  await ok(t, 'storage', 'volume', 'detach', 'ref:default', name, inst);
+  await ok(t, 'storage', 'volume', 'attach', 'ref:default', `${name}-back`, inst, '/mnt/v');
+  await ok(t, 'start', `ref:${inst}`);
+  t.is(await ok(t, 'exec', `ref:${inst}`, '--', 'cat', '/mnt/v/file'), 'second\n');
+  t.is((await ok(t, 'exec', `ref:${inst}`, '--', 'stat', '-c', '%u:%g', '/mnt/v/d')).trim(), '1000:1000');
+  await ok(t, 'stop', `ref:${inst}`, '--force');
 });

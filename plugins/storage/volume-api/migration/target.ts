@@ -6,7 +6,8 @@
  * differs from the tree before. The volume is made under its scratch name and takes its real name
  * with its records once whole; any failure removes all of it and tells the source. Config and
  * description come from the request (the client copies them from the source volume), the
- * snapshots' config and dates from the header.
+ * snapshots' config and dates from the header. A source that shifts ids on disk (the reference, once
+ * the volume was attached) says by which map in `volatile.idmap.last`; the trees are shifted back.
  */
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -18,6 +19,8 @@ import {
   acceptOffer, connectPeer, finishTarget, MigrationChannel, parsePeer, receiveOne, type MigrationPeer, type TargetOffer,
 } from '../../../../sdk/lib/migration/index.js';
 import { progressReporter } from '../../../../sdk/lib/operations/index.js';
+import { parseShift, unshiftTree } from '../../../../sdk/lib/storage/index.js';
+import type { IdmapEntry } from '../../../../sdk/index.js';
 import type { PoolManager } from '../../pools.js';
 import type { VolumeManager } from '../../volumes.js';
 import { customRef, type CustomVolumes, type NewVolume } from '../custom-volumes.js';
@@ -55,14 +58,32 @@ async function receiveInto(deps: VolumeTargetDeps, dir: string, link: Link, offe
   await receiveOne(deps.ctx.hostTools, dir, link.fs, offer, signal);
 }
 
-/** Every tree the source sends, in order; `snapshot(name)` is called after each snapshot's tree arrived. */
-async function receiveAll(deps: VolumeTargetDeps, dir: string, link: Link, offer: TargetOffer, signal: AbortSignal, snapshot: (name: string, index: number) => Promise<void>): Promise<void> {
+/**
+ * The map a snapshot's tree is shifted by on the source: its own `volatile.idmap.last` (the volume's
+ * config when it was taken), else the volume's (ids below the map's host range are left as they are,
+ * so an unshifted tree comes through unchanged).
+ */
+function snapshotShift(offer: TargetOffer, index: number, volumeShift: IdmapEntry[]): IdmapEntry[] {
+  const own = offer.header.snapshots?.[index]?.localConfig?.find((p) => p.key === 'volatile.idmap.last')?.value;
+  return own === undefined ? volumeShift : parseShift(own, 'A snapshot\'s "volatile.idmap.last"');
+}
+
+/**
+ * Every tree the source sends, in order, each shifted back to container ids when the source keeps
+ * them shifted on disk; `snapshot(name)` is called after each snapshot's tree arrived.
+ */
+async function receiveAll(
+  deps: VolumeTargetDeps, dir: string, link: Link, offer: TargetOffer, signal: AbortSignal, volumeShift: IdmapEntry[],
+  snapshot: (name: string, index: number) => Promise<void>,
+): Promise<void> {
   for (const [i, name] of offer.snapshots.entries()) {
     await receiveInto(deps, dir, link, offer, signal);
+    await unshiftTree(dir, snapshotShift(offer, i, volumeShift));
     await snapshot(name, i);
   }
   await receiveInto(deps, dir, link, offer, signal);
   if (offer.finalSync) await receiveInto(deps, dir, link, offer, signal);
+  await unshiftTree(dir, volumeShift);
 }
 
 /** The source's bytes as the operation's `fs_progress`, while `work` runs. */
@@ -77,7 +98,7 @@ async function withProgress<T>(op: OperationControl, link: Link, label: string, 
   }
 }
 
-async function receiveNew(deps: VolumeTargetDeps, req: ApiRequest, ask: VolumeReceiveRequest, volumeOnly: boolean, link: Link, op: OperationControl): Promise<void> {
+async function receiveNew(deps: VolumeTargetDeps, req: ApiRequest, ask: VolumeReceiveRequest, volumeOnly: boolean, shift: IdmapEntry[], link: Link, op: OperationControl): Promise<void> {
   const { pool, project, volume } = ask;
   const offer = await acceptOffer(link.control, op.signal);
   for (const name of offer.snapshots) checkVolumeSnapshotName(name);
@@ -93,7 +114,7 @@ async function receiveNew(deps: VolumeTargetDeps, req: ApiRequest, ask: VolumeRe
     kept.map((name) => receivedSnapshot(records[offer.snapshots.indexOf(name)], name, volume.description)), req.requestor,
     async (scratch) => {
       const dir = await deps.volumes.volumePath(pool, scratch);
-      await receiveAll(deps, dir, link, offer, op.signal, async (name) => {
+      await receiveAll(deps, dir, link, offer, op.signal, shift, async (name) => {
         if (kept.includes(name)) await deps.volumes.createSnapshot(pool, scratch, name);
       });
     },
@@ -105,7 +126,7 @@ async function receiveNew(deps: VolumeTargetDeps, req: ApiRequest, ask: VolumeRe
  * volume's tree. Snapshots made here are removed again if the transfer fails; the volume's own
  * tree may then be half-updated, as the reference leaves it.
  */
-async function receiveRefresh(deps: VolumeTargetDeps, req: ApiRequest, ask: VolumeReceiveRequest, volumeOnly: boolean, link: Link, op: OperationControl): Promise<void> {
+async function receiveRefresh(deps: VolumeTargetDeps, req: ApiRequest, ask: VolumeReceiveRequest, volumeOnly: boolean, shift: IdmapEntry[], link: Link, op: OperationControl): Promise<void> {
   const { pool, project, volume } = ask;
   const { custom, volumes } = deps;
   await custom.whileMigrating(project, pool, volume.name, async () => {
@@ -117,7 +138,7 @@ async function receiveRefresh(deps: VolumeTargetDeps, req: ApiRequest, ask: Volu
     const dir = await custom.path(pool, project, volume.name);
     const made: string[] = [];
     try {
-      await withProgress(op, link, volume.name, () => receiveAll(deps, dir, link, offer, op.signal, async (name, i) => {
+      await withProgress(op, link, volume.name, () => receiveAll(deps, dir, link, offer, op.signal, shift, async (name, i) => {
         if (volumeOnly) return;
         await volumes.createSnapshot(pool, ref, name);
         made.push(name);
@@ -154,11 +175,14 @@ export async function volumeMigrationTarget(deps: VolumeTargetDeps, req: ApiRequ
   const existing = custom.catalog.find(project, pool, volume.name);
   if (existing && !refresh) throw conflict(`Storage volume "${volume.name}" already exists on pool "${pool}"`);
   if (existing && existing.doc.contentType !== volume.contentType) throw badRequest('A refresh needs source and target volumes of the same content type');
-  const config = Object.fromEntries(Object.entries(volume.config).filter(([, v]) => v !== ''));
+  // The source's volatile keys describe its own disk: the map its files are shifted by (once the
+  // volume was attached there) is used to shift them back; none of them is kept.
+  const shift = parseShift(volume.config['volatile.idmap.last'], 'The source volume\'s "volatile.idmap.last"');
+  const config = Object.fromEntries(Object.entries(volume.config).filter(([k, v]) => v !== '' && !k.startsWith('volatile.')));
   if (!existing) await custom.checkNew(pool, project, volume.name, config, volume.contentType);
   const work = (link: Link, op: OperationControl) => (existing
-    ? receiveRefresh(deps, req, ask, volumeOnly, link, op)
-    : receiveNew(deps, req, { ...ask, volume: { ...volume, config } }, volumeOnly, link, op));
+    ? receiveRefresh(deps, req, ask, volumeOnly, shift, link, op)
+    : receiveNew(deps, req, { ...ask, volume: { ...volume, config } }, volumeOnly, shift, link, op));
   // Whatever fails after the sockets are open is told to the source before the operation ends.
   const verdict = async (link: Link, op: OperationControl) => {
     try {
