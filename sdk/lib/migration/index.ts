@@ -4,4 +4,3 @@ export * from './channel.js';
 export * from './names.js';
 export * from './rsync.js';
 export * from './protocol.js';
-export * from './peer.js';

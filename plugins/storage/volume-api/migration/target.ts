@@ -15,9 +15,8 @@ import type { WebSocket } from 'ws';
 import {
   badRequest, canSnapshot, conflict, optionalBool, type ApiRequest, type Operation, type OperationControl, type PluginContext,
 } from '../../../../sdk/index.js';
-import {
-  acceptOffer, connectPeer, finishTarget, MigrationChannel, parsePeer, receiveOne, type MigrationPeer, type TargetOffer,
-} from '../../../../sdk/lib/migration/index.js';
+import { acceptOffer, finishTarget, MigrationChannel, receiveOne, type TargetOffer } from '../../../../sdk/lib/migration/index.js';
+import { connectPeer, parsePeer, type MigrationPeer } from '../../../../sdk/lib/migration/peer.js';
 import { progressReporter } from '../../../../sdk/lib/operations/index.js';
 import { parseShift, unshiftTree } from '../../../../sdk/lib/storage/index.js';
 import type { IdmapEntry } from '../../../../sdk/index.js';
