@@ -132,6 +132,21 @@ test.serial('lxc storage volume copy --mode relay: the client relays between the
   await sameAsV1(t, 'vr');
 });
 
+test.serial('lxc storage volume copy --target-project: the copy lands in the target server\'s project that holds its own volumes', async (t) => {
+  await ok(t, 'project', 'create', 'r2:hvolp', '-c', 'features.storage.volumes=true', '-c', 'features.images=false', '-c', 'features.profiles=false');
+  try {
+    await ok(t, 'storage', 'volume', 'copy', 'r1:default/v1', 'r2:default/vproj', '--target-project', 'hvolp');
+    const pool = path.join(target.dir, 'storage-pools', 'default');
+    t.is(readFileSync(path.join(pool, 'custom', 'hvolp_vproj', 'data', 'marker'), 'utf8'), 'three');
+    t.is(readFileSync(path.join(pool, 'custom-snapshots', 'hvolp_vproj', 's1', 'data', 'marker'), 'utf8'), 'one');
+    t.is((await target.request('GET', '/1.0/storage-pools/default/volumes/custom/vproj?project=hvolp')).status, 200);
+    t.is((await target.request('GET', '/1.0/storage-pools/default/volumes/custom/vproj')).status, 404, 'not in the default project');
+  } finally {
+    await remoteLxc('storage', 'volume', 'delete', 'r2:default', 'vproj', '--project', 'hvolp');
+    await remoteLxc('project', 'delete', 'r2:hvolp');
+  }
+});
+
 test.serial('lxc storage volume copy --refresh brings the new snapshot and the changed files and keeps the target\'s own; a second copy without it is refused', async (t) => {
   const again = await remoteLxc('storage', 'volume', 'copy', 'r1:default/v1', 'r2:default/v1');
   t.not(again.status, 0);
