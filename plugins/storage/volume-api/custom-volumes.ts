@@ -64,7 +64,7 @@ export class CustomVolumes {
   /** Names being created right now (pool/project/name): a second create waits for none, it gets a 409. */
   private readonly reserved = new Set<string>();
   /** Volumes being migrated (pool/project/name, with a count): not to be deleted, renamed or moved meanwhile. */
-  private readonly sending = new Map<string, number>();
+  private readonly migrating = new Map<string, number>();
 
   constructor(
     private readonly ctx: PluginContext,
@@ -173,13 +173,13 @@ export class CustomVolumes {
   /** Run `fn` (a send to, or a refresh from, another server) with the volume held against delete, rename and move. */
   async whileMigrating<T>(project: string, pool: string, name: string, fn: () => Promise<T>): Promise<T> {
     const key = `${pool}\u0000${project}\u0000${name}`;
-    this.sending.set(key, (this.sending.get(key) ?? 0) + 1);
+    this.migrating.set(key, (this.migrating.get(key) ?? 0) + 1);
     try {
       return await fn();
     } finally {
-      const left = (this.sending.get(key) ?? 1) - 1;
-      if (left > 0) this.sending.set(key, left);
-      else this.sending.delete(key);
+      const left = (this.migrating.get(key) ?? 1) - 1;
+      if (left > 0) this.migrating.set(key, left);
+      else this.migrating.delete(key);
     }
   }
 
@@ -190,8 +190,8 @@ export class CustomVolumes {
    */
   async awaitMigration(project: string, pool: string, name: string, doing: string): Promise<void> {
     const key = `${pool}\u0000${project}\u0000${name}`;
-    for (const until = Date.now() + MIGRATION_WAIT_MS; this.sending.has(key) && Date.now() < until;) await new Promise((r) => setTimeout(r, 100));
-    if (this.sending.has(key)) throw conflict(`Storage volume "${name}" cannot be ${doing} while it is being migrated`);
+    for (const until = Date.now() + MIGRATION_WAIT_MS; this.migrating.has(key) && Date.now() < until;) await new Promise((r) => setTimeout(r, 100));
+    if (this.migrating.has(key)) throw conflict(`Storage volume "${name}" cannot be ${doing} while it is being migrated`);
   }
 
   /** Refuses while anything uses the volume, naming the users. */

@@ -173,7 +173,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
         },
       },
       post: withImport({
-        description: 'Create a custom storage volume, possibly as a copy of another',
+        description: 'Create a custom storage volume, possibly as a copy of another on this server or (migration) on another',
         errors: [409],
         // A copy or a backup upload is an operation; a new empty volume is answered at once.
         answers: ['sync', 'operation'],
@@ -274,7 +274,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
         },
       },
       post: {
-        description: 'Rename a custom volume, or move it to another pool or project',
+        description: 'Rename a custom volume, move it to another pool or project, or send it to another server (migration)',
         errors: [409],
         answers: ['sync', 'operation'],
         body: objectBody({
