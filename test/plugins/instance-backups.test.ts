@@ -14,7 +14,7 @@ import { parse } from 'yaml';
 import { collect, killContainers, startDaemon, startWithPool, stopDaemons, waitFor, type Daemon, type HttpResult } from '../helpers/daemon.js';
 import { callAndWait, importImage } from '../helpers/api.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { parseShift, unshiftTree } from '../../plugins/instances/backups/unshift.js';
+import { parseShift, unshiftTree } from '../../sdk/lib/storage/index.js';
 
 let d: Daemon;
 let image: BusyboxImage;

@@ -28,7 +28,7 @@ import { scanArchive } from './archive-check.js';
 import { BackupFiles } from './files.js';
 import { INSTANCE_OPTIMIZED_LAYOUT } from './manager.js';
 import { readIndex, type BackupIndex, type InstanceSection } from './index-file.js';
-import { parseShift, unshiftTree } from './unshift.js';
+import { parseShift, unshiftTree } from '../../../sdk/lib/storage/index.js';
 
 function header(value: string | string[] | undefined): string {
   return (Array.isArray(value) ? value[0] : value)?.trim() ?? '';

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { IdmapEntry } from '../../../sdk/index.js';
 import type { MigrationHeader } from '../../../sdk/lib/migration/index.js';
-import { parseShift, unshiftTree } from '../backups/unshift.js';
+import { parseShift, unshiftTree } from '../../../sdk/lib/storage/index.js';
 
 export function headerShift(header: MigrationHeader): IdmapEntry[] {
   return (header.idmap ?? []).map((e) => {

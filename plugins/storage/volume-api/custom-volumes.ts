@@ -25,6 +25,8 @@ export const DEFAULT_BLOCK_SIZE = '10GiB';
 /** Inside a block volume's directory on file-based pools. */
 export const BLOCK_FILE = 'root.img';
 export const PARTIAL_PREFIX = '..partial-';
+/** How long a delete, rename or move waits for a migration of the volume to end before it is refused. */
+const MIGRATION_WAIT_MS = 5_000;
 
 export interface NewVolume {
   name: string;
@@ -42,6 +44,8 @@ export interface CopySource {
 }
 
 export const customRef = (project: string, name: string): VolumeRef => ({ type: 'custom', project, name });
+/** Where a new volume is made before it takes its real name. */
+export const scratchRef = (project: string, name: string): VolumeRef => customRef(project, PARTIAL_PREFIX + name);
 
 export function contentTypeOf(value: unknown): ContentType {
   if (value === undefined || value === null || value === '' || value === 'filesystem' || value === 'fs') return 'filesystem';
@@ -59,6 +63,8 @@ export class CustomVolumes {
 
   /** Names being created right now (pool/project/name): a second create waits for none, it gets a 409. */
   private readonly reserved = new Set<string>();
+  /** Volumes being migrated (pool/project/name, with a count): not to be deleted, renamed or moved meanwhile. */
+  private readonly migrating = new Map<string, number>();
 
   constructor(
     private readonly ctx: PluginContext,
@@ -164,8 +170,33 @@ export class CustomVolumes {
     await this.volumes.setVolumeQuota(poolName, customRef(project, name), size ? parseSize(size) : 0);
   }
 
+  /** Run `fn` (a send to, or a refresh from, another server) with the volume held against delete, rename and move. */
+  async whileMigrating<T>(project: string, pool: string, name: string, fn: () => Promise<T>): Promise<T> {
+    const key = `${pool}\u0000${project}\u0000${name}`;
+    this.migrating.set(key, (this.migrating.get(key) ?? 0) + 1);
+    try {
+      return await fn();
+    } finally {
+      const left = (this.migrating.get(key) ?? 1) - 1;
+      if (left > 0) this.migrating.set(key, left);
+      else this.migrating.delete(key);
+    }
+  }
+
+  /**
+   * A migration about to end is waited for: `lxc storage volume move` across servers deletes the
+   * source as soon as the target is done, while the source may still be reading the target's last
+   * word. One that goes on longer is a 409.
+   */
+  async awaitMigration(project: string, pool: string, name: string, doing: string): Promise<void> {
+    const key = `${pool}\u0000${project}\u0000${name}`;
+    for (const until = Date.now() + MIGRATION_WAIT_MS; this.migrating.has(key) && Date.now() < until;) await new Promise((r) => setTimeout(r, 100));
+    if (this.migrating.has(key)) throw conflict(`Storage volume "${name}" cannot be ${doing} while it is being migrated`);
+  }
+
   /** Refuses while anything uses the volume, naming the users. */
   private async refuseInUse(project: string, pool: string, name: string, doing: string): Promise<void> {
+    await this.awaitMigration(project, pool, name, doing);
     const users = await this.users.usersOf(project, pool, name);
     if (users.length) throw badRequest(`Storage volume "${name}" cannot be ${doing} while in use by ${users.join(', ')}`);
   }
@@ -310,18 +341,21 @@ export class CustomVolumes {
    */
   async createFilled(
     poolName: string, project: string, vol: NewVolume, source: Extract<VolumeSource, { kind: 'fill' | 'receive' }>,
-    snapshots: { name: string; description: string; expiresAt: string; createdAt?: string }[],
+    snapshots: { name: string; description: string; expiresAt: string; createdAt?: string; config?: Record<string, string> }[],
     requestor?: Requestor,
+    /** Work on the whole scratch volume before it takes its name (a migration receives into it and snapshots it there). */
+    thenInScratch?: (scratch: VolumeRef) => Promise<void>,
   ): Promise<void> {
     // As the reference: the pool's volume.* defaults fill what the archive's config leaves out.
     const { info } = await this.pools.usable(poolName);
     vol = { ...vol, config: withPoolDefaults(info.config, vol.contentType === 'block' ? 'custom-block' : 'custom-filesystem', vol.config) };
     await this.checkNew(poolName, project, vol.name, vol.config, vol.contentType);
     await this.reserving(project, poolName, vol.name, async () => {
-      const scratch = customRef(project, PARTIAL_PREFIX + vol.name);
+      const scratch = scratchRef(project, vol.name);
       await this.volumes.deleteVolume(poolName, scratch).catch(() => {});
       await this.volumes.createInstanceVolume(poolName, scratch, source);
       try {
+        await thenInScratch?.(scratch);
         await this.volumes.renameVolume(poolName, scratch, vol.name);
       } catch (err) {
         await this.volumes.deleteVolume(poolName, scratch).catch(() => {});
@@ -333,7 +367,7 @@ export class CustomVolumes {
         await this.catalog.put(project, { pool: poolName, name: vol.name, description: vol.description, config: vol.config, contentType: vol.contentType, createdAt: now }, 0);
         for (const s of snapshots) {
           await this.catalog.putSnapshot(project, {
-            pool: poolName, volume: vol.name, name: s.name, description: s.description, config: {}, contentType: vol.contentType,
+            pool: poolName, volume: vol.name, name: s.name, description: s.description, config: s.config ?? {}, contentType: vol.contentType,
             createdAt: s.createdAt ?? now, expiresAt: s.expiresAt,
           }, 0);
         }

@@ -5,7 +5,7 @@
  * `features.storage.volumes` names; instance volumes in their instance's project.
  */
 import {
-  badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, featureProjectOf, instanceUrl,
+  async, badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, featureProjectOf, instanceUrl,
   isPlainObject, notFound, objectBody, optionalBool, optionalString, stringMap, sync, type ApiRequest,
   type ApiResponse, type InstanceSummary, type PluginContext, type RouteDescriptor, type VerbSpec,
   type VolumeRef, type VolumeType,
@@ -19,6 +19,8 @@ import { customView, editableView, NEVER, VOLUME_TYPES, volumeSnapshotUrl, volum
 import type { VolumeUsers } from './users.js';
 import { volumeTask } from './volume-task.js';
 import { editInstanceVolume } from './instance-volume-edit.js';
+import { volumeMigrationSource } from './migration/source.js';
+import { volumeMigrationTarget } from './migration/target.js';
 
 const BASE = '/1.0/storage-pools/{pool}/volumes';
 
@@ -171,7 +173,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
         },
       },
       post: withImport({
-        description: 'Create a custom storage volume, possibly as a copy of another',
+        description: 'Create a custom storage volume, possibly as a copy of another on this server or (migration) on another',
         errors: [409],
         // A copy or a backup upload is an operation; a new empty volume is answered at once.
         answers: ['sync', 'operation'],
@@ -190,6 +192,12 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
           if (sourceType === '' || sourceType === 'none') {
             await custom.create(pool, project, { name, description, config, contentType: contentTypeOf(body.content_type) }, req.requestor);
             return sync({}, { location: volumeUrl(pool, 'custom', name, project) });
+          }
+          if (sourceType === 'migration') {
+            // From another server: the client copied the source volume's config, description and content type.
+            return async(await volumeMigrationTarget({ ctx, pools, volumes, custom }, req, {
+              pool, project, source, volume: { name, description, config, contentType: contentTypeOf(body.content_type) },
+            }));
           }
           if (sourceType !== 'copy') throw badRequest(`Volume source type "${sourceType}" is not supported`);
           const sourcePool = optionalString(source.pool, 'source.pool') || pool;
@@ -266,18 +274,27 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
         },
       },
       post: {
-        description: 'Rename a custom volume, or move it to another pool or project',
+        description: 'Rename a custom volume, move it to another pool or project, or send it to another server (migration)',
         errors: [409],
         answers: ['sync', 'operation'],
-        body: objectBody({ name: bodyShape.text, pool: bodyShape.text, project: bodyShape.text, migration: bodyShape.flag }),
+        body: objectBody({
+          name: bodyShape.text, pool: bodyShape.text, project: bodyShape.text, migration: bodyShape.flag, volume_only: bodyShape.flag, target: bodyShape.object,
+        }),
         handler: async (req) => {
           onlyCustom(volumeType(req.params.type), 'renamed or moved');
           const pool = req.params.pool!;
           const project = await customProject(req);
           const name = req.params.name!;
           const body = bodyObject(req.body);
-          if (optionalBool(body.migration, 'migration')) throw badRequest('Moving volumes to another server is not supported');
           custom.get(project, pool, name);
+          if (optionalBool(body.migration, 'migration')) {
+            // To another server: the target pulls from this operation, or (with `target`) we push to it.
+            if (body.target !== undefined && body.target !== null && !isPlainObject(body.target)) throw badRequest('"target" must be an object');
+            return async(volumeMigrationSource(ctx, custom, volumes, req, {
+              pool, project, name, volumeOnly: optionalBool(body.volume_only, 'volume_only') ?? false,
+              target: isPlainObject(body.target) ? body.target : undefined,
+            }));
+          }
           const newName = body.name === undefined || body.name === '' ? name : checkVolumeName(body.name);
           const toPool = optionalString(body.pool, 'pool') || pool;
           const toProject = optionalString(body.project, 'project')

@@ -53,7 +53,10 @@ export function registerVolumeApi(ctx: PluginContext, pools: PoolManager, volume
   users.daemonHolds = (project, pool, name) => daemonStorage.holds(project, pool, name);
   ctx.services.provide(DaemonStorageServiceRef, daemonStorage);
 
-  const snapshots = new VolumeSnapshots(ctx, volumes, catalog, (project, pool, name) => daemonStorage.holds(project, pool, name));
+  const snapshots = new VolumeSnapshots(
+    ctx, volumes, catalog, (project, pool, name) => daemonStorage.holds(project, pool, name),
+    (project, pool, name, doing) => custom.awaitMigration(project, pool, name, doing),
+  );
   // Shared with instance backups: whichever family loads first registers it.
   if (!ctx.keys.lookup('server', BACKUP_COMPRESSION_KEY.key!)) ctx.keys.register(BACKUP_COMPRESSION_KEY);
   const backups = new VolumeBackups(ctx, pools, volumes, catalog);

@@ -39,6 +39,8 @@ export class VolumeSnapshots {
     private readonly ctx: PluginContext, private readonly volumes: VolumeManager, private readonly catalog: VolumeCatalog,
     /** Volumes holding the daemon's own files (daemon storage) take no snapshots. */
     private readonly daemonHolds: (project: string, pool: string, name: string) => boolean = () => false,
+    /** A volume being migrated keeps its snapshots as they are (waits a moment, then refuses). */
+    private readonly awaitMigration: (project: string, pool: string, name: string, doing: string) => Promise<void> = async () => {},
   ) {}
 
   private volume(project: string, pool: string, name: string) {
@@ -79,6 +81,7 @@ export class VolumeSnapshots {
 
   async delete(project: string, pool: string, volume: string, name: string, requestor?: Requestor): Promise<void> {
     this.get(project, pool, volume, name);
+    await this.awaitMigration(project, pool, volume, 'have snapshots deleted');
     await this.volumes.deleteSnapshot(pool, customRef(project, volume), name);
     await this.catalog.deleteSnapshot(project, pool, volume, name);
     this.ctx.events.lifecycle('storage-volume-snapshot-deleted', volumeSnapshotUrl(pool, volume, name, project), { project, requestor });
@@ -87,6 +90,7 @@ export class VolumeSnapshots {
   async rename(project: string, pool: string, volume: string, name: string, newName: string, requestor?: Requestor): Promise<void> {
     this.get(project, pool, volume, name);
     checkVolumeSnapshotName(newName);
+    await this.awaitMigration(project, pool, volume, 'have snapshots renamed');
     if (this.catalog.findSnapshot(project, pool, volume, newName)) throw conflict(`Snapshot "${newName}" of storage volume "${volume}" already exists`);
     await this.volumes.renameSnapshot(pool, customRef(project, volume), name, newName);
     try {
@@ -108,6 +112,7 @@ export class VolumeSnapshots {
 
   async restore(project: string, pool: string, volume: string, name: string, requestor?: Requestor): Promise<void> {
     this.get(project, pool, volume, name);
+    await this.awaitMigration(project, pool, volume, 'restored');
     await this.volumes.restoreSnapshot(pool, customRef(project, volume), name);
     this.ctx.events.lifecycle('storage-volume-restored', volumeUrl(pool, 'custom', volume, project), { project, requestor, context: { snapshot: name } });
   }

@@ -1,27 +1,32 @@
 /**
- * Root filesystems from a daemon that shifts ids on disk (the reference, on hosts without
- * idmapped mounts) arrive owned by host ids; `volatile.last_state.idmap` says by which map. This
- * daemon keeps files at the container's own ids and maps at mount time, so such a tree is
- * shifted back once, at import. setuid/setgid bits, which chown clears, are put back. (File
+ * Trees from a daemon that shifts ids on disk (the reference, on hosts without idmapped mounts)
+ * arrive owned by host ids: an instance's root filesystem (`volatile.last_state.idmap` says by which
+ * map) or a custom volume once attached (`volatile.idmap.last`). This daemon keeps files at the
+ * container's own ids and maps at mount time, so such a tree is shifted back once, when it comes in
+ * (a backup import, a migration). setuid/setgid bits, which chown clears, are put back. (File
  * capabilities and ACL entries naming ids are not remapped.)
  */
 import { lchown, lstat, chmod, opendir } from 'node:fs/promises';
 import path from 'node:path';
-import { badRequest, type IdmapEntry } from '../../../sdk/index.js';
+import { badRequest } from '../../errors.js';
+import type { IdmapEntry } from '../../instance.js';
 
-/** The map a tree is shifted by; empty when it is not shifted. */
-export function parseShift(value: string | undefined): IdmapEntry[] {
+/**
+ * The map a tree is shifted by; empty when it is not shifted. `source` names where the value came
+ * from in errors (the key, in a backup by default).
+ */
+export function parseShift(value: string | undefined, source = 'Invalid backup: "volatile.last_state.idmap"'): IdmapEntry[] {
   if (!value || value === '[]') return [];
   let parsed: unknown;
   try {
     parsed = JSON.parse(value);
   } catch {
-    throw badRequest('Invalid backup: "volatile.last_state.idmap" is not valid JSON');
+    throw badRequest(`${source} is not valid JSON`);
   }
-  if (!Array.isArray(parsed)) throw badRequest('Invalid backup: "volatile.last_state.idmap" must be a list');
+  if (!Array.isArray(parsed)) throw badRequest(`${source} must be a list`);
   return parsed.map((e) => {
     const ok = e && typeof e === 'object' && ['Hostid', 'Nsid', 'Maprange'].every((k) => Number.isSafeInteger(e[k]) && e[k] >= 0);
-    if (!ok) throw badRequest('Invalid backup: an entry of "volatile.last_state.idmap" is malformed');
+    if (!ok) throw badRequest(`${source} has a malformed entry`);
     return { Isuid: e.Isuid === true, Isgid: e.Isgid === true, Hostid: e.Hostid, Nsid: e.Nsid, Maprange: e.Maprange };
   });
 }
