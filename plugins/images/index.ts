@@ -14,39 +14,45 @@ import { ImagePublisher } from './publish.js';
 import { ImagePuller } from './pull.js';
 import { PushTokens } from './push-tokens.js';
 import { ImageRefresher } from './refresh.js';
+import { ImageTasks } from './tasks.js';
+import { UrlImageFetcher } from './url-source.js';
 import { aliasRoutes } from './routes/aliases.js';
 import { imageRoutes } from './routes/images.js';
 import { createImagesService } from './service.js';
 import { ImageSources } from './sources.js';
 
 /** Per daemon (a test process may run several): what boot needs from register. */
-const state = new WeakMap<PluginContext, { catalog: ImageCatalog; files: ImageFiles }>();
+const state = new WeakMap<PluginContext, { catalog: ImageCatalog; files: ImageFiles; tasks: ImageTasks }>();
 
 export default definePlugin({
   register(ctx) {
     const catalog = new ImageCatalog(ctx.store);
     const files = new ImageFiles(ctx);
-    state.set(ctx, { catalog, files });
     const lock = new KeyedLock();
     const sources = new ImageSources();
     const installer = new ImageInstaller(ctx, catalog, files, lock);
     const publisher = new ImagePublisher(ctx, files, installer, sources);
     const puller = new ImagePuller(ctx, catalog, files, installer);
-    const creator = new ImageCreator(ctx, files, new PushTokens(ctx.operations), installer, publisher, puller);
+    const creator = new ImageCreator(ctx, files, new PushTokens(ctx.operations), installer, publisher, puller, new UrlImageFetcher(ctx, catalog, puller));
+    const refresher = new ImageRefresher(ctx, catalog, files, lock, puller);
+    const tasks = new ImageTasks(ctx, catalog, files, lock, refresher);
+    state.set(ctx, { catalog, files, tasks });
+    ctx.hooks.shutdown.tap(() => tasks.stop());
     for (const key of IMAGE_KEYS) ctx.keys.register(key);
     const imageProject = (project: string) => featureProjectOf(ctx.services, project, 'images');
     ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools, sources, imageProject, puller, (project) => autoUpdateCached(ctx, project)));
     // A project without its own images (features.images=false) sees and adds to those of `default`.
-    for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock, secrets: new ImageSecrets(ctx.operations), refresher: new ImageRefresher(ctx, catalog, files, lock, puller) }), ...aliasRoutes(ctx, catalog)]) {
+    for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock, secrets: new ImageSecrets(ctx.operations), refresher }), ...aliasRoutes(ctx, catalog)]) {
       ctx.routes.add(featureScopedRoute(ctx.services, 'images', route));
     }
   },
 
   async boot(ctx) {
-    const { catalog, files } = state.get(ctx)!;
+    const { catalog, files, tasks } = state.get(ctx)!;
     // The volume holding image files is unavailable (the storage family raised a warning): leave them alone.
     if (!daemonStorageAvailable(ctx, 'images')) return;
     await files.init();
     await cleanupLeftovers(ctx, catalog, files);
+    tasks.start();
   },
 });

@@ -164,7 +164,7 @@ export function collect(ws: WebSocket): any[] {
 }
 
 /** An `edge` daemon once `--init auto` has made its default pool: where every container test starts. */
-export async function startWithPool(opts: { dir?: string; plugins?: string; nodeArgs?: string[] } = {}): Promise<Daemon> {
+export async function startWithPool(opts: { dir?: string; plugins?: string; nodeArgs?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<Daemon> {
   const daemon = await startDaemon({ plugins: 'edge', ...opts, args: ['--init', 'auto'] });
   await waitFor(async () => (await daemon.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
   // The init gives the default profile its root disk after making the pool: on a loaded machine a test could come in between.
