@@ -103,7 +103,7 @@ export class ImageTasks {
     if (!due.length || this.stopped) return;
     await this.inOperation('Updating images', async (op) => {
       for (const { project, doc } of due) {
-        if (op.signal.aborted || this.abort.signal.aborted) return;
+        if (op.signal.aborted) return;
         await this.refresher.refresh({ project }, project, doc, op).catch((err: Error) => {
           this.ctx.log.warn({ err, project, fingerprint: doc.fingerprint }, 'image auto-update failed');
         });
@@ -127,7 +127,7 @@ export class ImageTasks {
     if (!expired.length || this.stopped) return;
     await this.inOperation('Cleaning up expired images', async (op) => {
       for (const { project, doc } of expired) {
-        if (op.signal.aborted || this.abort.signal.aborted) return;
+        if (op.signal.aborted) return;
         try {
           await removeImage(this.ctx, this.catalog, this.files, this.lock, project, doc.fingerprint);
           imageLifecycle(this.ctx.events, { project }, 'image-deleted', (named) => imageUrl(named, doc.fingerprint));
@@ -138,8 +138,18 @@ export class ImageTasks {
     });
   }
 
+  /**
+   * Runs a pass as a task operation. Its signal also fires on stop(): the daemon's shutdown hooks run
+   * before operations are cancelled, and a pass waiting on a silent server must not hold them up.
+   */
   private async inOperation(description: string, run: (op: OperationControl) => Promise<void>): Promise<void> {
-    const op = this.ctx.operations.create({ class: 'task', description, run: async (control) => { await run(control); } });
+    const op = this.ctx.operations.create({
+      class: 'task',
+      description,
+      run: async (control) => {
+        await run({ id: control.id, signal: AbortSignal.any([control.signal, this.abort.signal]), updateMetadata: (patch) => control.updateMetadata(patch) });
+      },
+    });
     await op.done().catch((err) => this.ctx.log.warn({ err }, `${description} failed`));
   }
 }

@@ -168,3 +168,22 @@ test.serial('the image keys refuse what is not an integer, on the server and on 
     await ok(t, 'config', 'unset', 'b:', key);
   }
 });
+
+test.serial('a daemon stopping while an auto-update waits on a silent source stops at once: the pass is cancelled, not waited out', async (t) => {
+  if (skip) return t.pass(skip);
+  await ok(t, 'config', 'set', 'b:', 'images.auto_update_interval', '1');
+  // The source still answers TCP (the kernel does) but says nothing: the target's update hangs on it.
+  process.kill(source.child.pid!, 'SIGSTOP');
+  try {
+    await waitFor(async () => {
+      const ops = (await target.request('GET', '/1.0/operations?recursion=1')).json.metadata as Record<string, any[]>;
+      return (ops.running ?? []).some((o) => o.description === 'Updating images');
+    }, 30_000, 'an update pass to start');
+    const started = Date.now();
+    await target.stop();
+    // The connect bound alone is 15 s: well under it, the stop cancelled the pass.
+    t.true(Date.now() - started < 10_000, `stopped in ${Date.now() - started} ms`);
+  } finally {
+    process.kill(source.child.pid!, 'SIGCONT');
+  }
+});
