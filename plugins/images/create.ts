@@ -191,10 +191,13 @@ export class ImageCreator {
     await this.installer.checkAliasesFree(req.project, aliases);
     const profiles = await imageProfiles(this.ctx.services, req.project, body.profiles as string[] | undefined);
     const properties = body.properties ? stringMap(body.properties, 'properties') : undefined;
+    const filename = typeof body.filename === 'string' && body.filename ? body.filename : undefined;
+    const edited = properties && Object.keys(properties).length ? properties : undefined;
     return {
       aliases, profiles, public: body.public === true, auto_update: body.auto_update === true, cached: false,
-      ...(properties && Object.keys(properties).length ? { properties } : {}),
-      ...(typeof body.filename === 'string' && body.filename ? { filename: body.filename } : {}),
+      ...(edited ? { properties: edited } : {}),
+      ...(filename ? { filename } : {}),
+      requestEdits: body.public === true || body.auto_update === true || !!filename || !!edited,
     };
   }
 }

@@ -7,12 +7,12 @@
 import type { IncomingMessage } from 'node:http';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { badRequest, notFound, type ApiRequest, type Operation, type OperationControl, type PluginContext } from '../../sdk/index.js';
+import { badRequest, notFound, RevisionMismatch, type ApiRequest, type Operation, type OperationControl, type PluginContext } from '../../sdk/index.js';
 import { byteSize } from '../../sdk/lib/operations/progress.js';
 import type { ImageCatalog } from './catalog.js';
 import type { ImageFiles } from './files.js';
-import type { StoredAlias, StoredImage } from './image.js';
-import type { ImageOrigin } from './lifecycle.js';
+import { imageUrl, type StoredAlias, type StoredImage } from './image.js';
+import { imageLifecycle, type ImageOrigin } from './lifecycle.js';
 import { inspectSplit, inspectUnified } from './inspect.js';
 import type { ImageInstaller, NewAlias } from './install.js';
 import { multipartBoundary } from './multipart.js';
@@ -39,6 +39,12 @@ export interface PullOptions {
   filename?: string;
   /** Carried over when a newer image replaces an older one (refresh, auto-update). */
   last_used_at?: string;
+  /**
+   * A client's request that set any of public, auto_update, filename or properties: as the
+   * reference does, those then make the record, the image new or already held (its filename
+   * becomes the request's, empty when it gave none).
+   */
+  requestEdits?: boolean;
 }
 
 /** Where the image's files come from and what is known of the image before they arrive. */
@@ -81,10 +87,7 @@ export class ImagePuller {
       const info = await this.lookup(remote, source);
       const fp = info.fingerprint as string;
       const local = await this.catalog.images.get(project, fp);
-      if (local) {
-        await this.addAliases(project, fp, options.aliases);
-        return { fingerprint: fp, size: String(local.doc.size) };
-      }
+      if (local) return await this.reuse(req, project, fp, options);
       try {
         // As the reference: no update source for an image fetched with a one-time secret (it cannot be fetched again).
         const updateSource = source.secret ? undefined : { alias: source.updateAlias, certificate: source.certificate ?? '', protocol: 'lxd', server: source.server, image_type: source.imageType ?? '' };
@@ -92,10 +95,8 @@ export class ImagePuller {
         return await this.download(req, project, { remote, path: `/1.0/images/${fp}/export`, query, fingerprint: fp, info, updateSource }, options, op);
       } catch (err) {
         // Another request (a second launch from the same image) installed it meanwhile: use that one.
-        const installed = await this.catalog.images.get(project, fp);
-        if (!installed) throw err;
-        await this.addAliases(project, fp, options.aliases);
-        return { fingerprint: fp, size: String(installed.doc.size) };
+        if (!(await this.catalog.images.get(project, fp))) throw err;
+        return await this.reuse(req, project, fp, options);
       }
     } catch (err) {
       if (err instanceof RemoteError) throw badRequest(`Failed to fetch the image "${source.name}": ${err.message}`);
@@ -166,7 +167,7 @@ export class ImagePuller {
         : await inspectUnified(tools, upload.metadataFile);
       const image: StoredImage = {
         fingerprint: fp,
-        filename: options.filename || (typeof info.filename === 'string' ? info.filename : upload.filename),
+        filename: options.requestEdits ? options.filename ?? '' : typeof info.filename === 'string' ? info.filename : upload.filename,
         size: upload.size,
         architecture: inspected.metadata.architecture,
         type: inspected.type,
@@ -187,6 +188,32 @@ export class ImagePuller {
       // A download refused halfway (a bad part) is not read to its end.
       res?.destroy();
       await rm(area, { recursive: true, force: true });
+    }
+  }
+
+  /**
+   * An image the project holds already is not fetched again: the aliases asked for are added and,
+   * when the request set them, its public, auto_update, filename and properties are changed.
+   */
+  async reuse(origin: ImageOrigin, project: string, fp: string, options: PullOptions): Promise<{ fingerprint: string; size: string }> {
+    await this.addAliases(project, fp, options.aliases);
+    for (let attempt = 0; ; attempt++) {
+      const found = await this.catalog.images.get(project, fp);
+      if (!found) throw notFound('Image not found');
+      if (!options.requestEdits) return { fingerprint: fp, size: String(found.doc.size) };
+      const next: StoredImage = {
+        ...found.doc, public: options.public, auto_update: options.auto_update, filename: options.filename ?? '',
+        properties: { ...found.doc.properties, ...options.properties },
+      };
+      try {
+        await this.catalog.images.put(project, fp, next, found.rev);
+      } catch (err) {
+        // A concurrent edit: read it again and apply the request on top.
+        if (attempt < 3 && err instanceof RevisionMismatch) continue;
+        throw err;
+      }
+      imageLifecycle(this.ctx.events, origin, 'image-updated', (named) => imageUrl(named, fp));
+      return { fingerprint: fp, size: String(found.doc.size) };
     }
   }
 

@@ -49,12 +49,13 @@ export class RemoteDaemon {
     return this.envelope(path, await this.get(path, query));
   }
 
-  /** The headers of a HEAD request that answered 2xx (a URL source names its image in them). */
-  async head(path: string, headers: Record<string, string> = {}): Promise<IncomingHttpHeaders> {
+  /** The status and headers of a HEAD request that answered 2xx or a redirect (a URL source names its image in them). */
+  async head(path: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: IncomingHttpHeaders }> {
     const res = await this.get(path, {}, 'HEAD', headers);
     res.resume();
-    if (!res.statusCode || res.statusCode < 200 || res.statusCode >= 300) throw new RemoteError(`${this.name} answered HEAD ${path} with HTTP ${res.statusCode}`, res.statusCode);
-    return res.headers;
+    const status = res.statusCode ?? 0;
+    if (status < 200 || status >= 400) throw new RemoteError(`${this.name} answered HEAD ${path} with HTTP ${status}`, status);
+    return { status, headers: res.headers };
   }
 
   /** GET a raw answer (a download); an error envelope becomes a RemoteError. */

@@ -4,6 +4,7 @@
  * `LXD-Image-URL` (where its file is); the file is then downloaded and checked against the hash,
  * as the reference does. Plain http:// is taken as the reference takes it (lxc itself only sends https).
  */
+import type { IncomingHttpHeaders } from 'node:http';
 import { machine } from 'node:os';
 import { badRequest, type ApiRequest, type Operation, type OperationControl, type PluginContext } from '../../sdk/index.js';
 import type { ImageCatalog } from './catalog.js';
@@ -13,6 +14,8 @@ import type { ImagePuller, PullOptions } from './pull.js';
 import { RemoteDaemon, RemoteError } from './remote-daemon.js';
 
 const SHA256 = /^[0-9a-f]{64}$/;
+/** Go's client, which the reference uses, stops after 10. */
+const MAX_REDIRECTS = 10;
 
 /** The URL of a `url` source, checked before any operation starts. */
 export function parseUrlSource(source: Record<string, unknown>): URL {
@@ -46,11 +49,29 @@ export class UrlImageFetcher {
     });
   }
 
-  async fetch(req: ImageOrigin, project: string, url: URL, options: PullOptions, op: OperationControl): Promise<{ fingerprint: string; size: string }> {
-    try {
-      const head = await new RemoteDaemon(url.origin, undefined, undefined, op.signal).head(`${url.pathname}${url.search}`, {
+  /** The headers of the URL's answer to HEAD, after the redirects it makes (as Go's client follows them). */
+  private async resolve(start: URL, signal: AbortSignal): Promise<IncomingHttpHeaders> {
+    let url = start;
+    for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+      const { status, headers } = await new RemoteDaemon(url.origin, undefined, undefined, signal).head(`${url.pathname}${url.search}`, {
         'LXD-Server-Architectures': canonicalArchitecture(machine()) ?? machine(),
       });
+      if (status < 300) return headers;
+      let next: URL | undefined;
+      try {
+        next = headers.location ? new URL(headers.location, url) : undefined;
+      } catch {
+        next = undefined;
+      }
+      if (!next || (next.protocol !== 'http:' && next.protocol !== 'https:')) throw new RemoteError(`${url.origin} answered HEAD with HTTP ${status} and no http(s) location to follow`);
+      url = next;
+    }
+    throw new RemoteError(`${start.origin} redirected more than ${MAX_REDIRECTS} times`);
+  }
+
+  async fetch(req: ImageOrigin, project: string, url: URL, options: PullOptions, op: OperationControl): Promise<{ fingerprint: string; size: string }> {
+    try {
+      const head = await this.resolve(url, op.signal);
       const hash = String(head['lxd-image-hash'] ?? '').trim().toLowerCase();
       const located = String(head['lxd-image-url'] ?? '').trim();
       if (!hash) throw badRequest(`${url.origin} answered without an LXD-Image-Hash header`);
@@ -63,13 +84,11 @@ export class UrlImageFetcher {
         throw badRequest(`The LXD-Image-URL header of ${url.origin} is not a URL: "${located}"`);
       }
       if (file.protocol !== 'https:' && file.protocol !== 'http:') throw badRequest(`The LXD-Image-URL header of ${url.origin} must name an http:// or https:// URL`);
-      if (await this.catalog.images.get(project, hash)) {
-        await this.puller.addAliases(project, hash, options.aliases);
-        const { doc } = await this.catalog.find(project, hash);
-        return { fingerprint: hash, size: String(doc.size) };
-      }
+      if (await this.catalog.images.get(project, hash)) return await this.puller.reuse(req, project, hash, options);
       const remote = new RemoteDaemon(file.origin, undefined, undefined, op.signal);
-      return await this.puller.download(req, project, { remote, path: `${file.pathname}${file.search}`, query: {}, fingerprint: hash, info: {} }, options, op);
+      // The reference names a URL's image nothing unless the request does.
+      const from = { remote, path: `${file.pathname}${file.search}`, query: {}, fingerprint: hash, info: { filename: '' } };
+      return await this.puller.download(req, project, from, options, op);
     } catch (err) {
       if (err instanceof RemoteError) throw badRequest(`Failed to fetch the image from ${url.href}: ${err.message}`);
       throw err;

@@ -61,7 +61,8 @@ async function record(t: any, remote: string, project = 'default'): Promise<any>
 test.before(async () => {
   if (skip) return;
   home = mkdtempSync(path.join(tmpdir(), 'corral-copyflags-home-'));
-  source = await startWithImage({ plugins: 'full' });
+  // Imported by lxc, the source image has a filename: a copy keeps it unless the request edits the record.
+  source = await startWithImage({ plugins: 'full', importWith: 'lxc' });
   target = await startWithPool({ plugins: 'full' });
   await expose('a', source.socket, '127.0.44.5');
   await expose('b', target.socket, '127.0.44.6');
@@ -150,4 +151,21 @@ test.serial('a copy asked with profiles: corral keeps them in name order and ref
   t.deepEqual(ours.profiles, ['default', 'himg2-extra']);
   t.deepEqual({ ...ours, aliases: [], profiles: [] }, { ...theirs, aliases: [], profiles: [] });
   await ok(t, 'query', '-X', 'PATCH', 'a:/1.0/images/' + fp, '-d', '{"public": false}');
+});
+
+test.serial('lxc image copy of an image the target already holds: --public and --auto-update change its record as on the reference', async (t) => {
+  if (noReference) return t.pass(noReference);
+  await ok(t, 'project', 'create', 'b:again', '-c', 'features.profiles=false');
+  await ok(t, 'image', 'delete', `ref:${fp}`);
+  const steps: string[][] = [[], ['--public'], ['--auto-update'], ['--public', '--auto-update', '--alias', 'himg2-again'], []];
+  for (const [i, flags] of steps.entries()) {
+    await ok(t, 'image', 'copy', 'a:bb', 'ref:', ...flags);
+    await ok(t, 'image', 'copy', 'a:bb', 'b:', '--target-project', 'again', ...flags);
+    const theirs = await record(t, 'ref');
+    const ours = await record(t, 'b', 'again');
+    t.deepEqual(ours, theirs, `step ${i}: ${flags.join(' ')}`);
+    // What the reference does: a request that sets public or auto_update also sets the filename (to none).
+    if (i === 0) t.not(theirs.filename, '');
+    if (i === 1) t.is(theirs.filename, '');
+  }
 });

@@ -55,6 +55,14 @@ function handler(self: () => string) {
       return res.end();
     }
     if (route === '/meta-gone') return named(fp, `${self()}/missing`);
+    if (route === '/moved') {
+      res.writeHead(302, { location: '/meta' });
+      return res.end();
+    }
+    if (route === '/loop') {
+      res.writeHead(301, { location: '/loop' });
+      return res.end();
+    }
     if (route === '/plain') {
       res.writeHead(200, { 'content-type': 'text/html' });
       return res.end('<html></html>');
@@ -111,11 +119,14 @@ test.serial('lxc image import https://…: the daemon asks the URL with HEAD, do
   t.is(record.public, true);
   t.is(record.cached, false);
   t.is(record.update_source, undefined, 'a URL is no source to update from, as with the reference');
+  t.is(record.filename, '', 'the reference names a URL\'s image nothing unless asked');
   // HEAD of the URL first (with the server's architecture), then GET of the file.
   t.deepEqual(asked.map((a) => `${a.method} ${a.url}`), ['HEAD /meta', 'GET /file.tar.gz']);
   t.truthy(asked[0]!.headers['lxd-server-architectures']);
-  // The same URL again: the image is there already; only the alias asked for is added.
-  const again = await callAndWait(d, 'POST', '/1.0/images', { source: { type: 'url', url: `${base.https}/meta-relative` }, aliases: [{ name: 'fromurl2' }] });
+  // Again, through a redirect: the image is there already; only the alias asked for is added.
+  asked.length = 0;
+  const again = await callAndWait(d, 'POST', '/1.0/images', { source: { type: 'url', url: `${base.https}/moved` }, aliases: [{ name: 'fromurl2' }] });
+  t.deepEqual(asked.map((a) => `${a.method} ${a.url}`), ['HEAD /moved', 'HEAD /meta']);
   t.is(again.op?.status, 'Success', again.op?.err);
   t.deepEqual((await d.request('GET', `/1.0/images/${fp}`)).json.metadata.aliases.map((a: any) => a.name).sort(), ['fromurl', 'fromurl2']);
   t.is((await callAndWait(d, 'DELETE', `/1.0/images/${fp}`)).op?.status, 'Success');
@@ -170,6 +181,7 @@ test.serial('bad url sources: a 400 for a malformed request, a failed operation 
     ['/meta-wrong', /does not match its fingerprint/],
     ['/meta-gone', /HTTP 404/],
     ['/nothing-here', /HTTP 404/],
+    ['/loop', /redirected more than 10 times/],
   ] as const) {
     const res = await callAndWait(d, 'POST', '/1.0/images', { source: { type: 'url', url: `${base.https}${route}` } });
     t.is(res.status, 202, route);
