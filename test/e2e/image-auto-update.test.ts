@@ -16,8 +16,10 @@ import { collectRun, hasLxc, lxc, type ClientRun } from '../helpers/clients.js';
 import { startWithPool, waitFor, type Daemon } from '../helpers/daemon.js';
 import { startWithImage, stopImageDaemons, type ImageDaemon } from '../helpers/image-daemon.js';
 import { freePort } from '../helpers/tls-client.js';
+import { referenceUnavailable, startReference } from '../helpers/reference-daemon.js';
 
 const skip = !hasLxc() ? 'the lxc client is not installed' : undefined;
+const noReference = skip ?? referenceUnavailable();
 const PASSWORD = 'auto-update-pass-51c2';
 /** The target's hour: a day is 24 of them (12 s). */
 const HOUR_MS = 500;
@@ -59,7 +61,7 @@ async function publicImage(t: any, compression: 'xz' | 'zstd'): Promise<string> 
   return createHash('sha256').update(readFileSync(image.unified)).digest('hex');
 }
 
-const images = async (project: string): Promise<any[]> => JSON.parse(await remoteLxc('query', `b:/1.0/images?recursion=1&project=${project}`).then((r) => r.stdout));
+const imagesOf = async (project: string): Promise<any[]> => JSON.parse(await remoteLxc('query', `b:/1.0/images?recursion=1&project=${project}`).then((r) => r.stdout));
 const aliasTarget = async (project: string, alias: string): Promise<string | undefined> => {
   const res = await target.request('GET', `/1.0/images/aliases/${alias}?project=${project}`);
   return res.json?.metadata?.target;
@@ -91,7 +93,7 @@ test.serial('images.auto_update_interval: an image copied with --auto-update fol
   // The copy in default is used once, so that its last use can be seen carried over.
   await ok(t, 'init', 'b:rolling', 'b:c0');
   await ok(t, 'delete', 'b:c0');
-  const copied = (await images('default')).find((i) => i.fingerprint === first);
+  const copied = (await imagesOf('default')).find((i) => i.fingerprint === first);
   t.truthy(copied);
   t.is(copied.auto_update, true);
   t.is(copied.update_source?.alias, 'rolling');
@@ -101,9 +103,9 @@ test.serial('images.auto_update_interval: an image copied with --auto-update fol
   const second = await publicImage(t, 'zstd');
   await ok(t, 'image', 'alias', 'delete', 'a:rolling');
   await ok(t, 'image', 'alias', 'create', 'a:rolling', second);
-  await waitFor(async () => (await images('default')).map((i) => i.fingerprint).join() === second, 30_000, 'the auto-update to replace the image');
+  await waitFor(async () => (await imagesOf('default')).map((i) => i.fingerprint).join() === second, 30_000, 'the auto-update to replace the image');
   t.is(await aliasTarget('default', 'rolling'), second);
-  const after = await images('default');
+  const after = await imagesOf('default');
   t.false(after.some((i) => i.fingerprint === first), 'the old image is gone');
   const fresh = after.find((i) => i.fingerprint === second);
   t.is(fresh.auto_update, true);
@@ -118,7 +120,7 @@ test.serial('images.auto_update_interval: an image copied with --auto-update fol
   t.is(await aliasTarget('frozen', 'rolling'), first);
   await ok(t, 'project', 'set', 'b:frozen', 'images.auto_update_interval', '1');
   // The alias moves first, then the old image goes.
-  await waitFor(async () => (await images('frozen')).map((i) => i.fingerprint).join() === second, 30_000, 'the frozen project to follow');
+  await waitFor(async () => (await imagesOf('frozen')).map((i) => i.fingerprint).join() === second, 30_000, 'the frozen project to follow');
   t.is(await aliasTarget('frozen', 'rolling'), second);
   // The updates ran as task operations the reference names so.
   const ops = JSON.parse(await ok(t, 'query', 'b:/1.0/operations?recursion=1')) as Record<string, any[]>;
@@ -138,16 +140,16 @@ test.serial('images.remote_cache_expiry: a cached image unused for longer than i
     await ok(t, 'project', 'switch', `b:${project}`);
     await ok(t, 'init', 'a:rolling', 'b:c1');
     await ok(t, 'project', 'switch', 'b:default');
-    const cached = (await images(project)).find((i) => i.fingerprint === fp);
+    const cached = (await imagesOf(project)).find((i) => i.fingerprint === fp);
     t.is(cached?.cached, true, project);
     t.not(cached?.last_used_at, '0001-01-01T00:00:00Z', `${project}: the instance creation used it`);
   }
   // The server's key is unset: its default, 10 days, holds for the projects without their own.
   t.is((await ok(t, 'config', 'get', 'b:', 'images.remote_cache_expiry')).trim(), '');
   // One day of the target's clock is 24 of its hours; the pruning runs once a day.
-  await waitFor(async () => (await images('shortlived')).length === 0, 60_000, 'the expired cached image to go');
-  t.is((await images('longlived')).length, 1, 'the server-wide expiry (10 days) has not passed');
-  t.is((await images('default')).length, 1, 'an image copied on purpose is never pruned');
+  await waitFor(async () => (await imagesOf('shortlived')).length === 0, 60_000, 'the expired cached image to go');
+  t.is((await imagesOf('longlived')).length, 1, 'the server-wide expiry (10 days) has not passed');
+  t.is((await imagesOf('default')).length, 1, 'an image copied on purpose is never pruned');
   await ok(t, 'start', 'b:c1', '--project', 'shortlived');
   t.is((await ok(t, 'list', 'b:', '--project', 'shortlived', '--format', 'csv', '-c', 'ns')).trim(), 'c1,RUNNING');
   const ops = JSON.parse(await ok(t, 'query', 'b:/1.0/operations?recursion=1')) as Record<string, any[]>;
@@ -166,6 +168,32 @@ test.serial('the image keys refuse what is not an integer, on the server and on 
     // Negative values are taken (they turn the task off), as the reference takes them.
     await ok(t, 'config', 'set', 'b:', `${key}=-1`);
     await ok(t, 'config', 'unset', 'b:', key);
+  }
+});
+
+test.serial('an image copied from the reference with --auto-update follows the reference\'s alias (projects_images_auto_update)', async (t) => {
+  if (noReference) return t.pass(noReference);
+  const ref = await startReference();
+  try {
+    const built: BusyboxImage[] = [buildBusyboxImage('bzip2'), buildBusyboxImage('none')];
+    made.push(...built);
+    const fps = built.map((i) => createHash('sha256').update(readFileSync(i.unified)).digest('hex'));
+    const first = await ref.lxc('image', 'import', built[0]!.unified, '--public', '--alias', 'himg2-rolling');
+    t.is(first.status, 0, first.stderr);
+    await expose('ref', ref.socket, '127.0.44.9');
+    await ok(t, 'project', 'create', 'b:fromref');
+    await ok(t, 'image', 'copy', 'ref:himg2-rolling', 'b:', '--copy-aliases', '--auto-update', '--target-project', 'fromref');
+    t.is((await imagesOf('fromref'))[0]?.update_source?.alias, 'himg2-rolling');
+    await ok(t, 'config', 'set', 'b:', 'images.auto_update_interval', '1');
+    const second = await ref.lxc('image', 'import', built[1]!.unified, '--public');
+    t.is(second.status, 0, second.stderr);
+    await ok(t, 'image', 'alias', 'delete', 'ref:himg2-rolling');
+    await ok(t, 'image', 'alias', 'create', 'ref:himg2-rolling', fps[1]!);
+    await waitFor(async () => (await imagesOf('fromref')).map((i) => i.fingerprint).join() === fps[1], 30_000, 'the copy to follow the reference');
+    t.is(await aliasTarget('fromref', 'himg2-rolling'), fps[1]);
+    await ok(t, 'config', 'set', 'b:', 'images.auto_update_interval', '0');
+  } finally {
+    await ref.stop();
   }
 });
 
