@@ -22,7 +22,7 @@ import { createImagesService } from './service.js';
 import { ImageSources } from './sources.js';
 
 /** Per daemon (a test process may run several): what boot needs from register. */
-const state = new WeakMap<PluginContext, { catalog: ImageCatalog; files: ImageFiles; tasks: ImageTasks }>();
+const state = new WeakMap<PluginContext, { catalog: ImageCatalog; files: ImageFiles }>();
 
 export default definePlugin({
   register(ctx) {
@@ -36,7 +36,11 @@ export default definePlugin({
     const creator = new ImageCreator(ctx, files, new PushTokens(ctx.operations), installer, publisher, puller, new UrlImageFetcher(ctx, catalog, puller));
     const refresher = new ImageRefresher(ctx, catalog, files, lock, puller);
     const tasks = new ImageTasks(ctx, catalog, files, lock, refresher);
-    state.set(ctx, { catalog, files, tasks });
+    state.set(ctx, { catalog, files });
+    // The schedule starts once every plugin has booted (its passes remove pool volumes), as the reference starts its tasks after start-up.
+    ctx.hooks.ready.tap(async () => {
+      if (daemonStorageAvailable(ctx, 'images')) tasks.start();
+    });
     ctx.hooks.shutdown.tap(() => tasks.stop());
     for (const key of IMAGE_KEYS) ctx.keys.register(key);
     const imageProject = (project: string) => featureProjectOf(ctx.services, project, 'images');
@@ -48,11 +52,10 @@ export default definePlugin({
   },
 
   async boot(ctx) {
-    const { catalog, files, tasks } = state.get(ctx)!;
+    const { catalog, files } = state.get(ctx)!;
     // The volume holding image files is unavailable (the storage family raised a warning): leave them alone.
     if (!daemonStorageAvailable(ctx, 'images')) return;
     await files.init();
     await cleanupLeftovers(ctx, catalog, files);
-    tasks.start();
   },
 });
