@@ -82,7 +82,7 @@ test.after.always(async () => {
   if (home) rmSync(home, { recursive: true, force: true });
 });
 
-test.serial('images.auto_update_interval: an image copied with --auto-update follows its alias on the source; a project with its own interval of 0 keeps its copy until it sets one (projects_images_auto_update)', async (t) => {
+test.serial('images.auto_update_interval: an image copied with --auto-update follows its alias on the source (the old one goes, its instance stays); a project with its own interval of 0 keeps its copy until it sets one (projects_images_auto_update)', async (t) => {
   if (skip) return t.pass(skip);
   const first = await publicImage(t, 'xz');
   await ok(t, 'image', 'alias', 'create', 'a:rolling', first);
@@ -91,8 +91,8 @@ test.serial('images.auto_update_interval: an image copied with --auto-update fol
   t.is((await ok(t, 'config', 'get', 'b:', 'images.auto_update_interval')).trim(), '1');
   for (const project of ['default', 'frozen']) await ok(t, 'image', 'copy', 'a:rolling', 'b:', '--copy-aliases', '--auto-update', '--target-project', project);
   // The copy in default is used once, so that its last use can be seen carried over.
+  // c0 stays: the reference removes the old image all the same (an instance no longer needs its image).
   await ok(t, 'init', 'b:rolling', 'b:c0');
-  await ok(t, 'delete', 'b:c0');
   const copied = (await imagesOf('default')).find((i) => i.fingerprint === first);
   t.truthy(copied);
   t.is(copied.auto_update, true);
@@ -114,6 +114,9 @@ test.serial('images.auto_update_interval: an image copied with --auto-update fol
   t.deepEqual(fresh.aliases.map((a: any) => a.name), ['rolling']);
   t.is(fresh.update_source?.alias, 'rolling');
   t.is(fresh.last_used_at, copied.last_used_at, 'the last use is carried over, as the reference does');
+  await ok(t, 'start', 'b:c0');
+  t.is((await ok(t, 'list', 'b:c0', '--format', 'csv', '-c', 'ns')).trim(), 'c0,RUNNING');
+  await ok(t, 'delete', '--force', 'b:c0');
 
   // The project with an interval of 0 kept its image through those hours, and follows once it sets 1.
   await new Promise((resolve) => setTimeout(resolve, 4 * HOUR_MS));
