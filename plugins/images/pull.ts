@@ -79,7 +79,7 @@ export class ImagePuller {
 
   /**
    * Fetch and install; answers `{fingerprint, size}`. An image the project holds already is not
-   * fetched again (only the aliases are added), as the reference does.
+   * fetched again (see reuse()), as the reference does.
    */
   async pull(req: ImageOrigin, project: string, source: RemoteImageSource, options: PullOptions, op: OperationControl): Promise<{ fingerprint: string; size: string }> {
     const remote = await this.connect(source, op.signal);
