@@ -17,11 +17,12 @@ import type { StoredImage } from './image.js';
 import { inspectSplit, inspectUnified } from './inspect.js';
 import type { ImageInstaller } from './install.js';
 import { imageCreateBody, parseAliases, pushGrantFrom, readJson, stagedJson } from './json-request.js';
-import type { ImagePuller } from './pull.js';
+import type { ImagePuller, PullOptions } from './pull.js';
+import { parseUrlSource, type UrlImageFetcher } from './url-source.js';
 import { isRemoteImageSource, parseRemoteImageSource } from './remote-source.js';
 import { multipartBoundary } from './multipart.js';
 import { imageProfiles } from './profiles.js';
-import { header, queryHeader } from './names.js';
+import { header, queryHeader, stringMap } from './names.js';
 import type { ImagePublisher } from './publish.js';
 import type { PushGrant, PushTokens } from './push-tokens.js';
 import { apiTime, NEVER_EXPIRES, NEVER_USED, unixTime } from './times.js';
@@ -35,6 +36,7 @@ export class ImageCreator {
     private readonly installer: ImageInstaller,
     private readonly publisher: ImagePublisher,
     private readonly puller: ImagePuller,
+    private readonly urls: UrlImageFetcher,
   ) {}
 
   async post(req: ApiRequest): Promise<ApiResponse> {
@@ -163,6 +165,7 @@ export class ImageCreator {
     const body = checkShape(imageCreateBody, json, 'request body');
     const source = (body.source ?? {}) as Record<string, unknown>;
     if (isRemoteImageSource(source)) return this.fromRemote(req, body as Record<string, unknown>, source);
+    if (source.type === 'url') return this.fromUrl(req, body as Record<string, unknown>, source);
     const provider = this.publisher.providerFor(body);
     if (provider) return this.publisher.publish(req, body as Record<string, unknown>, provider);
     const grant = pushGrantFrom(req.project, body);
@@ -173,11 +176,28 @@ export class ImageCreator {
   /** An image on another server: everything the request says is checked here, the fetch runs in the operation. */
   private async fromRemote(req: ApiRequest, body: Record<string, unknown>, source: Record<string, unknown>): Promise<ApiResponse> {
     const remote = parseRemoteImageSource(source);
+    return async(this.puller.operation(req, remote, await this.fetchOptions(req, body)));
+  }
+
+  /** An image a URL names (`lxc image import https://…`): checked here, fetched in the operation. */
+  private async fromUrl(req: ApiRequest, body: Record<string, unknown>, source: Record<string, unknown>): Promise<ApiResponse> {
+    const url = parseUrlSource(source);
+    return async(this.urls.operation(req, url, await this.fetchOptions(req, body)));
+  }
+
+  /** What a fetched image gets from the request beside its source. */
+  private async fetchOptions(req: ApiRequest, body: Record<string, unknown>): Promise<PullOptions> {
     const aliases = parseAliases(body.aliases);
     await this.installer.checkAliasesFree(req.project, aliases);
     const profiles = await imageProfiles(this.ctx.services, req.project, body.profiles as string[] | undefined);
-    return async(this.puller.operation(req, remote, {
+    const properties = body.properties ? stringMap(body.properties, 'properties') : undefined;
+    const filename = typeof body.filename === 'string' && body.filename ? body.filename : undefined;
+    const edited = properties && Object.keys(properties).length ? properties : undefined;
+    return {
       aliases, profiles, public: body.public === true, auto_update: body.auto_update === true, cached: false,
-    }));
+      ...(edited ? { properties: edited } : {}),
+      ...(filename ? { filename } : {}),
+      requestEdits: body.public === true || body.auto_update === true || !!filename || !!edited,
+    };
   }
 }

@@ -14,6 +14,8 @@ import { ImagePublisher } from './publish.js';
 import { ImagePuller } from './pull.js';
 import { PushTokens } from './push-tokens.js';
 import { ImageRefresher } from './refresh.js';
+import { ImageTasks } from './tasks.js';
+import { UrlImageFetcher } from './url-source.js';
 import { aliasRoutes } from './routes/aliases.js';
 import { imageRoutes } from './routes/images.js';
 import { createImagesService } from './service.js';
@@ -26,18 +28,25 @@ export default definePlugin({
   register(ctx) {
     const catalog = new ImageCatalog(ctx.store);
     const files = new ImageFiles(ctx);
-    state.set(ctx, { catalog, files });
     const lock = new KeyedLock();
     const sources = new ImageSources();
     const installer = new ImageInstaller(ctx, catalog, files, lock);
     const publisher = new ImagePublisher(ctx, files, installer, sources);
     const puller = new ImagePuller(ctx, catalog, files, installer);
-    const creator = new ImageCreator(ctx, files, new PushTokens(ctx.operations), installer, publisher, puller);
+    const creator = new ImageCreator(ctx, files, new PushTokens(ctx.operations), installer, publisher, puller, new UrlImageFetcher(ctx, catalog, puller));
+    const refresher = new ImageRefresher(ctx, catalog, files, lock, puller);
+    const tasks = new ImageTasks(ctx, catalog, files, lock, refresher);
+    state.set(ctx, { catalog, files });
+    // The schedule starts once every plugin has booted (its passes remove pool volumes), as the reference starts its tasks after start-up.
+    ctx.hooks.ready.tap(async () => {
+      if (daemonStorageAvailable(ctx, 'images')) tasks.start();
+    });
+    ctx.hooks.shutdown.tap(() => tasks.stop());
     for (const key of IMAGE_KEYS) ctx.keys.register(key);
     const imageProject = (project: string) => featureProjectOf(ctx.services, project, 'images');
     ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools, sources, imageProject, puller, (project) => autoUpdateCached(ctx, project)));
     // A project without its own images (features.images=false) sees and adds to those of `default`.
-    for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock, secrets: new ImageSecrets(ctx.operations), refresher: new ImageRefresher(ctx, catalog, files, lock, puller) }), ...aliasRoutes(ctx, catalog)]) {
+    for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock, secrets: new ImageSecrets(ctx.operations), refresher }), ...aliasRoutes(ctx, catalog)]) {
       ctx.routes.add(featureScopedRoute(ctx.services, 'images', route));
     }
   },

@@ -7,7 +7,7 @@ import { conflict, type ApiRequest, type KeyedLock, type Operation, type Operati
 import type { ImageCatalog } from './catalog.js';
 import type { ImageFiles } from './files.js';
 import { aliasUrl, imageUrl, type StoredAlias, type StoredImage } from './image.js';
-import { imageLifecycle } from './lifecycle.js';
+import { imageLifecycle, type ImageOrigin } from './lifecycle.js';
 
 const exists = (file: string) => stat(file).then(() => true, () => false);
 
@@ -56,7 +56,7 @@ export class ImageInstaller {
    * Install and announce the image; answers the operation result `{fingerprint, size}`.
    * `duplicate` is the error when the project already holds the fingerprint.
    */
-  async install(req: ApiRequest, op: OperationControl, staged: StagedFiles, image: StoredImage, aliases: NewAlias[], duplicate: string, project = req.project): Promise<{ fingerprint: string; size: string }> {
+  async install(req: ImageOrigin, op: OperationControl, staged: StagedFiles, image: StoredImage, aliases: NewAlias[], duplicate: string, project = req.project): Promise<{ fingerprint: string; size: string }> {
     const fp = image.fingerprint;
     const result = { fingerprint: fp, size: String(image.size) };
     // As the reference does, the result is shown even when the image turns out to be a duplicate.

@@ -99,8 +99,6 @@ function refuseSource(type: unknown): never {
       throw badRequest('Publishing images from instances or snapshots needs the instances plugin, which this build lacks');
     case 'image':
       throw badRequest('An image source needs "server" (and "mode": "pull"); push mode needs "mode": "push"');
-    case 'url':
-      throw badRequest('This daemon does not fetch images from URLs yet; use an image server or upload the image file');
     default:
       throw badRequest(`Unknown image source type "${String(type)}"`);
   }

@@ -7,11 +7,12 @@
 import type { IncomingMessage } from 'node:http';
 import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { badRequest, notFound, type ApiRequest, type Operation, type OperationControl, type PluginContext } from '../../sdk/index.js';
+import { badRequest, notFound, RevisionMismatch, type ApiRequest, type Operation, type OperationControl, type PluginContext } from '../../sdk/index.js';
 import { byteSize } from '../../sdk/lib/operations/progress.js';
 import type { ImageCatalog } from './catalog.js';
 import type { ImageFiles } from './files.js';
-import type { StoredAlias, StoredImage } from './image.js';
+import { imageUrl, type StoredAlias, type StoredImage } from './image.js';
+import { imageLifecycle, type ImageOrigin } from './lifecycle.js';
 import { inspectSplit, inspectUnified } from './inspect.js';
 import type { ImageInstaller, NewAlias } from './install.js';
 import { multipartBoundary } from './multipart.js';
@@ -32,6 +33,29 @@ export interface PullOptions {
   /** A copy made to create an instance (`lxc launch r:image`) rather than asked for. */
   cached: boolean;
   profiles: string[];
+  /** Properties set over those the image brings (the request's `properties`). */
+  properties?: Record<string, string>;
+  /** The request's `filename`, over the one the source gives. */
+  filename?: string;
+  /** Carried over when a newer image replaces an older one (refresh, auto-update). */
+  last_used_at?: string;
+  /**
+   * A client's request that set any of public, auto_update, filename or properties: as the
+   * reference does, those then make the record, the image new or already held (its filename
+   * becomes the request's, empty when it gave none).
+   */
+  requestEdits?: boolean;
+}
+
+/** Where the image's files come from and what is known of the image before they arrive. */
+export interface ImageDownload {
+  remote: RemoteDaemon;
+  path: string;
+  query: Record<string, string>;
+  fingerprint: string;
+  /** What the source's record says, when it has one (LXD protocol); a URL source has none. */
+  info: Record<string, any>;
+  updateSource?: StoredImage['update_source'];
 }
 
 export class ImagePuller {
@@ -55,26 +79,24 @@ export class ImagePuller {
 
   /**
    * Fetch and install; answers `{fingerprint, size}`. An image the project holds already is not
-   * fetched again (only the aliases are added), as the reference does.
+   * fetched again (see reuse()), as the reference does.
    */
-  async pull(req: ApiRequest, project: string, source: RemoteImageSource, options: PullOptions, op: OperationControl): Promise<{ fingerprint: string; size: string }> {
+  async pull(req: ImageOrigin, project: string, source: RemoteImageSource, options: PullOptions, op: OperationControl): Promise<{ fingerprint: string; size: string }> {
     const remote = await this.connect(source, op.signal);
     try {
       const info = await this.lookup(remote, source);
       const fp = info.fingerprint as string;
       const local = await this.catalog.images.get(project, fp);
-      if (local) {
-        await this.addAliases(project, fp, options.aliases);
-        return { fingerprint: fp, size: String(local.doc.size) };
-      }
+      if (local) return await this.reuse(req, project, fp, options);
       try {
-        return await this.download(req, project, remote, source, info, options, op);
+        // As the reference: no update source for an image fetched with a one-time secret (it cannot be fetched again).
+        const updateSource = source.secret ? undefined : { alias: source.updateAlias, certificate: source.certificate ?? '', protocol: 'lxd', server: source.server, image_type: source.imageType ?? '' };
+        const query: Record<string, string> = source.secret ? { secret: source.secret } : {};
+        return await this.download(req, project, { remote, path: `/1.0/images/${fp}/export`, query, fingerprint: fp, info, updateSource }, options, op);
       } catch (err) {
         // Another request (a second launch from the same image) installed it meanwhile: use that one.
-        const installed = await this.catalog.images.get(project, fp);
-        if (!installed) throw err;
-        await this.addAliases(project, fp, options.aliases);
-        return { fingerprint: fp, size: String(installed.doc.size) };
+        if (!(await this.catalog.images.get(project, fp))) throw err;
+        return await this.reuse(req, project, fp, options);
       }
     } catch (err) {
       if (err instanceof RemoteError) throw badRequest(`Failed to fetch the image "${source.name}": ${err.message}`);
@@ -119,13 +141,17 @@ export class ImagePuller {
     return info;
   }
 
-  private async download(req: ApiRequest, project: string, remote: RemoteDaemon, source: RemoteImageSource, info: Record<string, any>, options: PullOptions, op: OperationControl) {
-    const fp = info.fingerprint as string;
+  /**
+   * Fetch the files into a staging area while hashing them, check the hash against the fingerprint,
+   * inspect and install them. Shared by LXD-protocol pulls and URL sources.
+   */
+  async download(req: ImageOrigin, project: string, from: ImageDownload, options: PullOptions, op: OperationControl) {
+    const { remote, info, fingerprint: fp } = from;
     await this.installer.checkAliasesFree(project, options.aliases);
     const area = await this.files.stagingArea();
     let res: IncomingMessage | undefined;
     try {
-      res = await remote.download(`/1.0/images/${fp}/export`, source.secret ? { secret: source.secret } : {});
+      res = await remote.download(from.path, from.query);
       const total = Number(info.size) > 0 ? Number(info.size) : Number(res.headers['content-length'] ?? 0);
       const body = counted(res, remote, total, downloadProgress(op, total));
       const contentType = String(res.headers['content-type'] ?? '');
@@ -141,24 +167,21 @@ export class ImagePuller {
         : await inspectUnified(tools, upload.metadataFile);
       const image: StoredImage = {
         fingerprint: fp,
-        filename: typeof info.filename === 'string' ? info.filename : upload.filename,
+        filename: options.requestEdits ? options.filename ?? '' : typeof info.filename === 'string' ? info.filename : upload.filename,
         size: upload.size,
         architecture: inspected.metadata.architecture,
         type: inspected.type,
         public: options.public,
         auto_update: options.auto_update,
         cached: options.cached,
-        properties: stringRecord(info.properties) ?? inspected.metadata.properties,
+        properties: { ...(stringRecord(info.properties) ?? inspected.metadata.properties), ...options.properties },
         profiles: options.profiles,
         created_at: typeof info.created_at === 'string' ? info.created_at : apiTime(new Date(inspected.metadata.creation_date * 1000)),
         uploaded_at: apiTime(new Date()),
         expires_at: typeof info.expires_at === 'string' ? info.expires_at : NEVER_EXPIRES,
-        last_used_at: NEVER_USED,
+        last_used_at: options.last_used_at ?? NEVER_USED,
         files: inspected.files,
-        // As the reference: no update source for an image fetched with a one-time secret (it cannot be fetched again).
-        ...(source.secret ? {} : {
-          update_source: { alias: source.updateAlias, certificate: source.certificate ?? '', protocol: 'lxd', server: source.server, image_type: source.imageType ?? '' },
-        }),
+        ...(from.updateSource ? { update_source: from.updateSource } : {}),
       };
       return await this.installer.install(req, op, upload, image, options.aliases, 'Image with same fingerprint already exists', project);
     } finally {
@@ -168,8 +191,34 @@ export class ImagePuller {
     }
   }
 
+  /**
+   * An image the project holds already is not fetched again: the aliases asked for are added and,
+   * when the request set them, its public, auto_update, filename and properties are changed.
+   */
+  async reuse(origin: ImageOrigin, project: string, fp: string, options: PullOptions): Promise<{ fingerprint: string; size: string }> {
+    await this.addAliases(project, fp, options.aliases);
+    for (let attempt = 0; ; attempt++) {
+      const found = await this.catalog.images.get(project, fp);
+      if (!found) throw notFound('Image not found');
+      if (!options.requestEdits) return { fingerprint: fp, size: String(found.doc.size) };
+      const next: StoredImage = {
+        ...found.doc, public: options.public, auto_update: options.auto_update, filename: options.filename ?? '',
+        properties: { ...found.doc.properties, ...options.properties },
+      };
+      try {
+        await this.catalog.images.put(project, fp, next, found.rev);
+      } catch (err) {
+        // A concurrent edit: read it again and apply the request on top.
+        if (attempt < 3 && err instanceof RevisionMismatch) continue;
+        throw err;
+      }
+      imageLifecycle(this.ctx.events, origin, 'image-updated', (named) => imageUrl(named, fp));
+      return { fingerprint: fp, size: String(found.doc.size) };
+    }
+  }
+
   /** Aliases asked for an image the project already held. */
-  private async addAliases(project: string, fp: string, aliases: NewAlias[]): Promise<void> {
+  async addAliases(project: string, fp: string, aliases: NewAlias[]): Promise<void> {
     if (!aliases.length) return;
     await this.installer.checkAliasesFree(project, aliases);
     await this.catalog.store.transaction(async (tx) => {

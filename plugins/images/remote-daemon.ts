@@ -6,7 +6,7 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { request as httpsRequest } from 'node:https';
-import type { IncomingMessage } from 'node:http';
+import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import type { PeerCertificate } from 'node:tls';
 
 /** How long connecting and then each silence of the peer may last. */
@@ -47,6 +47,15 @@ export class RemoteDaemon {
   /** GET a synchronous answer and return its `metadata`. */
   async json(path: string, query: Record<string, string> = {}): Promise<any> {
     return this.envelope(path, await this.get(path, query));
+  }
+
+  /** The status and headers of a HEAD request that answered 2xx or a redirect (a URL source names its image in them). */
+  async head(path: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: IncomingHttpHeaders }> {
+    const res = await this.get(path, {}, 'HEAD', headers);
+    res.resume();
+    const status = res.statusCode ?? 0;
+    if (status < 200 || status >= 400) throw new RemoteError(`${this.name} answered HEAD ${path} with HTTP ${status}`, status);
+    return { status, headers: res.headers };
   }
 
   /** GET a raw answer (a download); an error envelope becomes a RemoteError. */
@@ -93,14 +102,16 @@ export class RemoteDaemon {
     return body?.metadata;
   }
 
-  private get(path: string, query: Record<string, string>): Promise<IncomingMessage> {
+  private get(path: string, query: Record<string, string>, method = 'GET', headers: Record<string, string> = {}): Promise<IncomingMessage> {
     const url = new URL(path, this.base);
     for (const [key, value] of Object.entries(query)) if (value) url.searchParams.set(key, value);
+    // Plain HTTP only for URL sources (the reference fetches those over either); daemons are always HTTPS.
+    const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
     return new Promise((resolve, reject) => {
-      const req = httpsRequest(url, {
-        method: 'GET',
+      const req = send(url, {
+        method,
         signal: this.signal,
-        headers: { 'User-Agent': 'corral', Accept: 'application/json, application/octet-stream, multipart/form-data' },
+        headers: { 'User-Agent': 'corral', Accept: 'application/json, application/octet-stream, multipart/form-data', ...headers },
         cert: this.identity?.cert,
         key: this.identity?.key,
         // A pinned certificate is the whole check (peers are named by address and their certificates are

@@ -13,14 +13,19 @@ import { spawn } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { type Daemon } from '../helpers/daemon.js';
-import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
+import { startWithImage, stopImageDaemons, type ImageDaemon } from '../helpers/image-daemon.js';
 import { lxc, lxcOk, type ClientRun, collectRun } from '../helpers/clients.js';
 import { selfSigned, type ClientCert } from '../helpers/pki.js';
 import { freePort, tlsRequest, tlsWebsocket, type TlsTarget } from '../helpers/tls-client.js';
 import { uniqueName } from '../helpers/netns.js';
+import { referenceUnavailable, startReference } from '../helpers/reference-daemon.js';
 
-let d: Daemon;
+const noReference = referenceUnavailable();
+const interop = noReference ? test.skip : test.serial;
+
+let d: ImageDaemon;
+/** The busybox tarball the corral daemon imported, for the reference to import too. */
+const image = () => d.image.unified;
 let target: TlsTarget;
 let url = '';
 const scratch = mkdtempSync(path.join(tmpdir(), 'corral-restricted-'));
@@ -182,5 +187,40 @@ test.serial('image reads open to untrusted peers show a restricted certificate o
     t.is((await tlsRequest(target, one, 'GET', `${p}?project=default`)).status, 404, `${p} (p1 only, asking for default)`);
     // p1 has no images of its own: it reads those of default.
     t.is((await tlsRequest(target, one, 'GET', `${p}?project=p1`)).status, 200, `${p} (p1)`);
+  }
+});
+
+/** Status of each image route for each caller: the table compared with the reference's. */
+async function imageStatuses(at: TlsTarget, fp: string, certs: { none: ClientCert; one: ClientCert }): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const [method, p] of [['GET', `/1.0/images/${fp}`], ['GET', `/1.0/images/${fp}/export`], ['GET', '/1.0/images/aliases/bb'], ['GET', '/1.0/images'],
+    ['GET', '/1.0/images/aliases'], ['POST', `/1.0/images/${fp}/secret`]] as const) {
+    for (const [who, cert, query] of [['none', certs.none, ''], ['one', certs.one, 'project=default'], ['one', certs.one, 'project=p1'], ['untrusted', undefined, '']] as const) {
+      const url = query ? `${p}${p.includes('?') ? '&' : '?'}${query}` : p;
+      out[`${who} ${method} ${url.replace(fp, '<fp>')}`] = (await tlsRequest(at, cert, method, url)).status;
+    }
+  }
+  return out;
+}
+
+interop('restricted certificates outside their projects on the image routes: 404 on the reads open to anyone, 403 on the others, as the reference answers', async (t) => {
+  const fp = (await d.request('GET', '/1.0/images/aliases/bb')).json.metadata.target as string;
+  const ours = await imageStatuses(target, fp, { none, one });
+  const ref = await startReference();
+  try {
+    const port = await freePort();
+    const imported = await ref.lxc('image', 'import', image(), '--alias', 'bb');
+    t.is(imported.status, 0, imported.stderr);
+    for (const args of [['config', 'set', 'core.https_address', `127.0.44.8:${port}`], ['project', 'create', 'p1', '-c', 'features.images=false'],
+      ['config', 'trust', 'add', none.certFile, '--restricted', '--name', 'none'], ['config', 'trust', 'add', one.certFile, '--restricted', '--projects', 'p1', '--name', 'one']]) {
+      const res = await ref.lxc(...args);
+      t.is(res.status, 0, `${args.join(' ')}: ${res.stderr}`);
+    }
+    const theirs = await imageStatuses({ host: '127.0.44.8', port }, fp, { none, one });
+    t.deepEqual(ours, theirs);
+    t.is(theirs[`none GET /1.0/images/<fp>`], 404);
+    t.is(theirs['none GET /1.0/images/aliases'], 403);
+  } finally {
+    await ref.stop();
   }
 });

@@ -48,8 +48,12 @@ function fetch(pathname: string): Promise<{ status: number; body: Buffer; header
 
 /** `lxc` with its own home, the reference's socket as `local:`. */
 function homeLxc(...args: string[]): Promise<ClientRun> {
+  return lxcIn(home, ...args);
+}
+
+function lxcIn(dir: string, ...args: string[]): Promise<ClientRun> {
   const { LXD_DIR: _d, ...env } = process.env;
-  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: home, HOME: home, ...(ref ? { LXD_SOCKET: ref.socket } : {}) } });
+  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: dir, HOME: dir, ...(ref ? { LXD_SOCKET: ref.socket } : {}) } });
   child.stdin.end();
   return collectRun(child, 240_000);
 }
@@ -311,6 +315,74 @@ interop('a push with a wrong secret, certificate or target fails with a clear er
   t.is(op2.status, 'Failure');
   t.regex(op2.err, /certificate/);
   t.is((await ref!.request('GET', `/1.0/images/${fp.secret}`)).status, 404, 'nothing arrived');
+});
+
+interop('the reference pulls from corral over the LXD protocol: a public image as is, a private one with a secret from POST /1.0/images/<fp>/secret (images_push_relay)', async (t) => {
+  await ref!.request('DELETE', `/1.0/images/${fp.unified}`);
+  await waitGone(fp.unified);
+  const first = await homeLxc('image', 'copy', 'c2:bb', 'local:', '--alias', `h17ss-pulled-${suffix}`);
+  t.is(first.status, 0, `${first.stderr}\n${ref!.log().split('\n').filter((l) => /images|image/i.test(l)).slice(-30).join('\n')}`);
+  const pulled = (await ref!.request('GET', `/1.0/images/${fp.unified}`)).json.metadata;
+  t.is(pulled?.fingerprint, fp.unified);
+  t.is(pulled.update_source?.protocol, 'lxd');
+
+  await ok(t, 'image', 'copy', 'c2:secret', 'local:');
+  t.is((await ref!.request('GET', `/1.0/images/${fp.secret}`)).json.metadata?.fingerprint, fp.secret);
+  // The secret was spent by the download: no token is left running on corral.
+  const running = (await d.request('GET', '/1.0/operations?recursion=1')).json.metadata.running ?? [];
+  t.deepEqual(running.filter((op: any) => op.description === 'Image download token'), []);
+  await ref!.request('DELETE', `/1.0/images/${fp.secret}`);
+});
+
+test.serial('an untrusted client sees a private image only with a download secret, and downloads it once', async (t) => {
+  t.is((await fetch(`/1.0/images/${fp.secret}`)).status, 404);
+  t.is((await fetch(`/1.0/images/${fp.secret}/export`)).status, 404);
+  t.is((await fetch(`/1.0/images/${fp.unified}`)).status, 200, 'a public image is shown to anyone');
+  const token = await d.request('POST', `/1.0/images/${fp.secret}/secret`);
+  t.is(token.status, 202, token.body);
+  const secret = token.json.metadata.metadata.secret as string;
+  t.is((await fetch(`/1.0/images/${fp.secret}?secret=wrong`)).status, 404);
+  t.is((await fetch(`/1.0/images/${fp.unified.slice(0, 12)}x/export?secret=${secret}`)).status, 404);
+  const shown = await fetch(`/1.0/images/${fp.secret}?secret=${secret}`);
+  t.is(shown.status, 200);
+  t.is(JSON.parse(shown.body.toString()).metadata.fingerprint, fp.secret);
+  const file = await fetch(`/1.0/images/${fp.secret}/export?secret=${secret}`);
+  t.is(file.status, 200);
+  t.is(sha256(file.body), fp.secret);
+  t.is((await fetch(`/1.0/images/${fp.secret}/export?secret=${secret}`)).status, 404, 'the secret is spent');
+  t.is((await d.request('GET', `${token.json.operation}`)).json.metadata.status, 'Success');
+  t.is((await d.request('POST', `/1.0/images/${'0'.repeat(64)}/secret`)).status, 404);
+  // The list: public images only (`lxc remote add --public`).
+  const listed = JSON.parse((await fetch('/1.0/images')).body.toString()).metadata as string[];
+  t.deepEqual(listed.map((u) => u.split('/').pop()).sort(), [fp.unified, fp.split].sort());
+  // Aliases: an untrusted caller resolves one naming a public image; a private one answers as a missing one.
+  t.is(JSON.parse((await fetch('/1.0/images/aliases/bb')).body.toString()).metadata?.target, fp.unified);
+  const privateAlias = await fetch('/1.0/images/aliases/secret');
+  const missingAlias = await fetch('/1.0/images/aliases/no-such-alias');
+  t.is(privateAlias.status, 404);
+  t.deepEqual(JSON.parse(privateAlias.body.toString()), JSON.parse(missingAlias.body.toString()));
+});
+
+interop('lxc remote add --public: an untrusted client lists the public images and the reference launches from them', async (t) => {
+  // A home whose client certificate corral does not trust.
+  const stranger = mkdtempSync(path.join(tmpdir(), 'corral-ss-stranger-'));
+  try {
+    const run = async (...args: string[]) => {
+      const res = await lxcIn(stranger, ...args);
+      t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}`);
+      return res.stdout;
+    };
+    await run('remote', 'add', 'pub', url, '--public', '--accept-certificate');
+    const out = await run('image', 'list', 'pub:', '--format', 'csv', '-c', 'fl');
+    const rows = out.trim().split('\n').map((r) => r.split(',')[0]).sort();
+    t.deepEqual(rows, [fp.unified.slice(0, 12), fp.split.slice(0, 12)].sort(), out);
+    const name = `h17ss-pub-${suffix}`;
+    await run('launch', 'pub:bb', name);
+    t.is((await ref!.request('GET', `/1.0/instances/${name}/state`)).json.metadata.status, 'Running');
+    await run('delete', '--force', name);
+  } finally {
+    rmSync(stranger, { recursive: true, force: true });
+  }
 });
 
 test.serial('corral to corral: lxc image copy --mode push and --mode relay between two corrals (images_push_relay)', async (t) => {

@@ -108,7 +108,11 @@ export async function startDaemon(opts: { plugins?: string; dir?: string; args?:
     if (exited) throw new Error(`corrald exited early: ${output}`);
     if (!existsSync(socket)) return false;
     return unixRequest(socket, 'GET', '/1.0').then((r) => r.status === 200, () => false);
-  }, 20000, 'the daemon socket');
+  }, 20000, 'the daemon socket').catch((err) => {
+    // A daemon too slow to come up (a loaded machine) would otherwise outlive the test.
+    if (!exited) child.kill('SIGKILL');
+    throw err;
+  });
   const sockets: WebSocket[] = [];
   const daemon: Daemon = {
     dir,

@@ -306,7 +306,7 @@ test.serial('bad uploads get a 400 and leave no file and no record', async (t) =
     ['invalid YAML', readFileSync(buildUnified(dir, 'yaml.tar.gz', { metadata: 'architecture: [x86_64\n' })), OCTET],
     ['fingerprint mismatch', readFileSync(gz.unified), { ...OCTET, 'x-lxd-fingerprint': 'ab'.repeat(32) }],
     ['unknown push secret', readFileSync(gz.unified), { ...OCTET, 'x-lxd-secret': 'nope' }],
-    ['JSON url source', Buffer.from(JSON.stringify({ source: { type: 'url', url: 'https://images.example/x' } })), { 'content-type': 'application/json' }],
+    ['JSON url source without its url', Buffer.from(JSON.stringify({ source: { type: 'url' } })), { 'content-type': 'application/json' }],
     ['JSON instance source', Buffer.from(JSON.stringify({ source: { type: 'instance', name: 'c1' } })), { 'content-type': 'application/json' }],
     ['JSON unknown source', Buffer.from(JSON.stringify({ source: { type: 'bogus' } })), { 'content-type': 'application/json' }],
     ['JSON without a type header', Buffer.from('{}'), {}],
