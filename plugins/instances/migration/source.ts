@@ -15,7 +15,7 @@ import type { PowerControl } from '../power.js';
 import type { SnapshotManager } from '../snapshots/manager.js';
 import { operationResources } from '../routes/paths.js';
 import { snapshotMessage } from './snapshot-messages.js';
-import { connectSource } from './connect.js';
+import { connectPeer } from '../../../sdk/lib/migration/peer.js';
 import { pushTarget } from './pull-source.js';
 import { poolTransfer } from './pool-transfer.js';
 
@@ -81,7 +81,7 @@ export async function migrationSourceOperation(
       ...common,
       class: 'task',
       run: async (op) => {
-        const link = await connectSource(ctx.dataDir, target, op.signal);
+        const link = await connectPeer(ctx.dataDir, target, op.signal);
         try {
           await sendInstance(ctx, manager, power, snapshots, handle, ask, link.control, link.fs, op.signal);
         } finally {

@@ -13,7 +13,7 @@ import { progressReporter } from '../../../sdk/lib/operations/index.js';
 import type { CreateSpec, InstanceManager } from '../manager.js';
 import { NEVER } from '../record.js';
 import { operationResources } from '../routes/paths.js';
-import { connectSource, type SourceLink } from './connect.js';
+import { connectPeer, type PeerLink } from '../../../sdk/lib/migration/peer.js';
 import { pullSource, pushSource, type PullSource } from './pull-source.js';
 import { refreshInstance } from './refresh.js';
 import { poolTransfer } from './pool-transfer.js';
@@ -28,7 +28,7 @@ const PROGRESS_TICK_MS = 250;
 /** Both modes once the sockets are open: offer, trees, records, verdict. */
 async function receiveInstance(
   ctx: PluginContext, manager: InstanceManager, req: ApiRequest, spec: CreateSpec, pool: string,
-  link: Pick<SourceLink, 'control' | 'fs'>, instanceOnly: boolean, op: OperationControl,
+  link: Pick<PeerLink, 'control' | 'fs'>, instanceOnly: boolean, op: OperationControl,
 ): Promise<void> {
   const staging = new SnapshotStaging(ctx.hostTools);
   try {
@@ -88,7 +88,7 @@ async function receiveInstance(
 /** Sockets either way: push mode waits for the source on a websocket operation, pull mode connects to it. */
 function linkedOperation(
   ctx: PluginContext, common: Pick<OperationSpec, 'description' | 'project' | 'requestor' | 'resources'>, pull: PullSource | undefined,
-  work: (link: Pick<SourceLink, 'control' | 'fs'>, op: OperationControl) => Promise<void>, release: () => void,
+  work: (link: Pick<PeerLink, 'control' | 'fs'>, op: OperationControl) => Promise<void>, release: () => void,
 ): Operation {
   // Whatever way the operation ends (a source that never connects ends it without running), the name is given back once.
   let released = false;
@@ -125,7 +125,7 @@ function linkedOperation(
       class: 'task',
       run: async (op) => {
         try {
-          const link = await connectSource(ctx.dataDir, pull, op.signal);
+          const link = await connectPeer(ctx.dataDir, pull, op.signal);
           try {
             await work(link, op);
           } finally {
