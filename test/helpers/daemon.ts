@@ -108,7 +108,7 @@ export async function startDaemon(opts: { plugins?: string; dir?: string; args?:
     if (exited) throw new Error(`corrald exited early: ${output}`);
     if (!existsSync(socket)) return false;
     return unixRequest(socket, 'GET', '/1.0').then((r) => r.status === 200, () => false);
-  }, 20000, 'the daemon socket').catch((err) => {
+  }, 45000, 'the daemon socket').catch((err) => {
     // A daemon too slow to come up (a loaded machine) would otherwise outlive the test.
     if (!exited) child.kill('SIGKILL');
     throw err;
@@ -131,7 +131,10 @@ export async function startDaemon(opts: { plugins?: string; dir?: string; args?:
       if (!exited) {
         const done = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
         child.kill('SIGTERM');
+        // Bounded: a daemon that will not stop must not keep the test worker (and the run) alive.
+        const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
         const code = await done;
+        clearTimeout(timer);
         if (!opts.dir) removeDataDir(dir);
         return code;
       }
