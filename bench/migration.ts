@@ -13,6 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { startWithPool, type Daemon } from '../test/helpers/daemon.js';
 import { startWithImage, stopImageDaemons } from '../test/helpers/image-daemon.js';
 import { call, median, type Row } from './containers.js';
+import { CpuMeter, medianCpu, type CpuTime } from './cpu.js';
 import { Remotes } from './remotes.js';
 
 const RUNS = Number(process.env.BENCH_MIGRATION_RUNS ?? 7);
@@ -91,25 +92,39 @@ export async function migrationScenarios(rows: Row[], results: Record<string, un
     const dirPool = path.join(source.dir, 'storage-pools', 'default');
 
     const times = { dir: [] as number[], rsync: [] as number[], btrfs: [] as number[], apiDir: [] as number[], apiBtrfs: [] as number[] };
+    const cpu = { dir: [] as Record<string, CpuTime>[], rsync: [] as Record<string, CpuTime>[], btrfs: [] as Record<string, CpuTime>[] };
+    const parties = { bench: 'self' as const, source: source.child.pid!, target: target.child.pid! };
+    /** Runs `fn` timed, and keeps the CPU time each party spent in it. */
+    const metered = async (kind: keyof typeof cpu, fn: () => Promise<number> | number, keep: boolean) => {
+      const meter = new CpuMeter(parties);
+      const ms = await fn();
+      if (keep) cpu[kind].push(meter.stop());
+      return ms;
+    };
     const drop = async (name: string) => call(target, 'DELETE', `/1.0/instances/${name}`);
     // Run 0 warms both daemons, the pools and the page cache; it is not counted.
     for (let i = 0; i <= RUNS; i++) {
+      const keep = i > 0;
       const sample = {
-        dir: await remotes.ok('copy', 'r1:cdir', `r2:d${i}`),
-        rsync: bareRsync(dirPool, 'cdir', target.dir),
-        btrfs: await remotes.ok('copy', 'r1:cbt', `r2:b${i}`, '-s', 'bt'),
+        dir: await metered('dir', () => remotes.ok('copy', 'r1:cdir', `r2:d${i}`), keep),
+        rsync: await metered('rsync', () => bareRsync(dirPool, 'cdir', target.dir), keep),
+        btrfs: await metered('btrfs', () => remotes.ok('copy', 'r1:cbt', `r2:b${i}`, '-s', 'bt'), keep),
         apiDir: await apiCopy(source, sourceAddress, target, 'cdir', `ad${i}`, 'default'),
         apiBtrfs: await apiCopy(source, sourceAddress, target, 'cbt', `ab${i}`, 'bt'),
       };
       for (const name of [`d${i}`, `b${i}`, `ad${i}`, `ab${i}`]) await drop(name);
-      if (i > 0) for (const [k, v] of Object.entries(sample)) times[k as keyof typeof times].push(v);
+      if (keep) for (const [k, v] of Object.entries(sample)) times[k as keyof typeof times].push(v);
     }
     const m = Object.fromEntries(Object.entries(times).map(([k, v]) => [k, median(v)])) as Record<keyof typeof times, number>;
+    const c = Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, medianCpu(v, median)])) as Record<keyof typeof cpu, Record<string, CpuTime>>;
     const ratio = m.dir / m.rsync;
-    results.migration_copy_ms = { ...m, dir_to_rsync_ratio: ratio, runs: RUNS, snapshots: SNAPSHOTS, samples: times };
+    results.migration_copy_ms = { ...m, dir_to_rsync_ratio: ratio, runs: RUNS, snapshots: SNAPSHOTS, samples: times, cpu_ms: c };
     rows.push({ scenario: `lxc copy corral -> corral, busybox + ${SNAPSHOTS} snapshots, btrfs (median of ${RUNS})`, value: `${m.btrfs.toFixed(0)} ms${m.btrfs < 1000 ? '' : ' MISSED'}`, target: '< 1000 ms' });
     rows.push({ scenario: `lxc copy corral -> corral, same, dir (median of ${RUNS})`, value: `${m.dir.toFixed(0)} ms (bare rsync -a ${m.rsync.toFixed(0)} ms, ${ratio.toFixed(2)}x)${ratio <= 1.5 ? '' : ' MISSED'}`, target: '<= 1.5x bare rsync -a' });
     rows.push({ scenario: '  same copies through the API, no client: dir / btrfs', value: `${m.apiDir.toFixed(0)} ms / ${m.apiBtrfs.toFixed(0)} ms` });
+    const split = (x: Record<string, CpuTime>) => `client ${x.bench!.children.toFixed(0)}, source daemon ${x.source!.self.toFixed(0)} + children ${x.source!.children.toFixed(0)}, target daemon ${x.target!.self.toFixed(0)} + children ${x.target!.children.toFixed(0)}`;
+    rows.push({ scenario: '  CPU ms per copy, dir (median)', value: `${split(c.dir)}; bare rsync -a ${c.rsync.bench!.children.toFixed(0)}` });
+    rows.push({ scenario: '  CPU ms per copy, btrfs (median)', value: split(c.btrfs) });
   } finally {
     for (const d of [source, target]) await dropPool(d, 'bt');
     await stopImageDaemons();
