@@ -15,6 +15,7 @@ import { importImage } from '../test/helpers/api.js';
 import { buildLargeImage } from '../test/helpers/large-image.js';
 import { selfSigned } from '../test/helpers/pki.js';
 import { call, median, type Row } from './containers.js';
+import { CpuMeter, medianCpu, type CpuTime } from './cpu.js';
 import { Remotes } from './remotes.js';
 
 const RUNS = Number(process.env.BENCH_IMAGE_COPY_RUNS ?? 5);
@@ -60,26 +61,41 @@ export async function imageCopyScenarios(rows: Row[], results: Record<string, un
     const drop = () => call(target, 'DELETE', `/1.0/images/${fp}`);
 
     const times = { lxc: [] as number[], curl: [] as number[], api: [] as number[] };
+    const cpu = { lxc: [] as Record<string, CpuTime>[], curl: [] as Record<string, CpuTime>[] };
+    const parties = { bench: 'self' as const, source: source.child.pid!, target: target.child.pid! };
+    const metered = async (kind: keyof typeof cpu, fn: () => Promise<number> | number, keep: boolean) => {
+      const meter = new CpuMeter(parties);
+      const ms = await fn();
+      if (keep) cpu[kind].push(meter.stop());
+      return ms;
+    };
     // Run 0 warms the listeners and the page cache; it is not counted.
     for (let i = 0; i <= RUNS; i++) {
+      const keep = i > 0;
       const sample = {
-        curl: curlExport(address, fp, client, scratch),
-        lxc: await remotes.ok('image', 'copy', `r1:${fp}`, 'r2:'),
+        curl: await metered('curl', () => curlExport(address, fp, client, scratch), keep),
+        lxc: await metered('lxc', () => remotes.ok('image', 'copy', `r1:${fp}`, 'r2:'), keep),
         api: await drop().then(() => apiPull(source, url, target, fp)),
       };
       await drop();
-      if (i > 0) for (const [k, v] of Object.entries(sample)) times[k as keyof typeof times].push(v);
+      if (keep) for (const [k, v] of Object.entries(sample)) times[k as keyof typeof times].push(v);
     }
     const m = Object.fromEntries(Object.entries(times).map(([k, v]) => [k, median(v)])) as Record<keyof typeof times, number>;
+    const c = Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, medianCpu(v, median)])) as Record<keyof typeof cpu, Record<string, CpuTime>>;
     const ratio = m.lxc / m.curl;
     const mb = image.size / 1e6;
-    results.image_copy_ms = { ...m, lxc_to_curl_ratio: ratio, bytes: image.size, runs: RUNS, samples: times };
+    results.image_copy_ms = { ...m, lxc_to_curl_ratio: ratio, bytes: image.size, runs: RUNS, samples: times, cpu_ms: c };
     rows.push({
       scenario: `lxc image copy corral -> corral, ${mb.toFixed(0)} MB image (median of ${RUNS})`,
       value: `${m.lxc.toFixed(0)} ms (curl of the export ${m.curl.toFixed(0)} ms, ${ratio.toFixed(2)}x)${ratio <= 1.5 ? '' : ' MISSED'}`,
       target: '<= 1.5x curl',
     });
     rows.push({ scenario: '  same pull through the API, no client', value: `${m.api.toFixed(0)} ms (${(mb / (m.api / 1000)).toFixed(0)} MB/s; curl ${(mb / (m.curl / 1000)).toFixed(0)} MB/s)` });
+    rows.push({
+      scenario: '  CPU ms per copy (median)',
+      value: `lxc image copy: client ${c.lxc.bench!.children.toFixed(0)}, source daemon ${c.lxc.source!.self.toFixed(0)}, target daemon ${c.lxc.target!.self.toFixed(0)} + children ${c.lxc.target!.children.toFixed(0)}; `
+        + `curl: curl ${c.curl.bench!.children.toFixed(0)}, source daemon ${c.curl.source!.self.toFixed(0)}`,
+    });
   } finally {
     await stopDaemons();
     remotes.remove();
