@@ -2,14 +2,18 @@
  * The reference daemon (LXD 5.0.2) as the source of `lxc copy`: the same stopped busybox container
  * with three snapshots copied from one private reference into a second private reference and into
  * corral, all three over HTTPS on loopback with `dir` pools, alternated run by run. Corral as the
- * target should be no slower than the reference itself. Skipped (with its reason) where the
+ * target should be no slower than the reference itself. Corral as the source (corral -> reference)
+ * and each daemon's CPU time say which side a difference comes from. Skipped (with its reason) where the
  * reference is not installed. Group `migration-reference` (`npm run bench -- migration-reference`).
  */
-import { readFileSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { startWithPool, stopDaemons } from '../test/helpers/daemon.js';
 import { buildBusyboxImage } from '../test/helpers/busybox-image.js';
 import { referenceUnavailable, startReference, type ReferenceDaemon } from '../test/helpers/reference-daemon.js';
 import { call, median, type Row } from './containers.js';
+import { importImage } from '../test/helpers/api.js';
+import { CpuMeter, medianCpu, type CpuTime } from './cpu.js';
+import { containerWithSnapshots } from './migration.js';
 import { Remotes } from './remotes.js';
 
 const RUNS = Number(process.env.BENCH_MIGRATION_RUNS ?? 7);
@@ -21,6 +25,19 @@ async function refCall(ref: ReferenceDaemon, method: string, url: string, body?:
   const res = await ref.call(method, url, body, headers);
   if (res.status >= 400 || (res.op && res.op.status !== 'Success')) throw new Error(`reference ${method} ${url}: ${res.op?.err ?? res.body}`);
   return res.op ?? res.json?.metadata;
+}
+
+/** The pid of a private reference daemon: the `lxd` whose command line names its own log file. */
+function referencePid(ref: ReferenceDaemon): number {
+  const log = `${ref.dir}/lxd.log`;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      if (args[0]?.endsWith('lxd') && args.includes(log)) return Number(entry);
+    } catch { /* gone meanwhile */ }
+  }
+  throw new Error(`no process of the reference daemon in ${ref.dir}`);
 }
 
 export async function referenceMigrationScenarios(rows: Row[], results: Record<string, unknown>): Promise<void> {
@@ -47,25 +64,54 @@ export async function referenceMigrationScenarios(rows: Row[], results: Record<s
       await refCall(source, 'POST', '/1.0/instances/c/snapshots', { name: `s${i}` });
     }
 
-    const times = { reference: [] as number[], corral: [] as number[] };
+    await importImage(corral, image.unified, 'bb');
+    await containerWithSnapshots(corral, 'cc', 'default');
+
+    // Three copies of a busybox container with three snapshots: into the reference, into corral, and
+    // from corral into the reference (corral as the source).
+    const copies = {
+      reference: (i: number) => remotes.ok('copy', 'src:c', `ref:c${i}`),
+      corral: (i: number) => remotes.ok('copy', 'src:c', `cor:c${i}`),
+      fromCorral: (i: number) => remotes.ok('copy', 'cor:cc', `ref:k${i}`),
+    };
+    type Kind = keyof typeof copies;
+    const kinds = Object.keys(copies) as Kind[];
+    const times = Object.fromEntries(kinds.map((k) => [k, [] as number[]])) as Record<Kind, number[]>;
+    const cpu = Object.fromEntries(kinds.map((k) => [k, [] as Record<string, CpuTime>[]])) as Record<Kind, Record<string, CpuTime>[]>;
+    const parties = { bench: 'self' as const, source: referencePid(source), reference: referencePid(other), corral: corral.child.pid! };
     // Run 0 warms all three daemons; it is not counted.
     for (let i = 0; i <= RUNS; i++) {
-      // Which target goes first changes each run, so neither always follows the other's writes.
-      const order = i % 2 ? (['corral', 'reference'] as const) : (['reference', 'corral'] as const);
-      const sample: Record<string, number> = {};
-      for (const to of order) sample[to] = await remotes.ok('copy', 'src:c', `${to === 'corral' ? 'cor' : 'ref'}:c${i}`);
+      // Which copy goes first changes each run, so none always follows another's writes.
+      const order = kinds.map((_, j) => kinds[(i + j) % kinds.length]!);
+      for (const kind of order) {
+        const meter = new CpuMeter(parties);
+        const ms = await copies[kind](i);
+        const spent = meter.stop();
+        if (i > 0) {
+          times[kind].push(ms);
+          cpu[kind].push(spent);
+        }
+      }
       await refCall(other, 'DELETE', `/1.0/instances/c${i}`);
+      await refCall(other, 'DELETE', `/1.0/instances/k${i}`);
       await call(corral, 'DELETE', `/1.0/instances/c${i}`);
-      if (i > 0) for (const to of order) times[to].push(sample[to]!);
     }
-    const m = { reference: median(times.reference), corral: median(times.corral) };
+    const m = Object.fromEntries(kinds.map((k) => [k, median(times[k])])) as Record<Kind, number>;
+    const c = Object.fromEntries(kinds.map((k) => [k, medianCpu(cpu[k], median)])) as Record<Kind, Record<string, CpuTime>>;
     const ratio = m.corral / m.reference;
-    results.reference_migration_ms = { ...m, corral_to_reference_ratio: ratio, runs: RUNS, snapshots: SNAPSHOTS, samples: times };
+    results.reference_migration_ms = { ...m, corral_to_reference_ratio: ratio, runs: RUNS, snapshots: SNAPSHOTS, samples: times, cpu_ms: c };
     rows.push({
       scenario: `lxc copy reference -> corral, busybox + ${SNAPSHOTS} snapshots, dir (median of ${RUNS})`,
       value: `${m.corral.toFixed(0)} ms (reference -> reference ${m.reference.toFixed(0)} ms, ${ratio.toFixed(2)}x)${ratio <= 1 ? '' : ' MISSED'}`,
       target: '<= 1.0x reference -> reference',
     });
+    rows.push({ scenario: '  corral as the source: lxc copy corral -> reference, same', value: `${m.fromCorral.toFixed(0)} ms (${(m.fromCorral / m.reference).toFixed(2)}x reference -> reference)` });
+    const both = (x: CpuTime) => `${x.self.toFixed(0)} + children ${x.children.toFixed(0)}`;
+    rows.push({
+      scenario: '  CPU ms per copy (median): the target daemon',
+      value: `reference target ${both(c.reference.reference!)}, corral target ${both(c.corral.corral!)}; the source reference ${both(c.reference.source!)} / ${both(c.corral.source!)}`,
+    });
+    rows.push({ scenario: '  CPU ms per copy (median): corral as the source', value: `corral ${both(c.fromCorral.corral!)}, reference target ${both(c.fromCorral.reference!)}` });
   } finally {
     for (const ref of refs) await ref.stop();
     await stopDaemons();
