@@ -39,6 +39,14 @@ export class CpuMeter {
   }
 }
 
+/** Runs `fn`; when `into` is given, adds to it the CPU time each of `pids` spent meanwhile. */
+export async function metered<T>(pids: Record<string, number | 'self'>, fn: () => Promise<T> | T, into?: Record<string, CpuTime>[]): Promise<T> {
+  const meter = new CpuMeter(pids);
+  const result = await fn();
+  into?.push(meter.stop());
+  return result;
+}
+
 /** Medians of each process's figures over runs. */
 export function medianCpu(runs: Record<string, CpuTime>[], median: (xs: number[]) => number): Record<string, CpuTime> {
   const names = Object.keys(runs[0] ?? {});

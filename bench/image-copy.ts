@@ -15,7 +15,7 @@ import { importImage } from '../test/helpers/api.js';
 import { buildLargeImage } from '../test/helpers/large-image.js';
 import { selfSigned } from '../test/helpers/pki.js';
 import { call, median, type Row } from './containers.js';
-import { CpuMeter, medianCpu, type CpuTime } from './cpu.js';
+import { metered, medianCpu, type CpuTime } from './cpu.js';
 import { Remotes } from './remotes.js';
 
 const RUNS = Number(process.env.BENCH_IMAGE_COPY_RUNS ?? 5);
@@ -63,18 +63,12 @@ export async function imageCopyScenarios(rows: Row[], results: Record<string, un
     const times = { lxc: [] as number[], curl: [] as number[], api: [] as number[] };
     const cpu = { lxc: [] as Record<string, CpuTime>[], curl: [] as Record<string, CpuTime>[] };
     const parties = { bench: 'self' as const, source: source.child.pid!, target: target.child.pid! };
-    const metered = async (kind: keyof typeof cpu, fn: () => Promise<number> | number, keep: boolean) => {
-      const meter = new CpuMeter(parties);
-      const ms = await fn();
-      if (keep) cpu[kind].push(meter.stop());
-      return ms;
-    };
     // Run 0 warms the listeners and the page cache; it is not counted.
     for (let i = 0; i <= RUNS; i++) {
       const keep = i > 0;
       const sample = {
-        curl: await metered('curl', () => curlExport(address, fp, client, scratch), keep),
-        lxc: await metered('lxc', () => remotes.ok('image', 'copy', `r1:${fp}`, 'r2:'), keep),
+        curl: await metered(parties, () => curlExport(address, fp, client, scratch), keep ? cpu.curl : undefined),
+        lxc: await metered(parties, () => remotes.ok('image', 'copy', `r1:${fp}`, 'r2:'), keep ? cpu.lxc : undefined),
         api: await drop().then(() => apiPull(source, url, target, fp)),
       };
       await drop();

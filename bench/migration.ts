@@ -13,7 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { startWithPool, type Daemon } from '../test/helpers/daemon.js';
 import { startWithImage, stopImageDaemons } from '../test/helpers/image-daemon.js';
 import { call, median, type Row } from './containers.js';
-import { CpuMeter, medianCpu, type CpuTime } from './cpu.js';
+import { metered, medianCpu, type CpuTime } from './cpu.js';
 import { Remotes } from './remotes.js';
 
 const RUNS = Number(process.env.BENCH_MIGRATION_RUNS ?? 7);
@@ -94,21 +94,14 @@ export async function migrationScenarios(rows: Row[], results: Record<string, un
     const times = { dir: [] as number[], rsync: [] as number[], btrfs: [] as number[], apiDir: [] as number[], apiBtrfs: [] as number[] };
     const cpu = { dir: [] as Record<string, CpuTime>[], rsync: [] as Record<string, CpuTime>[], btrfs: [] as Record<string, CpuTime>[] };
     const parties = { bench: 'self' as const, source: source.child.pid!, target: target.child.pid! };
-    /** Runs `fn` timed, and keeps the CPU time each party spent in it. */
-    const metered = async (kind: keyof typeof cpu, fn: () => Promise<number> | number, keep: boolean) => {
-      const meter = new CpuMeter(parties);
-      const ms = await fn();
-      if (keep) cpu[kind].push(meter.stop());
-      return ms;
-    };
     const drop = async (name: string) => call(target, 'DELETE', `/1.0/instances/${name}`);
     // Run 0 warms both daemons, the pools and the page cache; it is not counted.
     for (let i = 0; i <= RUNS; i++) {
       const keep = i > 0;
       const sample = {
-        dir: await metered('dir', () => remotes.ok('copy', 'r1:cdir', `r2:d${i}`), keep),
-        rsync: await metered('rsync', () => bareRsync(dirPool, 'cdir', target.dir), keep),
-        btrfs: await metered('btrfs', () => remotes.ok('copy', 'r1:cbt', `r2:b${i}`, '-s', 'bt'), keep),
+        dir: await metered(parties, () => remotes.ok('copy', 'r1:cdir', `r2:d${i}`), keep ? cpu.dir : undefined),
+        rsync: await metered(parties, () => bareRsync(dirPool, 'cdir', target.dir), keep ? cpu.rsync : undefined),
+        btrfs: await metered(parties, () => remotes.ok('copy', 'r1:cbt', `r2:b${i}`, '-s', 'bt'), keep ? cpu.btrfs : undefined),
         apiDir: await apiCopy(source, sourceAddress, target, 'cdir', `ad${i}`, 'default'),
         apiBtrfs: await apiCopy(source, sourceAddress, target, 'cbt', `ab${i}`, 'bt'),
       };

@@ -12,7 +12,7 @@ import { buildBusyboxImage } from '../test/helpers/busybox-image.js';
 import { referenceUnavailable, startReference, type ReferenceDaemon } from '../test/helpers/reference-daemon.js';
 import { call, median, type Row } from './containers.js';
 import { importImage } from '../test/helpers/api.js';
-import { CpuMeter, medianCpu, type CpuTime } from './cpu.js';
+import { metered, medianCpu, type CpuTime } from './cpu.js';
 import { containerWithSnapshots } from './migration.js';
 import { Remotes } from './remotes.js';
 
@@ -84,13 +84,8 @@ export async function referenceMigrationScenarios(rows: Row[], results: Record<s
       // Which copy goes first changes each run, so none always follows another's writes.
       const order = kinds.map((_, j) => kinds[(i + j) % kinds.length]!);
       for (const kind of order) {
-        const meter = new CpuMeter(parties);
-        const ms = await copies[kind](i);
-        const spent = meter.stop();
-        if (i > 0) {
-          times[kind].push(ms);
-          cpu[kind].push(spent);
-        }
+        const ms = await metered(parties, () => copies[kind](i), i > 0 ? cpu[kind] : undefined);
+        if (i > 0) times[kind].push(ms);
       }
       await refCall(other, 'DELETE', `/1.0/instances/c${i}`);
       await refCall(other, 'DELETE', `/1.0/instances/k${i}`);
