@@ -16,6 +16,9 @@ import { storageScenarios } from './storage.js';
 import { proxyScenarios } from './proxy.js';
 import { nicScenarios } from './nics.js';
 import { soakScenario } from './soak.js';
+import { migrationScenarios } from './migration.js';
+import { imageCopyScenarios } from './image-copy.js';
+import { referenceMigrationScenarios } from './reference-migration.js';
 
 interface Row { scenario: string; value: string; target?: string }
 const rows: Row[] = [];
@@ -111,7 +114,8 @@ async function fanout(d: Daemon, listeners: number): Promise<void> {
 }
 
 /**
- * `npm run bench -- tls startup` runs only those groups (startup, api, tls, containers, networks, volumes, storage, proxy, nics);
+ * `npm run bench -- tls startup` runs only those groups (startup, api, tls, containers, networks, volumes, storage,
+ * proxy, nics, migration, image-copy, migration-reference);
  * no argument runs them all. `soak` (minutes of steady load, BENCH_SOAK_MINUTES) runs only when named.
  */
 const only = new Set(process.argv.slice(2));
@@ -137,6 +141,9 @@ if (want('volumes')) await volumeScenarios(rows, results);
 if (want('storage')) await storageScenarios(rows, results);
 if (want('proxy')) await proxyScenarios(rows, results);
 if (want('nics')) await nicScenarios(rows, results);
+if (want('migration')) await migrationScenarios(rows, results);
+if (want('image-copy')) await imageCopyScenarios(rows, results);
+if (want('migration-reference')) await referenceMigrationScenarios(rows, results);
 if (only.has('soak')) await soakScenario(rows, results);
 
 const width = Math.max(...rows.map((r) => r.scenario.length));
