@@ -16,7 +16,7 @@ import { buildLargeImage } from '../test/helpers/large-image.js';
 import { selfSigned } from '../test/helpers/pki.js';
 import { call, median, type Row } from './containers.js';
 import { metered, medianCpu, type CpuTime } from './cpu.js';
-import { Remotes } from './remotes.js';
+import { RemoteClient } from '../test/helpers/remotes.js';
 
 const RUNS = Number(process.env.BENCH_IMAGE_COPY_RUNS ?? 5);
 const MEGABYTES = Number(process.env.BENCH_IMAGE_COPY_MB ?? 100);
@@ -48,7 +48,7 @@ async function apiPull(source: Daemon, url: string, target: Daemon, fp: string):
 export async function imageCopyScenarios(rows: Row[], results: Record<string, unknown>): Promise<void> {
   const image = buildLargeImage(MEGABYTES);
   const scratch = mkdtempSync(path.join(tmpdir(), 'corral-bench-image-copy-'));
-  const remotes = new Remotes();
+  const remotes = new RemoteClient('bench-remotes-17', 300_000);
   const source = await startWithPool({ plugins: 'full' });
   const target = await startWithPool({ plugins: 'full' });
   try {
@@ -68,7 +68,7 @@ export async function imageCopyScenarios(rows: Row[], results: Record<string, un
       const keep = i > 0;
       const sample = {
         curl: await metered(parties, () => curlExport(address, fp, client, scratch), keep ? cpu.curl : undefined),
-        lxc: await metered(parties, () => remotes.ok('image', 'copy', `r1:${fp}`, 'r2:'), keep ? cpu.lxc : undefined),
+        lxc: await metered(parties, () => remotes.must('image', 'copy', `r1:${fp}`, 'r2:').then((r) => r.ms), keep ? cpu.lxc : undefined),
         api: await drop().then(() => apiPull(source, url, target, fp)),
       };
       await drop();

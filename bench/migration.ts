@@ -14,7 +14,7 @@ import { startWithPool, type Daemon } from '../test/helpers/daemon.js';
 import { startWithImage, stopImageDaemons } from '../test/helpers/image-daemon.js';
 import { call, median, type Row } from './containers.js';
 import { metered, medianCpu, type CpuTime } from './cpu.js';
-import { Remotes } from './remotes.js';
+import { RemoteClient } from '../test/helpers/remotes.js';
 
 const RUNS = Number(process.env.BENCH_MIGRATION_RUNS ?? 7);
 const SNAPSHOTS = 3;
@@ -79,7 +79,7 @@ export async function dropPool(d: Daemon, pool: string): Promise<void> {
 }
 
 export async function migrationScenarios(rows: Row[], results: Record<string, unknown>): Promise<void> {
-  const remotes = new Remotes();
+  const remotes = new RemoteClient('bench-remotes-17', 300_000);
   const source = await startWithImage({ plugins: 'full' });
   const target = await startWithPool({ plugins: 'full' });
   try {
@@ -99,9 +99,9 @@ export async function migrationScenarios(rows: Row[], results: Record<string, un
     for (let i = 0; i <= RUNS; i++) {
       const keep = i > 0;
       const sample = {
-        dir: await metered(parties, () => remotes.ok('copy', 'r1:cdir', `r2:d${i}`), keep ? cpu.dir : undefined),
+        dir: await metered(parties, () => remotes.must('copy', 'r1:cdir', `r2:d${i}`).then((r) => r.ms), keep ? cpu.dir : undefined),
         rsync: await metered(parties, () => bareRsync(dirPool, 'cdir', target.dir), keep ? cpu.rsync : undefined),
-        btrfs: await metered(parties, () => remotes.ok('copy', 'r1:cbt', `r2:b${i}`, '-s', 'bt'), keep ? cpu.btrfs : undefined),
+        btrfs: await metered(parties, () => remotes.must('copy', 'r1:cbt', `r2:b${i}`, '-s', 'bt').then((r) => r.ms), keep ? cpu.btrfs : undefined),
         apiDir: await apiCopy(source, sourceAddress, target, 'cdir', `ad${i}`, 'default'),
         apiBtrfs: await apiCopy(source, sourceAddress, target, 'cbt', `ab${i}`, 'bt'),
       };

@@ -14,7 +14,7 @@ import { call, median, type Row } from './containers.js';
 import { importImage } from '../test/helpers/api.js';
 import { metered, medianCpu, type CpuTime } from './cpu.js';
 import { containerWithSnapshots } from './migration.js';
-import { Remotes } from './remotes.js';
+import { RemoteClient } from '../test/helpers/remotes.js';
 
 const RUNS = Number(process.env.BENCH_MIGRATION_RUNS ?? 7);
 const SNAPSHOTS = 3;
@@ -47,7 +47,7 @@ export async function referenceMigrationScenarios(rows: Row[], results: Record<s
     return;
   }
   const image = buildBusyboxImage('gzip');
-  const remotes = new Remotes();
+  const remotes = new RemoteClient('bench-remotes-17', 300_000);
   const refs: ReferenceDaemon[] = [];
   try {
     refs.push(await startReference(), await startReference());
@@ -70,9 +70,9 @@ export async function referenceMigrationScenarios(rows: Row[], results: Record<s
     // Three copies of a busybox container with three snapshots: into the reference, into corral, and
     // from corral into the reference (corral as the source).
     const copies = {
-      reference: (i: number) => remotes.ok('copy', 'src:c', `ref:c${i}`),
-      corral: (i: number) => remotes.ok('copy', 'src:c', `cor:c${i}`),
-      fromCorral: (i: number) => remotes.ok('copy', 'cor:cc', `ref:k${i}`),
+      reference: (i: number) => remotes.must('copy', 'src:c', `ref:c${i}`).then((r) => r.ms),
+      corral: (i: number) => remotes.must('copy', 'src:c', `cor:c${i}`).then((r) => r.ms),
+      fromCorral: (i: number) => remotes.must('copy', 'cor:cc', `ref:k${i}`).then((r) => r.ms),
     };
     type Kind = keyof typeof copies;
     const kinds = Object.keys(copies) as Kind[];

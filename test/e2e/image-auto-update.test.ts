@@ -6,50 +6,31 @@
  * a test; everything else is the real path.
  */
 import test from 'ava';
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { collectRun, hasLxc, lxc, type ClientRun } from '../helpers/clients.js';
+import { hasLxc, lxc } from '../helpers/clients.js';
 import { startWithPool, waitFor, type Daemon } from '../helpers/daemon.js';
+import { RemoteClient, type Listening } from '../helpers/remotes.js';
 import { startWithImage, stopImageDaemons, type ImageDaemon } from '../helpers/image-daemon.js';
-import { freePort } from '../helpers/tls-client.js';
 import { referenceUnavailable, startReference } from '../helpers/reference-daemon.js';
 
 const skip = !hasLxc() ? 'the lxc client is not installed' : undefined;
 const noReference = skip ?? referenceUnavailable();
 const PASSWORD = 'auto-update-pass-51c2';
+const client = new RemoteClient(PASSWORD);
+const { lxc: remoteLxc, ok } = client;
 /** The target's hour: a day is 24 of them (12 s). */
 const HOUR_MS = 500;
 
 let source: ImageDaemon;
 let target: Daemon;
-let home = '';
 const made: BusyboxImage[] = [];
 
-function remoteLxc(...args: string[]): Promise<ClientRun> {
-  const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
-  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: home, HOME: home } });
-  child.stdin.end();
-  return collectRun(child, 180_000);
-}
-
-async function ok(t: any, ...args: string[]): Promise<string> {
-  const res = await remoteLxc(...args);
-  t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}`);
-  return res.stdout;
-}
-
-async function expose(name: string, socket: string, ip: string): Promise<void> {
-  const address = `${ip}:${await freePort()}`;
-  for (const args of [['config', 'set', 'core.https_address', address], ['config', 'set', 'core.trust_password', PASSWORD]]) {
-    const res = await lxc(socket, ...args);
-    if (res.status !== 0) throw new Error(`lxc ${args.join(' ')} on ${name}: ${res.stderr}`);
-  }
-  const added = await remoteLxc('remote', 'add', name, `https://${address}`, '--password', PASSWORD, '--accept-certificate');
-  if (added.status !== 0) throw new Error(`lxc remote add ${name}: ${added.stderr}`);
+/** HTTPS on its own loopback address, and the daemon added to the client home as remote `name`. */
+async function expose(name: string, daemon: Listening, ip: string): Promise<void> {
+  await client.add(name, daemon, ip);
 }
 
 /** A new image on the source, public, its fingerprint. */
@@ -69,17 +50,16 @@ const aliasTarget = async (project: string, alias: string): Promise<string | und
 
 test.before(async () => {
   if (skip) return;
-  home = mkdtempSync(path.join(tmpdir(), 'corral-autoupdate-home-'));
   source = await startWithImage({ plugins: 'full' });
   target = await startWithPool({ plugins: 'full', env: { CORRAL_IMAGES_HOUR_MS: String(HOUR_MS) } });
-  await expose('a', source.socket, '127.0.44.1');
-  await expose('b', target.socket, '127.0.44.2');
+  await expose('a', source, '127.0.44.1');
+  await expose('b', target, '127.0.44.2');
 });
 
 test.after.always(async () => {
   await stopImageDaemons();
   for (const image of made) rmSync(image.dir, { recursive: true, force: true });
-  if (home) rmSync(home, { recursive: true, force: true });
+  client.remove();
 });
 
 test.serial('images.auto_update_interval: an image copied with --auto-update follows its alias on the source (the old one goes, its instance stays); a project with its own interval of 0 keeps its copy until it sets one (projects_images_auto_update)', async (t) => {
@@ -183,7 +163,7 @@ test.serial('an image copied from the reference with --auto-update follows the r
     const fps = built.map((i) => createHash('sha256').update(readFileSync(i.unified)).digest('hex'));
     const first = await ref.lxc('image', 'import', built[0]!.unified, '--public', '--alias', 'himg2-rolling');
     t.is(first.status, 0, first.stderr);
-    await expose('ref', ref.socket, '127.0.44.9');
+    await expose('ref', ref, '127.0.44.9');
     await ok(t, 'project', 'create', 'b:fromref');
     await ok(t, 'image', 'copy', 'ref:himg2-rolling', 'b:', '--copy-aliases', '--auto-update', '--target-project', 'fromref');
     t.is((await imagesOf('fromref'))[0]?.update_source?.alias, 'himg2-rolling');

@@ -5,49 +5,28 @@
  * corral as on the reference (times aside).
  */
 import test from 'ava';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { collectRun, hasLxc, lxc, type ClientRun } from '../helpers/clients.js';
+import { hasLxc, lxc } from '../helpers/clients.js';
 import { startWithPool, type Daemon } from '../helpers/daemon.js';
+import { RemoteClient, type Listening } from '../helpers/remotes.js';
 import { startWithImage, stopImageDaemons, type ImageDaemon } from '../helpers/image-daemon.js';
 import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
-import { freePort } from '../helpers/tls-client.js';
 
 const skip = !hasLxc() ? 'the lxc client is not installed' : undefined;
 const noReference = skip ?? referenceUnavailable();
 const PASSWORD = 'copy-flags-pass-7d21';
+const client = new RemoteClient(PASSWORD);
+const { lxc: remoteLxc, ok } = client;
 
 let source: ImageDaemon;
 let target: Daemon;
 let ref: ReferenceDaemon | undefined;
-let home = '';
 let fp = '';
 const urls: Record<string, string> = {};
 
-function remoteLxc(...args: string[]): Promise<ClientRun> {
-  const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
-  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: home, HOME: home } });
-  child.stdin.end();
-  return collectRun(child, 180_000);
-}
-
-async function ok(t: any, ...args: string[]): Promise<string> {
-  const res = await remoteLxc(...args);
-  t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}`);
-  return res.stdout;
-}
-
-async function expose(name: string, socket: string, ip: string): Promise<void> {
-  const address = `${ip}:${await freePort()}`;
-  for (const args of [['config', 'set', 'core.https_address', address], ['config', 'set', 'core.trust_password', PASSWORD]]) {
-    const res = await lxc(socket, ...args);
-    if (res.status !== 0) throw new Error(`lxc ${args.join(' ')} on ${name}: ${res.stderr}`);
-  }
-  urls[name] = `https://${address}`;
-  const added = await remoteLxc('remote', 'add', name, `https://${address}`, '--password', PASSWORD, '--accept-certificate');
-  if (added.status !== 0) throw new Error(`lxc remote add ${name}: ${added.stderr}`);
+/** HTTPS on its own loopback address, and the daemon added to the client home as remote `name`. */
+async function expose(name: string, daemon: Listening, ip: string): Promise<void> {
+  urls[name] = await client.add(name, daemon, ip);
 }
 
 /** An image record as lxc query shows it, without what depends on when it arrived or where from. */
@@ -60,12 +39,11 @@ async function record(t: any, remote: string, project = 'default'): Promise<any>
 
 test.before(async () => {
   if (skip) return;
-  home = mkdtempSync(path.join(tmpdir(), 'corral-copyflags-home-'));
   // Imported by lxc, the source image has a filename: a copy keeps it unless the request edits the record.
   source = await startWithImage({ plugins: 'full', importWith: 'lxc' });
   target = await startWithPool({ plugins: 'full' });
-  await expose('a', source.socket, '127.0.44.5');
-  await expose('b', target.socket, '127.0.44.6');
+  await expose('a', source, '127.0.44.5');
+  await expose('b', target, '127.0.44.6');
   fp = JSON.parse(await remoteLxc('query', 'a:/1.0/images/aliases/bb').then((r) => r.stdout)).target;
   const second = await lxc(source.socket, 'image', 'alias', 'create', 'bb-second', fp);
   if (second.status !== 0) throw new Error(second.stderr);
@@ -80,7 +58,7 @@ test.before(async () => {
 test.after.always(async () => {
   await ref?.stop();
   await stopImageDaemons();
-  if (home) rmSync(home, { recursive: true, force: true });
+  client.remove();
 });
 
 const FLAGS = ['--copy-aliases', '--alias', 'himg2-more', '--auto-update', '--public'];
@@ -107,7 +85,7 @@ test.serial('lxc image copy --copy-aliases --alias --auto-update --public of a p
 test.serial('the same lxc image copy into the reference gives the same record; and from the reference into corral', async (t) => {
   if (noReference) return t.pass(noReference);
   ref = await startReference();
-  await expose('ref', ref.socket, '127.0.44.7');
+  await expose('ref', ref, '127.0.44.7');
   await ok(t, 'profile', 'create', 'ref:himg2-extra');
   await ok(t, 'image', 'copy', 'a:bb', 'ref:', ...FLAGS);
   const theirs = await record(t, 'ref');

@@ -15,56 +15,33 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { callAndWait } from '../helpers/api.js';
 import { buildBusyboxImage } from '../helpers/busybox-image.js';
-import { collectRun, hasLxc, lxc, type ClientRun } from '../helpers/clients.js';
+import { collectRun, hasLxc, lxc } from '../helpers/clients.js';
 import { startWithPool, unixRequest, waitFor, type Daemon } from '../helpers/daemon.js';
+import { RemoteClient, type Listening } from '../helpers/remotes.js';
 import { startWithImage, stopImageDaemons, type ImageDaemon } from '../helpers/image-daemon.js';
 import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
 import { selfSigned } from '../helpers/pki.js';
 import { freePort, tlsRequest } from '../helpers/tls-client.js';
 
 const PASSWORD = 'pull-pass-0a4e';
+const client = new RemoteClient(PASSWORD);
+const { lxc: remoteLxc, ok } = client;
 const skip = !hasLxc() ? 'the lxc client is not installed' : undefined;
 const noReference = skip ?? referenceUnavailable();
 
 let source: ImageDaemon;
 let target: Daemon;
 let ref: ReferenceDaemon | undefined;
-let home = '';
 const urls: Record<string, string> = {};
 
-/** `lxc` as a remote user: its own config dir and no socket. */
-function remoteLxc(...args: string[]): Promise<ClientRun> {
-  const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
-  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: home, HOME: home } });
-  child.stdin.end();
-  return collectRun(child, 180_000);
-}
-
-async function ok(t: any, ...args: string[]): Promise<string> {
-  const res = await remoteLxc(...args);
-  t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}`);
-  return res.stdout;
-}
-
-/** HTTPS on its own loopback address, a trust password, and the remote added to the client home. */
-async function expose(name: string, socket: string, ip: string): Promise<void> {
-  const port = await freePort();
-  const address = `${ip}:${port}`;
-  const run = async (...args: string[]) => {
-    const res = await lxc(socket, ...args);
-    if (res.status !== 0) throw new Error(`lxc ${args.join(' ')} on ${name}: ${res.stderr}`);
-  };
-  await run('config', 'set', 'core.https_address', address);
-  await run('config', 'set', 'core.trust_password', PASSWORD);
-  urls[name] = `https://${address}`;
-  const added = await remoteLxc('remote', 'add', name, urls[name]!, '--password', PASSWORD, '--accept-certificate');
-  if (added.status !== 0) throw new Error(`lxc remote add ${name}: ${added.stderr}`);
+/** HTTPS on its own loopback address, and the daemon added to the client home as remote `name`. */
+async function expose(name: string, daemon: Listening, ip: string): Promise<void> {
+  urls[name] = await client.add(name, daemon, ip);
 }
 
 /** The operation events `lxc monitor` sees on `remote` while `action` runs. */
 async function watchOperations(remote: string, action: () => Promise<unknown>): Promise<any[]> {
-  const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
-  const monitor = spawn('lxc', ['monitor', remote, '--type', 'operation', '--format', 'json'], { env: { ...env, LXD_CONF: home, HOME: home } });
+  const monitor = spawn('lxc', ['monitor', remote, '--type', 'operation', '--format', 'json'], { env: client.env() });
   let out = '';
   monitor.stdout.on('data', (c: Buffer) => (out += c));
   try {
@@ -88,17 +65,16 @@ const certificateOf = (dir: string, file = 'server.crt') => readFileSync(path.jo
 
 test.before(async () => {
   if (skip) return;
-  home = mkdtempSync(path.join(tmpdir(), 'corral-pull-home-'));
   source = await startWithImage({ plugins: 'full' });
   target = await startWithPool({ plugins: 'full' });
-  await expose('a', source.socket, '127.0.0.171');
-  await expose('b', target.socket, '127.0.0.172');
+  await expose('a', source, '127.0.0.171');
+  await expose('b', target, '127.0.0.172');
 });
 
 test.after.always(async () => {
   await ref?.stop();
   await stopImageDaemons();
-  if (home) rmSync(home, { recursive: true, force: true });
+  client.remove();
 });
 
 const imageOf = async (d: { socket: string }, fp: string) => {
@@ -333,7 +309,7 @@ async function reference(t: any): Promise<ReferenceDaemon> {
   ref = await startReference();
   const imported = await ref.lxc('image', 'import', source.image.unified, '--alias', 'bb');
   t.is(imported.status, 0, imported.stderr);
-  await expose('ref', ref.socket, '127.0.0.174');
+  await expose('ref', ref, '127.0.0.174');
   return ref;
 }
 

@@ -6,47 +6,25 @@
  * `btrfs send` and starts there.
  */
 import test from 'ava';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { killContainers, type Daemon } from '../helpers/daemon.js';
-import { startWithImage, stopImageDaemons, type ImageDaemon } from '../helpers/image-daemon.js';
-import { collectRun, type ClientRun } from '../helpers/clients.js';
-import { freePort } from '../helpers/tls-client.js';
-import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
+import { RemoteClient } from '../helpers/remotes.js';
+import { startReferencePair, stopReferencePair } from '../helpers/reference-pair.js';
+import type { ImageDaemon } from '../helpers/image-daemon.js';
+import { referenceUnavailable, type ReferenceDaemon } from '../helpers/reference-daemon.js';
 
 const missing = referenceUnavailable();
 const interop = missing ? test.skip : test.serial;
 if (missing) console.warn(`Skipping the reference btrfs migration tests: ${missing}`);
 
 const PASSWORD = 'migr2-ref-42';
+const client = new RemoteClient(PASSWORD);
+const { lxc: remoteLxc, ok } = client;
+client.describeFailure = () => `\n${ref?.log().slice(-3000) ?? ''}`;
 const octet = { 'content-type': 'application/octet-stream' };
 const suffix = randomBytes(3).toString('hex');
 let corral: ImageDaemon;
 let ref: ReferenceDaemon;
-let home = '';
-
-function remoteLxc(...args: string[]): Promise<ClientRun> {
-  const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
-  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: home, HOME: home } });
-  child.stdin.end();
-  return collectRun(child, 180_000);
-}
-
-async function ok(t: any, ...args: string[]): Promise<string> {
-  const res = await remoteLxc(...args);
-  t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}\n${ref?.log().slice(-3000)}`);
-  return res.stdout;
-}
-
-async function listen(daemon: Pick<Daemon, 'request'>, address: string): Promise<string> {
-  const port = await freePort();
-  const res = await daemon.request('PATCH', '/1.0', { config: { 'core.https_address': `${address}:${port}`, 'core.trust_password': PASSWORD } });
-  if (res.status !== 200) throw new Error(`https listener: ${res.body}`);
-  return `https://${address}:${port}`;
-}
 
 /** The child processes corral's log shows it started since `from` (its output at debug level). */
 function processesSince(from: number): { command: string; args: string[] }[] {
@@ -67,29 +45,14 @@ async function tracedCopy(t: any, ...args: string[]): Promise<string[]> {
 
 test.before(async () => {
   if (missing) return;
-  corral = await startWithImage({ plugins: 'full' });
-  ref = await startReference();
-  const up = await ref.call('POST', '/1.0/images', readFileSync(corral.image.unified), octet);
-  if (up.op?.status !== 'Success') throw new Error(`image import into the reference failed: ${up.op?.err ?? up.body}`);
-  await ref.request('POST', '/1.0/images/aliases', { name: 'bb', target: up.op.metadata.fingerprint });
+  ({ corral, ref } = await startReferencePair(client, '127.0.42.3', '127.0.42.4'));
   const pool = await ref.lxc('storage', 'create', 'bt', 'btrfs', 'size=1GiB');
   if (pool.status !== 0) throw new Error(`btrfs pool on the reference: ${pool.stderr}`);
-  home = mkdtempSync(path.join(tmpdir(), 'corral-migr2-ref-home-'));
-  const [uc, ur] = await Promise.all([listen(corral, '127.0.42.3'), listen(ref, '127.0.42.4')]);
-  for (const [name, url] of [['cor', uc], ['ref', ur]] as const) {
-    const res = await remoteLxc('remote', 'add', name, url, '--password', PASSWORD, '--accept-certificate');
-    if (res.status !== 0) throw new Error(`remote add ${name}: ${res.stderr}`);
-  }
   const cpool = await remoteLxc('storage', 'create', 'cor:bt', 'btrfs', 'size=1GiB');
   if (cpool.status !== 0) throw new Error(`btrfs pool on corral: ${cpool.stderr}`);
 });
 
-test.after.always(async () => {
-  await ref?.stop();
-  if (corral) killContainers(corral.dir);
-  await stopImageDaemons();
-  if (home) rmSync(home, { recursive: true, force: true });
-});
+test.after.always(() => stopReferencePair({ corral, ref }, client));
 
 interop('reference → corral between btrfs pools: btrfs receive of two snapshots and the volume, shifted files unshifted; it starts', async (t) => {
   const name = `hmigr2-r-${suffix}`;

@@ -9,49 +9,29 @@
 import test from 'ava';
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { createServer as createHttpsServer } from 'node:https';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import bunyan from 'bunyan';
-import { WebSocket, WebSocketServer } from 'ws';
+import { WebSocket } from 'ws';
 import { createHostTools } from '../../kernel/host-tools/host-tools.js';
 import {
   acceptOffer, CriuType, decodeControl, decodeHeader, encodeHeader, FsType, MigrationChannel, receiveOne, sendTree, type MigrationHeader,
 } from '../../sdk/lib/migration/index.js';
 import { killContainers, startDaemon, startWithPool, type Daemon } from '../helpers/daemon.js';
+import { RemoteClient } from '../helpers/remotes.js';
+import { fakeMigrationPeer, rsyncsUnder } from '../helpers/migration-peer.js';
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
-import { collectRun, lxcOk, lxcWithInput, type ClientRun } from '../helpers/clients.js';
-import { freePort } from '../helpers/tls-client.js';
-import { selfSigned } from '../helpers/pki.js';
+import { lxcOk, lxcWithInput } from '../helpers/clients.js';
 
 const PASSWORD = 'migr2-pass-42';
+const client = new RemoteClient(PASSWORD);
+const { lxc: remoteLxc, ok, listen } = client;
 /** The source's CORRAL_MIGRATION_TIMEOUT: a silent peer is given up after this many seconds. */
 const BOUND_S = 5;
 const tools = createHostTools(bunyan.createLogger({ name: 'migr2-test', level: 'fatal' }));
 let source: Daemon;
 let target: Daemon;
-let home = '';
 let scratch = '';
-
-function remoteLxc(...args: string[]): Promise<ClientRun> {
-  const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
-  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: home, HOME: home } });
-  child.stdin.end();
-  return collectRun(child, 180_000);
-}
-
-async function ok(t: any, ...args: string[]): Promise<string> {
-  const res = await remoteLxc(...args);
-  t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}`);
-  return res.stdout;
-}
-
-async function listen(daemon: Daemon, address: string): Promise<string> {
-  const port = await freePort();
-  const set = await daemon.request('PATCH', '/1.0', { config: { 'core.https_address': `${address}:${port}`, 'core.trust_password': PASSWORD } });
-  if (set.status !== 200) throw new Error(`https listener: ${set.body}`);
-  return `https://${address}:${port}`;
-}
 
 const poolRoot = (daemon: Daemon, pool: string) => path.join(daemon.dir, 'storage-pools', pool);
 const volumeDir = (daemon: Daemon, pool: string, name: string, snapshot?: string) =>
@@ -69,7 +49,6 @@ async function push(daemon: Daemon, name: string, content: string): Promise<void
 test.before(async () => {
   source = await startWithImage({ plugins: 'full', env: { CORRAL_MIGRATION_TIMEOUT: String(BOUND_S) } });
   target = await startWithPool({ plugins: 'full' });
-  home = mkdtempSync(path.join(tmpdir(), 'corral-migr2-home-'));
   scratch = mkdtempSync(path.join(tmpdir(), 'corral-migr2-scratch-'));
   const [u1, u2] = await Promise.all([listen(source, '127.0.42.1'), listen(target, '127.0.42.2')]);
   for (const [name, url] of [['r1', u1], ['r2', u2]] as const) {
@@ -100,7 +79,8 @@ test.after.always(async () => {
     await target.stop();
   }
   await stopImageDaemons();
-  for (const dir of [home, scratch]) if (dir) rmSync(dir, { recursive: true, force: true });
+  client.remove();
+  if (scratch) rmSync(scratch, { recursive: true, force: true });
 });
 
 /** The child processes a daemon's log shows it started since `from` (its output at debug level). */
@@ -167,21 +147,6 @@ test.serial('lxc copy --refresh between btrfs pools brings the new snapshot and 
   t.deepEqual(snaps.map((s: any) => s.name), ['s1', 's2', 's3', 's4']);
   await ok(t, 'delete', 'r2:c1');
 });
-
-/** Command lines of the rsync processes working under `dir`. */
-function rsyncsUnder(dir: string): string[] {
-  const found: string[] = [];
-  for (const pid of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
-    let cmd = '';
-    try {
-      cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-    } catch {
-      continue;
-    }
-    if (cmd.startsWith('rsync') && cmd.includes(dir)) found.push(cmd);
-  }
-  return found;
-}
 
 /** Copy `from` to `to` while watching the source's sending rsync; resolves with its command line and the time taken. */
 async function watchedCopy(t: any, from: string, to: string): Promise<{ cmd: string; ms: number }> {
@@ -349,29 +314,16 @@ test.serial('wrong transfer types: a target answering btrfs to a dir source fail
  * source's part with them. Records the target's messages.
  */
 async function fakeSource(script: (control: MigrationChannel, fs: MigrationChannel) => Promise<void>) {
-  const pki = mkdtempSync(path.join(tmpdir(), 'corral-migr2-liar-'));
-  const cert = selfSigned(pki, 'liar');
-  const server = createHttpsServer({ cert: cert.cert, key: cert.key });
-  const wss = new WebSocketServer({ noServer: true });
-  const sockets: WebSocket[] = [];
   const channels: Partial<Record<string, MigrationChannel>> = {};
   let played: Promise<void> | undefined;
-  server.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => {
-    sockets.push(ws);
-    const secret = new URL(req.url!, 'https://x').searchParams.get('secret')!;
+  const peer = await fakeMigrationPeer('127.0.42.5', (secret, ws) => {
     channels[secret] = new MigrationChannel(ws, secret);
     if (channels.control && channels.fs && !played) played = script(channels.control, channels.fs).catch(() => {});
-  }));
-  const port = await freePort();
-  await new Promise<void>((resolve) => server.listen(port, '127.0.42.5', resolve));
+  });
   return {
-    source: { type: 'migration', mode: 'pull', operation: `https://127.0.42.5:${port}/1.0/operations/fake`, certificate: cert.cert, secrets: { control: 'control', fs: 'fs' } },
+    source: { type: 'migration', mode: 'pull', operation: peer.operation, certificate: peer.cert, secrets: { control: 'control', fs: 'fs' } },
     played: () => played,
-    close: () => {
-      for (const ws of sockets) ws.terminate();
-      server.close();
-      rmSync(pki, { recursive: true, force: true });
-    },
+    close: peer.close,
   };
 }
 

@@ -6,42 +6,20 @@
  */
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { killContainers, startDaemon, startWithPool, type Daemon } from '../helpers/daemon.js';
+import { RemoteClient } from '../helpers/remotes.js';
+import { fsProgressOf, headerPeer, rsyncsUnder } from '../helpers/migration-peer.js';
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
-import { collectRun, lxcOk, lxcWithInput, type ClientRun } from '../helpers/clients.js';
-import { freePort } from '../helpers/tls-client.js';
-import { selfSigned } from '../helpers/pki.js';
-import { createServer as createHttpsServer } from 'node:https';
-import { WebSocketServer, type WebSocket } from 'ws';
-import { decodeControl, encodeHeader, FsType } from '../../sdk/lib/migration/index.js';
+import { lxcOk, lxcWithInput } from '../helpers/clients.js';
+import { decodeControl, FsType } from '../../sdk/lib/migration/index.js';
 
 const PASSWORD = 'migr-pass-17';
+const client = new RemoteClient(PASSWORD);
+const { lxc: remoteLxc, ok, listen } = client;
 let source: Daemon;
 let target: Daemon;
-let home = '';
-
-function remoteLxc(...args: string[]): Promise<ClientRun> {
-  const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
-  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: home, HOME: home } });
-  child.stdin.end();
-  return collectRun(child, 180_000);
-}
-
-async function ok(t: any, ...args: string[]): Promise<string> {
-  const res = await remoteLxc(...args);
-  t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}`);
-  return res.stdout;
-}
-
-async function listen(daemon: Daemon, address: string): Promise<string> {
-  const port = await freePort();
-  const set = await daemon.request('PATCH', '/1.0', { config: { 'core.https_address': `${address}:${port}`, 'core.trust_password': PASSWORD } });
-  if (set.status !== 200) throw new Error(`https listener: ${set.body}`);
-  return `https://${address}:${port}`;
-}
 
 /** Where a daemon's default dir pool keeps a container's files, or one of its snapshots'. */
 function volumeDir(daemon: Daemon, name: string, snapshot?: string): string {
@@ -55,7 +33,6 @@ const marker = (daemon: Daemon, name: string, snapshot?: string) => readFileSync
 test.before(async () => {
   source = await startWithImage({ plugins: 'full' });
   target = await startWithPool({ plugins: 'full' });
-  home = mkdtempSync(path.join(tmpdir(), 'corral-migr-home-'));
   const [u1, u2] = await Promise.all([listen(source, '127.0.17.1'), listen(target, '127.0.17.2')]);
   for (const [name, url] of [['r1', u1], ['r2', u2]] as const) {
     const res = await remoteLxc('remote', 'add', name, url, '--password', PASSWORD, '--accept-certificate');
@@ -72,7 +49,7 @@ test.before(async () => {
 test.after.always(async () => {
   if (target) killContainers(target.dir);
   await stopImageDaemons();
-  if (home) rmSync(home, { recursive: true, force: true });
+  client.remove();
 });
 
 test.serial('lxc copy r1:c1 r2:c1 carries the stopped container and its two snapshots, which start there', async (t) => {
@@ -213,36 +190,8 @@ test.serial('bad migration sources are refused with a 400 before anything starts
   }
 });
 
-/** A fake migration source on loopback: it offers `header` on the control socket and records what the target answers. */
-async function lyingSource(header: Parameters<typeof encodeHeader>[0]) {
-  const pki = mkdtempSync(path.join(tmpdir(), 'corral-migr-liar-'));
-  const cert = selfSigned(pki, 'liar');
-  const server = createHttpsServer({ cert: cert.cert, key: cert.key });
-  const wss = new WebSocketServer({ noServer: true });
-  const answers: Buffer[] = [];
-  const sockets: WebSocket[] = [];
-  server.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => {
-    sockets.push(ws);
-    if (new URL(req.url!, 'https://x').searchParams.get('secret') !== 'control') return;
-    ws.on('message', (data) => answers.push(data as Buffer));
-    ws.send(encodeHeader(header), { binary: true });
-  }));
-  const port = await freePort();
-  await new Promise<void>((resolve) => server.listen(port, '127.0.17.5', resolve));
-  return {
-    cert: cert.cert,
-    operation: `https://127.0.17.5:${port}/1.0/operations/fake`,
-    answers,
-    close: () => {
-      for (const ws of sockets) ws.terminate();
-      server.close();
-      rmSync(pki, { recursive: true, force: true });
-    },
-  };
-}
-
 test.serial('a source that lies in its header (a snapshot named "../escape") gets a failure on control, and nothing is made', async (t) => {
-  const liar = await lyingSource({ fs: FsType.RSYNC, snapshotNames: ['../escape'] });
+  const liar = await headerPeer('127.0.17.5', { fs: FsType.RSYNC, snapshotNames: ['../escape'] });
   try {
     const res = await target.request('POST', '/1.0/instances', {
       name: 'lied', source: { type: 'migration', mode: 'pull', operation: liar.operation, certificate: liar.cert, secrets: { control: 'control', fs: 'fs' } },
@@ -264,7 +213,7 @@ test.serial('a source that lies in its header (a snapshot named "../escape") get
 });
 
 test.serial('a source presenting another certificate than the one given is not trusted with the secrets', async (t) => {
-  const liar = await lyingSource({ fs: FsType.RSYNC });
+  const liar = await headerPeer('127.0.17.5', { fs: FsType.RSYNC });
   try {
     const res = await target.request('POST', '/1.0/instances', {
       name: 'impostor', source: {
@@ -331,12 +280,7 @@ test.serial('kill -9 of the source mid-transfer: the target fails the copy and k
   for (let i = 0; i < 600 && !seen(); i++) await new Promise((r) => setTimeout(r, 50));
   t.true(seen(), 'the transfer started');
   // The target's operation shows the bytes received so far.
-  let progress = '';
-  for (let i = 0; i < 100 && !progress; i++) {
-    const running = (await target.request('GET', '/1.0/operations?recursion=1')).json.metadata.running ?? [];
-    progress = running.map((op: any) => op.metadata?.fs_progress).find(Boolean) ?? '';
-    if (!progress) await new Promise((r) => setTimeout(r, 50));
-  }
+  const progress = await fsProgressOf(target);
   t.regex(progress, /^big: \d+(\.\d+)?[kMG]?B \(/, 'fs_progress while receiving');
   source.child.kill('SIGKILL');
   const res = await copy;
@@ -351,17 +295,3 @@ test.serial('kill -9 of the source mid-transfer: the target fails the copy and k
   t.deepEqual(rsyncsUnder(source.dir), [], 'no sending rsync outlived its daemon');
 });
 
-/** Command lines of rsync processes working under `dir`. */
-function rsyncsUnder(dir: string): string[] {
-  const found: string[] = [];
-  for (const pid of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
-    let cmd = '';
-    try {
-      cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-    } catch {
-      continue;
-    }
-    if (cmd.startsWith('rsync') && cmd.includes(dir)) found.push(cmd);
-  }
-  return found;
-}

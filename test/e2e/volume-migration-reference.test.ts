@@ -7,46 +7,25 @@
  * corral container, and goes back.
  */
 import test from 'ava';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { collectRun, type ClientRun } from '../helpers/clients.js';
-import { killContainers, type Daemon } from '../helpers/daemon.js';
-import { startWithImage, stopImageDaemons, type ImageDaemon } from '../helpers/image-daemon.js';
-import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
-import { freePort } from '../helpers/tls-client.js';
+import { RemoteClient } from '../helpers/remotes.js';
+import { startReferencePair, stopReferencePair } from '../helpers/reference-pair.js';
+import type { ImageDaemon } from '../helpers/image-daemon.js';
+import { referenceUnavailable, type ReferenceDaemon } from '../helpers/reference-daemon.js';
 
 const missing = referenceUnavailable();
 const interop = missing ? test.skip : test.serial;
 if (missing) console.warn(`Skipping the reference volume migration tests: ${missing}`);
 
 const PASSWORD = 'vol-migr-ref-43';
+const client = new RemoteClient(PASSWORD);
+const { ok } = client;
+client.describeFailure = () => `\n${ref?.log().slice(-3000) ?? ''}`;
 const suffix = randomBytes(3).toString('hex');
 let corral: ImageDaemon;
 let ref: ReferenceDaemon;
-let home = '';
-
-function remoteLxc(...args: string[]): Promise<ClientRun> {
-  const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
-  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: home, HOME: home } });
-  child.stdin.end();
-  return collectRun(child, 180_000);
-}
-
-async function ok(t: { is: (a: unknown, b: unknown, m?: string) => void }, ...args: string[]): Promise<string> {
-  const res = await remoteLxc(...args);
-  t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}\n${ref?.log().slice(-3000)}`);
-  return res.stdout;
-}
-
-async function listen(daemon: Pick<Daemon, 'request'>, address: string): Promise<string> {
-  const port = await freePort();
-  const res = await daemon.request('PATCH', '/1.0', { config: { 'core.https_address': `${address}:${port}`, 'core.trust_password': PASSWORD } });
-  if (res.status !== 200) throw new Error(`https listener: ${res.body}`);
-  return `https://${address}:${port}`;
-}
 
 /** Both daemons lay a `dir` pool out alike: `custom/<project>_<name>` and `custom-snapshots/<project>_<name>/<snapshot>`. */
 function volumeDir(dataDir: string, name: string, snapshot?: string): string {
@@ -94,25 +73,10 @@ async function sameVolume(t: any, remote: string, dataDir: string, name: string,
 
 test.before(async () => {
   if (missing) return;
-  [corral, ref] = await Promise.all([startWithImage({ plugins: 'full' }), startReference()]);
-  // The same busybox image on the reference, for a container that writes into an attached volume.
-  const up = await ref.call('POST', '/1.0/images', readFileSync(corral.image.unified), { 'content-type': 'application/octet-stream' });
-  if (up.op?.status !== 'Success') throw new Error(`image import into the reference failed: ${up.op?.err ?? up.body}`);
-  await ref.request('POST', '/1.0/images/aliases', { name: 'bb', target: up.op.metadata.fingerprint });
-  home = mkdtempSync(path.join(tmpdir(), 'corral-volmigr-ref-home-'));
-  const [uc, ur] = await Promise.all([listen(corral, '127.0.43.3'), listen(ref, '127.0.43.4')]);
-  for (const [name, url] of [['cor', uc], ['ref', ur]] as const) {
-    const res = await remoteLxc('remote', 'add', name, url, '--password', PASSWORD, '--accept-certificate');
-    if (res.status !== 0) throw new Error(`remote add ${name}: ${res.stderr}`);
-  }
+  ({ corral, ref } = await startReferencePair(client, '127.0.43.3', '127.0.43.4'));
 });
 
-test.after.always(async () => {
-  await ref?.stop();
-  if (corral) killContainers(corral.dir);
-  await stopImageDaemons();
-  if (home) rmSync(home, { recursive: true, force: true });
-});
+test.after.always(() => stopReferencePair({ corral, ref }, client));
 
 for (const mode of ['pull', 'push', 'relay'] as const) {
   interop(`lxc storage volume copy ref:default/v cor:default/v (${mode}) brings a reference volume with its snapshots, config and description`, async (t) => {

@@ -7,41 +7,18 @@
  */
 import test from 'ava';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer as createHttpsServer } from 'node:https';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { WebSocketServer, type WebSocket } from 'ws';
-import { decodeControl, decodeHeader, encodeHeader, FsType } from '../../sdk/lib/migration/index.js';
-import { collectRun, type ClientRun } from '../helpers/clients.js';
+import { decodeControl, decodeHeader, FsType } from '../../sdk/lib/migration/index.js';
 import { startDaemon, startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
-import { selfSigned } from '../helpers/pki.js';
-import { freePort } from '../helpers/tls-client.js';
+import { RemoteClient } from '../helpers/remotes.js';
+import { fsProgressOf, headerPeer, rsyncsUnder } from '../helpers/migration-peer.js';
 
 const PASSWORD = 'vol-migr-43';
+const client = new RemoteClient(PASSWORD);
+const { lxc: remoteLxc, ok, listen } = client;
 let source: Daemon;
 let target: Daemon;
-let home = '';
-
-function remoteLxc(...args: string[]): Promise<ClientRun> {
-  const { LXD_SOCKET: _s, LXD_DIR: _d, ...env } = process.env;
-  const child = spawn('lxc', args, { env: { ...env, LXD_CONF: home, HOME: home } });
-  child.stdin.end();
-  return collectRun(child, 180_000);
-}
-
-async function ok(t: { is: (a: unknown, b: unknown, m?: string) => void }, ...args: string[]): Promise<string> {
-  const res = await remoteLxc(...args);
-  t.is(res.status, 0, `lxc ${args.join(' ')}: ${res.stderr}`);
-  return res.stdout;
-}
-
-async function listen(daemon: Daemon, address: string): Promise<string> {
-  const port = await freePort();
-  const set = await daemon.request('PATCH', '/1.0', { config: { 'core.https_address': `${address}:${port}`, 'core.trust_password': PASSWORD } });
-  if (set.status !== 200) throw new Error(`https listener: ${set.body}`);
-  return `https://${address}:${port}`;
-}
 
 /** Where a daemon's `default` dir pool keeps a custom volume's files (default project), or one of its snapshots'. */
 function volumeDir(daemon: Daemon, name: string, snapshot?: string): string {
@@ -64,7 +41,6 @@ function writeMarker(daemon: Daemon, name: string, content: string): void {
 
 test.before(async () => {
   [source, target] = await Promise.all([startWithPool({ plugins: 'full' }), startWithPool({ plugins: 'full' })]);
-  home = mkdtempSync(path.join(tmpdir(), 'corral-volmigr-home-'));
   const [u1, u2] = await Promise.all([listen(source, '127.0.43.1'), listen(target, '127.0.43.2')]);
   for (const [name, url] of [['r1', u1], ['r2', u2]] as const) {
     const res = await remoteLxc('remote', 'add', name, url, '--password', PASSWORD, '--accept-certificate');
@@ -82,7 +58,7 @@ test.before(async () => {
 
 test.after.always(async () => {
   await stopDaemons();
-  if (home) rmSync(home, { recursive: true, force: true });
+  client.remove();
 });
 
 /** The volume `name` on r2 as copied from v1: files of the volume and of each snapshot, records, config. */
@@ -224,40 +200,9 @@ test.serial('bad migration sources and targets are refused with a 400 before any
   t.is((await target.request('GET', '/1.0/storage-pools/default/volumes/custom/bad')).status, 404);
 });
 
-/**
- * A fake migration peer on loopback: a source that offers `header` on the control socket, or (no
- * header) a target that never answers; it records what the other end sends on control.
- */
-async function fakePeer(header?: Parameters<typeof encodeHeader>[0]) {
-  const pki = mkdtempSync(path.join(tmpdir(), 'corral-volmigr-liar-'));
-  const cert = selfSigned(pki, 'liar');
-  const server = createHttpsServer({ cert: cert.cert, key: cert.key });
-  const wss = new WebSocketServer({ noServer: true });
-  const answers: Buffer[] = [];
-  const sockets: WebSocket[] = [];
-  server.on('upgrade', (req, socket, head) => wss.handleUpgrade(req, socket, head, (ws) => {
-    sockets.push(ws);
-    if (new URL(req.url!, 'https://x').searchParams.get('secret') !== 'control') return;
-    ws.on('message', (data) => answers.push(data as Buffer));
-    if (header) ws.send(encodeHeader(header), { binary: true });
-  }));
-  const port = await freePort();
-  await new Promise<void>((resolve) => server.listen(port, '127.0.43.5', resolve));
-  return {
-    cert: cert.cert,
-    operation: `https://127.0.43.5:${port}/1.0/operations/fake`,
-    answers,
-    close: () => {
-      for (const ws of sockets) ws.terminate();
-      server.close();
-      rmSync(pki, { recursive: true, force: true });
-    },
-  };
-}
-
 test.serial('a source that lies in its header (a snapshot named "a/b", or "..") gets a failure on control, and nothing is made', async (t) => {
   for (const [lie, pattern] of [[['a/b'], /invalid snapshot "a\/b"/], [['ok', '..'], /invalid snapshot "\.\."/]] as const) {
-    const liar = await fakePeer({ fs: FsType.RSYNC, snapshotNames: [...lie] });
+    const liar = await headerPeer('127.0.43.5', { fs: FsType.RSYNC, snapshotNames: [...lie] });
     try {
       const res = await target.request('POST', '/1.0/storage-pools/default/volumes/custom', {
         name: 'lied', type: 'custom', source: { type: 'migration', mode: 'pull', operation: liar.operation, certificate: liar.cert, secrets: { control: 'control', fs: 'fs' } },
@@ -280,7 +225,7 @@ test.serial('a source that lies in its header (a snapshot named "a/b", or "..") 
 });
 
 test.serial('a volume being sent is held: its delete and its snapshots\' delete are refused while the target stays silent, and goes through once the send ended', async (t) => {
-  const silent = await fakePeer();
+  const silent = await headerPeer('127.0.43.5');
   try {
     const res = await source.request('POST', '/1.0/storage-pools/default/volumes/custom/v1', {
       migration: true, target: { operation: silent.operation, certificate: silent.cert, secrets: { control: 'control', fs: 'fs' } },
@@ -308,21 +253,6 @@ test.serial('a volume being sent is held: its delete and its snapshots\' delete 
   const del = await source.request('DELETE', '/1.0/storage-pools/default/volumes/custom/v1');
   t.is(del.status, 200, del.body);
 });
-
-/** Command lines of rsync processes working under `dir`. */
-function rsyncsUnder(dir: string): string[] {
-  const found: string[] = [];
-  for (const pid of readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
-    let cmd = '';
-    try {
-      cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-    } catch {
-      continue;
-    }
-    if (cmd.startsWith('rsync') && cmd.includes(dir)) found.push(cmd);
-  }
-  return found;
-}
 
 test.serial('kill -9 of the target mid-transfer: after its restart there is no volume or scratch, and the source volume is free again', async (t) => {
   await ok(t, 'storage', 'volume', 'create', 'r1:default', 'big2');
@@ -356,12 +286,7 @@ test.serial('kill -9 of the source mid-transfer leaves no volume, scratch or rsy
   const started = () => leftovers(target).length > 0;
   for (let i = 0; i < 600 && !started(); i++) await new Promise((r) => setTimeout(r, 50));
   t.true(started(), 'the transfer started');
-  let progress = '';
-  for (let i = 0; i < 100 && !progress; i++) {
-    const running = (await target.request('GET', '/1.0/operations?recursion=1')).json.metadata.running ?? [];
-    progress = running.map((op: any) => op.metadata?.fs_progress).find(Boolean) ?? '';
-    if (!progress) await new Promise((r) => setTimeout(r, 50));
-  }
+  const progress = await fsProgressOf(target);
   t.regex(progress, /^big: \d+(\.\d+)?[kMG]?B \(/, 'fs_progress while receiving');
   source.child.kill('SIGKILL');
   const res = await copy;

@@ -19,6 +19,8 @@ export interface MigrationPeer {
   operation: URL;
   certificate: string;
   secrets: { control: string; fs: string };
+  /** What the peer is to this end ("migration source" or "migration target"), for messages. */
+  role: string;
 }
 
 export interface PeerLink {
@@ -54,14 +56,14 @@ export function parsePeer(fields: Record<string, unknown>, what: string): Migrat
   if (!secrets || typeof secrets !== 'object' || !text(secrets.control) || !text(secrets.fs)) {
     throw badRequest(`A ${what} needs "secrets" with the "control" and "fs" websocket secrets`);
   }
-  return { operation, certificate: fields.certificate, secrets: { control: secrets.control, fs: secrets.fs } };
+  return { operation, certificate: fields.certificate, secrets: { control: secrets.control, fs: secrets.fs }, role: what };
 }
 
 /** Accept the peer only by the given certificate's fingerprint (tls's checkServerIdentity contract). */
-const pinned = (expected: string) => (_host: string, cert: PeerCertificate): Error | undefined =>
-  cert.fingerprint256 === expected ? undefined : new Error('The peer presented another certificate than the one given');
+const pinned = (expected: string, role: string) => (_host: string, cert: PeerCertificate): Error | undefined =>
+  cert.fingerprint256 === expected ? undefined : new Error(`the ${role} presented another certificate than the one given`);
 
-function open(url: URL, secret: string, label: string, tls: { cert: string; key: string; ca: string }, signal: AbortSignal): Promise<MigrationChannel> {
+function open(url: URL, secret: string, label: string, role: string, tls: { cert: string; key: string; ca: string }, signal: AbortSignal): Promise<MigrationChannel> {
   const wsUrl = new URL(`${url.pathname}/websocket`, url);
   wsUrl.protocol = 'wss:';
   wsUrl.searchParams.set('secret', secret);
@@ -69,12 +71,12 @@ function open(url: URL, secret: string, label: string, tls: { cert: string; key:
   return new Promise((resolve, reject) => {
     const socket = new WebSocket(wsUrl, {
       cert: tls.cert, key: tls.key, ca: [tls.ca], handshakeTimeout: CONNECT_TIMEOUT_MS,
-      checkServerIdentity: pinned(expected),
+      checkServerIdentity: pinned(expected, role),
       // ws hands these to https.request; its typing of checkServerIdentity predates tls's.
     } as unknown as ClientOptions);
     const fail = (err: Error) => {
       socket.terminate();
-      reject(new Error(`Cannot reach the migration peer at ${url.host}: ${err.message}`));
+      reject(new Error(`Cannot reach the ${role} at ${url.host}: ${err.message}`));
     };
     socket.once('open', () => {
       socket.off('error', fail);
@@ -82,7 +84,7 @@ function open(url: URL, secret: string, label: string, tls: { cert: string; key:
       resolve(new MigrationChannel(socket, label));
     });
     socket.once('error', fail);
-    socket.once('unexpected-response', (_req, res) => fail(new Error(`the peer answered ${res.statusCode}`)));
+    socket.once('unexpected-response', (_req, res) => fail(new Error(`the ${role} answered ${res.statusCode}`)));
     signal.addEventListener('abort', () => fail(new Error('cancelled')), { once: true });
   });
 }
@@ -91,10 +93,10 @@ function open(url: URL, secret: string, label: string, tls: { cert: string; key:
 export async function connectPeer(dataDir: string, peer: MigrationPeer, signal: AbortSignal): Promise<PeerLink> {
   const [cert, key] = await Promise.all([readFile(path.join(dataDir, 'server.crt'), 'utf8'), readFile(path.join(dataDir, 'server.key'), 'utf8')]);
   const tls = { cert, key, ca: peer.certificate };
-  const control = await open(peer.operation, peer.secrets.control, 'control', tls, signal);
+  const control = await open(peer.operation, peer.secrets.control, 'control', peer.role, tls, signal);
   let fs: MigrationChannel;
   try {
-    fs = await open(peer.operation, peer.secrets.fs, 'fs', tls, signal);
+    fs = await open(peer.operation, peer.secrets.fs, 'fs', peer.role, tls, signal);
   } catch (err) {
     control.close();
     throw err;
