@@ -61,7 +61,10 @@ export async function startReference(): Promise<ReferenceDaemon> {
     const metadata = op.json?.metadata;
     if (metadata?.status === 'Running') {
       const running = (await request('GET', '/1.0/operations?recursion=1')).body;
-      const tasks = spawnSync('ps', ['-eo', 'pid,stat,etimes,args', '--forest'], { encoding: 'utf8' }).stdout;
+      const tasks = spawnSync('ps', ['-eo', 'pid,stat,etimes,wchan:24,args', '--forest'], { encoding: 'utf8' }).stdout;
+      // Go prints every goroutine's stack on SIGQUIT (and exits): where the reference is stuck.
+      child.kill('SIGQUIT');
+      await waitFor(() => exited, 10_000, 'the reference daemon to dump its stacks').catch(() => {});
       return { ...res, op: { ...metadata, err: `still running after 240 s\n${running}\n${tasks}\n${log()}` } };
     }
     return { ...res, op: metadata };
