@@ -31,7 +31,7 @@ test('pylxd: upload an image, create, start, execute, put/get files, stop and de
   const d = await startWithPool();
   try {
     const run = await python(path.join(projectRoot, 'test', 'e2e', 'pylxd_containers.py'), [d.socket, image.unified]);
-    t.is(run.status, 0, run.stderr);
+    t.is(run.status, 0, `${run.stderr}\n${d.output().slice(-4000)}`);
     const seen = JSON.parse(run.stdout);
     t.regex(seen.fingerprint, /^[0-9a-f]{64}$/);
     t.is(seen.status_after_start, 'Running');
