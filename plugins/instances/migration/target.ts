@@ -8,7 +8,7 @@
  */
 import type { WebSocket } from 'ws';
 import { type ApiRequest, type Operation, type OperationControl, type OperationSpec, type PluginContext } from '../../../sdk/index.js';
-import { acceptOffer, btrfsStreamFrom, finishTarget, FsType, MigrationChannel, receiveBtrfsHeader, receiveOne } from '../../../sdk/lib/migration/index.js';
+import { acceptOffer, btrfsStreamFrom, finishTarget, FsType, MigrationChannel, receiveBtrfsHeader, receiveOver } from '../../../sdk/lib/migration/index.js';
 import { progressReporter } from '../../../sdk/lib/operations/index.js';
 import type { CreateSpec, InstanceManager } from '../manager.js';
 import { NEVER } from '../record.js';
@@ -55,14 +55,20 @@ async function receiveInstance(
       };
     } else spec.source = {
       kind: 'fill',
+      // Every tree arrives over the one before it in the new volume (rsync then moves only what
+      // differs, as the reference receives); each wanted snapshot's tree is copied aside.
       fill: async (dir) => {
+        const receive = async (tree: string) => {
+          const bytes = await receiveOver(ctx.hostTools, dir, fs, offer, op.signal);
+          ctx.log.debug({ instance: spec.name, tree, bytes }, 'migration tree received');
+        };
         for (const [i, name] of offer.snapshots.entries()) {
-          const staged = await staging.create(dir, name);
-          await receiveOne(ctx.hostTools, staged, fs, offer, op.signal);
-          await unshiftReceived(staged, shiftOf(i));
+          await receive(name);
+          await unshiftReceived(dir, shiftOf(i));
+          if (wanted.includes(name)) await staging.capture(dir, name);
         }
-        await receiveOne(ctx.hostTools, dir, fs, offer, op.signal);
-        if (offer.finalSync) await receiveOne(ctx.hostTools, dir, fs, offer, op.signal);
+        await receive('');
+        if (offer.finalSync) await receive('');
         await unshiftReceived(dir, instanceShift);
       },
       snapshots: wanted.map((name) => ({ name, fill: (dir: string) => staging.handOver(name, dir) })),

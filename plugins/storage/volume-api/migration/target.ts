@@ -9,13 +9,12 @@
  * snapshots' config and dates from the header. A source that shifts ids on disk (the reference, once
  * the volume was attached) says by which map in `volatile.idmap.last`; the trees are shifted back.
  */
-import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { WebSocket } from 'ws';
 import {
   badRequest, canSnapshot, conflict, optionalBool, type ApiRequest, type Operation, type OperationControl, type PluginContext,
 } from '../../../../sdk/index.js';
-import { acceptOffer, finishTarget, MigrationChannel, receiveOne, type TargetOffer } from '../../../../sdk/lib/migration/index.js';
+import { acceptOffer, finishTarget, MigrationChannel, receiveOver, type TargetOffer } from '../../../../sdk/lib/migration/index.js';
 import { connectPeer, parsePeer, type MigrationPeer } from '../../../../sdk/lib/migration/peer.js';
 import { progressReporter } from '../../../../sdk/lib/operations/index.js';
 import { parseShift, unshiftTree } from '../../../../sdk/lib/storage/index.js';
@@ -49,14 +48,6 @@ export interface VolumeTargetDeps {
   custom: CustomVolumes;
 }
 
-/** One tree into `dir`. Without rsync's delete agreed, the tree before it is cleared first, so no file of an older snapshot lingers. */
-async function receiveInto(deps: VolumeTargetDeps, dir: string, link: Link, offer: TargetOffer, signal: AbortSignal): Promise<void> {
-  if (!offer.features.delete) {
-    for (const entry of await readdir(dir)) await rm(path.join(dir, entry), { recursive: true, force: true });
-  }
-  await receiveOne(deps.ctx.hostTools, dir, link.fs, offer, signal);
-}
-
 /**
  * The map a snapshot's tree is shifted by on the source: its own `volatile.idmap.last` (the volume's
  * config when it was taken), else the volume's (ids below the map's host range are left as they are,
@@ -75,13 +66,17 @@ async function receiveAll(
   deps: VolumeTargetDeps, dir: string, link: Link, offer: TargetOffer, signal: AbortSignal, volumeShift: IdmapEntry[],
   snapshot: (name: string, index: number) => Promise<void>,
 ): Promise<void> {
+  const receive = async (tree: string) => {
+    const bytes = await receiveOver(deps.ctx.hostTools, dir, link.fs, offer, signal);
+    deps.ctx.log.debug({ volume: path.basename(dir), tree, bytes }, 'migration tree received');
+  };
   for (const [i, name] of offer.snapshots.entries()) {
-    await receiveInto(deps, dir, link, offer, signal);
+    await receive(name);
     await unshiftTree(dir, snapshotShift(offer, i, volumeShift));
     await snapshot(name, i);
   }
-  await receiveInto(deps, dir, link, offer, signal);
-  if (offer.finalSync) await receiveInto(deps, dir, link, offer, signal);
+  await receive('');
+  if (offer.finalSync) await receive('');
   await unshiftTree(dir, volumeShift);
 }
 
