@@ -10,12 +10,12 @@
  * the volume was attached) says by which map in `volatile.idmap.last`; the trees are shifted back.
  */
 import path from 'node:path';
-import type { WebSocket } from 'ws';
 import {
   badRequest, canSnapshot, conflict, optionalBool, type ApiRequest, type Operation, type OperationControl, type PluginContext,
 } from '../../../../sdk/index.js';
-import { acceptOffer, finishTarget, MigrationChannel, receiveOver, type TargetOffer } from '../../../../sdk/lib/migration/index.js';
-import { connectPeer, parsePeer, type MigrationPeer } from '../../../../sdk/lib/migration/peer.js';
+import { acceptOffer, finishTarget, receiveOver, type TargetOffer } from '../../../../sdk/lib/migration/index.js';
+import { linkedOperation, type MigrationLink } from '../../../../sdk/lib/migration/linked-operation.js';
+import { parsePeer, type MigrationPeer } from '../../../../sdk/lib/migration/peer.js';
 import { progressReporter } from '../../../../sdk/lib/operations/index.js';
 import { parseShift, unshiftTree } from '../../../../sdk/lib/storage/index.js';
 import type { IdmapEntry } from '../../../../sdk/index.js';
@@ -36,10 +36,7 @@ export interface VolumeReceiveRequest {
   source: Record<string, unknown>;
 }
 
-interface Link {
-  control: MigrationChannel;
-  fs: MigrationChannel;
-}
+type Link = MigrationLink;
 
 export interface VolumeTargetDeps {
   ctx: PluginContext;
@@ -191,37 +188,5 @@ export async function volumeMigrationTarget(deps: VolumeTargetDeps, req: ApiRequ
     description: existing ? 'Refreshing storage volume' : 'Creating storage volume', request: req, requestor: req.requestor,
     resources: { storage_volumes: [volumeUrl(pool, 'custom', volume.name, project)] },
   };
-  if (peer) {
-    return ctx.operations.create({
-      ...common,
-      class: 'task',
-      run: async (op) => {
-        const link = await connectPeer(ctx.dataDir, peer, op.signal);
-        try {
-          await verdict(link, op);
-        } finally {
-          link.close();
-        }
-      },
-    });
-  }
-  const sockets: Partial<Record<'control' | 'fs', MigrationChannel>> = {};
-  return ctx.operations.create({
-    ...common,
-    class: 'websocket',
-    secrets: ['control', 'fs'],
-    secretsAtTop: true,
-    connect: (name: string, socket: WebSocket) => {
-      if (name === 'control' || name === 'fs') sockets[name] = new MigrationChannel(socket, name);
-    },
-    run: async (op) => {
-      const link = { control: sockets.control!, fs: sockets.fs! };
-      try {
-        await verdict(link, op);
-      } finally {
-        link.control.close();
-        link.fs.close();
-      }
-    },
-  });
+  return linkedOperation(ctx.operations, ctx.dataDir, { ...common, peer, work: verdict });
 }
