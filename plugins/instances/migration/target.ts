@@ -7,7 +7,7 @@
  * source); the snapshots' come from the header.
  */
 import { type ApiRequest, type Operation, type OperationControl, type PluginContext } from '../../../sdk/index.js';
-import { acceptOffer, btrfsStreamFrom, finishTarget, FsType, receiveBtrfsHeader, receiveOver } from '../../../sdk/lib/migration/index.js';
+import { acceptOffer, btrfsStreamFrom, finishTarget, FsType, receiveBtrfsHeader, receiveOne, receiveOver } from '../../../sdk/lib/migration/index.js';
 import { progressReporter } from '../../../sdk/lib/operations/index.js';
 import type { CreateSpec, InstanceManager } from '../manager.js';
 import { NEVER } from '../record.js';
@@ -57,8 +57,8 @@ async function receiveInstance(
       // Every tree arrives over the one before it in the new volume (rsync then moves only what
       // differs, as the reference receives); each wanted snapshot's tree is copied aside.
       fill: async (dir) => {
-        const receive = async (tree: string) => {
-          const bytes = await receiveOver(ctx.hostTools, dir, fs, offer, op.signal);
+        const receive = async (tree: string, over = receiveOver) => {
+          const bytes = await over(ctx.hostTools, dir, fs, offer, op.signal);
           ctx.log.debug({ instance: spec.name, tree, bytes }, 'migration tree received');
         };
         for (const [i, name] of offer.snapshots.entries()) {
@@ -67,7 +67,8 @@ async function receiveInstance(
           if (wanted.includes(name)) await staging.capture(dir, name);
         }
         await receive('');
-        if (offer.finalSync) await receive('');
+        // The final sync brings what changed in the same tree while the first pass ran: never emptied first.
+        if (offer.finalSync) await receive('', receiveOne);
         await unshiftReceived(dir, instanceShift);
       },
       snapshots: wanted.map((name) => ({ name, fill: (dir: string) => staging.handOver(name, dir) })),
