@@ -11,7 +11,7 @@ import type { InstanceManager } from '../manager.js';
 import { NEVER } from '../record.js';
 import type { SnapshotManager } from '../snapshots/manager.js';
 import { snapshotKey } from '../snapshots/record.js';
-import type { PeerLink } from '../../../sdk/lib/migration/peer.js';
+import type { MigrationLink } from '../../../sdk/lib/migration/linked-operation.js';
 import { poolTransfer } from './pool-transfer.js';
 import { headerShift, snapshotShift, unshiftReceived } from './shifted.js';
 import { keepOnReceive, snapshotRecord, unpairConfig } from './snapshot-messages.js';
@@ -19,7 +19,7 @@ import { keepOnReceive, snapshotRecord, unpairConfig } from './snapshot-messages
 
 export async function refreshInstance(
   ctx: PluginContext, manager: InstanceManager, snapshots: SnapshotManager, req: ApiRequest, existing: InstanceHandle,
-  link: Pick<PeerLink, 'control' | 'fs'>, op: OperationControl,
+  link: MigrationLink, op: OperationControl,
 ): Promise<void> {
   await manager.lock.run(`${existing.project}/${existing.name}`, async () => {
     try {

@@ -6,16 +6,15 @@
  */
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import type { WebSocket } from 'ws';
 import { badRequest, type ApiRequest, type Operation, type PluginContext } from '../../../sdk/index.js';
-import { MigrationChannel, runSource } from '../../../sdk/lib/migration/index.js';
+import { runSource } from '../../../sdk/lib/migration/index.js';
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
 import type { PowerControl } from '../power.js';
 import type { SnapshotManager } from '../snapshots/manager.js';
 import { operationResources } from '../routes/paths.js';
 import { snapshotMessage } from './snapshot-messages.js';
-import { connectPeer } from '../../../sdk/lib/migration/peer.js';
+import { linkedOperation, type MigrationLink } from '../../../sdk/lib/migration/linked-operation.js';
 import { pushTarget } from './pull-source.js';
 import { poolTransfer } from './pool-transfer.js';
 
@@ -36,35 +35,30 @@ export async function migrationScratch(ctx: PluginContext): Promise<string> {
 /** Both modes once the sockets are open: offer the instance, send its trees, take the target's verdict. */
 async function sendInstance(
   ctx: PluginContext, manager: InstanceManager, power: PowerControl, snapshots: SnapshotManager,
-  handle: InstanceHandle, ask: MigrationSourceRequest, control: MigrationChannel, fs: MigrationChannel, signal: AbortSignal,
+  handle: InstanceHandle, ask: MigrationSourceRequest, { control, fs }: MigrationLink, signal: AbortSignal,
 ): Promise<void> {
   await manager.lock.run(`${handle.project}/${handle.name}`, async () => {
-    try {
-      const fresh = await manager.load(handle.project, handle.name);
-      // A running instance goes stateless: its files as they are, twice (the target expects that).
-      const running = (await power.status(fresh)) !== 'Stopped';
-      const owned = ask.instanceOnly ? [] : (await snapshots.list(fresh)).map((s) => s.doc);
-      const storage = manager.deps.storage;
-      const vol = { type: fresh.record.type, project: fresh.project, name: fresh.name };
-      const pool = fresh.record.pool;
-      const transfer = await poolTransfer(storage, pool);
-      await runSource(ctx.hostTools, control, fs, {
-        offer: {
-          snapshotNames: owned.map((s) => s.name),
-          snapshots: owned.map(snapshotMessage),
-          // The rootfs is mounted idmapped here, never shifted on disk: no map to announce.
-          idmap: [],
-        },
-        running,
-        snapshotDir: (name) => storage.snapshotPath(pool, vol, name),
-        mainDir: () => storage.volumePath(pool, vol),
-        ...(transfer.btrfs ? { sendBtrfs: (names, write) => storage.sendVolume(pool, vol, names, write) } : {}),
-        rsync: transfer.rsync,
-      }, await migrationScratch(ctx), signal);
-    } finally {
-      control.close();
-      fs.close();
-    }
+    const fresh = await manager.load(handle.project, handle.name);
+    // A running instance goes stateless: its files as they are, twice (the target expects that).
+    const running = (await power.status(fresh)) !== 'Stopped';
+    const owned = ask.instanceOnly ? [] : (await snapshots.list(fresh)).map((s) => s.doc);
+    const storage = manager.deps.storage;
+    const vol = { type: fresh.record.type, project: fresh.project, name: fresh.name };
+    const pool = fresh.record.pool;
+    const transfer = await poolTransfer(storage, pool);
+    await runSource(ctx.hostTools, control, fs, {
+      offer: {
+        snapshotNames: owned.map((s) => s.name),
+        snapshots: owned.map(snapshotMessage),
+        // The rootfs is mounted idmapped here, never shifted on disk: no map to announce.
+        idmap: [],
+      },
+      running,
+      snapshotDir: (name) => storage.snapshotPath(pool, vol, name),
+      mainDir: () => storage.volumePath(pool, vol),
+      ...(transfer.btrfs ? { sendBtrfs: (names, write) => storage.sendVolume(pool, vol, names, write) } : {}),
+      rsync: transfer.rsync,
+    }, await migrationScratch(ctx), signal);
   });
 }
 
@@ -74,32 +68,10 @@ export async function migrationSourceOperation(
 ): Promise<Operation> {
   if (ask.live) throw badRequest('Live migration is not supported by this build; stop the instance or copy it stateless');
   const common = { description: 'Migrating instance', request: req, requestor: req.requestor, resources: operationResources(handle.name) };
-  if (ask.target) {
-    // Push mode: we connect to the target's operation.
-    const target = pushTarget(ask.target);
-    return ctx.operations.create({
-      ...common,
-      class: 'task',
-      run: async (op) => {
-        const link = await connectPeer(ctx.dataDir, target, op.signal);
-        try {
-          await sendInstance(ctx, manager, power, snapshots, handle, ask, link.control, link.fs, op.signal);
-        } finally {
-          link.close();
-        }
-      },
-    });
-  }
-  const sockets: Partial<Record<'control' | 'fs', MigrationChannel>> = {};
-  return ctx.operations.create({
-    ...common,
-    class: 'websocket',
-    secrets: ['control', 'fs'],
-    secretsAtTop: true,
-    mayCancel: true,
-    connect: (name: string, socket: WebSocket) => {
-      if (name === 'control' || name === 'fs') sockets[name] = new MigrationChannel(socket, name);
-    },
-    run: (op) => sendInstance(ctx, manager, power, snapshots, handle, ask, sockets.control!, sockets.fs!, op.signal),
+  // Push mode (a target object): we connect to the target's operation; pull mode: it connects to ours
+  // (and a client may cancel while it waits).
+  return linkedOperation(ctx.operations, ctx.dataDir, {
+    ...common, mayCancel: !ask.target, peer: ask.target ? pushTarget(ask.target) : undefined,
+    work: (link, op) => sendInstance(ctx, manager, power, snapshots, handle, ask, link, op.signal),
   });
 }

@@ -1,7 +1,9 @@
 /**
  * The wire sends snapshot trees before the instance's, while a volume is filled instance first and
- * snapshots after: snapshot trees wait in staging directories beside the new volume (the same
- * filesystem, so handing one over is a rename), and are removed whatever the outcome.
+ * snapshots after: each snapshot's tree is received into the new volume itself (so the next tree
+ * comes over as a delta) and copied aside into a staging directory beside the volume (the same
+ * filesystem, so the copy may share extents and handing one over is a rename). Staging directories
+ * are removed whatever the outcome.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
@@ -36,6 +38,17 @@ export class SnapshotStaging {
     return dir;
   }
 
+  /** Keep what `volumeDir` holds now as `snapshot`'s tree, to hand over once the volume is whole. */
+  async capture(volumeDir: string, snapshot: string): Promise<void> {
+    const dir = await this.create(volumeDir, snapshot);
+    await this.copyTree(volumeDir, dir);
+  }
+
+  /** `cp -a` keeps owners, modes, times, xattrs, ACLs, hard links and symlinks as they are (never followed). */
+  private async copyTree(from: string, into: string): Promise<void> {
+    await this.tools.run('cp', ['-a', '--reflink=auto', '--no-target-directory', '--', `${from}/.`, into], { timeoutMs: 3_600_000, endWithDaemon: true });
+  }
+
   /**
    * Move a staged tree into the snapshot's directory, entry by entry: the directory itself may be
    * the driver's (a btrfs subvolume), so it is filled, never replaced.
@@ -47,8 +60,8 @@ export class SnapshotStaging {
       for (const entry of await readdir(staged)) await rename(path.join(staged, entry), path.join(into, entry));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
-      // Another filesystem (a btrfs subvolume): copy the tree as it is.
-      await this.tools.run('rsync', ['-aHAX', '--numeric-ids', '--devices', '--sparse', `${staged}/`, `${into}/`], { timeoutMs: 3_600_000, endWithDaemon: true });
+      // Another filesystem (a btrfs subvolume): copy the tree as it is, sharing extents where the pool can.
+      await this.copyTree(staged, into);
     }
     this.dirs.delete(snapshot);
   }

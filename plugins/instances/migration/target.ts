@@ -6,15 +6,14 @@
  * instance's own config, devices and profiles come from the request (the client copies them from the
  * source); the snapshots' come from the header.
  */
-import type { WebSocket } from 'ws';
-import { type ApiRequest, type Operation, type OperationControl, type OperationSpec, type PluginContext } from '../../../sdk/index.js';
-import { acceptOffer, btrfsStreamFrom, finishTarget, FsType, MigrationChannel, receiveBtrfsHeader, receiveOne } from '../../../sdk/lib/migration/index.js';
+import { type ApiRequest, type Operation, type OperationControl, type PluginContext } from '../../../sdk/index.js';
+import { acceptOffer, btrfsStreamFrom, finishTarget, FsType, receiveBtrfsHeader, receiveOne, receiveOver } from '../../../sdk/lib/migration/index.js';
 import { progressReporter } from '../../../sdk/lib/operations/index.js';
 import type { CreateSpec, InstanceManager } from '../manager.js';
 import { NEVER } from '../record.js';
 import { operationResources } from '../routes/paths.js';
-import { connectPeer, type PeerLink } from '../../../sdk/lib/migration/peer.js';
-import { pullSource, pushSource, type PullSource } from './pull-source.js';
+import { linkedOperation, type MigrationLink } from '../../../sdk/lib/migration/linked-operation.js';
+import { pullSource, pushSource } from './pull-source.js';
 import { refreshInstance } from './refresh.js';
 import { poolTransfer } from './pool-transfer.js';
 import type { SnapshotManager } from '../snapshots/manager.js';
@@ -28,7 +27,7 @@ const PROGRESS_TICK_MS = 250;
 /** Both modes once the sockets are open: offer, trees, records, verdict. */
 async function receiveInstance(
   ctx: PluginContext, manager: InstanceManager, req: ApiRequest, spec: CreateSpec, pool: string,
-  link: Pick<PeerLink, 'control' | 'fs'>, instanceOnly: boolean, op: OperationControl,
+  link: MigrationLink, instanceOnly: boolean, op: OperationControl,
 ): Promise<void> {
   const staging = new SnapshotStaging(ctx.hostTools);
   try {
@@ -55,14 +54,21 @@ async function receiveInstance(
       };
     } else spec.source = {
       kind: 'fill',
+      // Every tree arrives over the one before it in the new volume (rsync then moves only what
+      // differs, as the reference receives); each wanted snapshot's tree is copied aside.
       fill: async (dir) => {
+        const receive = async (tree: string, over = receiveOver) => {
+          const bytes = await over(ctx.hostTools, dir, fs, offer, op.signal);
+          ctx.log.debug({ instance: spec.name, tree, bytes }, 'migration tree received');
+        };
         for (const [i, name] of offer.snapshots.entries()) {
-          const staged = await staging.create(dir, name);
-          await receiveOne(ctx.hostTools, staged, fs, offer, op.signal);
-          await unshiftReceived(staged, shiftOf(i));
+          await receive(name);
+          await unshiftReceived(dir, shiftOf(i));
+          if (wanted.includes(name)) await staging.capture(dir, name);
         }
-        await receiveOne(ctx.hostTools, dir, fs, offer, op.signal);
-        if (offer.finalSync) await receiveOne(ctx.hostTools, dir, fs, offer, op.signal);
+        await receive('');
+        // The final sync brings what changed in the same tree while the first pass ran: never emptied first.
+        if (offer.finalSync) await receive('', receiveOne);
         await unshiftReceived(dir, instanceShift);
       },
       snapshots: wanted.map((name) => ({ name, fill: (dir: string) => staging.handOver(name, dir) })),
@@ -85,62 +91,6 @@ async function receiveInstance(
   }
 }
 
-/** Sockets either way: push mode waits for the source on a websocket operation, pull mode connects to it. */
-function linkedOperation(
-  ctx: PluginContext, common: Pick<OperationSpec, 'description' | 'project' | 'requestor' | 'resources'>, pull: PullSource | undefined,
-  work: (link: Pick<PeerLink, 'control' | 'fs'>, op: OperationControl) => Promise<void>, release: () => void,
-): Operation {
-  // Whatever way the operation ends (a source that never connects ends it without running), the name is given back once.
-  let released = false;
-  const releaseOnce = () => {
-    if (!released) release();
-    released = true;
-  };
-  let created: Operation;
-  if (!pull) {
-    // The source connects to us: control and fs secrets at the metadata's top, as its client reads them.
-    const sockets: Partial<Record<'control' | 'fs', MigrationChannel>> = {};
-    created = ctx.operations.create({
-      ...common,
-      class: 'websocket',
-      secrets: ['control', 'fs'],
-      secretsAtTop: true,
-      connect: (name: string, socket: WebSocket) => {
-        if (name === 'control' || name === 'fs') sockets[name] = new MigrationChannel(socket, name);
-      },
-      run: async (op) => {
-        const link = { control: sockets.control!, fs: sockets.fs! };
-        try {
-          await work(link, op);
-        } finally {
-          link.control.close();
-          link.fs.close();
-          releaseOnce();
-        }
-      },
-    });
-  } else {
-    created = ctx.operations.create({
-      ...common,
-      class: 'task',
-      run: async (op) => {
-        try {
-          const link = await connectPeer(ctx.dataDir, pull, op.signal);
-          try {
-            await work(link, op);
-          } finally {
-            link.close();
-          }
-        } finally {
-          releaseOnce();
-        }
-      },
-    });
-  }
-  void created.done().then(releaseOnce);
-  return created;
-}
-
 export async function migrationTargetOperation(
   ctx: PluginContext, manager: InstanceManager, snapshots: SnapshotManager, req: ApiRequest, spec: CreateSpec, source: Record<string, any>,
 ): Promise<Operation> {
@@ -151,13 +101,19 @@ export async function migrationTargetOperation(
   if (source.refresh === true) {
     // A refresh of an instance we already have; without one, the copy is made whole.
     const existing = await manager.load(req.project, spec.name).catch(() => undefined);
-    if (existing) return linkedOperation(ctx, { ...common, description: 'Refreshing instance' }, pull, (link, op) => refreshInstance(ctx, manager, snapshots, req, existing, link, op), () => {});
+    if (existing) {
+      return linkedOperation(ctx.operations, ctx.dataDir, {
+        ...common, description: 'Refreshing instance', peer: pull, work: (link, op) => refreshInstance(ctx, manager, snapshots, req, existing, link, op),
+      });
+    }
   }
   spec.origin = 'copy';
   const checked = await manager.check(req.project, spec.type, spec, { action: 'copy', name: spec.name, target: req.target });
   const release = await manager.reserve(req.project, spec.name);
   try {
-    return linkedOperation(ctx, common, pull, (link, op) => receiveInstance(ctx, manager, req, spec, checked.pool, link, instanceOnly, op), release);
+    return linkedOperation(ctx.operations, ctx.dataDir, {
+      ...common, peer: pull, work: (link, op) => receiveInstance(ctx, manager, req, spec, checked.pool, link, instanceOnly, op), release,
+    });
   } catch (err) {
     release();
     throw err;

@@ -5,6 +5,8 @@
  * target ends with a control message saying whether it kept the result. Either side that fails sends a
  * control message with the failure, so the other stops.
  */
+import { readdir, rm } from 'node:fs/promises';
+import path from 'node:path';
 import type { Readable } from 'node:stream';
 import type { HostTools } from '../../host-tools.js';
 import { migrationBounds, type MigrationBounds } from './bounds.js';
@@ -161,12 +163,26 @@ export async function acceptOffer(control: MigrationChannel, signal?: AbortSigna
   return { header, snapshots, features, finalSync, fs: btrfs ? FsType.BTRFS : FsType.RSYNC, btrfsHeader: btrfsFeatures?.migration_header, bounds };
 }
 
-/** Receive one tree (a snapshot's or the instance's) into `dir`. */
-export function receiveOne(tools: HostTools, dir: string, fs: MigrationChannel, offer: TargetOffer, signal?: AbortSignal): Promise<void> {
+/** Receive one tree (a snapshot's or the instance's) into `dir`; answers the bytes that came over fs for it. */
+export async function receiveOne(tools: HostTools, dir: string, fs: MigrationChannel, offer: TargetOffer, signal?: AbortSignal): Promise<number> {
   const idleMs = (offer.bounds ?? migrationBounds()).idleMs;
   // rsync's answers go back on fs: a source that stops reading them must not hold us either.
   fs.sendBoundMs ??= idleMs;
-  return receiveTree(tools, dir, fs, offer.features, signal, { idleMs });
+  const before = fs.received;
+  await receiveTree(tools, dir, fs, offer.features, signal, { idleMs });
+  return fs.received - before;
+}
+
+/**
+ * Receive the next tree over the one before it in `dir`, so rsync moves only what differs (trees
+ * come oldest snapshot first). Without rsync's delete agreed, `dir` is emptied first, so no file of
+ * the tree before lingers; the whole tree then comes over.
+ */
+export async function receiveOver(tools: HostTools, dir: string, fs: MigrationChannel, offer: TargetOffer, signal?: AbortSignal): Promise<number> {
+  if (!offer.features.delete) {
+    for (const entry of await readdir(dir)) await rm(path.join(dir, entry), { recursive: true, force: true });
+  }
+  return receiveOne(tools, dir, fs, offer, signal);
 }
 
 /** The target's last word: whether it kept what it received. */

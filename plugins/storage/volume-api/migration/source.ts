@@ -8,10 +8,10 @@
  */
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import type { WebSocket } from 'ws';
 import { badRequest, type ApiRequest, type Operation, type PluginContext } from '../../../../sdk/index.js';
-import { MigrationChannel, runSource } from '../../../../sdk/lib/migration/index.js';
-import { connectPeer, parsePeer } from '../../../../sdk/lib/migration/peer.js';
+import { runSource } from '../../../../sdk/lib/migration/index.js';
+import { linkedOperation, type MigrationLink } from '../../../../sdk/lib/migration/linked-operation.js';
+import { parsePeer } from '../../../../sdk/lib/migration/peer.js';
 import type { VolumeManager } from '../../volumes.js';
 import { customRef, type CustomVolumes } from '../custom-volumes.js';
 import { volumeUrl } from '../record.js';
@@ -35,24 +35,19 @@ async function scratchDir(ctx: PluginContext): Promise<string> {
 
 async function sendVolume(
   ctx: PluginContext, custom: CustomVolumes, volumes: VolumeManager, ask: VolumeSendRequest,
-  control: MigrationChannel, fs: MigrationChannel, signal: AbortSignal,
+  { control, fs }: MigrationLink, signal: AbortSignal,
 ): Promise<void> {
-  try {
-    await custom.whileMigrating(ask.project, ask.pool, ask.name, async () => {
-      // Read again: the volume may have changed while the target was connecting.
-      const entry = custom.get(ask.project, ask.pool, ask.name);
-      const snapshots = ask.volumeOnly ? [] : custom.catalog.snapshotsOf(ask.project, ask.pool, ask.name).map((s) => s.doc);
-      const ref = customRef(ask.project, ask.name);
-      await runSource(ctx.hostTools, control, fs, {
-        offer: { snapshotNames: snapshots.map((s) => s.name), snapshots: snapshots.map(volumeSnapshotMessage) },
-        snapshotDir: (name) => volumes.snapshotPath(ask.pool, ref, name),
-        mainDir: () => custom.path(ask.pool, ask.project, entry.doc.name),
-      }, await scratchDir(ctx), signal);
-    });
-  } finally {
-    control.close();
-    fs.close();
-  }
+  await custom.whileMigrating(ask.project, ask.pool, ask.name, async () => {
+    // Read again: the volume may have changed while the target was connecting.
+    const entry = custom.get(ask.project, ask.pool, ask.name);
+    const snapshots = ask.volumeOnly ? [] : custom.catalog.snapshotsOf(ask.project, ask.pool, ask.name).map((s) => s.doc);
+    const ref = customRef(ask.project, ask.name);
+    await runSource(ctx.hostTools, control, fs, {
+      offer: { snapshotNames: snapshots.map((s) => s.name), snapshots: snapshots.map(volumeSnapshotMessage) },
+      snapshotDir: (name) => volumes.snapshotPath(ask.pool, ref, name),
+      mainDir: () => custom.path(ask.pool, ask.project, entry.doc.name),
+    }, await scratchDir(ctx), signal);
+  });
 }
 
 export function volumeMigrationSource(ctx: PluginContext, custom: CustomVolumes, volumes: VolumeManager, req: ApiRequest, ask: VolumeSendRequest): Operation {
@@ -62,31 +57,10 @@ export function volumeMigrationSource(ctx: PluginContext, custom: CustomVolumes,
     description: 'Migrating storage volume', request: req, requestor: req.requestor,
     resources: { storage_volumes: [volumeUrl(ask.pool, 'custom', ask.name, ask.project)] },
   };
-  if (ask.target) {
-    const target = parsePeer(ask.target, 'migration target');
-    return ctx.operations.create({
-      ...common,
-      class: 'task',
-      run: async (op) => {
-        const link = await connectPeer(ctx.dataDir, target, op.signal);
-        try {
-          await sendVolume(ctx, custom, volumes, ask, link.control, link.fs, op.signal);
-        } finally {
-          link.close();
-        }
-      },
-    });
-  }
-  const sockets: Partial<Record<'control' | 'fs', MigrationChannel>> = {};
-  return ctx.operations.create({
-    ...common,
-    class: 'websocket',
-    secrets: ['control', 'fs'],
-    secretsAtTop: true,
-    mayCancel: true,
-    connect: (name: string, socket: WebSocket) => {
-      if (name === 'control' || name === 'fs') sockets[name] = new MigrationChannel(socket, name);
-    },
-    run: (op) => sendVolume(ctx, custom, volumes, ask, sockets.control!, sockets.fs!, op.signal),
+  // Push mode (a target object): we connect to the target's operation; pull mode: it connects to ours
+  // (and a client may cancel while it waits).
+  return linkedOperation(ctx.operations, ctx.dataDir, {
+    ...common, mayCancel: !ask.target, peer: ask.target ? parsePeer(ask.target, 'migration target') : undefined,
+    work: (link, op) => sendVolume(ctx, custom, volumes, ask, link, op.signal),
   });
 }

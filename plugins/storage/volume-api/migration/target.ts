@@ -9,14 +9,13 @@
  * snapshots' config and dates from the header. A source that shifts ids on disk (the reference, once
  * the volume was attached) says by which map in `volatile.idmap.last`; the trees are shifted back.
  */
-import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import type { WebSocket } from 'ws';
 import {
   badRequest, canSnapshot, conflict, optionalBool, type ApiRequest, type Operation, type OperationControl, type PluginContext,
 } from '../../../../sdk/index.js';
-import { acceptOffer, finishTarget, MigrationChannel, receiveOne, type TargetOffer } from '../../../../sdk/lib/migration/index.js';
-import { connectPeer, parsePeer, type MigrationPeer } from '../../../../sdk/lib/migration/peer.js';
+import { acceptOffer, finishTarget, receiveOver, type TargetOffer } from '../../../../sdk/lib/migration/index.js';
+import { linkedOperation, type MigrationLink } from '../../../../sdk/lib/migration/linked-operation.js';
+import { parsePeer, type MigrationPeer } from '../../../../sdk/lib/migration/peer.js';
 import { progressReporter } from '../../../../sdk/lib/operations/index.js';
 import { parseShift, unshiftTree } from '../../../../sdk/lib/storage/index.js';
 import type { IdmapEntry } from '../../../../sdk/index.js';
@@ -37,24 +36,13 @@ export interface VolumeReceiveRequest {
   source: Record<string, unknown>;
 }
 
-interface Link {
-  control: MigrationChannel;
-  fs: MigrationChannel;
-}
+type Link = MigrationLink;
 
 export interface VolumeTargetDeps {
   ctx: PluginContext;
   pools: PoolManager;
   volumes: VolumeManager;
   custom: CustomVolumes;
-}
-
-/** One tree into `dir`. Without rsync's delete agreed, the tree before it is cleared first, so no file of an older snapshot lingers. */
-async function receiveInto(deps: VolumeTargetDeps, dir: string, link: Link, offer: TargetOffer, signal: AbortSignal): Promise<void> {
-  if (!offer.features.delete) {
-    for (const entry of await readdir(dir)) await rm(path.join(dir, entry), { recursive: true, force: true });
-  }
-  await receiveOne(deps.ctx.hostTools, dir, link.fs, offer, signal);
 }
 
 /**
@@ -75,13 +63,17 @@ async function receiveAll(
   deps: VolumeTargetDeps, dir: string, link: Link, offer: TargetOffer, signal: AbortSignal, volumeShift: IdmapEntry[],
   snapshot: (name: string, index: number) => Promise<void>,
 ): Promise<void> {
+  const receive = async (tree: string) => {
+    const bytes = await receiveOver(deps.ctx.hostTools, dir, link.fs, offer, signal);
+    deps.ctx.log.debug({ volume: path.basename(dir), tree, bytes }, 'migration tree received');
+  };
   for (const [i, name] of offer.snapshots.entries()) {
-    await receiveInto(deps, dir, link, offer, signal);
+    await receive(name);
     await unshiftTree(dir, snapshotShift(offer, i, volumeShift));
     await snapshot(name, i);
   }
-  await receiveInto(deps, dir, link, offer, signal);
-  if (offer.finalSync) await receiveInto(deps, dir, link, offer, signal);
+  await receive('');
+  if (offer.finalSync) await receive('');
   await unshiftTree(dir, volumeShift);
 }
 
@@ -196,37 +188,5 @@ export async function volumeMigrationTarget(deps: VolumeTargetDeps, req: ApiRequ
     description: existing ? 'Refreshing storage volume' : 'Creating storage volume', request: req, requestor: req.requestor,
     resources: { storage_volumes: [volumeUrl(pool, 'custom', volume.name, project)] },
   };
-  if (peer) {
-    return ctx.operations.create({
-      ...common,
-      class: 'task',
-      run: async (op) => {
-        const link = await connectPeer(ctx.dataDir, peer, op.signal);
-        try {
-          await verdict(link, op);
-        } finally {
-          link.close();
-        }
-      },
-    });
-  }
-  const sockets: Partial<Record<'control' | 'fs', MigrationChannel>> = {};
-  return ctx.operations.create({
-    ...common,
-    class: 'websocket',
-    secrets: ['control', 'fs'],
-    secretsAtTop: true,
-    connect: (name: string, socket: WebSocket) => {
-      if (name === 'control' || name === 'fs') sockets[name] = new MigrationChannel(socket, name);
-    },
-    run: async (op) => {
-      const link = { control: sockets.control!, fs: sockets.fs! };
-      try {
-        await verdict(link, op);
-      } finally {
-        link.control.close();
-        link.fs.close();
-      }
-    },
-  });
+  return linkedOperation(ctx.operations, ctx.dataDir, { ...common, peer, work: verdict });
 }
