@@ -4,10 +4,8 @@
  * and then its volume go over rsync (a running one stateless: the volume twice). The instance stays
  * locked, so no operation changes it meanwhile.
  */
-import { mkdir } from 'node:fs/promises';
-import path from 'node:path';
 import { badRequest, type ApiRequest, type Operation, type PluginContext } from '../../../sdk/index.js';
-import { runSource } from '../../../sdk/lib/migration/index.js';
+import { relaySocketDir, runSource } from '../../../sdk/lib/migration/index.js';
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
 import type { PowerControl } from '../power.js';
@@ -23,13 +21,6 @@ export interface MigrationSourceRequest {
   instanceOnly: boolean;
   /** Push mode: the target's operation, certificate and secrets (the request's `target` object). */
   target?: Record<string, unknown>;
-}
-
-/** Where the rsync relays' unix sockets live: root's alone. */
-export async function migrationScratch(ctx: PluginContext): Promise<string> {
-  const dir = path.join(ctx.dataDir, 'migration');
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  return dir;
 }
 
 /** Both modes once the sockets are open: offer the instance, send its trees, take the target's verdict. */
@@ -58,7 +49,7 @@ async function sendInstance(
       mainDir: () => storage.volumePath(pool, vol),
       ...(transfer.btrfs ? { sendBtrfs: (names, write) => storage.sendVolume(pool, vol, names, write) } : {}),
       rsync: transfer.rsync,
-    }, await migrationScratch(ctx), signal);
+    }, await relaySocketDir(ctx.dataDir), signal);
   });
 }
 

@@ -5,7 +5,7 @@
  * ends with a barrier from each side, so the next tree can use the same socket.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type Socket } from 'node:net';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
@@ -14,6 +14,13 @@ import type { MigrationChannel } from './channel.js';
 import type { RsyncFeatures } from './messages.js';
 
 /** The features this side offers and accepts (bidirectional needs the reference's own relay; not offered). */
+/** Where a daemon's sending rsyncs reach their relays' unix sockets: root's alone. */
+export async function relaySocketDir(dataDir: string): Promise<string> {
+  const dir = path.join(dataDir, 'migration');
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  return dir;
+}
+
 export const OUR_RSYNC_FEATURES: RsyncFeatures = { xattrs: true, delete: true, compress: true };
 
 /** Only what both sides asked for (`ours`: what this side takes, by default all it knows). */

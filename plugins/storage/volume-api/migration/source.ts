@@ -6,10 +6,8 @@
  * the volume go over rsync, and the volume is held against delete, rename and move until the target
  * has answered.
  */
-import { mkdir } from 'node:fs/promises';
-import path from 'node:path';
 import { badRequest, type ApiRequest, type Operation, type PluginContext } from '../../../../sdk/index.js';
-import { runSource } from '../../../../sdk/lib/migration/index.js';
+import { relaySocketDir, runSource } from '../../../../sdk/lib/migration/index.js';
 import { linkedOperation, type MigrationLink } from '../../../../sdk/lib/migration/linked-operation.js';
 import { parsePeer } from '../../../../sdk/lib/migration/peer.js';
 import type { VolumeManager } from '../../volumes.js';
@@ -26,13 +24,6 @@ export interface VolumeSendRequest {
   target?: Record<string, unknown>;
 }
 
-/** Where the rsync relays' unix sockets live: root's alone. */
-async function scratchDir(ctx: PluginContext): Promise<string> {
-  const dir = path.join(ctx.dataDir, 'migration');
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  return dir;
-}
-
 async function sendVolume(
   ctx: PluginContext, custom: CustomVolumes, volumes: VolumeManager, ask: VolumeSendRequest,
   { control, fs }: MigrationLink, signal: AbortSignal,
@@ -46,7 +37,7 @@ async function sendVolume(
       offer: { snapshotNames: snapshots.map((s) => s.name), snapshots: snapshots.map(volumeSnapshotMessage) },
       snapshotDir: (name) => volumes.snapshotPath(ask.pool, ref, name),
       mainDir: () => custom.path(ask.pool, ask.project, entry.doc.name),
-    }, await scratchDir(ctx), signal);
+    }, await relaySocketDir(ctx.dataDir), signal);
   });
 }
 
