@@ -164,7 +164,7 @@ export class ImagePuller {
       const tools = this.ctx.hostTools;
       const inspected = upload.rootfsFile
         ? await inspectSplit(tools, upload.metadataFile, upload.rootfsFile, upload.rootfsPart ?? 'rootfs')
-        : await inspectUnified(tools, upload.metadataFile);
+        : await inspectUnified(tools, upload.metadataFile, upload.walked);
       const image: StoredImage = {
         fingerprint: fp,
         filename: options.requestEdits ? options.filename ?? '' : typeof info.filename === 'string' ? info.filename : upload.filename,
