@@ -49,6 +49,8 @@ async function walkArchive(tools: HostTools, file: string, compression: Compress
  * the file, or from the upload as it arrived (walk-as-received.ts).
  */
 export class MetadataWalk {
+  /** `compression`: what the walked bytes were inflated from. */
+  constructor(readonly compression: Compression) {}
   readonly layout = new ImageLayout('image tarball');
   content: Buffer | undefined;
   readonly walker = new TarWalker('image tarball',
@@ -64,7 +66,7 @@ export class MetadataWalk {
 async function metadataOf(tools: HostTools, file: string, compression: Compression, missing: string, walked?: MetadataWalk): Promise<{ metadata: ImageMetadata; layout: { container: boolean; virtualMachine: boolean } }> {
   let walk = walked;
   if (!walk) {
-    const fresh = walk = new MetadataWalk();
+    const fresh = walk = new MetadataWalk(compression);
     await readDecompressed(tools, file, compression, (chunk) => fresh.walker.push(chunk));
     fresh.walker.finish();
   }
@@ -81,11 +83,11 @@ async function metadataOf(tools: HostTools, file: string, compression: Compressi
 /**
  * A unified tarball: metadata.yaml beside rootfs/ (container) or rootfs.img (virtual machine).
  * The whole archive is read once, so a truncated or corrupt upload is refused now rather than
- * at the first launch. `walked`: a plain tarball walked already as it arrived, so not read again.
+ * at the first launch. `walked`: the tarball walked already as it arrived, so not read again.
  */
 export async function inspectUnified(tools: HostTools, file: string, walked?: MetadataWalk): Promise<Inspected> {
   const compression = await tarFormat(file, 'image');
-  const { metadata, layout } = await metadataOf(tools, file, compression, 'metadata.yaml is missing', compression === 'none' ? walked : undefined);
+  const { metadata, layout } = await metadataOf(tools, file, compression, 'metadata.yaml is missing', walked?.compression === compression ? walked : undefined);
   if (layout.container && layout.virtualMachine) throw badRequest('Invalid image tarball: it has both rootfs/ and rootfs.img');
   const type: ImageType | undefined = layout.container ? 'container' : layout.virtualMachine ? 'virtual-machine' : undefined;
   if (type === undefined) throw badRequest('Invalid image tarball: it has neither rootfs/ nor rootfs.img (for a split image, upload the metadata and rootfs files together)');

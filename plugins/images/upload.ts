@@ -7,8 +7,9 @@ import { createHash, type Hash } from 'node:crypto';
 import { once } from 'node:events';
 import { createWriteStream, type WriteStream } from 'node:fs';
 import path from 'node:path';
-import { finished } from 'node:stream/promises';
-import { badRequest } from '../../sdk/index.js';
+import { Readable, Writable } from 'node:stream';
+import { finished, pipeline } from 'node:stream/promises';
+import { badRequest, internalError } from '../../sdk/index.js';
 import type { MetadataWalk } from './inspect.js';
 import { readMultipart } from './multipart.js';
 import { WalkAsReceived } from './walk-as-received.js';
@@ -24,7 +25,7 @@ export interface StagedUpload {
   rootfsPart?: 'rootfs' | 'rootfs.img';
   /** Name the client gave the file (the rootfs part's name for split images, as the reference keeps it). */
   filename: string;
-  /** A plain unified tarball's walk, done as it arrived (see inspectUnified). */
+  /** A plain or gzip unified tarball's walk, done as it arrived (see inspectUnified). */
   walked?: MetadataWalk;
 }
 
@@ -41,7 +42,7 @@ class HashedFile {
 
   private constructor(readonly file: string, private readonly out: WriteStream, private readonly hash: Hash) {
     // Kept for the next write or close(): an unheard 'error' would take the daemon down.
-    out.on('error', (err) => (this.failure ??= err));
+    out.on('error', (err) => (this.failure ??= internalError(`Writing the image to its staging file failed: ${err.message}`)));
   }
 
   static async create(file: string, hash: Hash): Promise<HashedFile> {
@@ -73,7 +74,8 @@ class HashedFile {
       return;
     }
     this.out.end();
-    await finished(this.out);
+    await finished(this.out).catch(() => undefined);
+    if (this.failure) throw this.failure;
   }
 
   /** Stop writing and close the file (its staging area is removed by the caller). */
@@ -93,30 +95,80 @@ class HashedFile {
 
 const asBuffer = (chunk: unknown): Buffer => (Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
 
+/**
+ * What a receive reads: the chunks of a request body (iterated, so that a refused upload can
+ * still be drained and answered), or a download's stream, which it consumes and may destroy.
+ */
+export type UploadBody = AsyncIterable<Buffer> | Readable;
+
+export interface ReceiveOptions {
+  /** Sees every chunk before it is kept (counting, progress); throwing ends the upload. */
+  observe?: (chunk: Buffer) => void;
+}
+
+/** Every chunk to `take`, waiting whenever it answers with a promise (the disk being behind). */
+async function eachChunk(body: UploadBody, take: (chunk: Buffer) => Promise<void> | undefined): Promise<void> {
+  if (body instanceof Readable) {
+    // A stream is read through its events, one callback per chunk: cheaper than an async iterator's promises.
+    await pipeline(body, new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        let behind: Promise<void> | undefined;
+        try {
+          behind = take(chunk);
+        } catch (err) {
+          done(err as Error);
+          return;
+        }
+        if (behind) behind.then(() => done(), done);
+        else done();
+      },
+    }));
+    return;
+  }
+  for await (const chunk of body) {
+    const behind = take(asBuffer(chunk));
+    if (behind) await behind;
+  }
+}
+
+/** The chunks of `body` shown to `observe` first (for readers that iterate). */
+async function* observed(body: UploadBody, observe: (chunk: Buffer) => void): AsyncIterable<Buffer> {
+  for await (const chunk of body) {
+    const bytes = asBuffer(chunk);
+    observe(bytes);
+    yield bytes;
+  }
+}
+
 /** A single-file body (application/octet-stream). */
-export async function receiveUnified(body: AsyncIterable<Buffer>, area: string, filename: string): Promise<StagedUpload> {
+export async function receiveUnified(body: UploadBody, area: string, filename: string, options: ReceiveOptions = {}): Promise<StagedUpload> {
   const hash = createHash('sha256');
   const out = await HashedFile.create(path.join(area, 'image'), hash);
   const walk = new WalkAsReceived();
+  const { observe } = options;
   let ok = false;
   try {
-    for await (const chunk of body) {
-      const bytes = asBuffer(chunk);
-      walk.push(bytes);
-      const behind = out.write(bytes);
-      if (behind) await behind;
-    }
+    await eachChunk(body, (chunk) => {
+      observe?.(chunk);
+      const inflating = walk.push(chunk);
+      const writing = out.write(chunk);
+      return inflating && writing ? Promise.all([inflating, writing]).then(() => undefined) : inflating ?? writing;
+    });
     ok = true;
   } finally {
-    await out.settle(ok);
+    if (!ok) walk.dispose();
+    await out.settle(ok).catch((err) => {
+      walk.dispose();
+      throw err;
+    });
   }
   if (out.size === 0) throw badRequest('The image upload is empty');
-  const walked = walk.result();
+  const walked = await walk.result();
   return { fingerprint: hash.digest('hex'), size: out.size, metadataFile: out.file, filename, ...(walked ? { walked } : {}) };
 }
 
 /** A multipart body: part `metadata` first, then `rootfs` (or `rootfs.img` for a virtual machine). */
-export async function receiveSplit(body: AsyncIterable<Buffer>, boundary: string, area: string): Promise<StagedUpload> {
+export async function receiveSplit(body: UploadBody, boundary: string, area: string, options: ReceiveOptions = {}): Promise<StagedUpload> {
   const hash = createHash('sha256');
   let meta: HashedFile | undefined;
   let rootfs: HashedFile | undefined;
@@ -125,7 +177,7 @@ export async function receiveSplit(body: AsyncIterable<Buffer>, boundary: string
   let filename = '';
   let ok = false;
   try {
-    await readMultipart(body, boundary, {
+    await readMultipart(options.observe ? observed(body, options.observe) : body, boundary, {
       async start(part) {
         if (!meta) {
           if (part.name !== 'metadata') throw badRequest(`Invalid multipart image: the first part must be "metadata", not "${part.name}"`);
