@@ -6,7 +6,7 @@
  * its own words.
  */
 import { once } from 'node:events';
-import { createGunzip, type Gunzip } from 'node:zlib';
+import { createGunzip, type Gunzip, type ZlibOptions } from 'node:zlib';
 import { MetadataWalk } from './inspect.js';
 
 /** A plain tar carries "ustar" at offset 257 of its first header; gzip starts with 1f 8b (see detectFormat). */
@@ -16,6 +16,8 @@ const HEAD_BYTES = USTAR_AT + USTAR.length;
 const isGzip = (head: Buffer) => head[0] === 0x1f && head[1] === 0x8b;
 /** As readDecompressed inflates: large outputs, few events. */
 const INFLATE_CHUNK = 256 * 1024;
+/** How far the download may run ahead of the inflater before it waits (memory per upload). */
+const INFLATE_AHEAD = 4 * 1024 * 1024;
 
 export class WalkAsReceived {
   private head: Buffer[] = [];
@@ -74,7 +76,8 @@ export class WalkAsReceived {
 
   private startInflating(head: Buffer): Promise<void> | undefined {
     const walk = this.walk = new MetadataWalk('gzip');
-    const gunzip = this.gunzip = createGunzip({ chunkSize: INFLATE_CHUNK });
+    // Zlib streams take the stream options too: let the download run a few MB ahead of the inflater.
+    const gunzip = this.gunzip = createGunzip({ chunkSize: INFLATE_CHUNK, writableHighWaterMark: INFLATE_AHEAD } as ZlibOptions);
     gunzip.on('data', (data: Buffer) => {
       if (this.abandoned) return;
       try {
