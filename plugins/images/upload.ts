@@ -62,8 +62,15 @@ class HashedFile {
 
   private async drained(): Promise<void> {
     if (!this.out.writableNeedDrain) return;
-    // 'close' too: a stream destroyed by an error never drains.
-    await Promise.race([once(this.out, 'drain'), once(this.out, 'close')]);
+    // 'close' too: a stream destroyed by an error never drains. The listener that loses goes with `done`.
+    const done = new AbortController();
+    try {
+      await Promise.race([once(this.out, 'drain', { signal: done.signal }), once(this.out, 'close', { signal: done.signal })]);
+    } catch {
+      // A write error: `failure` holds it.
+    } finally {
+      done.abort();
+    }
     if (this.failure) throw this.failure;
   }
 
