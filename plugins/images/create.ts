@@ -119,7 +119,7 @@ export class ImageCreator {
     const tools = this.ctx.hostTools;
     const inspected = upload.rootfsFile
       ? await inspectSplit(tools, upload.metadataFile, upload.rootfsFile, upload.rootfsPart ?? 'rootfs')
-      : await inspectUnified(tools, upload.metadataFile);
+      : await inspectUnified(tools, upload.metadataFile, upload.walked);
 
     const properties = { ...(grant?.properties ?? inspected.metadata.properties) };
     for (const params of queryHeader(req.headers['x-lxd-properties'])) {

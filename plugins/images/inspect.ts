@@ -45,14 +45,32 @@ async function walkArchive(tools: HostTools, file: string, compression: Compress
 }
 
 /**
- * Read metadata.yaml (`metadata.yaml` or `./metadata.yaml`) while checking the archive and the
- * shape of its members; returns what the members say about the image's type.
+ * One walk of an image tarball's members: their layout and the content of metadata.yaml. Fed from
+ * the file, or from the upload as it arrived (walk-as-received.ts).
  */
-async function metadataOf(tools: HostTools, file: string, compression: Compression, missing: string): Promise<{ metadata: ImageMetadata; layout: { container: boolean; virtualMachine: boolean } }> {
-  const layout = new ImageLayout('image tarball');
-  let content: Buffer | undefined;
-  await walkArchive(tools, file, compression, (entry) => layout.see(entry) === 'metadata.yaml' && isRegularFile(entry) && content === undefined,
-    (_entry, data) => (content ??= data));
+export class MetadataWalk {
+  /** `compression`: what the walked bytes were inflated from. */
+  constructor(readonly compression: Compression) {}
+  readonly layout = new ImageLayout('image tarball');
+  content: Buffer | undefined;
+  readonly walker = new TarWalker('image tarball',
+    (entry) => this.layout.see(entry) === 'metadata.yaml' && isRegularFile(entry) && this.content === undefined,
+    (_entry, data) => (this.content ??= data));
+}
+
+/**
+ * Read metadata.yaml (`metadata.yaml` or `./metadata.yaml`) while checking the archive and the
+ * shape of its members; returns what the members say about the image's type. `walked`: the same
+ * walk done already over the bytes of the file.
+ */
+async function metadataOf(tools: HostTools, file: string, compression: Compression, missing: string, walked?: MetadataWalk): Promise<{ metadata: ImageMetadata; layout: { container: boolean; virtualMachine: boolean } }> {
+  let walk = walked;
+  if (!walk) {
+    const fresh = walk = new MetadataWalk(compression);
+    await readDecompressed(tools, file, compression, (chunk) => fresh.walker.push(chunk));
+    fresh.walker.finish();
+  }
+  const { layout, content } = walk;
   if (content === undefined) {
     // A metadata.yaml that is there but is no regular file says so through the layout check.
     layout.check(undefined);
@@ -65,11 +83,11 @@ async function metadataOf(tools: HostTools, file: string, compression: Compressi
 /**
  * A unified tarball: metadata.yaml beside rootfs/ (container) or rootfs.img (virtual machine).
  * The whole archive is read once, so a truncated or corrupt upload is refused now rather than
- * at the first launch.
+ * at the first launch. `walked`: the tarball walked already as it arrived, so not read again.
  */
-export async function inspectUnified(tools: HostTools, file: string): Promise<Inspected> {
+export async function inspectUnified(tools: HostTools, file: string, walked?: MetadataWalk): Promise<Inspected> {
   const compression = await tarFormat(file, 'image');
-  const { metadata, layout } = await metadataOf(tools, file, compression, 'metadata.yaml is missing');
+  const { metadata, layout } = await metadataOf(tools, file, compression, 'metadata.yaml is missing', walked?.compression === compression ? walked : undefined);
   if (layout.container && layout.virtualMachine) throw badRequest('Invalid image tarball: it has both rootfs/ and rootfs.img');
   const type: ImageType | undefined = layout.container ? 'container' : layout.virtualMachine ? 'virtual-machine' : undefined;
   if (type === undefined) throw badRequest('Invalid image tarball: it has neither rootfs/ nor rootfs.img (for a split image, upload the metadata and rootfs files together)');

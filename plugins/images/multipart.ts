@@ -11,7 +11,8 @@ export interface PartInfo {
 
 export interface PartHandler {
   start(part: PartInfo): Promise<void>;
-  data(chunk: Buffer): Promise<void>;
+  /** A promise only when the handler wants the reading to wait (back-pressure). */
+  data(chunk: Buffer): Promise<void> | undefined;
   end(): Promise<void>;
 }
 
@@ -40,6 +41,17 @@ function parsePartHeaders(block: string): PartInfo {
   const name = dispositionParam(disposition, 'name');
   if (!name) throw badRequest('Invalid multipart image: a part has no name');
   return { name, filename: dispositionParam(disposition, 'filename') ?? '' };
+}
+
+/**
+ * Where a delimiter cut off by the end of `buf` could begin (buf.length when none can): only that
+ * tail is kept back, so most chunks are handed over whole instead of being copied into the next.
+ */
+function partialDelimiterAt(buf: Buffer, delimiter: Buffer): number {
+  for (let at = buf.indexOf(delimiter[0]!, Math.max(0, buf.length - delimiter.length + 1)); at >= 0; at = buf.indexOf(delimiter[0]!, at + 1)) {
+    if (buf.subarray(at).equals(delimiter.subarray(0, buf.length - at))) return at;
+  }
+  return buf.length;
 }
 
 type State = 'delimiter' | 'headers' | 'body' | 'done';
@@ -97,10 +109,11 @@ export async function readMultipart(body: AsyncIterable<Buffer | string>, bounda
           return true;
         }
         // Hand over all but what could be the start of a delimiter split across chunks.
-        const keep = delimiter.length - 1;
-        if (buf.length > keep) {
-          await handler.data(buf.subarray(0, buf.length - keep));
-          buf = buf.subarray(buf.length - keep);
+        const keep = partialDelimiterAt(buf, delimiter);
+        if (keep > 0) {
+          const wait = handler.data(buf.subarray(0, keep));
+          buf = buf.subarray(keep);
+          if (wait) await wait;
         }
         return false;
       }
@@ -113,7 +126,8 @@ export async function readMultipart(body: AsyncIterable<Buffer | string>, bounda
   const finished = () => state === 'done';
   for await (const chunk of body) {
     if (finished()) continue;
-    buf = buf.length === 0 ? Buffer.from(chunk) : Buffer.concat([buf, Buffer.from(chunk)]);
+    const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk);
+    buf = buf.length === 0 ? bytes : Buffer.concat([buf, bytes]);
     while (await step()) { /* consume what the buffer holds */ }
   }
   if (!finished()) throw badRequest('Invalid multipart image: the body ended before its closing boundary');

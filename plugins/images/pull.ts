@@ -153,10 +153,13 @@ export class ImagePuller {
     try {
       res = await remote.download(from.path, from.query);
       const total = Number(info.size) > 0 ? Number(info.size) : Number(res.headers['content-length'] ?? 0);
-      const body = counted(res, remote, total, downloadProgress(op, total));
+      const observe = counter(remote, total, downloadProgress(op, total));
       const contentType = String(res.headers['content-type'] ?? '');
       const boundary = contentType.toLowerCase().startsWith('multipart/form-data') ? multipartBoundary(contentType) : undefined;
-      const upload = boundary ? await receiveSplit(body, boundary, area) : await receiveUnified(body, area, String(info.filename ?? ''));
+      const upload = await (boundary ? receiveSplit(res, boundary, area, { observe }) : receiveUnified(res, area, String(info.filename ?? ''), { observe }))
+        .catch((err) => {
+          throw remote.broken(err);
+        });
       if (upload.fingerprint !== fp) throw badRequest(`The image from ${remote.name} does not match its fingerprint: got ${upload.fingerprint}, expected ${fp}`);
 
       // The reference leaves only the result in the finished operation's metadata.
@@ -164,7 +167,7 @@ export class ImagePuller {
       const tools = this.ctx.hostTools;
       const inspected = upload.rootfsFile
         ? await inspectSplit(tools, upload.metadataFile, upload.rootfsFile, upload.rootfsPart ?? 'rootfs')
-        : await inspectUnified(tools, upload.metadataFile);
+        : await inspectUnified(tools, upload.metadataFile, upload.walked);
       const image: StoredImage = {
         fingerprint: fp,
         filename: options.requestEdits ? options.filename ?? '' : typeof info.filename === 'string' ? info.filename : upload.filename,
@@ -238,21 +241,16 @@ const stringRecord = (value: unknown): Record<string, string> | undefined => {
 const MULTIPART_SLACK = 64 * 1024;
 
 /**
- * The bytes of a download passed on as they are, counted; a peer sending more than the image's
- * size (plus multipart framing) is cut off, and a broken stream says whose fault it was.
+ * The bytes of a download counted as they pass; a peer sending more than the image's size (plus
+ * multipart framing) is cut off.
  */
-async function* counted(stream: AsyncIterable<Buffer>, remote: RemoteDaemon, total: number, onBytes: (done: number) => void): AsyncIterable<Buffer> {
+function counter(remote: RemoteDaemon, total: number, onBytes: (done: number) => void): (chunk: Buffer) => void {
   let done = 0;
-  try {
-    for await (const chunk of stream) {
-      done += chunk.length;
-      if (total > 0 && done > total + MULTIPART_SLACK) throw new RemoteError(`${remote.name} sent more than the ${total} bytes the image has`);
-      onBytes(done);
-      yield chunk;
-    }
-  } catch (err) {
-    throw remote.broken(err);
-  }
+  return (chunk) => {
+    done += chunk.length;
+    if (total > 0 && done > total + MULTIPART_SLACK) throw new RemoteError(`${remote.name} sent more than the ${total} bytes the image has`);
+    onBytes(done);
+  };
 }
 
 /** `download_progress` as the reference shows it (`42% (7.53MB/s)`), which lxc prints after "Retrieving image: ". */
