@@ -398,16 +398,25 @@ test.serial('lying headers: 100000 snapshots, names with a NUL or over 255 bytes
   }
 });
 
-test.serial('a source that swaps a received symlink for a directory on its second pass writes nothing outside the volume', async (t) => {
-  // First pass: rootfs/link points outside. Second pass (a "running" source's final sync): rootfs/link is a
-  // directory holding a file. The receiving rsync replaces the link, never writes through it.
+/**
+ * Two trees a lying source sends one after the other: in the first, rootfs/link points at a directory
+ * outside; in the second, rootfs/link is a directory holding a file `evil`.
+ */
+function symlinkPasses(secondPrefix: string): { outside: string; first: string; second: string } {
   const outside = mkdtempSync(path.join(scratch, 'outside-'));
   const first = mkdtempSync(path.join(scratch, 'first-'));
-  const second = mkdtempSync(path.join(scratch, 'second-'));
+  const second = mkdtempSync(path.join(scratch, secondPrefix));
   mkdirSync(path.join(first, 'rootfs'));
   symlinkSync(outside, path.join(first, 'rootfs', 'link'));
   mkdirSync(path.join(second, 'rootfs', 'link'), { recursive: true });
   writeFileSync(path.join(second, 'rootfs', 'link', 'evil'), 'escaped');
+  return { outside, first, second };
+}
+
+test.serial('a source that swaps a received symlink for a directory on its second pass writes nothing outside the volume', async (t) => {
+  // First pass: rootfs/link points outside. Second pass (a "running" source's final sync): rootfs/link is a
+  // directory holding a file. The receiving rsync replaces the link, never writes through it.
+  const { outside, first, second } = symlinkPasses('second-');
   const liar = await fakeSource(async (control, fs) => {
     await control.send(encodeHeader({ fs: FsType.RSYNC, criu: CriuType.NONE, rsyncFeatures: { xattrs: true, delete: true } }));
     const answer = decodeHeader(await control.message());
@@ -433,13 +442,7 @@ test.serial('a source that swaps a received symlink for a directory on its secon
 test.serial('a source whose second pass names a file through the symlink its first pass made: the receiving rsync refuses to follow it', async (t) => {
   // A stock rsync sender never lists a path through a symlink; this one is made to, with -R and
   // --no-implied-dirs (the tools it runs under rewrite its source argument), as a malicious peer could.
-  const outside = mkdtempSync(path.join(scratch, 'outside-'));
-  const first = mkdtempSync(path.join(scratch, 'first-'));
-  const crafted = mkdtempSync(path.join(scratch, 'crafted-'));
-  mkdirSync(path.join(first, 'rootfs'));
-  symlinkSync(outside, path.join(first, 'rootfs', 'link'));
-  mkdirSync(path.join(crafted, 'rootfs', 'link'), { recursive: true });
-  writeFileSync(path.join(crafted, 'rootfs', 'link', 'evil'), 'escaped');
+  const { outside, first, second: crafted } = symlinkPasses('crafted-');
   const craftedTools = {
     ...tools,
     spawn: (command: string, args: string[], opts?: Parameters<typeof tools.spawn>[2]) =>
