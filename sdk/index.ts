@@ -18,6 +18,7 @@ export * from './responses.js';
 export * from './routes.js';
 export * from './patch.js';
 export * from './operations.js';
+export * from './secrets.js';
 export * from './events.js';
 export * from './config-keys.js';
 export * from './validate.js';

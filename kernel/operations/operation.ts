@@ -1,8 +1,8 @@
 /** One background operation: its state machine (part 3) and its wire view. */
-import { randomUUID, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomUUID, randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import {
-  ApiError, OperationStatus, requestedProjectOf,
+  ApiError, OperationStatus, requestedProjectOf, sameSecret,
   type Operation, type OperationControl, type OperationSpec, type OperationStatusName, type OperationView,
 } from '../../sdk/index.js';
 import { clientMessage } from '../http/client-message.js';
@@ -189,12 +189,8 @@ export class OperationRecord implements Operation {
 
   /** The socket name of a secret, compared in constant time so timing tells a guesser nothing. */
   private nameOf(secret: string): string | undefined {
-    const given = Buffer.from(secret);
     let found: string | undefined;
-    for (const [known, name] of this.secrets) {
-      const expected = Buffer.from(known);
-      if (expected.length === given.length && timingSafeEqual(expected, given)) found = name;
-    }
+    for (const [known, name] of this.secrets) if (sameSecret(known, secret)) found = name;
     return found;
   }
 

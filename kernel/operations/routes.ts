@@ -1,7 +1,6 @@
 /** /1.0/operations: list (grouped by status), one, wait, cancel and the websocket of websocket-class operations. */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import Joi from 'joi';
-import { badRequest, empty, forbidden, notFound, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
+import { badRequest, empty, forbidden, notFound, sameSecret, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
 import type { OperationManager } from './manager.js';
 import type { OperationRecord } from './operation.js';
 
@@ -90,10 +89,4 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
       },
     },
   ];
-}
-
-/** Compared in constant time (digests first, so lengths do not show either). */
-function sameSecret(held: string, given: string): boolean {
-  const digest = (s: string) => createHash('sha256').update(s).digest();
-  return timingSafeEqual(digest(held), digest(given));
 }

@@ -3,11 +3,11 @@
  * random secret; `lxc config trust add` turns its metadata into the base64 JSON token the other
  * client redeems with `POST /1.0/certificates {"password": <token>}`. Redeeming cancels it.
  */
-import { randomBytes, timingSafeEqual, X509Certificate } from 'node:crypto';
+import { randomBytes, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { networkInterfaces } from 'node:os';
 import path from 'node:path';
-import type { Operation, OperationsService, Requestor } from '../../sdk/index.js';
+import { sameSecret, type Operation, type OperationsService, type Requestor } from '../../sdk/index.js';
 import type { CertificateType } from './certificate.js';
 
 /** What the token was asked for: the new certificate gets these. */
@@ -77,13 +77,12 @@ export class CertificateTokens {
    * `offered` is the whole base64 token as the client sends it, or the bare secret.
    */
   async redeem(offered: string): Promise<TokenRequest | undefined> {
-    const secret = Buffer.from(secretOf(offered));
+    const offeredSecret = secretOf(offered);
     for (const op of this.operations.list({ class: 'token' })) {
       if (this.consumed.has(op.id)) continue;
       const meta = op.view().metadata as unknown as TokenMetadata | null;
       if (!meta || typeof meta.secret !== 'string') continue;
-      const expected = Buffer.from(meta.secret);
-      if (expected.length !== secret.length || !timingSafeEqual(expected, secret)) continue;
+      if (!sameSecret(meta.secret, offeredSecret)) continue;
       this.consumed.add(op.id);
       setTimeout(() => this.consumed.delete(op.id), 60_000).unref();
       await this.operations.cancel(op.id).catch(() => undefined);

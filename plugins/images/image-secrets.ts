@@ -4,8 +4,8 @@
  * download it, though it is private. The download spends the secret (the reference ends the token
  * operation there too); cancelling the operation withdraws it.
  */
-import { randomBytes, timingSafeEqual } from 'node:crypto';
-import type { ApiRequest, Operation, OperationsService } from '../../sdk/index.js';
+import { randomBytes } from 'node:crypto';
+import { sameSecret, type ApiRequest, type Operation, type OperationsService } from '../../sdk/index.js';
 import { imageUrl } from './image.js';
 
 interface Grant {
@@ -50,10 +50,8 @@ export class ImageSecrets {
   /** Whether `secret` opens this image; `use` spends it (the download). Compared in constant time. */
   check(secret: string | undefined, project: string, fingerprint: string, use = false): boolean {
     if (!secret) return false;
-    const given = Buffer.from(secret);
     for (const [known, grant] of this.pending) {
-      const expected = Buffer.from(known);
-      if (expected.length !== given.length || !timingSafeEqual(expected, given)) continue;
+      if (!sameSecret(known, secret)) continue;
       if (grant.project !== project || grant.fingerprint !== fingerprint) return false;
       if (use) grant.finish();
       return true;
