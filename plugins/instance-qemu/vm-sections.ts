@@ -34,7 +34,8 @@ export interface VmSpec {
 /** bootindex per device: highest boot.priority first, ties in the order given. */
 export function bootIndexes(order: BootDevice[]): Map<string, number> {
   const sorted = order.map((d, i) => ({ ...d, i })).sort((a, b) => b.priority - a.priority || a.i - b.i);
-  return new Map(sorted.map((d, n) => [d.id, n]));
+  // From 1: a direct kernel boot's loader takes index 0.
+  return new Map(sorted.map((d, n) => [d.id, n + 1]));
 }
 
 export function vmSections(spec: VmSpec): ConfigSection[] {
