@@ -117,3 +117,11 @@ export function bootDisk(rootfs: string, work: string, hostname: string): Booted
 
 /** Whether the kernel cache already holds a kernel (a first fetch downloads 70 MB). */
 export const kernelCached = () => existsSync(path.join(process.env.CORRAL_CACHE_DIR || '/var/cache/corral', 'vm-kernel'));
+
+/** Why VM tests cannot run here (the lifecycle tests' name for vmProblem). */
+export const vmSkipReason = vmProblem;
+
+/** Imports the test VM image into the daemon `d` under `alias`. */
+export async function importVmImage(d: { socket: string }, alias: string): Promise<void> {
+  await importTestVmImage(d.socket, alias);
+}
