@@ -5,7 +5,7 @@
  * Progress counts the bytes of the image's files read, over both files of a split image, as the
  * tools that read them report or show it: no file passes through the daemon.
  */
-import { lstat, mkdir, rm, stat } from 'node:fs/promises';
+import { chmod, lstat, mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { badRequest, notFound, type HostTools, type UnpackProgress } from '../../sdk/index.js';
 import type { ImageFiles } from './files.js';
@@ -73,7 +73,11 @@ async function byteCounter(onProgress: UnpackProgress, paths: string[]): Promise
  * it sparse): instances clone it and grow their copy. Its growing output shows the progress.
  */
 async function convertDisk(tools: HostTools, from: string, to: string, onRead?: (bytes: number) => void): Promise<void> {
-  const convert = () => tools.run('qemu-img', ['convert', '-q', '-f', 'qcow2', '-O', 'raw', from, to], { timeoutMs: 30 * 60_000, endWithDaemon: true }).then(() => undefined);
+  // The disk holds the guest's data: root's alone, as the reference keeps it (copies keep the mode).
+  const convert = async () => {
+    await tools.run('qemu-img', ['convert', '-q', '-f', 'qcow2', '-O', 'raw', from, to], { timeoutMs: 30 * 60_000, endWithDaemon: true });
+    await chmod(to, 0o600);
+  };
   if (!onRead) return convert();
   let counted = 0;
   const timer = setInterval(() => {
