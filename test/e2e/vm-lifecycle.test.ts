@@ -12,9 +12,9 @@ import { spawnSync } from 'node:child_process';
 import { startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { lxc } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { importVmImage, vmSkipReason } from '../helpers/vm-image.js';
+import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
 
-const skip = vmSkipReason();
+const skip = vmProblem();
 const vmTest = skip ? test.serial.skip : test.serial;
 if (skip) test('virtual machine lifecycle (skipped)', (t) => t.pass(`skipped: ${skip}`));
 
@@ -47,7 +47,7 @@ test.before(async () => {
   if (skip) return;
   dir = mkdtempSync(path.join(tmpdir(), 'corral-vm-'));
   d = await startWithPool({ dir, plugins: 'full' });
-  await importVmImage(d, 'vm');
+  await importTestVmImage(d.socket, 'vm');
 });
 
 test.after.always(async () => {
