@@ -358,7 +358,8 @@ export class QemuDriver implements InstanceDriver {
   async cleanup(known: { project: string; name: string }[]): Promise<void> {
     const root = runRoot(this.opts.dataDir);
     const owned = new Map(known.map((k) => [this.runDir(k).dir, k]));
-    for (const entry of await readdir(root).catch(() => [] as string[])) {
+    const entries = await readdir(root, { withFileTypes: true }).catch(() => []);
+    for (const entry of entries.filter((e) => e.isDirectory()).map((e) => e.name)) {
       const dir = path.join(root, entry);
       const run = Object.assign(Object.create(RunDir.prototype) as RunDir, { dir, key: entry });
       if (existsSync(run.startingMarker)) {
