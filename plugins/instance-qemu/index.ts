@@ -51,6 +51,7 @@ export default definePlugin({
     state.driver = new QemuDriver({
       hostTools: ctx.hostTools, log: ctx.log, dataDir: ctx.dataDir,
       accelerator: () => state.verdict,
+      unavailable: () => (state.probe && !state.probe.operational ? state.probe.reason ?? 'QEMU is not operational' : undefined),
       kernelSeen: (kernel) => probeWith(kernel),
       agent: () => connector,
     });

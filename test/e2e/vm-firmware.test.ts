@@ -68,7 +68,7 @@ vmTest('security.csm=true boots SeaBIOS', async (t) => {
   t.regex(await consoleLog(), /SeaBIOS/);
 });
 
-vmTest('raw.qemu.conf overrides a generated section; a malformed one is refused with a 400', async (t) => {
+vmTest('raw.qemu.conf overrides a generated section; a malformed one, or an accelerator QEMU lacks, is refused with a 400', async (t) => {
   await lxc(d.socket, 'delete', '--force', 'f1');
   t.is((await lxc(d.socket, 'init', 'blank', 'f1', '--vm', '-c', 'security.csm=true', '-c', 'security.secureboot=false')).status, 0);
   t.is((await d.request('PATCH', '/1.0/instances/f1', { config: { 'raw.qemu.conf': '[memory]\nsize = "200M"\n' } })).status, 200);
@@ -79,6 +79,14 @@ vmTest('raw.qemu.conf overrides a generated section; a malformed one is refused 
   const bad = await d.request('PATCH', '/1.0/instances/f1', { config: { 'raw.qemu.conf': 'size = "200M"\n' } });
   t.is(bad.status, 400);
   t.regex(bad.json.error, /raw\.qemu\.conf.*before any \[section\]/);
+  // An accelerator this QEMU does not have: QEMU's refusal at start is the user's 400, and nothing runs.
+  t.is((await d.request('PATCH', '/1.0/instances/f1', { config: { 'raw.qemu.conf': '[machine]\naccel = "xen"\n' } })).status, 200);
+  const noAccel = await lxc(d.socket, 'start', 'f1');
+  t.not(noAccel.status, 0);
+  t.regex(noAccel.stderr, /invalid accelerator xen/);
+  t.regex(noAccel.stderr, /check raw\.qemu/);
+  t.regex(readFileSync(path.join(d.dir, 'logs', 'f1', 'qemu.log'), 'utf8'), /QEMU failed to start: .*invalid accelerator xen/);
+  t.is((await d.request('GET', '/1.0/instances/f1/state')).json.metadata.status, 'Stopped');
   const csm = await d.request('PATCH', '/1.0/instances/f1', { config: { 'security.csm': 'true', 'security.secureboot': 'true' } });
   t.is(csm.status, 400, 'legacy BIOS has no secure boot');
 });
