@@ -35,9 +35,10 @@ fi
 # talk to corral), ca-certificates; make, g++ and python3 build the native modules (sqlite3, node-pty);
 # debootstrap (`npm run image:debian` makes its rootfs with it); rsync moves instance files between
 # daemons (migration), with socat relaying the sending rsync's remote shell to the daemon.
+# musl-tools builds the VM guest agent as one static binary (scripts/build-agent.sh).
 RUNTIME_PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
   dnsmasq-base iproute2 btrfs-progs python3 logrotate lxd-client ca-certificates make g++ debootstrap
-  rsync socat)
+  rsync socat musl-tools)
 # What only the tests use: the reference daemon (lxd: the interoperability tests start a private one),
 # pylxd (the second real client), prometheus (the metrics tests scrape corral with a private server and
 # check the text with promtool), openssl and curl (client certificates, a CA and its CRL, untrusted
