@@ -46,6 +46,7 @@ function infoOf(reply: KvReply): GuestFileInfo {
     mode: reply.number('mode'),
     uid: reply.number('uid'),
     gid: reply.number('gid'),
+    mtime: new Date(reply.number('mtime') * 1000),
   };
 }
 

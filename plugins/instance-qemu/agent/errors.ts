@@ -1,7 +1,12 @@
-/** Failures the agent reports (an errno name in `code`) or the connection to it suffers. */
-export class AgentError extends Error {
-  constructor(readonly code: string, message: string) {
-    super(message);
+import { InstanceFileError } from '../../../sdk/index.js';
+
+/**
+ * Failures the agent reports (an errno name in `code`) or the connection to it suffers. File
+ * errors reach the family's routes as the InstanceFileError they are.
+ */
+export class AgentError extends InstanceFileError {
+  constructor(code: string, message: string) {
+    super(code, message);
     this.name = 'AgentError';
   }
 }

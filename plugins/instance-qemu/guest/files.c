@@ -22,6 +22,7 @@ static void put_info(struct buffer *reply, const struct stat *st) {
 	kv_putf(reply, "mode", "%u", (unsigned)(st->st_mode & 07777));
 	kv_putf(reply, "uid", "%u", (unsigned)st->st_uid);
 	kv_putf(reply, "gid", "%u", (unsigned)st->st_gid);
+	kv_putf(reply, "mtime", "%lld", (long long)st->st_mtime);
 }
 
 static const char *path_of(const unsigned char *payload, size_t len, struct buffer *reply) {
@@ -71,10 +72,12 @@ int files_read(struct channel *c, const unsigned char *payload, size_t len, stru
 	if (!path) return -1;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0) return reply_error(reply, errno, path);
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		int err = S_ISDIR(st.st_mode) ? EISDIR : errno ? errno : EINVAL;
-		close(fd);
-		return reply_error(reply, err, path);
+	{
+		int failed = fstat(fd, &st) < 0 ? errno : !S_ISREG(st.st_mode) ? (S_ISDIR(st.st_mode) ? EISDIR : EINVAL) : 0;
+		if (failed) {
+			close(fd);
+			return reply_error(reply, failed, path);
+		}
 	}
 	put_info(reply, &st);
 	kv_putf(reply, "size", "%lld", (long long)st.st_size);
