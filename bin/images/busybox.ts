@@ -123,7 +123,7 @@ export function writeBusyboxRootfs(root: string, options: BusyboxOptions = {}): 
 }
 
 /** The busybox version the image carries, for its description. */
-function busyboxVersion(): string {
+export function busyboxRelease(): string {
   const banner = execFileSync(BUSYBOX, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).split('\n')[0] ?? '';
   return banner.match(/v(\d+\.\d+\.\d+)/)?.[1] ?? 'unknown';
 }
@@ -136,7 +136,7 @@ export function writeBusyboxTree(tree: string, options: BusyboxOptions = {}, ext
   const templates = [HOSTNAME_TEMPLATE];
   // The test image stays as it always was; the first image also names itself in /etc/hosts, as real images do.
   const properties: Record<string, string> = options.dhcp
-    ? { description: `Busybox ${busyboxVersion()} from the host's busybox-static`, name: 'busybox', os: 'Busybox', release: busyboxVersion(), variant: 'default' }
+    ? { description: `Busybox ${busyboxRelease()} from the host's busybox-static`, name: 'busybox', os: 'Busybox', release: busyboxRelease(), variant: 'default' }
     : { description: 'Busybox x86_64', name: 'busybox-x86_64', os: 'Busybox', release: '1' };
   if (options.dhcp) {
     templates.push(HOSTS_TEMPLATE);

@@ -1,9 +1,12 @@
 /**
- * Imports an image tarball into a running daemon over its unix socket, as `lxc image import
- * --alias` does: POST /1.0/images with the tarball as the body, wait for the operation, then point
- * the alias at the new image (an alias that exists is moved to it, as lxc moves it).
+ * Imports an image into a running daemon over its unix socket, as `lxc image import --alias` does:
+ * POST /1.0/images with the tarball (or a split image's two files, multipart) as the body, wait
+ * for the operation, then point the alias at the new image (an alias that exists is moved to it,
+ * as lxc moves it).
  */
 import { createReadStream, statSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import http from 'node:http';
 
 export interface ImportResult {
@@ -54,25 +57,71 @@ function read(res: http.IncomingMessage, resolve: (answer: Answer) => void): voi
   });
 }
 
-/** Streams the tarball as the body of POST /1.0/images, counting what has been sent. */
-function upload(socket: string, tarball: string, progress: ImportProgress): Promise<Answer> {
-  const total = statSync(tarball).size;
+/** A body part: a file streamed as it is, after its headers. */
+interface BodyPart {
+  head: Buffer;
+  file: string;
+  size: number;
+}
+
+/** POST /1.0/images with `parts` one after another as the body, counting what has been sent. */
+function upload(socket: string, parts: BodyPart[], tail: Buffer, contentType: string, progress: ImportProgress): Promise<Answer> {
+  const total = parts.reduce((sum, part) => sum + part.head.length + part.size, tail.length);
   return new Promise((resolve, reject) => {
     const req = http.request({
       socketPath: socket, method: 'POST', path: '/1.0/images',
-      headers: { 'content-type': 'application/octet-stream', 'content-length': total, 'x-lxd-public': '0' },
+      headers: { 'content-type': contentType, 'content-length': total, 'x-lxd-public': '0' },
     }, (res) => read(res, resolve));
     req.on('error', (err) => reject(describeConnectError(socket, err)));
     let sent = 0;
-    const file = createReadStream(tarball);
-    file.on('data', (chunk) => {
-      sent += chunk.length;
+    const count = (bytes: number) => {
+      sent += bytes;
       progress.upload?.(sent, total);
+    };
+    const send = async () => {
+      for (const part of parts) {
+        if (!req.write(part.head)) await once(req, 'drain');
+        count(part.head.length);
+        for await (const chunk of createReadStream(part.file)) {
+          if (!req.write(chunk)) await once(req, 'drain');
+          count((chunk as Buffer).length);
+        }
+      }
+      req.end(tail);
+      count(tail.length);
+      progress.unpacking?.();
+    };
+    send().catch((err) => {
+      req.destroy();
+      reject(err);
     });
-    file.on('end', () => progress.unpacking?.());
-    file.on('error', reject);
-    file.pipe(req);
   });
+}
+
+/** The whole image as one tarball. */
+function uploadTarball(socket: string, tarball: string, progress: ImportProgress): Promise<Answer> {
+  return upload(socket, [{ head: Buffer.alloc(0), file: tarball, size: statSync(tarball).size }], Buffer.alloc(0), 'application/octet-stream', progress);
+}
+
+/**
+ * A split image as `lxc image import meta rootfs` sends it: multipart/form-data with the parts
+ * `metadata` then `rootfs` (or `rootfs.img` for a virtual machine's disk).
+ */
+function uploadSplit(socket: string, split: SplitImage, progress: ImportProgress): Promise<Answer> {
+  const boundary = `corral-${randomBytes(12).toString('hex')}`;
+  const head = (name: string) => Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${name}"; filename="${name}"\r\nContent-Type: application/octet-stream\r\n\r\n`);
+  const parts: BodyPart[] = [
+    { head: head('metadata'), file: split.metadata, size: statSync(split.metadata).size },
+    { head: Buffer.concat([Buffer.from('\r\n'), head(split.rootfsPart)]), file: split.rootfs, size: statSync(split.rootfs).size },
+  ];
+  return upload(socket, parts, Buffer.from(`\r\n--${boundary}--\r\n`), `multipart/form-data; boundary=${boundary}`, progress);
+}
+
+/** The two files of a split image and the name of the rootfs part. */
+export interface SplitImage {
+  metadata: string;
+  rootfs: string;
+  rootfsPart: 'rootfs' | 'rootfs.img';
 }
 
 const failure = (what: string, answer: Answer) => new ImportError(`${what}: ${answer.json?.error || `the daemon answered ${answer.status}`}`);
@@ -91,8 +140,9 @@ export async function aliasTarget(socket: string, alias: string): Promise<string
   return answer.json.metadata.target;
 }
 
-export async function importImage(socket: string, tarball: string, alias: string, progress: ImportProgress = {}): Promise<ImportResult> {
-  const accepted = await upload(socket, tarball, progress);
+/** Import a unified tarball (a path) or a split image, and point `alias` at it. */
+export async function importImage(socket: string, image: string | SplitImage, alias: string, progress: ImportProgress = {}): Promise<ImportResult> {
+  const accepted = typeof image === 'string' ? await uploadTarball(socket, image, progress) : await uploadSplit(socket, image, progress);
   if (accepted.status !== 202 || !accepted.json?.operation) throw failure('the daemon refused the image', accepted);
   const done = await call(socket, 'GET', `${accepted.json.operation}/wait?timeout=-1`);
   const op = done.json?.metadata;

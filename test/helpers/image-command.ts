@@ -12,7 +12,7 @@ export interface CommandRun {
 }
 
 /** `npm run --silent image:<kind> -- args`, killed after `timeoutMs`. */
-export async function imageCommand(kind: 'busybox' | 'debian', args: string[], timeoutMs = 120_000): Promise<CommandRun> {
+export async function imageCommand(kind: 'busybox' | 'debian' | 'vm', args: string[], timeoutMs = 120_000): Promise<CommandRun> {
   const started = Date.now();
   const child = spawn('npm', ['run', '--silent', `image:${kind}`, '--', ...args], { cwd: projectRoot, stdio: ['ignore', 'pipe', 'pipe'] });
   const run = await collectRun(child, timeoutMs);
