@@ -92,6 +92,8 @@ export interface InstanceDriver {
   initialize?(inst: DriverInstance, existing: DriverInstance[]): Promise<Record<string, string>>;
   /** Check config the driver will apply (raw.lxc...); throw (or reject with) a 400 ApiError. */
   validate?(config: Record<string, string>): void | Promise<void>;
+  /** Refuse (throw a 400 ApiError) devices this kind of instance cannot take, at create and edit. */
+  validateDevices?(devices: Record<string, DeviceConfig>): void;
   /** Resolves with volatile keys to record, such as the id map now in effect (`volatile.idmap.current`). */
   start(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<Record<string, string> | void>;
   /** Clean shutdown within `timeoutMs` then kill; `force` kills at once. */

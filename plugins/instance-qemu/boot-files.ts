@@ -1,0 +1,52 @@
+/**
+ * The direct-kernel path: when a VM's root disk is an unpartitioned ext2/3/4 filesystem holding
+ * `/boot/vmlinuz` (the tiny test images), its kernel and initrd are read out of the image with
+ * debugfs (no mount, nothing of the guest's is run on the host) and QEMU boots them directly,
+ * skipping firmware and bootloader. Anything else boots through firmware.
+ */
+import { open, readFile, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import type { HostTools } from '../../sdk/index.js';
+
+const EXT_MAGIC_OFFSET = 1024 + 56;
+const EXT_MAGIC = 0xef53;
+
+export async function isExtFilesystem(disk: string): Promise<boolean> {
+  const handle = await open(disk, 'r').catch(() => undefined);
+  if (!handle) return false;
+  try {
+    const buf = Buffer.alloc(2);
+    const { bytesRead } = await handle.read(buf, 0, 2, EXT_MAGIC_OFFSET);
+    return bytesRead === 2 && buf.readUInt16LE(0) === EXT_MAGIC;
+  } finally {
+    await handle.close();
+  }
+}
+
+export interface BootFiles {
+  kernel: string;
+  initrd?: string;
+}
+
+/** Copies /boot/vmlinuz (and /boot/initrd.img when present) out of `disk`; undefined when it has no kernel. */
+export async function extractBootFiles(tools: HostTools, disk: string, kernel: string, initrd: string): Promise<BootFiles | undefined> {
+  if (!(await isExtFilesystem(disk))) return undefined;
+  await Promise.all([rm(kernel, { force: true }), rm(initrd, { force: true })]);
+  const dump = async (from: string, to: string, hops = 0): Promise<boolean> => {
+    // debugfs reports a missing file on stderr and still exits 0: the output file tells.
+    await tools.run('debugfs', ['-R', `dump ${from} ${to}`, disk], { timeoutMs: 30_000, allowFailure: true });
+    const st = await stat(to).catch(() => undefined);
+    if (!st || st.size === 0) {
+      await rm(to, { force: true });
+      return false;
+    }
+    // A symlink dumps as its target's path (`vmlinuz-6.1.0-amd64`): follow it, within /boot's tree.
+    if (st.size < 256 && hops < 4) {
+      const text = (await readFile(to)).toString('utf8');
+      if (/^[\w./+-]+$/.test(text)) return dump(text.startsWith('/') ? text : path.posix.join(path.posix.dirname(from), text), to, hops + 1);
+    }
+    return true;
+  };
+  if (!(await dump('/boot/vmlinuz', kernel))) return undefined;
+  return { kernel, initrd: (await dump('/boot/initrd.img', initrd)) ? initrd : undefined };
+}

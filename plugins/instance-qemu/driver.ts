@@ -1,0 +1,393 @@
+/**
+ * The QEMU instance driver: virtual machines run by qemu-system-x86_64, one generated config per
+ * VM, controlled over QMP. QEMU daemonizes, so a VM outlives the daemon; what runs is read back
+ * from each VM's run directory (pid file, sockets), never from memory alone. A start is marked in
+ * the run directory until it completes, so the boot after a crash mid-start knows to undo it.
+ */
+import { existsSync } from 'node:fs';
+import { appendFile, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import {
+  ApiError, badRequest, conflict, internalError, truthy,
+  type ConfigKeyDescriptor, type ConsoleSession, type DeviceConfig, type DeviceRunConfig, type DriverInstance, type ExecSession, type ExecSpec,
+  type HostTools, type InstanceDriver, type InstanceStatus, type RuntimeState,
+} from '../../sdk/index.js';
+import type { AgentConnector, GuestAgent } from './agent/contract.js';
+import { extractBootFiles } from './boot-files.js';
+import { buildConfigDrive, findAgentBinary } from './config-drive.js';
+import { consoleSession } from './console-session.js';
+import { firmwareFor } from './firmware.js';
+import { memoryMiB, QEMU_KEYS, vcpus } from './limits.js';
+import { QEMU, type Accelerator } from './probe.js';
+import { applyOverrides, parseOverrides, renderSections } from './qemu-config.js';
+import { checkRawQemu } from './raw-qemu.js';
+import { RunDir, runRoot, volumeName } from './run-dir.js';
+import { runningState, stoppedState } from './runtime-state.js';
+import { isQemuOf, livePid, VmTable } from './supervision.js';
+import { TapPlumber, tapFor, readTaps, writeTaps, type Tap } from './taps.js';
+import { vmSections, type BootDevice } from './vm-sections.js';
+import { refusedDevice } from './vm-devices.js';
+import { growRootDisk, ROOT_IMAGE, rootDiskSize } from './root-disk.js';
+
+/** The logger methods the driver uses (a bunyan logger in the daemon). */
+export interface DriverLog {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+export interface QemuDriverOptions {
+  hostTools: HostTools;
+  log: DriverLog;
+  dataDir: string;
+  /** The accelerator VMs start with now (the probe may still be running: TCG until it says KVM). */
+  accelerator: () => { accelerator: Accelerator; reason?: string };
+  /** Told each kernel a start extracts (the KVM probe may boot it). */
+  kernelSeen?: (kernel: string) => void;
+  /** The guest agent's host side, when this build has it (loaded after register: asked each time). */
+  agent?: () => AgentConnector | undefined;
+}
+
+const SPAWN_TIMEOUT_MS = 30_000;
+const QMP_TIMEOUT_MS = 10_000;
+/** After `quit` or SIGTERM, how long QEMU may take to exit before SIGKILL. */
+const KILL_GRACE_MS = 2_000;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export class QemuDriver implements InstanceDriver {
+  readonly type = 'virtual-machine' as const;
+  readonly name = 'qemu';
+  readonly configKeys: ConfigKeyDescriptor[] = QEMU_KEYS;
+  private readonly vms = new VmTable();
+  private readonly taps: TapPlumber;
+  private readonly agents = new Map<string, GuestAgent>();
+
+  constructor(private readonly opts: QemuDriverOptions) {
+    this.taps = new TapPlumber(opts.hostTools);
+  }
+
+  runDir(inst: { project: string; name: string }): RunDir {
+    return new RunDir(runRoot(this.opts.dataDir), volumeName(inst.project, inst.name));
+  }
+
+  /** What the key registry cannot judge alone: values as a VM reads them, raw.qemu by QEMU itself. */
+  async validate(config: Record<string, string>): Promise<void> {
+    this.checkConfig(config);
+    if (config['raw.qemu']) await checkRawQemu(this.opts.hostTools, config['raw.qemu']);
+  }
+
+  private checkConfig(config: Record<string, string>): void {
+    const check = (key: string, fn: (v: string) => void) => {
+      const v = config[key];
+      if (v === undefined || v === '') return;
+      try {
+        fn(v);
+      } catch (err) {
+        throw badRequest(`Invalid value for "${key}": ${(err as Error).message}`);
+      }
+    };
+    check('limits.cpu', (v) => void vcpus(v));
+    check('limits.memory', (v) => void memoryMiB(v));
+    check('raw.qemu.conf', (v) => void parseOverrides(v));
+    if (truthy(config['security.csm']) && truthy(config['security.secureboot'] ?? 'false')) {
+      throw badRequest('"security.csm" (legacy BIOS) cannot be combined with "security.secureboot"');
+    }
+  }
+
+  /** Devices a VM cannot take are refused when the instance is created or edited. */
+  validateDevices(devices: Record<string, DeviceConfig>): void {
+    for (const [name, config] of Object.entries(devices)) {
+      const why = refusedDevice(config);
+      if (why) throw badRequest(`Invalid device "${name}": ${why}`);
+    }
+  }
+
+  /** A new VM's root disk grows to its device's size (a failure here removes the new volume). */
+  async initialize(inst: DriverInstance): Promise<Record<string, string>> {
+    await growRootDisk(inst.volumePath, rootDiskSize(inst.devices));
+    return {};
+  }
+
+  async start(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<Record<string, string>> {
+    const run = this.runDir(inst);
+    if (this.vms.find(run)) throw badRequest('The instance is already running');
+    this.checkConfig(inst.config);
+    this.validateDevices(inst.devices);
+    const rawArgs = inst.config['raw.qemu'] ? await checkRawQemu(this.opts.hostTools, inst.config['raw.qemu']) : [];
+    const disk = path.join(inst.volumePath, ROOT_IMAGE);
+    if (!existsSync(disk)) throw badRequest(`The instance has no root disk image (${ROOT_IMAGE}): it was not made from a virtual-machine image`);
+    for (const d of devices) if (d.mounts?.length) throw badRequest(`Device "${d.device}": host paths cannot be given to a virtual machine yet`);
+
+    await mkdir(run.dir, { recursive: true, mode: 0o700 });
+    await writeFile(run.startingMarker, String(process.pid));
+    const taps: Tap[] = [];
+    const log = path.join(inst.logDir, 'qemu.log');
+    try {
+      await this.removeStale(run);
+      const boot = await extractBootFiles(this.opts.hostTools, disk, run.kernel, run.initrd);
+      if (boot) this.opts.kernelSeen?.(boot.kernel);
+      const firmware = boot ? undefined : await firmwareFor(inst.config, inst.volumePath);
+      await buildConfigDrive(run.configDrive, inst, findAgentBinary());
+      const bootOrder: BootDevice[] = [{ id: 'root', priority: Number(inst.devices[rootDeviceName(inst.devices)]?.['boot.priority'] ?? 0) }];
+      for (const d of devices) {
+        for (const nic of d.nics ?? []) {
+          const tap = tapFor(d.device ?? nic.name, nic);
+          await this.taps.create(tap);
+          taps.push(tap);
+          bootOrder.push({ id: `nic-${tap.device}`, priority: Number(inst.devices[tap.device]?.['boot.priority'] ?? 0) });
+        }
+      }
+      await writeTaps(run.tapsFile, taps);
+      const accel = this.opts.accelerator();
+      const sections = vmSections({
+        run, disk, accelerator: accel.accelerator, cpus: vcpus(inst.config['limits.cpu']), memoryMiB: memoryMiB(inst.config['limits.memory']),
+        taps, bootOrder, firmware, consoleLog: this.consoleLogPath(inst),
+      });
+      let config;
+      try {
+        config = renderSections(applyOverrides(sections, parseOverrides(inst.config['raw.qemu.conf'] ?? '')));
+      } catch (err) {
+        throw badRequest(`Invalid value for "raw.qemu.conf": ${(err as Error).message}`);
+      }
+      await writeFile(run.configFile, config);
+      const args = [
+        '-S', '-name', inst.name, '-nodefaults', '-no-user-config', '-display', 'none', '-daemonize', '-pidfile', run.pidFile,
+        '-readconfig', run.configFile,
+        ...(UUID.test(inst.config['volatile.uuid'] ?? '') ? ['-uuid', inst.config['volatile.uuid']!] : []),
+        ...(boot ? ['-kernel', boot.kernel, ...(boot.initrd ? ['-initrd', boot.initrd] : []), '-append', 'root=/dev/vda rw console=ttyS0'] : []),
+        ...rawArgs,
+      ];
+      await mkdir(inst.logDir, { recursive: true });
+      await appendFile(log, `${new Date().toISOString()} starting: accelerator ${accel.accelerator}${accel.reason ? ` (${accel.reason})` : ''}, ${boot ? 'direct kernel boot' : `firmware boot (${firmware?.name ?? 'SeaBIOS'})`}\n`);
+      const started = Date.now();
+      const r = await this.opts.hostTools.run(QEMU, args, { timeoutMs: SPAWN_TIMEOUT_MS, allowFailure: true });
+      if (r.exitCode !== 0) {
+        const why = r.stderr.split('\n').map((l) => l.replace(/^qemu-system-\w+: /, '').trim()).filter(Boolean).slice(-3).join('; ');
+        await appendFile(log, `QEMU failed to start: ${why}\n`);
+        // Only what the user gave QEMU can make it refuse its command line.
+        const userMade = rawArgs.length > 0 || Boolean(inst.config['raw.qemu.conf']);
+        throw new ApiError(userMade ? 400 : 500, `Failed to start the virtual machine${userMade ? ' (check raw.qemu and raw.qemu.conf)' : ''}: ${why || `QEMU exited with ${r.exitCode}`}`);
+      }
+      const qmp = await this.vms.qmp(run);
+      await qmp.execute('cont', undefined, QMP_TIMEOUT_MS);
+      await writeFile(run.acceleratorFile, accel.accelerator);
+      await rm(run.startingMarker, { force: true });
+      await appendFile(log, `${new Date().toISOString()} running: pid ${this.vms.find(run)?.pid ?? '?'}, spawned in ${Date.now() - started} ms\n`);
+      this.connectAgent(run);
+      return {};
+    } catch (err) {
+      await this.kill(run);
+      for (const tap of taps) await this.taps.remove(tap);
+      await rm(run.tapsFile, { force: true });
+      await rm(run.startingMarker, { force: true });
+      throw err instanceof ApiError ? err : internalError(`Failed to start the virtual machine: ${(err as Error).message}`);
+    }
+  }
+
+  private connectAgent(run: RunDir): void {
+    const connect = this.opts.agent?.();
+    if (!connect) return;
+    this.agents.get(run.dir)?.close();
+    this.agents.set(run.dir, connect(run.agentSocket));
+  }
+
+  private agentOf(inst: DriverInstance): GuestAgent | undefined {
+    const run = this.runDir(inst);
+    if (!this.vms.find(run)) return undefined;
+    // A VM adopted after a daemon restart: its agent is reconnected on first use.
+    if (!this.agents.has(run.dir)) this.connectAgent(run);
+    return this.agents.get(run.dir);
+  }
+
+  private dropAgent(run: RunDir): void {
+    this.agents.get(run.dir)?.close();
+    this.agents.delete(run.dir);
+  }
+
+  /** Sockets and a pid file a dead QEMU left. */
+  private async removeStale(run: RunDir): Promise<void> {
+    await Promise.all([run.qmpSocket, run.agentSocket, run.consoleSocket, run.pidFile].map((f) => rm(f, { force: true })));
+  }
+
+  /** Ends QEMU at once (QMP quit, then SIGKILL), whatever state it is in. */
+  private async kill(run: RunDir): Promise<void> {
+    const vm = this.vms.find(run);
+    if (vm) {
+      await (async () => (await this.vms.qmp(run)).execute('quit', undefined, 1_000))().catch(() => undefined);
+      if (!(await waitGone(vm.pid, run, KILL_GRACE_MS))) {
+        try { process.kill(vm.pid, 'SIGKILL'); } catch { /* gone */ }
+        await waitGone(vm.pid, run, KILL_GRACE_MS);
+      }
+    }
+    this.vms.drop(run);
+    this.dropAgent(run);
+    await this.removeStale(run);
+  }
+
+  async stop(inst: DriverInstance, opts: { force: boolean; timeoutMs: number }): Promise<void> {
+    const run = this.runDir(inst);
+    const vm = this.vms.find(run);
+    if (vm) {
+      const force = opts.force || opts.timeoutMs <= 0;
+      if (!force) {
+        const deadline = Date.now() + opts.timeoutMs;
+        try {
+          const qmp = await this.vms.qmp(run);
+          // A paused guest cannot see the power button.
+          if (vm.state === 'paused') await qmp.execute('cont', undefined, QMP_TIMEOUT_MS);
+          await qmp.execute('system_powerdown', undefined, QMP_TIMEOUT_MS);
+        } catch (err) {
+          this.opts.log.warn({ err, instance: inst.name }, 'ACPI power-down could not be sent: the VM is killed');
+        }
+        await waitGone(vm.pid, run, Math.max(0, deadline - Date.now()));
+      }
+      await this.kill(run);
+      if (livePid(run) !== undefined) throw internalError('Failed to stop the virtual machine: QEMU is still running');
+    }
+    await this.stopped(run);
+  }
+
+  /** What a VM holds only while it runs: its taps. */
+  private async stopped(run: RunDir): Promise<void> {
+    for (const tap of readTaps(run.tapsFile)) await this.taps.remove(tap);
+    await rm(run.tapsFile, { force: true });
+  }
+
+  private async pausing(inst: DriverInstance, command: 'stop' | 'cont', want: 'paused' | 'running'): Promise<void> {
+    const run = this.runDir(inst);
+    const vm = this.vms.find(run);
+    if (!vm) throw badRequest('The instance is not running');
+    const qmp = await this.vms.qmp(run);
+    await qmp.execute(command, undefined, QMP_TIMEOUT_MS);
+    const status = await qmp.execute<{ running: boolean }>('query-status', undefined, QMP_TIMEOUT_MS);
+    vm.state = status.running ? 'running' : 'paused';
+    if (vm.state !== want) throw internalError(`Failed to ${command === 'stop' ? 'pause' : 'resume'} the virtual machine`);
+  }
+
+  freeze(inst: DriverInstance): Promise<void> {
+    return this.pausing(inst, 'stop', 'paused');
+  }
+
+  unfreeze(inst: DriverInstance): Promise<void> {
+    return this.pausing(inst, 'cont', 'running');
+  }
+
+  async status(inst: DriverInstance): Promise<InstanceStatus> {
+    const run = this.runDir(inst);
+    const vm = this.vms.find(run);
+    if (!vm) return 'Stopped';
+    // A start under way holds the guest paused until it is ready: that is not a pause.
+    if (existsSync(run.startingMarker)) return 'Running';
+    if (vm.state === undefined) {
+      // Adopted and not asked yet: the answer comes with the QMP link, opened in the background.
+      void this.vms.qmp(run).catch((err) => this.opts.log.debug({ err, instance: inst.name }, 'QMP not reachable'));
+      return 'Running';
+    }
+    return vm.state === 'paused' ? 'Frozen' : 'Running';
+  }
+
+  async state(inst: DriverInstance): Promise<RuntimeState> {
+    const run = this.runDir(inst);
+    const vm = this.vms.find(run);
+    if (!vm) return stoppedState();
+    const status = await this.status(inst);
+    const agent = this.agentOf(inst);
+    const guest = agent?.connected ? await agent.state().catch(() => undefined) : undefined;
+    return runningState(vm.pid, status, readTaps(run.tapsFile), guest);
+  }
+
+  async exec(inst: DriverInstance, spec: ExecSpec): Promise<ExecSession> {
+    const agent = this.requireAgent(inst);
+    return agent.exec(spec);
+  }
+
+  private requireAgent(inst: DriverInstance): GuestAgent {
+    const run = this.runDir(inst);
+    const vm = this.vms.find(run);
+    if (!vm) throw badRequest('Instance is not running');
+    if (vm.state === 'paused') throw badRequest('Instance is frozen');
+    const agent = this.agentOf(inst);
+    if (!agent?.connected) throw badRequest('VM agent isn\'t currently running');
+    return agent;
+  }
+
+  async console(inst: DriverInstance): Promise<ConsoleSession> {
+    const run = this.runDir(inst);
+    if (!this.vms.find(run)) throw badRequest('Instance is not running');
+    return consoleSession(run.consoleSocket);
+  }
+
+  consoleLogPath(inst: DriverInstance): string {
+    return path.join(inst.logDir, 'console.log');
+  }
+
+  async initPid(inst: DriverInstance): Promise<number | undefined> {
+    return this.vms.find(this.runDir(inst))?.pid;
+  }
+
+  /** A running VM's config is fixed at start: every change waits for the next start. */
+  async update(inst: DriverInstance, changed: Record<string, string | undefined>): Promise<void> {
+    if (!this.vms.find(this.runDir(inst))) return;
+    for (const key of Object.keys(changed)) {
+      if (key.startsWith('limits.') || key.startsWith('security.') || key.startsWith('raw.')) {
+        throw badRequest(`"${key}" cannot be changed while the virtual machine is running`);
+      }
+    }
+  }
+
+  async attachDevice(_inst: DriverInstance, run: DeviceRunConfig): Promise<void> {
+    throw badRequest(`Device "${run.device}" cannot be added to a running virtual machine yet: stop it first`);
+  }
+
+  async remove(inst: DriverInstance): Promise<void> {
+    const run = this.runDir(inst);
+    if (this.vms.find(run)) throw conflict('The instance is running');
+    await this.stopped(run);
+    await rm(run.dir, { recursive: true, force: true });
+  }
+
+  /**
+   * At boot, before running instances are adopted: a start cut short by a crash (its marker is
+   * still there) is undone, QEMU killed; a run directory whose QEMU is gone loses its taps and
+   * stale sockets; one that no record owns is removed unless its QEMU still runs.
+   */
+  async cleanup(known: { project: string; name: string }[]): Promise<void> {
+    const root = runRoot(this.opts.dataDir);
+    const owned = new Map(known.map((k) => [this.runDir(k).dir, k]));
+    for (const entry of await readdir(root).catch(() => [] as string[])) {
+      const dir = path.join(root, entry);
+      const run = Object.assign(Object.create(RunDir.prototype) as RunDir, { dir, key: entry });
+      if (existsSync(run.startingMarker)) {
+        this.opts.log.warn({ vm: entry }, 'a VM start was cut short (daemon crash): undoing it');
+        await this.kill(run);
+        await this.stopped(run);
+        await rm(run.startingMarker, { force: true });
+      } else if (!this.vms.find(run)) {
+        await this.stopped(run);
+        await this.removeStale(run);
+      }
+      if (owned.has(dir)) continue;
+      if (this.vms.find(run)) {
+        this.opts.log.warn({ vm: entry }, 'a VM without an instance record is running: left alone');
+        continue;
+      }
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+}
+
+function rootDeviceName(devices: Record<string, DeviceConfig>): string {
+  return Object.entries(devices).find(([, d]) => d.type === 'disk' && d.path === '/' && !d.source)?.[0] ?? 'root';
+}
+
+/** Waits up to `ms` for QEMU `pid` of `run` to exit. */
+async function waitGone(pid: number, run: RunDir, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (!isQemuOf(pid, run)) return true;
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
