@@ -11,7 +11,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { distRoot } from './daemon.js';
 
-export const agentBinary = path.join(distRoot, 'guest', 'corral-agent');
+/** Where `npm run build` puts the agent: beside the plugin's compiled files, where the driver looks. */
+export const agentBinary = path.join(distRoot, 'plugins', 'instance-qemu', 'guest', 'corral-agent');
 
 export class AgentRelay {
   readonly dir = mkdtempSync(path.join(os.tmpdir(), 'agent-relay-'));

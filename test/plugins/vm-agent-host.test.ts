@@ -1,5 +1,5 @@
 /**
- * The guest agent binary (dist/guest/corral-agent) run on the host, reached through the host-side
+ * The guest agent binary (dist/plugins/instance-qemu/guest/corral-agent) run on the host, reached through the host-side
  * client (plugins/instance-qemu/agent/client.ts) over a relay that behaves as QEMU's virtio-serial
  * socket does: exec with pipes and a pty, signals, process-group kill, back-pressure both ways,
  * files, state, and a daemon-side reconnect and a garbled byte stream that the agent survives.

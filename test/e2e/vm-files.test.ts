@@ -1,0 +1,100 @@
+/**
+ * Files of a running VM through the instances family's file routes and the guest agent, with the
+ * real clients: `lxc file push/pull/delete` (modes and owners), `lxc file push -r`/`pull -r`, and
+ * pylxd's `files`. A stopped VM's files are refused with a 400 that says why.
+ */
+import test from 'ava';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { projectRoot, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { hasLxc, lxc, lxcOk, lxcRefused, python } from '../helpers/clients.js';
+import { serialUnless } from '../helpers/needs.js';
+import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
+
+const serial = serialUnless(vmProblem() ?? (hasLxc() ? undefined : 'the lxc client is not installed'));
+let d: Daemon;
+let work: string;
+
+test.before(async () => {
+  if (vmProblem() || !hasLxc()) return;
+  d = await startWithPool({ plugins: 'full' });
+  work = mkdtempSync(path.join(tmpdir(), 'vm-files-'));
+  await importTestVmImage(d.socket);
+  const launched = await lxc(d.socket, 'launch', 'busybox-vm', 'v1', '--vm', '-c', 'limits.memory=256MiB', '-c', 'limits.cpu=1');
+  if (launched.status !== 0) throw new Error(`launch failed: ${launched.stderr}\n${d.output().slice(-3000)}`);
+  // The agent comes up a few seconds after the start; until then exec and files are refused.
+  await waitFor(async () => (await lxc(d.socket, 'exec', 'v1', '--', 'true')).status === 0, 90_000, 'the VM agent');
+});
+
+test.after.always(async () => {
+  if (d) await lxc(d.socket, 'delete', '--force', 'v1');
+  await stopDaemons();
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+serial('lxc file push and pull a 1 MiB file with its mode and owner; delete', async (t) => {
+  const local = path.join(work, 'blob');
+  const content = randomBytes(1024 * 1024);
+  writeFileSync(local, content);
+  await lxcOk(t, d.socket, 'file', 'push', local, 'v1/root/blob', '--mode', '0640', '--uid', '1000', '--gid', '1001');
+  t.is((await lxcOk(t, d.socket, 'exec', 'v1', '--', 'stat', '-c', '%a %u %g %s', '/root/blob')).trim(), `640 1000 1001 ${content.length}`);
+
+  const back = path.join(work, 'back');
+  await lxcOk(t, d.socket, 'file', 'pull', 'v1/root/blob', back);
+  t.true(readFileSync(back).equals(content));
+  t.is(statSync(back).mode & 0o777, 0o640);
+
+  // Pushed again: the existing file keeps its owner and mode, as for containers.
+  await lxcOk(t, d.socket, 'file', 'push', local, 'v1/root/blob', '--mode', '0600');
+  t.is((await lxcOk(t, d.socket, 'exec', 'v1', '--', 'stat', '-c', '%a %u %g', '/root/blob')).trim(), '640 1000 1001');
+
+  await lxcOk(t, d.socket, 'file', 'delete', 'v1/root/blob');
+  t.is((await lxcOk(t, d.socket, 'exec', 'v1', '--', 'ls', '/root')).trim(), '');
+  const missing = await lxcRefused(t, d.socket, 'file', 'pull', 'v1/root/blob', back);
+  t.regex(missing, /not found|No such file/i);
+});
+
+serial('lxc file push -r and pull -r: a tree with a subdirectory and a symlink', async (t) => {
+  const tree = path.join(work, 'tree');
+  mkdirSync(path.join(tree, 'sub'), { recursive: true });
+  writeFileSync(path.join(tree, 'a.txt'), 'alpha\n');
+  writeFileSync(path.join(tree, 'sub', 'b.txt'), 'beta\n');
+  await lxcOk(t, d.socket, 'file', 'push', '-r', tree, 'v1/root/');
+  const listed = await lxcOk(t, d.socket, 'exec', 'v1', '--', 'find', '/root/tree');
+  t.deepEqual(listed.trim().split('\n').sort(), ['/root/tree', '/root/tree/a.txt', '/root/tree/sub', '/root/tree/sub/b.txt']);
+  t.is(await lxcOk(t, d.socket, 'exec', 'v1', '--', 'cat', '/root/tree/sub/b.txt'), 'beta\n');
+
+  const pulled = path.join(work, 'pulled');
+  mkdirSync(pulled);
+  await lxcOk(t, d.socket, 'file', 'pull', '-r', 'v1/root/tree', pulled);
+  t.is(readFileSync(path.join(pulled, 'tree', 'a.txt'), 'utf8'), 'alpha\n');
+  t.is(readFileSync(path.join(pulled, 'tree', 'sub', 'b.txt'), 'utf8'), 'beta\n');
+});
+
+serial('pylxd files on a VM: put with mode and owner, get, delete', async (t) => {
+  const run = await python(path.join(projectRoot, 'test', 'e2e', 'pylxd_vm_files.py'), [d.socket, 'v1']);
+  t.is(run.status, 0, run.stderr);
+  const seen = JSON.parse(run.stdout);
+  t.is(seen.file, 'written by pylxd');
+  t.is(seen.stat, '600 1000 1000');
+  t.is(seen.after_delete, '');
+  t.is(seen.get_deleted, 'not found');
+});
+
+serial('the files API on a VM: errors as for containers, then a stopped VM refused with a 400', async (t) => {
+  const dir = await d.request('GET', '/1.0/instances/v1/files?path=/etc');
+  t.is(dir.status, 200);
+  t.is(dir.headers['x-lxd-type'], 'directory');
+  t.true((dir.json.metadata as string[]).includes('inittab'));
+  t.is((await d.request('GET', '/1.0/instances/v1/files?path=/no/such')).status, 404);
+  t.is((await d.request('DELETE', '/1.0/instances/v1/files?path=/etc')).status, 400);
+
+  await lxcOk(t, d.socket, 'stop', '--force', 'v1');
+  const stopped = await d.request('GET', '/1.0/instances/v1/files?path=/etc/inittab');
+  t.is(stopped.status, 400);
+  t.regex(stopped.json.error, /must be running/);
+  const refused = await lxcRefused(t, d.socket, 'file', 'push', path.join(work, 'tree', 'a.txt'), 'v1/root/a.txt');
+  t.regex(refused, /must be running/);
+});
