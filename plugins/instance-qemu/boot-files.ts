@@ -1,6 +1,7 @@
 /**
  * The direct-kernel path: when a VM's root disk is an unpartitioned ext2/3/4 filesystem holding
- * `/boot/vmlinuz` (the tiny test images), its kernel and initrd are read out of the image with
+ * `/boot/vmlinux` (an uncompressed ELF kernel, booted through its PVH entry with no unpacking in
+ * the guest) or `/boot/vmlinuz` (the tiny test images), its kernel and initrd are read out of the image with
  * debugfs (no mount, nothing of the guest's is run on the host) and QEMU boots them directly,
  * skipping firmware and bootloader. Anything else boots through firmware.
  */
@@ -28,7 +29,7 @@ export interface BootFiles {
   initrd?: string;
 }
 
-/** Copies /boot/vmlinuz (and /boot/initrd.img when present) out of `disk`; undefined when it has no kernel. */
+/** Copies /boot/vmlinux or /boot/vmlinuz (and /boot/initrd.img when present) out of `disk`; undefined when it has no kernel. */
 export async function extractBootFiles(tools: HostTools, disk: string, kernel: string, initrd: string): Promise<BootFiles | undefined> {
   if (!(await isExtFilesystem(disk))) return undefined;
   await Promise.all([rm(kernel, { force: true }), rm(initrd, { force: true })]);
@@ -47,6 +48,6 @@ export async function extractBootFiles(tools: HostTools, disk: string, kernel: s
     }
     return true;
   };
-  if (!(await dump('/boot/vmlinuz', kernel))) return undefined;
+  if (!(await dump('/boot/vmlinux', kernel)) && !(await dump('/boot/vmlinuz', kernel))) return undefined;
   return { kernel, initrd: (await dump('/boot/initrd.img', initrd)) ? initrd : undefined };
 }

@@ -54,6 +54,7 @@ const SPAWN_TIMEOUT_MS = 30_000;
 const QMP_TIMEOUT_MS = 10_000;
 /** After `quit` or SIGTERM, how long QEMU may take to exit before SIGKILL. */
 const KILL_GRACE_MS = 2_000;
+const QBOOT = '/usr/share/qemu/qboot.rom';
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export class QemuDriver implements InstanceDriver {
@@ -152,11 +153,13 @@ export class QemuDriver implements InstanceDriver {
         throw badRequest(`Invalid value for "raw.qemu.conf": ${(err as Error).message}`);
       }
       await writeFile(run.configFile, config);
+      const qboot = boot ? existsSync(QBOOT) : false;
       const args = [
         '-S', '-name', inst.name, '-nodefaults', '-no-user-config', '-display', 'none', '-daemonize', '-pidfile', run.pidFile,
         '-readconfig', run.configFile,
         ...(UUID.test(inst.config['volatile.uuid'] ?? '') ? ['-uuid', inst.config['volatile.uuid']!] : []),
-        ...(boot ? ['-kernel', boot.kernel, ...(boot.initrd ? ['-initrd', boot.initrd] : []), '-append', 'root=/dev/vda rw console=ttyS0'] : []),
+        // qboot: a minimal BIOS that only loads the given kernel (no option ROM scan); SeaBIOS without it.
+        ...(boot ? [...(qboot ? ['-bios', 'qboot.rom'] : []), '-kernel', boot.kernel, ...(boot.initrd ? ['-initrd', boot.initrd] : []), '-append', 'root=/dev/vda rw console=ttyS0'] : []),
         ...rawArgs,
       ];
       await mkdir(inst.logDir, { recursive: true });

@@ -1,0 +1,183 @@
+/**
+ * Virtual machines through the real `lxc` client on real QEMU (TCG here): launch from the test VM
+ * image, state, console log, pause and resume, graceful and forced stops, a daemon restart with
+ * the VM running (adopted), a `kill -9` of the daemon in the middle of a start, and bad input.
+ * One VM at a time, 1 vCPU and 256MiB: a TCG guest is CPU-hungry.
+ */
+import test from 'ava';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { lxc } from '../helpers/clients.js';
+import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
+
+const skip = vmProblem();
+const vmTest = skip ? test.serial.skip : test.serial;
+if (skip) test('virtual machine lifecycle (skipped)', (t) => t.pass(`skipped: ${skip}`));
+
+let d: Daemon;
+let dir: string;
+let container: BusyboxImage | undefined;
+const SMALL = ['-c', 'limits.memory=256MiB', '-c', 'limits.cpu=1'];
+
+/** QEMU processes running a VM of this data directory (not the KVM probe, which boots a VM's kernel alone). */
+function qemuOf(dataDir: string): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (cmd.startsWith('qemu-system') && cmd.includes(`\0-readconfig\0${dataDir}/qemu/`) && !/^\d+ \(.*\) Z/.test(stat)) out.push(Number(entry));
+    } catch { /* gone */ }
+  }
+  return out;
+}
+
+const state = async (name: string) => (await lxc(d.socket, 'list', name, '-c', 'ns', '--format', 'csv')).stdout.trim();
+
+async function restartDaemon(): Promise<void> {
+  d = await startDaemon({ dir, plugins: 'full' });
+}
+
+test.before(async () => {
+  if (skip) return;
+  dir = mkdtempSync(path.join(tmpdir(), 'corral-vm-'));
+  d = await startWithPool({ dir, plugins: 'full' });
+  await importTestVmImage(d.socket, 'vm');
+});
+
+test.after.always(async () => {
+  if (skip) return;
+  if (d) for (const name of ['v1', 'v2', 'v3', 'v4', 'c1']) await lxc(d.socket, 'delete', '--force', name);
+  await stopDaemons();
+  for (const pid of qemuOf(dir)) process.kill(pid, 'SIGKILL');
+  rmSync(dir, { recursive: true, force: true });
+  if (container) rmSync(container.dir, { recursive: true, force: true });
+});
+
+vmTest('lxc launch --vm boots the image: RUNNING, the kernel in the console log, the accelerator in lxc info --show-log', async (t) => {
+  const env = (await d.request('GET', '/1.0')).json.metadata.environment;
+  t.regex(env.driver, /\bqemu\b/, 'GET /1.0 lists the qemu driver');
+  const started = Date.now();
+  const launch = await lxc(d.socket, 'launch', 'vm', 'v1', '--vm', ...SMALL);
+  t.is(launch.status, 0, launch.stderr);
+  t.log(`launch to RUNNING: ${Date.now() - started} ms`);
+  t.is(await state('v1'), 'v1,RUNNING');
+  t.is(qemuOf(dir).length, 1);
+  await waitFor(async () => /Linux version/.test((await lxc(d.socket, 'console', 'v1', '--show-log')).stdout), 60_000, 'the kernel banner in the console log');
+  const info = await lxc(d.socket, 'info', 'v1', '--show-log');
+  t.regex(info.stdout, /Type: virtual-machine/);
+  t.regex(info.stdout, /accelerator (tcg|kvm)/);
+  t.regex(info.stdout, /Processes: -?\d+/);
+  // Typed collections: a VM is under /1.0/virtual-machines, not /1.0/containers.
+  t.deepEqual((await d.request('GET', '/1.0/virtual-machines')).json.metadata, ['/1.0/virtual-machines/v1']);
+  t.is((await d.request('GET', '/1.0/containers/v1')).status, 404);
+  const rec = (await d.request('GET', '/1.0/instances/v1')).json.metadata;
+  t.is(rec.type, 'virtual-machine');
+  t.truthy(rec.config['volatile.uuid']);
+});
+
+vmTest('lxc pause freezes the VM (QMP stop) and lxc start resumes it', async (t) => {
+  t.is((await lxc(d.socket, 'pause', 'v1')).status, 0);
+  t.is(await state('v1'), 'v1,FROZEN');
+  t.is((await d.request('GET', '/1.0/instances/v1/state')).json.metadata.status, 'Frozen');
+  t.is((await lxc(d.socket, 'start', 'v1')).status, 0);
+  t.is(await state('v1'), 'v1,RUNNING');
+});
+
+vmTest('a daemon restart adopts the running VM, which then stops', async (t) => {
+  const [pid] = qemuOf(dir);
+  await d.stop();
+  t.deepEqual(qemuOf(dir), [pid], 'QEMU outlives the daemon');
+  await restartDaemon();
+  t.is(await state('v1'), 'v1,RUNNING');
+  t.is((await d.request('GET', '/1.0/instances/v1/state')).json.metadata.pid, pid);
+  t.is((await lxc(d.socket, 'pause', 'v1')).status, 0, 'QMP reaches the adopted VM');
+  t.is(await state('v1'), 'v1,FROZEN');
+  const stop = await lxc(d.socket, 'stop', 'v1', '--force');
+  t.is(stop.status, 0, stop.stderr);
+  t.is(await state('v1'), 'v1,STOPPED');
+  t.deepEqual(qemuOf(dir), []);
+});
+
+vmTest('a guest that ignores the ACPI power button is killed within its timeout + 1 s', async (t) => {
+  // Without ACPI the guest never sees the power button.
+  const set = await lxc(d.socket, 'config', 'set', 'v1', 'raw.qemu=-machine acpi=off');
+  t.is(set.status, 0, set.stderr);
+  t.is((await lxc(d.socket, 'start', 'v1')).status, 0);
+  const started = Date.now();
+  const stop = await lxc(d.socket, 'stop', 'v1', '--timeout', '2');
+  const took = Date.now() - started;
+  t.is(stop.status, 0, stop.stderr);
+  t.log(`stop of an ACPI-ignoring guest, timeout 2 s: ${took} ms`);
+  t.true(took < 3000, `took ${took} ms`);
+  t.is(await state('v1'), 'v1,STOPPED');
+  t.deepEqual(qemuOf(dir), []);
+  t.is((await lxc(d.socket, 'config', 'unset', 'v1', 'raw.qemu')).status, 0);
+});
+
+vmTest('a kill -9 of the daemon in the middle of a start leaves nothing the next boot does not clean', async (t) => {
+  const marker = path.join(dir, 'qemu', 'v1', 'starting');
+  const start = lxc(d.socket, 'start', 'v1');
+  await waitFor(() => existsSync(marker), 30_000, 'the start to begin');
+  d.child.kill('SIGKILL');
+  await start;
+  await new Promise((r) => setTimeout(r, 500));
+  await stopDaemons();
+  await restartDaemon();
+  t.false(existsSync(marker), 'the half-done start was undone');
+  t.deepEqual(qemuOf(dir), [], 'no stray QEMU');
+  t.is(await state('v1'), 'v1,STOPPED');
+  const again = await lxc(d.socket, 'start', 'v1');
+  t.is(again.status, 0, again.stderr);
+  t.is(await state('v1'), 'v1,RUNNING');
+  t.is((await lxc(d.socket, 'stop', 'v1', '--force')).status, 0);
+  t.deepEqual(qemuOf(dir), []);
+});
+
+vmTest('bad input: image and instance types that do not match, a root disk smaller than the image, an unknown raw.qemu option, a device a VM cannot take, a VM image without a disk', async (t) => {
+  if ((await d.request('GET', '/1.0/instances/v1')).status === 404) t.is((await lxc(d.socket, 'init', 'vm', 'v1', '--vm', ...SMALL)).status, 0);
+  container = buildBusyboxImage('gzip');
+  t.is((await lxc(d.socket, 'image', 'import', container.unified, '--alias', 'ct')).status, 0);
+  const asVm = await d.request('POST', '/1.0/instances', { name: 'v2', type: 'virtual-machine', source: { type: 'image', alias: 'ct' } });
+  t.is(asVm.status, 400);
+  t.regex(asVm.json.error, /container image/);
+  const asContainer = await d.request('POST', '/1.0/instances', { name: 'v2', type: 'container', source: { type: 'image', alias: 'vm' } });
+  t.is(asContainer.status, 400);
+  t.regex(asContainer.json.error, /virtual-machine image/);
+  // The client itself asks for the image's type when --vm is not given.
+  t.is((await lxc(d.socket, 'init', 'vm', 'v2')).status, 0);
+  t.is((await d.request('GET', '/1.0/instances/v2')).json.metadata.type, 'virtual-machine');
+  t.is((await lxc(d.socket, 'delete', 'v2')).status, 0);
+
+  const tiny = await lxc(d.socket, 'init', 'vm', 'v3', '--vm', '--device', 'root,size=1MiB');
+  t.not(tiny.status, 0);
+  t.regex(tiny.stderr, /smaller than the image/);
+  t.is((await d.request('GET', '/1.0/instances/v3')).status, 404, 'no record left');
+  t.false(existsSync(path.join(dir, 'storage-pools', 'default', 'virtual-machines', 'v3')), 'no volume left');
+
+  const raw = await d.request('POST', '/1.0/instances', { name: 'v4', type: 'virtual-machine', source: { type: 'image', alias: 'vm' }, config: { 'raw.qemu': '-no-such-option' } });
+  t.is(raw.status, 400);
+  t.regex(raw.json.error, /raw\.qemu.*no-such-option/);
+  t.is((await d.request('GET', '/1.0/instances/v4')).status, 404);
+
+  const dev = await d.request('PATCH', '/1.0/instances/v1', { devices: { web: { type: 'proxy', listen: 'tcp:127.0.0.1:18099', connect: 'tcp:127.0.0.1:80' } } });
+  t.is(dev.status, 400);
+  t.regex(dev.json.error, /"proxy" devices are not supported on virtual machines/);
+  const share = await d.request('PATCH', '/1.0/instances/v1', { devices: { share: { type: 'disk', source: tmpdir(), path: '/mnt' } } });
+  t.is(share.status, 400);
+
+  // A VM image with no disk is refused at import.
+  const noDisk = mkdtempSync(path.join(tmpdir(), 'corral-vm-nodisk-'));
+  writeFileSync(path.join(noDisk, 'metadata.yaml'), 'architecture: x86_64\ncreation_date: 1700000000\n');
+  spawnSync('tar', ['-C', noDisk, '-czf', path.join(noDisk, 'image.tar.gz'), 'metadata.yaml']);
+  const imported = await lxc(d.socket, 'image', 'import', path.join(noDisk, 'image.tar.gz'), '--alias', 'nodisk');
+  rmSync(noDisk, { recursive: true, force: true });
+  t.not(imported.status, 0);
+  t.regex(imported.stderr, /neither rootfs\/ nor rootfs\.img/);
+  t.deepEqual(qemuOf(dir), []);
+});
