@@ -36,6 +36,7 @@ export interface InstanceFilePut {
 }
 
 export interface InstanceFiles {
+  /** Paths are absolute and normalised (the routes see to it). */
   get(path: string): Promise<InstanceFileEntry>;
   /** A directory is made with its missing parents. */
   put(path: string, spec: InstanceFilePut): Promise<void>;

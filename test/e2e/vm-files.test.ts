@@ -4,7 +4,7 @@
  * pylxd's `files`. A stopped VM's files are refused with a 400 that says why.
  */
 import test from 'ava';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -61,9 +61,11 @@ serial('lxc file push -r and pull -r: a tree with a subdirectory and a symlink',
   mkdirSync(path.join(tree, 'sub'), { recursive: true });
   writeFileSync(path.join(tree, 'a.txt'), 'alpha\n');
   writeFileSync(path.join(tree, 'sub', 'b.txt'), 'beta\n');
+  symlinkSync('sub/b.txt', path.join(tree, 'link'));
   await lxcOk(t, d.socket, 'file', 'push', '-r', tree, 'v1/root/');
   const listed = await lxcOk(t, d.socket, 'exec', 'v1', '--', 'find', '/root/tree');
-  t.deepEqual(listed.trim().split('\n').sort(), ['/root/tree', '/root/tree/a.txt', '/root/tree/sub', '/root/tree/sub/b.txt']);
+  t.deepEqual(listed.trim().split('\n').sort(), ['/root/tree', '/root/tree/a.txt', '/root/tree/link', '/root/tree/sub', '/root/tree/sub/b.txt']);
+  t.is((await lxcOk(t, d.socket, 'exec', 'v1', '--', 'readlink', '/root/tree/link')).trim(), 'sub/b.txt');
   t.is(await lxcOk(t, d.socket, 'exec', 'v1', '--', 'cat', '/root/tree/sub/b.txt'), 'beta\n');
 
   const pulled = path.join(work, 'pulled');
@@ -71,16 +73,19 @@ serial('lxc file push -r and pull -r: a tree with a subdirectory and a symlink',
   await lxcOk(t, d.socket, 'file', 'pull', '-r', 'v1/root/tree', pulled);
   t.is(readFileSync(path.join(pulled, 'tree', 'a.txt'), 'utf8'), 'alpha\n');
   t.is(readFileSync(path.join(pulled, 'tree', 'sub', 'b.txt'), 'utf8'), 'beta\n');
+  t.is(readlinkSync(path.join(pulled, 'tree', 'link')), 'sub/b.txt');
 });
 
 serial('pylxd files on a VM: put with mode and owner, get, delete', async (t) => {
-  const run = await python(path.join(projectRoot, 'test', 'e2e', 'pylxd_vm_files.py'), [d.socket, 'v1']);
-  t.is(run.status, 0, run.stderr);
-  const seen = JSON.parse(run.stdout);
-  t.is(seen.file, 'written by pylxd');
-  t.is(seen.stat, '600 1000 1000');
-  t.is(seen.after_delete, '');
-  t.is(seen.get_deleted, 'not found');
+  const script = path.join(projectRoot, 'test', 'e2e', 'pylxd_vm_files.py');
+  const put = await python(script, [d.socket, 'v1', 'put-get']);
+  t.is(put.status, 0, put.stderr);
+  t.deepEqual(JSON.parse(put.stdout), { file: 'written by pylxd', mode: '0600', uid: '1000' });
+  t.is((await lxcOk(t, d.socket, 'exec', 'v1', '--', 'stat', '-c', '%a %u %g', '/root/py.txt')).trim(), '600 1000 1000');
+  const removed = await python(script, [d.socket, 'v1', 'delete']);
+  t.is(removed.status, 0, removed.stderr);
+  t.deepEqual(JSON.parse(removed.stdout), { get_deleted: 'not found' });
+  t.notRegex(await lxcOk(t, d.socket, 'exec', 'v1', '--', 'ls', '/root'), /py\.txt/);
 });
 
 serial('the files API on a VM: errors as for containers, then a stopped VM refused with a 400', async (t) => {

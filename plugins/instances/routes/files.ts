@@ -33,6 +33,12 @@ function targetPath(req: ApiRequest): string {
   return target;
 }
 
+/**
+ * The path as a driver gets it: absolute and normalised. Clients send paths relative to `/` too
+ * (`lxc file pull c1/etc/hosts` asks for `etc/hosts`), which root-fs resolves the same way.
+ */
+const insidePath = (target: string) => path.posix.resolve('/', target);
+
 /** Where an instance's files are: its tree on the host, or its driver (a running VM's agent). */
 type FileAccess =
   | { handle: InstanceHandle; root: ContainerTree; files?: undefined }
@@ -117,7 +123,7 @@ export function filesRoutes(_ctx: PluginContext, manager: InstanceManager): Rout
         const target = targetPath(req);
         const { handle, root, files } = await accessOf(manager, req);
         if (files) {
-          const entry = await files.get(target).catch((err) => { throw apiError(err); });
+          const entry = await files.get(insidePath(target)).catch((err) => { throw apiError(err); });
           manager.lifecycle('instance-file-retrieved', handle, req, { path: target });
           const headers = entryHeaders({ ...entry.info, size: 0 });
           if (entry.kind === 'directory') return sync(entry.entries, { headers });
@@ -149,7 +155,7 @@ export function filesRoutes(_ctx: PluginContext, manager: InstanceManager): Rout
         const owner = { uid: opts.uid, gid: opts.gid, mode: opts.mode };
         try {
           if (files) {
-            await pushThrough(files, target, opts, req.rawBody);
+            await pushThrough(files, insidePath(target), opts, req.rawBody);
             manager.lifecycle('instance-file-pushed', handle, req, { path: target });
             return empty();
           }
@@ -181,7 +187,7 @@ export function filesRoutes(_ctx: PluginContext, manager: InstanceManager): Rout
       handler: async (req) => {
         const target = targetPath(req);
         const { handle, root, files } = await accessOf(manager, req);
-        const removal = files ? files.delete(target) : removeInRoot(root, target);
+        const removal = files ? files.delete(insidePath(target)) : removeInRoot(root, target);
         await removal.catch((err) => { throw apiError(err); });
         manager.lifecycle('instance-file-deleted', handle, req, { path: target });
         return empty();
