@@ -73,6 +73,11 @@ test.serial('exec under a pty: one terminal stream, its size and resize', async 
   t.is(await session.exited, 0);
   await waitFor(() => seen.includes('got hello'), 5000, 'echo');
   t.regex(seen, /40 120/);
+
+  // End of input on a terminal is ^D: cat sees it and ends.
+  const cat = await run(['cat'], { interactive: true });
+  cat.stdin.end('line\n');
+  t.is(await cat.exited, 0);
 });
 
 test.serial('exec: a signal reaches the command; terminate kills what it started', async (t) => {

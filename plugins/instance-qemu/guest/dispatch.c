@@ -83,8 +83,10 @@ static void take_eof(struct channel *c, const unsigned char *payload, size_t len
 	if (len != 1 || payload[0] != STREAM_IN) return;
 	if (c->kind == CHANNEL_WRITE) {
 		files_write_end(c);
-	} else if (c->kind == CHANNEL_EXEC) {
+	} else if (c->kind == CHANNEL_EXEC && !c->in_eof) {
 		c->in_eof = 1;
+		/* A terminal is not closed on end of input: it gets ^D, as a user's would (after what is pending). */
+		if (c->pty) buffer_append(&c->in_pending, "\x04", 1);
 		channel_pump_input(c);
 	}
 }

@@ -1,18 +1,21 @@
 /**
- * Files of a running VM through the instances family's file routes and the guest agent, with the
- * real clients: `lxc file push/pull/delete` (modes and owners), `lxc file push -r`/`pull -r`, and
- * pylxd's `files`. A stopped VM's files are refused with a 400 that says why.
+ * A running VM's guest agent through the real clients: `lxc exec` (exit code, outputs, stdin with
+ * and without a terminal, an interactive shell under a pty), `lxc info` (processes and memory from
+ * the agent), files through the instances family's file routes (`lxc file push/pull/delete` with
+ * modes and owners, `push -r`/`pull -r`, pylxd), and a stopped VM's files refused with a 400.
  */
 import test from 'ava';
+import { createRequire } from 'node:module';
 import { mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { projectRoot, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
-import { hasLxc, lxc, lxcOk, lxcRefused, python } from '../helpers/clients.js';
+import { hasLxc, lxc, lxcEnv, lxcOk, lxcRefused, lxcWithInput, python } from '../helpers/clients.js';
 import { serialUnless } from '../helpers/needs.js';
 import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
 
+const require = createRequire(import.meta.url);
 const serial = serialUnless(vmProblem() ?? (hasLxc() ? undefined : 'the lxc client is not installed'));
 let d: Daemon;
 let work: string;
@@ -32,6 +35,55 @@ test.after.always(async () => {
   if (d) await lxc(d.socket, 'delete', '--force', 'v1');
   await stopDaemons();
   if (work) rmSync(work, { recursive: true, force: true });
+});
+
+serial('lxc exec on a VM: exit code, separate outputs, environment, working directory, user', async (t) => {
+  const run = await lxc(d.socket, 'exec', 'v1', '--', 'sh', '-c', 'echo out; echo err >&2; exit 4');
+  t.is(run.status, 4);
+  t.is(run.stdout, 'out\n');
+  t.is(run.stderr, 'err\n');
+  const context = await lxcOk(t, d.socket, 'exec', 'v1', '--env', 'X=y', '--cwd', '/tmp', '--user', '1000', '--group', '1000', '--',
+    'sh', '-c', 'echo "$X $(pwd) $(id -u):$(id -g)"');
+  t.is(context, 'y /tmp 1000:1000\n');
+});
+
+serial('end of input reaches a command in a VM: echo x | lxc exec v1 -- cat, with -T and -t too', async (t) => {
+  const plain = await lxcWithInput(d.socket, 'x\n', 'exec', 'v1', '--', 'cat');
+  t.is(plain.status, 0, plain.stderr);
+  t.is(plain.stdout, 'x\n');
+  const forcedOff = await lxcWithInput(d.socket, 'x\n', 'exec', '-T', 'v1', '--', 'cat');
+  t.is(forcedOff.status, 0, forcedOff.stderr);
+  t.is(forcedOff.stdout, 'x\n');
+  // -t: a terminal (it echoes the line, then cat prints it); end of input is ^D on it.
+  const forcedOn = await lxcWithInput(d.socket, 'x\n', 'exec', '-t', 'v1', '--', 'cat');
+  t.is(forcedOn.status, 0, forcedOn.stderr);
+  t.deepEqual(forcedOn.stdout.replace(/\r/g, '').split('\n').filter(Boolean), ['x', 'x']);
+  // Input larger than the agent's window and a pipe, with nothing lost before the end.
+  const lines = Array.from({ length: 40000 }, (_, i) => `line ${i}`).join('\n') + '\n';
+  const counted = await lxcWithInput(d.socket, lines, 'exec', 'v1', '--', 'wc', '-lc');
+  t.is(counted.status, 0, counted.stderr);
+  t.deepEqual(counted.stdout.trim().split(/\s+/).map(Number), [40000, Buffer.byteLength(lines)]);
+});
+
+serial('interactive lxc exec on a VM through a pty: size, a command, exit status', async (t) => {
+  const pty = require('node-pty');
+  const term = pty.spawn('lxc', ['exec', 'v1', '--', 'sh'], { cols: 100, rows: 30, env: lxcEnv(d.socket) });
+  let out = '';
+  term.onData((s: string) => (out += s));
+  const exited = new Promise<number>((r) => term.onExit((e: { exitCode: number }) => r(e.exitCode)));
+  await waitFor(() => out.includes('#'), 20_000, 'the prompt');
+  term.write('stty size; echo marker-$((6*7))\r');
+  await waitFor(() => out.includes('marker-42'), 20_000, 'the command output');
+  t.regex(out, /30 100/);
+  term.write('exit 5\r');
+  t.is(await exited, 5);
+});
+
+serial('lxc info on a VM: processes and memory as the agent reports them', async (t) => {
+  const info = await lxcOk(t, d.socket, 'info', 'v1');
+  const processes = Number(info.match(/Processes: (\d+)/)?.[1]);
+  t.true(processes > 3, info);
+  t.regex(info, /Memory usage:/);
 });
 
 serial('lxc file push and pull a 1 MiB file with its mode and owner; delete', async (t) => {
