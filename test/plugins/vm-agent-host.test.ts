@@ -101,6 +101,9 @@ test.serial('exec: output waits for a slow reader (bounded buffering), input for
   await new Promise((resolve) => setTimeout(resolve, 500));
   // Nobody read yet: what waits on our side is bounded by the window (and the stream's buffer).
   t.true(big.stdout.readableLength <= 512 * 1024, `buffered ${big.stdout.readableLength}`);
+  // Nor does the agent buffer it: the command waits on its own pipe.
+  const agentRss = Number(readFileSync(`/proc/${relay.agent!.pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/)?.[1]);
+  t.true(agentRss < 8 * 1024, `agent RSS ${agentRss} kB`);
   let total = 0;
   for await (const chunk of big.stdout) total += (chunk as Buffer).length;
   t.is(total, 16 * 1024 * 1024);
@@ -111,6 +114,24 @@ test.serial('exec: output waits for a slow reader (bounded buffering), input for
   Readable.from([payload]).pipe(counter.stdin);
   t.is((await collect(counter.stdout)).trim(), String(payload.length));
   t.is(await counter.exited, 0);
+});
+
+test.serial('limits: at most 64 channels at once (EMFILE beyond); a stopped agent is a bounded wait', async (t) => {
+  const sessions = await Promise.all(Array.from({ length: 64 }, () => run(['sleep', String(marker)])));
+  const refused = await t.throwsAsync(run(['true']));
+  t.is((refused as unknown as { code: string }).code, 'EMFILE');
+  for (const session of sessions) session.terminate();
+  await waitFor(() => sleepers() === 0, 10_000, 'the sleeps to be killed');
+  t.is((await finish(await run(['echo', 'room again']))).stdout, 'room again\n');
+
+  // A guest that answers nothing (paused, wedged): the state request gives up, then works again.
+  relay.agent!.kill('SIGSTOP');
+  const started = Date.now();
+  const stuck = await t.throwsAsync(agent.state());
+  t.is((stuck as unknown as { code: string }).code, 'ETIMEDOUT');
+  t.true(Date.now() - started < 10_000);
+  relay.agent!.kill('SIGCONT');
+  t.true((await agent.state()).processes > 0);
 });
 
 test.serial('exec: many sessions at once on one connection', async (t) => {
@@ -201,5 +222,31 @@ test.serial('the agent survives garbage and half frames: it asks for a new greet
       return false;
     }
   }, 15_000, 'the agent to serve again');
+  t.is(relay.agent?.exitCode, null);
+});
+
+test.serial('the agent survives a storm of well-framed nonsense: unknown ops, malformed bodies, frames for no channel', async (t) => {
+  const frames: Buffer[] = [];
+  const frame = (channel: number, type: number, payload: Buffer) => {
+    const header = Buffer.alloc(9);
+    header.writeUInt32BE(payload.length, 0);
+    header.writeUInt32BE(channel, 4);
+    header.writeUInt8(type, 8);
+    frames.push(header, payload);
+  };
+  // Only harmless requests (nothing is run, nothing outside the work directory is touched).
+  const bodies = [
+    Buffer.from('op=frobnicate\0'), Buffer.from('no equals sign\0'), Buffer.from('op=stat'), Buffer.alloc(0),
+    Buffer.from(`op=stat\0path=${work}\0`), Buffer.from('op=list\0path=relative\0'), Buffer.from('op=exec\0'),
+    Buffer.from(`op=read\0path=${work}/none\0`), Buffer.from('op=write\0path=/\0kind=socket\0'), randomBytes(64),
+  ];
+  for (let i = 0; i < 400; i++) {
+    const channel = 1_000_000 + Math.floor(Math.random() * 50);
+    const type = 2 + Math.floor(Math.random() * 9); // OPEN..CLOSE
+    const payload = type === 2 ? bodies[i % bodies.length]! : randomBytes(Math.floor(Math.random() * 12));
+    frame(channel, type, payload);
+  }
+  relay.injectToGuest(Buffer.concat(frames));
+  t.is((await finish(await run(['echo', 'still here']))).stdout, 'still here\n');
   t.is(relay.agent?.exitCode, null);
 });

@@ -23,6 +23,10 @@ const RECONNECT_MIN_MS = 100;
 const RECONNECT_MAX_MS = 1_000;
 /** How long a request made before the agent answered waits for it. */
 const REQUEST_READY_MS = 10_000;
+/** How long the agent may take to answer a request (a paused or wedged guest answers nothing). */
+export const REPLY_TIMEOUT_MS = 30_000;
+/** `lxc info` and listings ask for the state: they must not wait long for a guest that is stuck. */
+const STATE_TIMEOUT_MS = 5_000;
 
 /** What a channel does with the frames addressed to it. */
 export interface ChannelHandler {
@@ -75,6 +79,7 @@ export class AgentClient implements GuestAgent, AgentLink {
   private nextChannel = 1;
   private reconnectDelay = RECONNECT_MIN_MS;
   private readonly channels = new Map<number, ChannelHandler>();
+  private readonly replyTimers = new Map<number, NodeJS.Timeout>();
   private readyWaiters = new Set<(error?: Error) => void>();
   private helloTimer: NodeJS.Timeout | undefined;
   private reconnectTimer: NodeJS.Timeout | undefined;
@@ -195,6 +200,7 @@ export class AgentClient implements GuestAgent, AgentLink {
       this.greet();
       return;
     }
+    if (frame.type === FrameType.Reply) this.disarm(frame.channel);
     this.channels.get(frame.channel)?.frame(frame);
   }
 
@@ -217,20 +223,44 @@ export class AgentClient implements GuestAgent, AgentLink {
 
   release(channel: number): void {
     this.channels.delete(channel);
+    this.disarm(channel);
   }
 
-  /** Opens a channel for `handler`: waits for the agent first (bounded). */
-  async open(fields: KvFields, handler: ChannelHandler): Promise<number> {
+  /**
+   * Fails `handler` unless the agent replies on `channel` within `timeoutMs`; the agent is told to
+   * drop the channel.
+   */
+  awaitReply(channel: number, handler: ChannelHandler, timeoutMs: number): void {
+    this.disarm(channel);
+    const timer = setTimeout(() => {
+      this.replyTimers.delete(channel);
+      if (this.channels.get(channel) !== handler) return;
+      this.release(channel);
+      this.send(channel, FrameType.Close);
+      handler.fail(new AgentError('ETIMEDOUT', `The VM agent did not answer within ${timeoutMs} ms`));
+    }, timeoutMs);
+    timer.unref();
+    this.replyTimers.set(channel, timer);
+  }
+
+  private disarm(channel: number): void {
+    clearTimeout(this.replyTimers.get(channel));
+    this.replyTimers.delete(channel);
+  }
+
+  /** Opens a channel for `handler`: waits for the agent first (bounded), then for its reply (bounded). */
+  async open(fields: KvFields, handler: ChannelHandler, replyTimeoutMs = REPLY_TIMEOUT_MS): Promise<number> {
     if (!this.greeted) await this.ready(REQUEST_READY_MS);
     const channel = this.nextChannel;
     this.nextChannel = this.nextChannel >= 0x7fff_ffff ? 1 : this.nextChannel + 1;
     this.channels.set(channel, handler);
     this.send(channel, FrameType.Open, encodeKv(fields));
+    if (replyTimeoutMs > 0) this.awaitReply(channel, handler, replyTimeoutMs);
     return channel;
   }
 
   /** A request answered by one reply. */
-  private async request(fields: KvFields): Promise<KvReply> {
+  private async request(fields: KvFields, timeoutMs = REPLY_TIMEOUT_MS): Promise<KvReply> {
     return new Promise<KvReply>((resolve, reject) => {
       let channel = 0;
       const handler: ChannelHandler = {
@@ -244,7 +274,7 @@ export class AgentClient implements GuestAgent, AgentLink {
         },
         fail: reject,
       };
-      this.open(fields, handler).then((id) => { channel = id; }, reject);
+      this.open(fields, handler, timeoutMs).then((id) => { channel = id; }, reject);
     });
   }
 
@@ -268,7 +298,7 @@ export class AgentClient implements GuestAgent, AgentLink {
   }
 
   async state(): Promise<GuestState> {
-    return parseGuestState(await this.request([['op', 'state']]));
+    return parseGuestState(await this.request([['op', 'state']], STATE_TIMEOUT_MS));
   }
 
   /** A request whose reply is followed by a stream of content on STREAM_OUT. */
@@ -362,14 +392,18 @@ export class AgentClient implements GuestAgent, AgentLink {
         },
         fail: (error) => finish(error),
       };
-      this.open(fields, handler).then((id) => {
+      this.open(fields, handler, 0).then((id) => {
         channel = id;
         const sink = outgoingStream(window, {
           data: (chunk) => {
             this.send(channel, FrameType.Data, streamByte(StreamId.In), chunk);
             return this.drained();
           },
-          end: () => this.send(channel, FrameType.Eof, streamByte(StreamId.In)),
+          end: () => {
+            this.send(channel, FrameType.Eof, streamByte(StreamId.In));
+            // The file is closed and its owner set after the end: that answer is bounded.
+            this.awaitReply(channel, handler, REPLY_TIMEOUT_MS);
+          },
         }, () => finished);
         content.on('error', (error) => {
           // The upload broke off: the agent drops the half-written file's channel.

@@ -62,7 +62,7 @@ static void open_channel(uint32_t id, const unsigned char *payload, size_t len) 
 			buffer_free(&reply);
 			return;
 		}
-		if (result < 0 || kind == CHANNEL_WRITE) channel_close(c);
+		if (c && (result < 0 || kind == CHANNEL_WRITE)) channel_close(c);
 	}
 	send_reply(id, &reply);
 	buffer_free(&reply);
