@@ -2,7 +2,8 @@
  * A running VM's guest agent through the real clients: `lxc exec` (exit code, outputs, stdin with
  * and without a terminal, an interactive shell under a pty), `lxc info` (processes and memory from
  * the agent), files through the instances family's file routes (`lxc file push/pull/delete` with
- * modes and owners, `push -r`/`pull -r`, pylxd), and a stopped VM's files refused with a 400.
+ * modes and owners, `push -r`/`pull -r`, pylxd), the agent reached again after the daemon is
+ * killed and restarted (its sessions of before ended), and a stopped VM's files refused with a 400.
  */
 import test from 'ava';
 import { createRequire } from 'node:module';
@@ -10,7 +11,8 @@ import { mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, s
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { projectRoot, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { processesWith } from '../helpers/processes.js';
+import { projectRoot, startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { hasLxc, lxc, lxcEnv, lxcOk, lxcRefused, lxcWithInput, python } from '../helpers/clients.js';
 import { serialUnless } from '../helpers/needs.js';
 import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
@@ -19,10 +21,13 @@ const require = createRequire(import.meta.url);
 const serial = serialUnless(vmProblem() ?? (hasLxc() ? undefined : 'the lxc client is not installed'));
 let d: Daemon;
 let work: string;
+/** The data directory, kept across the daemon restart. */
+let dataDir: string;
 
 test.before(async () => {
   if (vmProblem() || !hasLxc()) return;
-  d = await startWithPool({ plugins: 'full' });
+  dataDir = mkdtempSync(path.join(tmpdir(), 'corral-vmag-'));
+  d = await startWithPool({ dir: dataDir, plugins: 'full' });
   work = mkdtempSync(path.join(tmpdir(), 'vm-files-'));
   await importTestVmImage(d.socket);
   const launched = await lxc(d.socket, 'launch', 'busybox-vm', 'v1', '--vm', '-c', 'limits.memory=256MiB', '-c', 'limits.cpu=1');
@@ -34,6 +39,9 @@ test.before(async () => {
 test.after.always(async () => {
   if (d) await lxc(d.socket, 'delete', '--force', 'v1');
   await stopDaemons();
+  // Whatever a failed test left of this directory's VMs.
+  if (dataDir) for (const p of processesWith(`${dataDir}/qemu/`)) process.kill(p.pid, 'SIGKILL');
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
@@ -138,6 +146,19 @@ serial('pylxd files on a VM: put with mode and owner, get, delete', async (t) =>
   t.is(removed.status, 0, removed.stderr);
   t.deepEqual(JSON.parse(removed.stdout), { get_deleted: 'not found' });
   t.notRegex(await lxcOk(t, d.socket, 'exec', 'v1', '--', 'ls', '/root'), /py\.txt/);
+});
+
+serial('the daemon killed and restarted: the VM is adopted, its agent reached again, sessions of before ended', async (t) => {
+  const sleeper = lxc(d.socket, 'exec', 'v1', '--', 'sleep', '4242');
+  const sleeping = async () => (await lxc(d.socket, 'exec', 'v1', '--', 'sh', '-c', 'ps | grep -c "[s]leep 4242"')).stdout.trim();
+  await waitFor(async () => (await sleeping()) === '1', 20_000, 'the sleep in the guest');
+  d.child.kill('SIGKILL');
+  await sleeper;
+  d = await startDaemon({ dir: dataDir, plugins: 'full' });
+  await waitFor(async () => (await lxc(d.socket, 'exec', 'v1', '--', 'true')).status === 0, 30_000, 'the agent after the restart');
+  t.is(await lxcOk(t, d.socket, 'exec', 'v1', '--', 'echo', 'back'), 'back\n');
+  // The new daemon's greeting ended what the old one had started.
+  t.is(await sleeping(), '0');
 });
 
 serial('the files API on a VM: errors as for containers, then a stopped VM refused with a 400', async (t) => {
