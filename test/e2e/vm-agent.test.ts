@@ -16,6 +16,7 @@ import { projectRoot, startDaemon, startWithPool, stopDaemons, waitFor, type Dae
 import { hasLxc, lxc, lxcEnv, lxcOk, lxcRefused, lxcWithInput, python } from '../helpers/clients.js';
 import { serialUnless } from '../helpers/needs.js';
 import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
+import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 
 const require = createRequire(import.meta.url);
 const serial = serialUnless(vmProblem() ?? (hasLxc() ? undefined : 'the lxc client is not installed'));
@@ -23,6 +24,7 @@ let d: Daemon;
 let work: string;
 /** The data directory, kept across the daemon restart. */
 let dataDir: string;
+let containerImage: BusyboxImage | undefined;
 
 test.before(async () => {
   if (vmProblem() || !hasLxc()) return;
@@ -37,7 +39,8 @@ test.before(async () => {
 });
 
 test.after.always(async () => {
-  if (d) await lxc(d.socket, 'delete', '--force', 'v1');
+  if (d) for (const name of ['v1', 'c1']) await lxc(d.socket, 'delete', '--force', name);
+  if (containerImage) rmSync(containerImage.dir, { recursive: true, force: true });
   await stopDaemons();
   // Whatever a failed test left of this directory's VMs.
   if (dataDir) for (const p of processesWith(`${dataDir}/qemu/`)) process.kill(p.pid, 'SIGKILL');
@@ -85,6 +88,26 @@ serial('interactive lxc exec on a VM through a pty: size, a command, exit status
   t.regex(out, /30 100/);
   term.write('exit 5\r');
   t.is(await exited, 5);
+});
+
+serial('exec round trip through lxc: a VM beside a container of the same daemon (figures logged)', async (t) => {
+  containerImage = buildBusyboxImage('gzip');
+  await lxcOk(t, d.socket, 'image', 'import', containerImage.unified, '--alias', 'ct');
+  await lxcOk(t, d.socket, 'launch', 'ct', 'c1');
+  const median = async (name: string): Promise<number> => {
+    const times: number[] = [];
+    for (let i = 0; i < 9; i++) {
+      const started = process.hrtime.bigint();
+      await lxcOk(t, d.socket, 'exec', name, '--', 'true');
+      times.push(Number(process.hrtime.bigint() - started) / 1e6);
+    }
+    return times.sort((a, b) => a - b)[4]!;
+  };
+  const vm = await median('v1');
+  const container = await median('c1');
+  t.log(`lxc exec -- true, median of 9: VM ${vm.toFixed(0)} ms, container ${container.toFixed(0)} ms (${(vm / container).toFixed(2)}x)`);
+  await lxcOk(t, d.socket, 'delete', '--force', 'c1');
+  t.pass();
 });
 
 serial('lxc info on a VM: processes and memory as the agent reports them', async (t) => {
