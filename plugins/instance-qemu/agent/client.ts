@@ -12,6 +12,7 @@ import { AgentError, connectionLost } from './errors.js';
 import { startExecSession } from './exec-session.js';
 import { CreditWindow, IncomingStream, outgoingStream } from './flow.js';
 import { encodeFrame, FrameReader, helloPayload, type Frame } from './frames.js';
+import { creditFrame, type AgentLink, type ChannelHandler } from './channel.js';
 import { encodeKv, KvReply, type KvFields } from './kv.js';
 import { FrameType, HELLO_MAGIC, PROTOCOL_VERSION, StreamId } from './protocol.js';
 import { parseGuestState } from './guest-state.js';
@@ -27,21 +28,6 @@ const REQUEST_READY_MS = 10_000;
 export const REPLY_TIMEOUT_MS = 30_000;
 /** `lxc info` and listings ask for the state: they must not wait long for a guest that is stuck. */
 const STATE_TIMEOUT_MS = 5_000;
-
-/** What a channel does with the frames addressed to it. */
-export interface ChannelHandler {
-  frame(frame: Frame): void;
-  /** The connection is gone: end everything with this error. */
-  fail(error: Error): void;
-}
-
-/** What sessions and transfers use of their connection. */
-export interface AgentLink {
-  send(channel: number, type: FrameType, ...parts: Buffer[]): void;
-  /** Resolves once the socket has room (at once when it has). */
-  drained(): Promise<void>;
-  release(channel: number): void;
-}
 
 function infoOf(reply: KvReply): GuestFileInfo {
   const kind = reply.get('kind');
@@ -61,13 +47,6 @@ function replyError(reply: KvReply): AgentError | undefined {
 
 function streamByte(stream: StreamId): Buffer {
   return Buffer.from([stream]);
-}
-
-export function creditFrame(stream: StreamId, bytes: number): Buffer {
-  const payload = Buffer.alloc(5);
-  payload.writeUInt8(stream, 0);
-  payload.writeUInt32BE(bytes, 1);
-  return payload;
 }
 
 export class AgentClient implements GuestAgent, AgentLink {

@@ -3,8 +3,7 @@
  * read; input waits for the agent's credit. The agent sends both outputs' end before the exit.
  */
 import { badRequest, type ExecSession, type ExecSpec } from '../../../sdk/index.js';
-import type { AgentLink, ChannelHandler } from './client.js';
-import { creditFrame } from './client.js';
+import { creditFrame, type AgentLink, type ChannelHandler } from './channel.js';
 import { AgentError } from './errors.js';
 import { CreditWindow, IncomingStream, outgoingStream } from './flow.js';
 import type { KvFields } from './kv.js';
