@@ -5,7 +5,7 @@
  * debugfs (no mount, nothing of the guest's is run on the host) and QEMU boots them directly,
  * skipping firmware and bootloader. Anything else boots through firmware.
  */
-import { open, readFile, rm, stat } from 'node:fs/promises';
+import { open, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { HostTools } from '../../sdk/index.js';
 
@@ -34,6 +34,12 @@ export async function extractBootFiles(tools: HostTools, disk: string, kernel: s
   if (!(await isExtFilesystem(disk))) return undefined;
   await Promise.all([rm(kernel, { force: true }), rm(initrd, { force: true })]);
   const dump = async (from: string, to: string, hops = 0): Promise<boolean> => {
+    // A symlink (vmlinux -> vmlinux-6.1.0-amd64) is followed, a few hops at most, relative to its directory.
+    const target = await linkTarget(tools, disk, from);
+    if (target !== undefined) {
+      if (hops >= 4) return false;
+      return dump(target.startsWith('/') ? target : path.posix.join(path.posix.dirname(from), target), to, hops + 1);
+    }
     // debugfs reports a missing file on stderr and still exits 0: the output file tells.
     await tools.run('debugfs', ['-R', `dump ${from} ${to}`, disk], { timeoutMs: 30_000, allowFailure: true });
     const st = await stat(to).catch(() => undefined);
@@ -41,13 +47,19 @@ export async function extractBootFiles(tools: HostTools, disk: string, kernel: s
       await rm(to, { force: true });
       return false;
     }
-    // A symlink dumps as its target's path (`vmlinuz-6.1.0-amd64`): follow it, within /boot's tree.
-    if (st.size < 256 && hops < 4) {
-      const text = (await readFile(to)).toString('utf8');
-      if (/^[\w./+-]+$/.test(text)) return dump(text.startsWith('/') ? text : path.posix.join(path.posix.dirname(from), text), to, hops + 1);
-    }
     return true;
   };
   if (!(await dump('/boot/vmlinux', kernel)) && !(await dump('/boot/vmlinuz', kernel))) return undefined;
   return { kernel, initrd: (await dump('/boot/initrd.img', initrd)) ? initrd : undefined };
+}
+
+/** Where `file` points when it is a symlink in `disk`'s file system (debugfs `stat`). */
+async function linkTarget(tools: HostTools, disk: string, file: string): Promise<string | undefined> {
+  const r = await tools.run('debugfs', ['-R', `stat ${file}`, disk], { timeoutMs: 30_000, allowFailure: true });
+  if (!/Type: symlink/.test(r.stdout)) return undefined;
+  const fast = /Fast link dest: "(.*)"/.exec(r.stdout)?.[1];
+  if (fast !== undefined) return fast;
+  // A long target is kept in a data block: `cat` reads it.
+  const slow = await tools.run('debugfs', ['-R', `cat ${file}`, disk], { timeoutMs: 30_000, allowFailure: true });
+  return slow.stdout.trim() || undefined;
 }

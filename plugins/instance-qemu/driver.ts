@@ -46,6 +46,8 @@ export interface QemuDriverOptions {
   accelerator: () => { accelerator: Accelerator; reason?: string };
   /** Told each kernel a start extracts (the KVM probe may boot it). */
   kernelSeen?: (kernel: string) => void;
+  /** Why VMs cannot start on this host (QEMU missing or broken), once the boot probe has run. */
+  unavailable?: () => string | undefined;
   /** The guest agent's host side, when this build has it (loaded after register: asked each time). */
   agent?: () => AgentConnector | undefined;
 }
@@ -114,6 +116,8 @@ export class QemuDriver implements InstanceDriver {
   async start(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<Record<string, string>> {
     const run = this.runDir(inst);
     if (this.vms.find(run)) throw badRequest('The instance is already running');
+    const unavailable = this.opts.unavailable?.();
+    if (unavailable) throw badRequest(`Virtual machines cannot start on this host: ${unavailable}`);
     this.checkConfig(inst.config);
     this.validateDevices(inst.devices);
     const rawArgs = inst.config['raw.qemu'] ? await checkRawQemu(this.opts.hostTools, inst.config['raw.qemu']) : [];
@@ -127,6 +131,8 @@ export class QemuDriver implements InstanceDriver {
     const log = path.join(inst.logDir, 'qemu.log');
     try {
       await this.removeStale(run);
+      // A guest that powered itself off leaves its taps (they outlive QEMU): the new start makes them afresh.
+      await this.stopped(run);
       const boot = await extractBootFiles(this.opts.hostTools, disk, run.kernel, run.initrd);
       if (boot) this.opts.kernelSeen?.(boot.kernel);
       const firmware = boot ? undefined : await firmwareFor(inst.config, inst.volumePath);
@@ -364,7 +370,8 @@ export class QemuDriver implements InstanceDriver {
   async cleanup(known: { project: string; name: string }[]): Promise<void> {
     const root = runRoot(this.opts.dataDir);
     const owned = new Map(known.map((k) => [this.runDir(k).dir, k]));
-    for (const entry of await readdir(root).catch(() => [] as string[])) {
+    const entries = await readdir(root, { withFileTypes: true }).catch(() => []);
+    for (const entry of entries.filter((e) => e.isDirectory()).map((e) => e.name)) {
       const dir = path.join(root, entry);
       const run = Object.assign(Object.create(RunDir.prototype) as RunDir, { dir, key: entry });
       if (existsSync(run.startingMarker)) {

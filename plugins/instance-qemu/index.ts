@@ -6,7 +6,9 @@
 import { definePlugin, InstancesExtensionPointRef, type PluginContext } from '../../sdk/index.js';
 import type { AgentConnector } from './agent/contract.js';
 import { QemuDriver } from './driver.js';
-import { hostKernel, probeKvm, probeQemu, qemuEnvironment, type AcceleratorVerdict, type QemuProbe } from './probe.js';
+import path from 'node:path';
+import { hostKernel, probeKvm, probeQemu, qemuEnvironment, storedVerdict, storeVerdict, type AcceleratorVerdict, type QemuProbe } from './probe.js';
+import { runRoot } from './run-dir.js';
 
 interface PluginState {
   driver: QemuDriver;
@@ -17,6 +19,8 @@ interface PluginState {
 
 /** Per kernel: several test kernels may load this module in one process. */
 const states = new WeakMap<PluginContext, PluginState>();
+
+const verdictFile = (ctx: PluginContext) => path.join(runRoot(ctx.dataDir), 'accelerator.json');
 
 /** The agent helper's host side (agent/client.ts), when this build has it. */
 async function loadAgentConnector(): Promise<AgentConnector | undefined> {
@@ -36,16 +40,18 @@ export default definePlugin({
     } as PluginState;
     const probeWith = (kernel: string | undefined) => {
       if (state.probing || process.env.CORRAL_QEMU_ACCEL === 'tcg') return;
-      state.probing = probeKvm(ctx.hostTools, kernel).then((verdict) => {
+      state.probing = probeKvm(ctx.hostTools, kernel).then(async (verdict) => {
         state.verdict = verdict;
         ctx.log.info({ ...verdict }, 'VM accelerator chosen');
         // Without a kernel to boot, the probe waits for the first VM's.
         if (!kernel && verdict.reason?.startsWith('no kernel')) state.probing = undefined;
+        else if (state.probe) await storeVerdict(verdictFile(ctx), state.probe.version, verdict).catch((err) => ctx.log.warn({ err }, 'the accelerator verdict could not be kept'));
       });
     };
     state.driver = new QemuDriver({
       hostTools: ctx.hostTools, log: ctx.log, dataDir: ctx.dataDir,
       accelerator: () => state.verdict,
+      unavailable: () => (state.probe && !state.probe.operational ? state.probe.reason ?? 'QEMU is not operational' : undefined),
       kernelSeen: (kernel) => probeWith(kernel),
       agent: () => connector,
     });
@@ -68,7 +74,15 @@ export default definePlugin({
       ctx.log.info({ version: state.probe.version }, 'QEMU driver ready');
       if (process.env.CORRAL_QEMU_ACCEL === 'tcg') state.verdict = { accelerator: 'tcg', reason: 'CORRAL_QEMU_ACCEL=tcg' };
       // In the background: a hanging KVM costs the probe's deadline, never the boot.
-      else void hostKernel().then((k) => (state as { startProbe?: (k?: string) => void }).startProbe?.(k));
+      else {
+        const kept = await storedVerdict(verdictFile(ctx), state.probe.version);
+        if (kept) {
+          state.verdict = kept;
+          state.probing = Promise.resolve();
+        } else {
+          void hostKernel().then((k) => (state as { startProbe?: (k?: string) => void }).startProbe?.(k));
+        }
+      }
     }
     ctx.refreshServerInfo();
   },

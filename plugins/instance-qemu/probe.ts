@@ -5,7 +5,8 @@
  * mount a root, and QEMU exits, which proves the boot. No exit within the deadline: TCG.
  */
 import { constants } from 'node:fs';
-import { access, readdir } from 'node:fs/promises';
+import { access, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { release } from 'node:os';
 import path from 'node:path';
 import type { HostTools } from '../../sdk/index.js';
 
@@ -70,4 +71,29 @@ export function qemuEnvironment(probe: () => QemuProbe | undefined) {
     const join = (existing: unknown, value: string) => (typeof existing === 'string' && existing !== '' ? `${existing} | ${value}` : value);
     return { ...env, driver: join(env.driver, 'qemu'), driver_version: join(env.driver_version, p.version) };
   };
+}
+
+/**
+ * A verdict is kept in the data directory for the next boots on the same host kernel and QEMU
+ * (a probe on a host where KVM hangs costs its whole deadline of CPU).
+ */
+interface StoredVerdict extends AcceleratorVerdict {
+  qemu: string;
+  hostKernel: string;
+}
+
+export async function storedVerdict(file: string, qemuVersion: string): Promise<AcceleratorVerdict | undefined> {
+  try {
+    const v = JSON.parse(await readFile(file, 'utf8')) as StoredVerdict;
+    if (v.qemu !== qemuVersion || v.hostKernel !== release() || (v.accelerator !== 'kvm' && v.accelerator !== 'tcg')) return undefined;
+    return { accelerator: v.accelerator, reason: `${v.reason ?? ''} (probed before)`.trim() };
+  } catch {
+    return undefined;
+  }
+}
+
+export async function storeVerdict(file: string, qemuVersion: string, verdict: AcceleratorVerdict): Promise<void> {
+  await mkdir(path.dirname(file), { recursive: true });
+  const stored: StoredVerdict = { ...verdict, qemu: qemuVersion, hostKernel: release() };
+  await writeFile(file, `${JSON.stringify(stored)}\n`);
 }

@@ -47,7 +47,8 @@ export async function checkRawQemu(tools: HostTools, text: string): Promise<stri
   if (args.length === 0) return args;
   const r = await tools.run(QEMU, ['-nodefaults', '-no-user-config', ...args, '-h'], { timeoutMs: 10_000, allowFailure: true });
   if (r.exitCode !== 0) {
-    const why = r.stderr.split('\n').map((l) => l.replace(/^qemu-system-\w+: /, '').trim()).filter(Boolean).pop() ?? `exit ${r.exitCode}`;
+    // QEMU's first line names the option; what follows explains units and the like.
+    const why = r.stderr.split('\n').map((l) => l.replace(/^qemu-system-\w+: /, '').trim()).find(Boolean) ?? `exit ${r.exitCode}`;
     throw badRequest(`Invalid value for "raw.qemu": QEMU refuses it: ${why}`);
   }
   return args;

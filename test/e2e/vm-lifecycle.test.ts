@@ -10,10 +10,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
-import { lxc } from '../helpers/clients.js';
+import { lxc, lxcEnv } from '../helpers/clients.js';
+import { createRequire } from 'node:module';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
 
+const require = createRequire(import.meta.url);
 const skip = vmProblem();
 const vmTest = skip ? test.serial.skip : test.serial;
 if (skip) test('virtual machine lifecycle (skipped)', (t) => t.pass(`skipped: ${skip}`));
@@ -35,6 +37,11 @@ function qemuOf(dataDir: string): number[] {
     } catch { /* gone */ }
   }
   return out;
+}
+
+/** v1 exists (tests run alone with --match too). */
+async function ensureV1(): Promise<void> {
+  if ((await d.request('GET', '/1.0/instances/v1')).status === 404 && (await lxc(d.socket, 'init', 'vm', 'v1', '--vm', ...SMALL)).status !== 0) throw new Error('lxc init v1 failed');
 }
 
 const state = async (name: string) => (await lxc(d.socket, 'list', name, '-c', 'ns', '--format', 'csv')).stdout.trim();
@@ -104,6 +111,47 @@ vmTest('a daemon restart adopts the running VM, which then stops', async (t) => 
   t.deepEqual(qemuOf(dir), []);
 });
 
+vmTest('lxc console attaches to the serial console; a graceful stop powers the guest off through ACPI; lxc restart boots it again', async (t) => {
+  await ensureV1();
+  const started = Date.now();
+  if (await state('v1') !== 'v1,RUNNING') t.is((await lxc(d.socket, 'start', 'v1')).status, 0);
+  const pty = require('node-pty');
+  const term = pty.spawn('lxc', ['console', 'v1'], { cols: 100, rows: 30, env: lxcEnv(d.socket) });
+  let out = '';
+  term.onData((s: string) => (out += s));
+  const exited = new Promise<number>((r) => term.onExit((e: { exitCode: number }) => r(e.exitCode)));
+  await waitFor(() => out.includes('+a q'), 10_000, 'the client banner');
+  await waitFor(async () => {
+    term.write('echo marker-$((6*7))\r');
+    await new Promise((r) => setTimeout(r, 300));
+    return out.includes('marker-42');
+  }, 60_000, 'the guest shell on the console');
+  t.log(`start to a shell on the console: ${Date.now() - started} ms`);
+  term.write('\x01');
+  await new Promise((r) => setTimeout(r, 300));
+  term.write('q');
+  t.is(await exited, 0, 'ctrl+a q detaches');
+  t.regex((await lxc(d.socket, 'console', 'v1', '--show-log')).stdout, /marker-42/);
+
+  const [before] = qemuOf(dir);
+  const logged = (await lxc(d.socket, 'console', 'v1', '--show-log')).stdout.length;
+  const restart = await lxc(d.socket, 'restart', 'v1');
+  t.is(restart.status, 0, restart.stderr);
+  t.is(await state('v1'), 'v1,RUNNING');
+  t.notDeepEqual(qemuOf(dir), [before], 'a new QEMU');
+  // The power button watcher starts with the guest's init scripts: wait for its shell.
+  await waitFor(async () => /[/~] # /.test((await lxc(d.socket, 'console', 'v1', '--show-log')).stdout.slice(logged)), 60_000, 'the guest to come up again');
+  await new Promise((r) => setTimeout(r, 500));
+  const stopping = Date.now();
+  const stop = await lxc(d.socket, 'stop', 'v1', '--timeout', '30');
+  t.is(stop.status, 0, stop.stderr);
+  const took = Date.now() - stopping;
+  t.log(`graceful stop (ACPI power button): ${took} ms`);
+  t.true(took < 15_000, `the guest powered itself off (took ${took} ms)`);
+  t.is(await state('v1'), 'v1,STOPPED');
+  t.deepEqual(qemuOf(dir), []);
+});
+
 vmTest('a guest that ignores the ACPI power button is killed within its timeout + 1 s', async (t) => {
   // Without ACPI the guest never sees the power button.
   const set = await lxc(d.socket, 'config', 'set', 'v1', 'raw.qemu=-machine acpi=off');
@@ -140,7 +188,7 @@ vmTest('a kill -9 of the daemon in the middle of a start leaves nothing the next
 });
 
 vmTest('bad input: image and instance types that do not match, a root disk smaller than the image, an unknown raw.qemu option, a device a VM cannot take, a VM image without a disk', async (t) => {
-  if ((await d.request('GET', '/1.0/instances/v1')).status === 404) t.is((await lxc(d.socket, 'init', 'vm', 'v1', '--vm', ...SMALL)).status, 0);
+  await ensureV1();
   container = buildBusyboxImage('gzip');
   t.is((await lxc(d.socket, 'image', 'import', container.unified, '--alias', 'ct')).status, 0);
   const asVm = await d.request('POST', '/1.0/instances', { name: 'v2', type: 'virtual-machine', source: { type: 'image', alias: 'ct' } });

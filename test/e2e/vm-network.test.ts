@@ -1,0 +1,66 @@
+/**
+ * A VM's NIC on a managed bridge the test makes, through the real `lxc` client: the driver gives
+ * QEMU a tap on the bridge, the guest's udhcpc gets a lease from the bridge's dnsmasq (seen in
+ * `lxc network list-leases`), `lxc info` counts the NIC's traffic, and the tap goes at stop.
+ * `boot.priority` orders the bootable devices in the generated config. Nothing leaves the bridge.
+ */
+import test from 'ava';
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { lxc } from '../helpers/clients.js';
+import { uniqueName } from '../helpers/netns.js';
+import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
+
+const skip = vmProblem();
+const vmTest = skip ? test.serial.skip : test.serial;
+if (skip) test('virtual machine networking (skipped)', (t) => t.pass(`skipped: ${skip}`));
+
+let d: Daemon;
+const bridge = uniqueName();
+
+test.before(async () => {
+  if (skip) return;
+  d = await startWithPool({ plugins: 'full' });
+  await importTestVmImage(d.socket, 'vm');
+  const created = await lxc(d.socket, 'network', 'create', bridge, 'ipv4.address=auto', 'ipv4.nat=false', 'ipv6.address=none');
+  if (created.status !== 0) throw new Error(`network create failed: ${created.stderr}`);
+});
+
+test.after.always(async () => {
+  if (skip) return;
+  await lxc(d.socket, 'delete', '--force', 'n1');
+  await lxc(d.socket, 'network', 'delete', bridge);
+  await stopDaemons();
+});
+
+vmTest('a VM on a managed bridge gets a DHCP lease through its tap; the tap goes at stop', async (t) => {
+  const launch = await lxc(d.socket, 'launch', 'vm', 'n1', '--vm', '-n', bridge, '-c', 'limits.memory=256MiB');
+  t.is(launch.status, 0, launch.stderr);
+  const config = (await d.request('GET', '/1.0/instances/n1')).json.metadata.config;
+  const hwaddr = config['volatile.eth0.hwaddr'];
+  const tap = config['volatile.eth0.host_name'];
+  t.truthy(hwaddr);
+  t.true(existsSync(`/sys/class/net/${bridge}/brif/${tap}`), 'the tap is on the bridge');
+  t.is(readFileSync(`/sys/class/net/${tap}/tun_flags`, 'utf8').trim() !== '', true, 'it is a tap device');
+  await waitFor(async () => (await lxc(d.socket, 'network', 'list-leases', bridge, '--format', 'csv')).stdout.includes(hwaddr), 90_000, 'the guest\'s DHCP lease');
+  const leases = (await lxc(d.socket, 'network', 'list-leases', bridge, '--format', 'csv')).stdout;
+  t.regex(leases, new RegExp(`n1,${hwaddr},[0-9.]+,DYNAMIC`));
+  const info = (await lxc(d.socket, 'info', 'n1')).stdout;
+  t.regex(info, new RegExp(`Host interface: ${tap}`));
+  t.regex(info, /Packets sent: [1-9]/, 'the guest\'s DHCP packets are counted');
+
+  // The root disk boots first unless a NIC asks for more.
+  const conf = readFileSync(path.join(d.dir, 'qemu', 'n1', 'qemu.conf'), 'utf8');
+  t.regex(conf, /\[device "dev-root"\][^[]*bootindex = "1"/);
+  t.regex(conf, /\[device "dev-nic-eth0"\][^[]*bootindex = "2"/);
+
+  t.is((await lxc(d.socket, 'stop', 'n1', '--force')).status, 0);
+  t.false(existsSync(`/sys/class/net/${tap}`), 'the tap was removed');
+  t.is((await lxc(d.socket, 'config', 'device', 'set', 'n1', 'eth0', 'boot.priority=10')).status, 0);
+  t.is((await lxc(d.socket, 'start', 'n1')).status, 0);
+  const reordered = readFileSync(path.join(d.dir, 'qemu', 'n1', 'qemu.conf'), 'utf8');
+  t.regex(reordered, /\[device "dev-nic-eth0"\][^[]*bootindex = "1"/, 'boot.priority puts the NIC first');
+  t.regex(reordered, /\[device "dev-root"\][^[]*bootindex = "2"/);
+  t.is((await lxc(d.socket, 'stop', 'n1', '--force')).status, 0);
+});

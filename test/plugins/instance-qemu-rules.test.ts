@@ -1,0 +1,124 @@
+/**
+ * The QEMU driver's rules that need no VM: raw.qemu.conf edits of the generated config, the
+ * splitting of raw.qemu and QEMU's own verdict on it, boot order from boot.priority, vCPU and
+ * memory values, the run directory's socket path limit, and the direct-kernel detection of an
+ * ext4 disk holding a kernel (read with debugfs, as the driver does).
+ */
+import test from 'ava';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { applyOverrides, parseOverrides, renderSections, section } from '../../plugins/instance-qemu/qemu-config.js';
+import { checkRawQemu, splitArgs } from '../../plugins/instance-qemu/raw-qemu.js';
+import { bootIndexes } from '../../plugins/instance-qemu/vm-sections.js';
+import { memoryMiB, vcpus } from '../../plugins/instance-qemu/limits.js';
+import { RunDir } from '../../plugins/instance-qemu/run-dir.js';
+import { extractBootFiles, isExtFilesystem } from '../../plugins/instance-qemu/boot-files.js';
+import { refusedDevice } from '../../plugins/instance-qemu/vm-devices.js';
+import type { HostTools } from '../../sdk/index.js';
+
+/** The host tools the daemon uses, as plain child processes. */
+const tools: HostTools = {
+  async run(command, args, opts = {}) {
+    const r = spawnSync(command, args, { encoding: 'utf8', timeout: opts.timeoutMs });
+    if (r.status !== 0 && !opts.allowFailure) throw new Error(`${command} failed: ${r.stderr}`);
+    return { stdout: r.stdout ?? '', stderr: r.stderr ?? '', exitCode: r.status ?? -1 };
+  },
+  spawn() {
+    throw new Error('not used');
+  },
+  async which() {
+    return undefined;
+  },
+};
+
+const hasQemu = spawnSync('qemu-system-x86_64', ['--version']).status === 0;
+
+test('raw.qemu.conf replaces, adds and removes options and sections of the generated config', (t) => {
+  const generated = [
+    section('memory', undefined, { size: '256M' }),
+    section('device', 'dev-root', { driver: 'virtio-blk-pci', drive: 'root', bootindex: '1' }),
+    section('device', 'serial0', { driver: 'isa-serial' }),
+  ];
+  const edits = parseOverrides('# a comment\n[memory]\nsize = "512M"\n[device "dev-root"]\nbootindex =\nnum-queues = 2\n[device "serial0"]\n[device "qemu_rng"]\ndriver = "virtio-rng-pci"\n');
+  const out = applyOverrides(generated, edits);
+  t.deepEqual(out.map((s) => s.name), ['memory', 'device "dev-root"', 'device "qemu_rng"']);
+  t.deepEqual(out[0]!.entries, { size: '512M' });
+  t.deepEqual(out[1]!.entries, { driver: 'virtio-blk-pci', drive: 'root', 'num-queues': '2' });
+  t.is(renderSections(out).split('\n').filter((l) => l.startsWith('[')).length, 3);
+  t.regex(renderSections(out), /\[device "qemu_rng"\]\n {2}driver = "virtio-rng-pci"/);
+  t.throws(() => parseOverrides('size = 1\n'), { message: /before any \[section\]/ });
+  t.throws(() => parseOverrides('[memory]\nnot an option\n'), { message: /expected "key = value"/ });
+  t.throws(() => parseOverrides('[memory]\nsize = "a"b"\n'), { message: /double quote/ });
+});
+
+test('raw.qemu splits like a shell and QEMU itself judges the options', async (t) => {
+  t.deepEqual(splitArgs(`-machine acpi=off -append "root=/dev/vda quiet" -name 'x y'`), ['-machine', 'acpi=off', '-append', 'root=/dev/vda quiet', '-name', 'x y']);
+  t.throws(() => splitArgs('-name "open'), { message: /unterminated/ });
+  await t.throwsAsync(checkRawQemu(tools, '-qmp unix:/tmp/x'), { message: /managed by the daemon/ });
+  if (!hasQemu) return t.log('skipped the QEMU verdicts: qemu-system-x86_64 is not installed');
+  t.deepEqual(await checkRawQemu(tools, '-machine acpi=off'), ['-machine', 'acpi=off']);
+  await t.throwsAsync(checkRawQemu(tools, '-no-such-option'), { message: /QEMU refuses it: -no-such-option: invalid option/ });
+  // `-h` becomes the value of a last option that takes one: QEMU refuses that value.
+  await t.throwsAsync(checkRawQemu(tools, '-m'), { message: /QEMU refuses it: -m -h/ });
+});
+
+test('boot.priority orders the boot indexes, highest first, ties in device order, from 1', (t) => {
+  t.deepEqual([...bootIndexes([{ id: 'root', priority: 0 }, { id: 'nic-eth0', priority: 0 }])], [['root', 1], ['nic-eth0', 2]]);
+  t.deepEqual([...bootIndexes([{ id: 'root', priority: 0 }, { id: 'nic-eth0', priority: 10 }])], [['nic-eth0', 1], ['root', 2]]);
+});
+
+test('vCPUs and memory as a VM takes them', (t) => {
+  t.is(vcpus(undefined), 1);
+  t.is(vcpus('2'), 2);
+  t.is(vcpus('0-1,4'), 3);
+  t.throws(() => vcpus('0'), { message: /1 to 288/ });
+  t.throws(() => vcpus('a-b'), { message: /invalid CPU limit/ });
+  t.is(memoryMiB(undefined), 1024);
+  t.is(memoryMiB('256MiB'), 256);
+  t.is(memoryMiB('1GB'), 953);
+  t.throws(() => memoryMiB('1MiB'), { message: /at least 32MiB/ });
+});
+
+test('a run directory whose sockets would pass the unix path limit is named by a hash', (t) => {
+  const short = new RunDir('/tmp/d/qemu', 'v1');
+  t.is(short.dir, '/tmp/d/qemu/v1');
+  const long = new RunDir(`/tmp/${'x'.repeat(40)}/qemu`, `project_${'n'.repeat(63)}`);
+  t.regex(path.basename(long.dir), /^~[0-9a-f]{16}$/);
+  t.true(long.consoleSocket.length <= 107);
+  t.is(new RunDir(`/tmp/${'x'.repeat(40)}/qemu`, `project_${'n'.repeat(63)}`).dir, long.dir, 'the same every time');
+});
+
+test('devices a VM cannot take are named', (t) => {
+  t.is(refusedDevice({ type: 'disk', path: '/', pool: 'default' }), undefined);
+  t.is(refusedDevice({ type: 'nic', network: 'br0' }), undefined);
+  t.regex(refusedDevice({ type: 'disk', path: '/mnt', source: '/srv' })!, /not supported on virtual machines yet/);
+  t.regex(refusedDevice({ type: 'unix-char', path: '/dev/null' })!, /"unix-char" devices are not supported/);
+});
+
+test('the direct-kernel path finds /boot/vmlinux (through a symlink too) and the initrd in an ext4 disk', async (t) => {
+  const mkfs = spawnSync('sh', ['-c', 'command -v mkfs.ext4 && command -v debugfs']);
+  if (mkfs.status !== 0) return t.pass('skipped: e2fsprogs is not installed');
+  const work = mkdtempSync(path.join(tmpdir(), 'corral-bootfiles-'));
+  try {
+    const tree = path.join(work, 'tree');
+    mkdirSync(path.join(tree, 'boot'), { recursive: true });
+    writeFileSync(path.join(tree, 'boot/vmlinux-6.1'), 'kernel bytes');
+    spawnSync('ln', ['-s', 'vmlinux-6.1', path.join(tree, 'boot/vmlinux')]);
+    writeFileSync(path.join(tree, 'boot/initrd.img'), 'initrd bytes');
+    const disk = path.join(work, 'root.img');
+    t.is(spawnSync('mkfs.ext4', ['-q', '-d', tree, disk, '8M']).status, 0);
+    t.true(await isExtFilesystem(disk));
+    const found = await extractBootFiles(tools, disk, path.join(work, 'kernel'), path.join(work, 'initrd'));
+    t.truthy(found);
+    t.is(readFileSync(found!.kernel, 'utf8'), 'kernel bytes');
+    t.is(readFileSync(found!.initrd!, 'utf8'), 'initrd bytes');
+    const blank = path.join(work, 'blank.img');
+    writeFileSync(blank, Buffer.alloc(1 << 20));
+    t.false(await isExtFilesystem(blank));
+    t.is(await extractBootFiles(tools, blank, path.join(work, 'k2'), path.join(work, 'i2')), undefined, 'no file system: firmware boot');
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+});
