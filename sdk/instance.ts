@@ -10,6 +10,7 @@ import { createExtensionPoint, createServiceRef } from './services.js';
 import type { ConfigKeyDescriptor } from './config-keys.js';
 import type { DeviceConfig, DeviceRunConfig, DeviceType } from './device.js';
 import type { InstanceStatus, InstanceType } from './instance-types.js';
+import type { InstanceFiles } from './instance-files.js';
 import type { InstanceMetrics } from './metrics.js';
 
 export * from './instance-types.js';
@@ -108,6 +109,11 @@ export interface InstanceDriver {
   console(inst: DriverInstance, size: { width: number; height: number }): Promise<ConsoleSession>;
   /** Host path of the console log file. */
   consoleLogPath(inst: DriverInstance): string;
+  /**
+   * Files of a running instance through the driver (a VM's guest agent). Without it the family
+   * reads and writes the instance's root filesystem on the host, running or not.
+   */
+  files?(inst: DriverInstance): InstanceFiles;
   /** The init process of a running instance (undefined when stopped). */
   initPid?(inst: DriverInstance): Promise<number | undefined>;
   /** Give a running instance a started device (NICs); throw a 400 ApiError for what cannot be hot-plugged. */

@@ -10,9 +10,10 @@ import path from 'node:path';
 import {
   ApiError, badRequest, conflict, internalError, truthy,
   type ConfigKeyDescriptor, type ConsoleSession, type DeviceConfig, type DeviceRunConfig, type DriverInstance, type ExecSession, type ExecSpec,
-  type HostTools, type InstanceDriver, type InstanceStatus, type RuntimeState,
+  type HostTools, type InstanceDriver, type InstanceFiles, type InstanceStatus, type RuntimeState,
 } from '../../sdk/index.js';
 import type { AgentConnector, GuestAgent } from './agent/contract.js';
+import { agentFiles } from './agent/instance-files.js';
 import { extractBootFiles } from './boot-files.js';
 import { buildConfigDrive, findAgentBinary } from './config-drive.js';
 import { consoleSession } from './console-session.js';
@@ -309,6 +310,11 @@ export class QemuDriver implements InstanceDriver {
   async exec(inst: DriverInstance, spec: ExecSpec): Promise<ExecSession> {
     const agent = this.requireAgent(inst);
     return agent.exec(spec);
+  }
+
+  /** A running VM's files, through its agent (the family's file routes). */
+  files(inst: DriverInstance): InstanceFiles {
+    return agentFiles(this.requireAgent(inst));
   }
 
   private requireAgent(inst: DriverInstance): GuestAgent {

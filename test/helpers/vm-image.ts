@@ -66,9 +66,10 @@ export interface BootedGuest {
 
 /**
  * Boot the image's disk (qcow2 `rootfs`) under TCG with the kernel and initramfs it holds, as the
- * direct-kernel path does, with a config share in `work`/config and the serial console on stdio.
+ * direct-kernel path does, with a config share in `work`/config and the serial console on stdio
+ * (`extraArgs`: more devices, such as the guest agent's port).
  */
-export function bootDisk(rootfs: string, work: string, hostname: string): BootedGuest {
+export function bootDisk(rootfs: string, work: string, hostname: string, extraArgs: string[] = []): BootedGuest {
   const raw = path.join(work, 'root.raw');
   const run = (cmd: string, args: string[]) => {
     const out = spawnSync(cmd, args, { encoding: 'utf8' });
@@ -88,6 +89,7 @@ export function bootDisk(rootfs: string, work: string, hostname: string): Booted
     '-drive', `file=${raw},format=raw,if=none,id=root`, '-device', 'virtio-blk-pci,drive=root',
     '-fsdev', `local,id=config,path=${config},readonly=on,security_model=none`, '-device', 'virtio-9p-pci,fsdev=config,mount_tag=config',
     '-qmp', `unix:${qmpSocket},server=on,wait=off`,
+    ...extraArgs,
   ], { stdio: ['pipe', 'pipe', 'pipe'] });
   let output = '';
   const waiters: { text: string; resolve: (ms: number) => void }[] = [];
