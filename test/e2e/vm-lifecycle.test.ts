@@ -169,9 +169,17 @@ vmTest('a guest that ignores the ACPI power button is killed within its timeout 
 });
 
 vmTest('a kill -9 of the daemon in the middle of a start leaves nothing the next boot does not clean', async (t) => {
+  await ensureV1();
+  if (await state('v1') !== 'v1,STOPPED') await lxc(d.socket, 'stop', '--force', 'v1');
   const marker = path.join(dir, 'qemu', 'v1', 'starting');
   const start = lxc(d.socket, 'start', 'v1');
-  await waitFor(() => existsSync(marker), 30_000, 'the start to begin');
+  // QEMU shows in /proc as soon as it forks to daemonize, tens of ms before the daemon hears back:
+  // the daemon is stopped there, with QEMU up and paused and the start not finished, then killed.
+  const deadline = Date.now() + 30_000;
+  while (qemuOf(dir).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 1));
+  d.child.kill('SIGSTOP');
+  t.is(qemuOf(dir).length, 1, 'QEMU was up when the daemon died');
+  t.true(existsSync(marker), 'the start had not finished');
   d.child.kill('SIGKILL');
   await start;
   await new Promise((r) => setTimeout(r, 500));
