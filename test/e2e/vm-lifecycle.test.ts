@@ -80,6 +80,10 @@ vmTest('lxc launch --vm boots the image: RUNNING, the kernel in the console log,
   t.regex(info.stdout, /Type: virtual-machine/);
   t.regex(info.stdout, /accelerator (tcg|kvm)/);
   t.regex(info.stdout, /Processes: -?\d+/);
+  // What the sparse 10GiB disk takes, not its size.
+  const usage = /Disk usage:\s+root: ([\d.]+)(\w+)/.exec(info.stdout);
+  t.truthy(usage, info.stdout);
+  t.true(usage![2] !== 'GiB', `root disk usage ${usage![1]}${usage![2]}`);
   // Typed collections: a VM is under /1.0/virtual-machines, not /1.0/containers.
   t.deepEqual((await d.request('GET', '/1.0/virtual-machines')).json.metadata, ['/1.0/virtual-machines/v1']);
   t.is((await d.request('GET', '/1.0/containers/v1')).status, 404);
