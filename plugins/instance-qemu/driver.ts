@@ -25,7 +25,8 @@ import { RunDir, runRoot, volumeName } from './run-dir.js';
 import { runningState, stoppedState } from './runtime-state.js';
 import { isQemuOf, livePid, VmTable } from './supervision.js';
 import { TapPlumber, tapFor, readTaps, writeTaps, type Tap } from './taps.js';
-import { vmSections, type BootDevice } from './vm-sections.js';
+import { HOTPLUG_PORTS, hotplugPort, vmSections, type BootDevice } from './vm-sections.js';
+import { withTimeout } from './qmp.js';
 import { refusedDevice } from './vm-devices.js';
 import { growRootDisk, ROOT_IMAGE, rootDiskSize } from './root-disk.js';
 
@@ -52,6 +53,8 @@ export interface QemuDriverOptions {
 }
 
 const SPAWN_TIMEOUT_MS = 30_000;
+/** How long a guest may take to let go of an unplugged card. */
+const UNPLUG_TIMEOUT_MS = 15_000;
 const QMP_TIMEOUT_MS = 10_000;
 /** After `quit` or SIGTERM, how long QEMU may take to exit before SIGKILL. */
 const KILL_GRACE_MS = 2_000;
@@ -345,8 +348,75 @@ export class QemuDriver implements InstanceDriver {
     }
   }
 
-  async attachDevice(_inst: DriverInstance, run: DeviceRunConfig): Promise<void> {
-    throw badRequest(`Device "${run.device}" cannot be added to a running virtual machine yet: stop it first`);
+  /**
+   * Hot-plug: a NIC becomes a tap, a tap netdev and a virtio-net card on a spare PCIe root port
+   * (QMP `netdev_add`, `device_add`); the guest sees a card appear. Nothing else plugs in live.
+   */
+  async attachDevice(inst: DriverInstance, dev: DeviceRunConfig): Promise<void> {
+    const run = this.runDir(inst);
+    if (!this.vms.find(run)) throw badRequest('Instance is not running');
+    if (dev.rootfs || dev.mounts?.length || !dev.nics?.length) throw badRequest(`Device "${dev.device}" cannot be added to a running virtual machine: stop it first`);
+    const taps = readTaps(run.tapsFile);
+    const used = new Set(taps.map((tp) => tp.port).filter(Boolean));
+    const added: Tap[] = [];
+    const qmp = await this.vms.qmp(run);
+    try {
+      for (const nic of dev.nics) {
+        const tap = tapFor(dev.device ?? nic.name, nic);
+        const port = Array.from({ length: HOTPLUG_PORTS }, (_, n) => hotplugPort(n)).find((p) => !used.has(p));
+        if (!port) throw badRequest(`No free slot for device "${tap.device}": a running VM takes ${HOTPLUG_PORTS} hot-plugged NICs at most`);
+        await this.taps.create(tap);
+        added.push(tap);
+        tap.port = port;
+        used.add(port);
+        await qmp.execute('netdev_add', { type: 'tap', id: `nic-${tap.device}`, ifname: tap.name, script: 'no', downscript: 'no' }, QMP_TIMEOUT_MS);
+        await qmp.execute('device_add', {
+          driver: 'virtio-net-pci', id: `dev-nic-${tap.device}`, netdev: `nic-${tap.device}`, bus: port, ...(tap.hwaddr ? { mac: tap.hwaddr } : {}),
+        }, QMP_TIMEOUT_MS);
+        await writeTaps(run.tapsFile, [...taps, ...added]);
+      }
+    } catch (err) {
+      for (const tap of added.reverse()) await this.unplugTap(run, tap).catch(() => undefined);
+      await writeTaps(run.tapsFile, taps);
+      if (err instanceof ApiError) throw err;
+      throw badRequest(`Failed to add device "${dev.device}" to the virtual machine: ${(err as Error).message}`);
+    }
+  }
+
+  async detachDevice(inst: DriverInstance, device: string): Promise<void> {
+    const run = this.runDir(inst);
+    const taps = readTaps(run.tapsFile);
+    const mine = taps.filter((tp) => tp.device === device);
+    if (!mine.length) return;
+    for (const tap of mine) await this.unplugTap(run, tap);
+    await writeTaps(run.tapsFile, taps.filter((tp) => tp.device !== device));
+  }
+
+  /** The card leaves once the guest lets go of it (DEVICE_DELETED), then its netdev and tap. */
+  private async unplugTap(run: RunDir, tap: Tap): Promise<void> {
+    const vm = this.vms.find(run);
+    if (vm) {
+      const qmp = await this.vms.qmp(run);
+      const id = `dev-nic-${tap.device}`;
+      const gone = new Promise<void>((resolve) => {
+        const listener = (e: { event: string; data?: Record<string, unknown> }) => {
+          if (e.event === 'DEVICE_DELETED' && e.data?.device === id) {
+            vm.events.splice(vm.events.indexOf(listener), 1);
+            resolve();
+          }
+        };
+        vm.events.push(listener);
+      });
+      const present = await qmp.execute('device_del', { id }, QMP_TIMEOUT_MS).then(() => true, (err: Error) => {
+        if (/not found/i.test(err.message)) return false;
+        throw err;
+      });
+      if (present) await withTimeout(gone, UNPLUG_TIMEOUT_MS, `the guest releasing device "${tap.device}"`).catch((err: Error) => {
+        throw internalError(`Failed to remove device "${tap.device}": ${err.message}`);
+      });
+      await qmp.execute('netdev_del', { id: `nic-${tap.device}` }, QMP_TIMEOUT_MS).catch(() => undefined);
+    }
+    await this.taps.remove(tap);
   }
 
   async remove(inst: DriverInstance): Promise<void> {

@@ -34,7 +34,7 @@ test.after.always(async () => {
   await stopDaemons();
 });
 
-vmTest('a VM on a managed bridge gets a DHCP lease through its tap; the tap goes at stop', async (t) => {
+vmTest('a VM on a managed bridge gets a DHCP lease through its tap; a NIC plugs in and out while it runs; the tap goes at stop', async (t) => {
   const launch = await lxc(d.socket, 'launch', 'vm', 'n1', '--vm', '-n', bridge, '-c', 'limits.memory=256MiB');
   t.is(launch.status, 0, launch.stderr);
   const config = (await d.request('GET', '/1.0/instances/n1')).json.metadata.config;
@@ -49,6 +49,18 @@ vmTest('a VM on a managed bridge gets a DHCP lease through its tap; the tap goes
   const info = (await lxc(d.socket, 'info', 'n1')).stdout;
   t.regex(info, new RegExp(`Host interface: ${tap}`));
   t.regex(info, /Packets sent: [1-9]/, 'the guest\'s DHCP packets are counted');
+
+  // A second NIC plugged into the running VM (QMP device_add on a spare PCIe port), then unplugged.
+  const before = (await lxc(d.socket, 'console', 'n1', '--show-log')).stdout.length;
+  const plug = await lxc(d.socket, 'config', 'device', 'add', 'n1', 'eth1', 'nic', `network=${bridge}`, 'name=eth1');
+  t.is(plug.status, 0, plug.stderr);
+  const tap1 = (await d.request('GET', '/1.0/instances/n1')).json.metadata.config['volatile.eth1.host_name'];
+  t.true(existsSync(`/sys/class/net/${bridge}/brif/${tap1}`), 'the new tap is on the bridge');
+  await waitFor(async () => /virtio-pci [0-9a-f:.]+: enabling device/.test((await lxc(d.socket, 'console', 'n1', '--show-log')).stdout.slice(before)), 30_000, 'the guest seeing the new card');
+  const unplug = await lxc(d.socket, 'config', 'device', 'remove', 'n1', 'eth1');
+  t.is(unplug.status, 0, unplug.stderr);
+  t.false(existsSync(`/sys/class/net/${tap1}`), 'the unplugged NIC\'s tap is gone');
+  t.true(existsSync(`/sys/class/net/${tap}`), 'eth0 stays');
 
   // The root disk boots first unless a NIC asks for more.
   const conf = readFileSync(path.join(d.dir, 'qemu', 'n1', 'qemu.conf'), 'utf8');
