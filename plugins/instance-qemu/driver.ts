@@ -10,7 +10,7 @@ import path from 'node:path';
 import {
   ApiError, badRequest, conflict, internalError, truthy,
   type ConfigKeyDescriptor, type ConsoleSession, type DeviceConfig, type DeviceRunConfig, type DriverInstance, type ExecSession, type ExecSpec,
-  type HostTools, type InstanceDriver, type InstanceStatus, type RuntimeState,
+  type HostTools, type InstanceDriver, type InstanceMetrics, type InstanceStatus, type RuntimeState,
 } from '../../sdk/index.js';
 import type { AgentConnector, GuestAgent } from './agent/contract.js';
 import { extractBootFiles } from './boot-files.js';
@@ -18,6 +18,7 @@ import { buildConfigDrive, findAgentBinary } from './config-drive.js';
 import { consoleSession } from './console-session.js';
 import { firmwareFor } from './firmware.js';
 import { memoryMiB, QEMU_KEYS, vcpus } from './limits.js';
+import { readVmMetrics } from './metrics.js';
 import { QEMU, type Accelerator } from './probe.js';
 import { applyOverrides, parseOverrides, renderSections } from './qemu-config.js';
 import { checkRawQemu } from './raw-qemu.js';
@@ -307,6 +308,16 @@ export class QemuDriver implements InstanceDriver {
     const agent = this.agentOf(inst);
     const guest = agent?.connected ? await agent.state().catch(() => undefined) : undefined;
     return runningState(vm.pid, status, readTaps(run.tapsFile), guest);
+  }
+
+  async metrics(inst: DriverInstance): Promise<InstanceMetrics | undefined> {
+    const run = this.runDir(inst);
+    const vm = this.vms.find(run);
+    if (!vm) return undefined;
+    const names = Object.fromEntries(Object.entries(inst.devices).map(([dev, cfg]) => [dev, cfg.name || dev]));
+    const agent = this.agentOf(inst);
+    const guest = agent?.connected ? await agent.state().catch(() => undefined) : undefined;
+    return readVmMetrics(vm.pid, memoryMiB(inst.config['limits.memory']) * 1024 * 1024, readTaps(run.tapsFile), names, guest?.processes ?? 0);
   }
 
   async exec(inst: DriverInstance, spec: ExecSpec): Promise<ExecSession> {

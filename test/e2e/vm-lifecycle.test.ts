@@ -87,6 +87,11 @@ vmTest('lxc launch --vm boots the image: RUNNING, the kernel in the console log,
   // Typed collections: a VM is under /1.0/virtual-machines, not /1.0/containers.
   t.deepEqual((await d.request('GET', '/1.0/virtual-machines')).json.metadata, ['/1.0/virtual-machines/v1']);
   t.is((await d.request('GET', '/1.0/containers/v1')).status, 404);
+  // GET /1.0/metrics covers VMs: QEMU's CPU time and memory beside the guest's RAM.
+  const metrics = String((await d.request('GET', '/1.0/metrics')).body);
+  t.regex(metrics, /lxd_memory_RSS_bytes\{[^}]*name="v1"[^}]*type="virtual-machine"[^}]*\} [1-9]/);
+  t.regex(metrics, /lxd_memory_MemTotal_bytes\{[^}]*name="v1"[^}]*\} 2\.68435456e\+08/);
+  t.regex(metrics, /lxd_cpu_seconds_total\{[^}]*name="v1"[^}]*\} \d/);
   const rec = (await d.request('GET', '/1.0/instances/v1')).json.metadata;
   t.is(rec.type, 'virtual-machine');
   t.truthy(rec.config['volatile.uuid']);
