@@ -166,6 +166,8 @@ export class QemuDriver implements InstanceDriver {
       const args = [
         '-S', '-name', inst.name, '-nodefaults', '-no-user-config', '-display', 'none', '-daemonize', '-pidfile', run.pidFile,
         '-readconfig', run.configFile,
+        // Under KVM the guest sees the host's CPU; TCG emulates QEMU's default model (cheaper than `max`).
+        ...(accel.accelerator === 'kvm' ? ['-cpu', 'host'] : []),
         ...(UUID.test(inst.config['volatile.uuid'] ?? '') ? ['-uuid', inst.config['volatile.uuid']!] : []),
         // qboot: a minimal BIOS that only loads the given kernel (no option ROM scan); SeaBIOS without it.
         ...(boot ? [...(qboot ? ['-bios', 'qboot.rom'] : []), '-kernel', boot.kernel, ...(boot.initrd ? ['-initrd', boot.initrd] : []), '-append', 'root=/dev/vda rw console=ttyS0'] : []),
