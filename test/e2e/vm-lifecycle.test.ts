@@ -148,6 +148,12 @@ vmTest('lxc console attaches to the serial console; a graceful stop powers the g
   t.is(restart.status, 0, restart.stderr);
   t.is(await state('v1'), 'v1,RUNNING');
   t.notDeepEqual(qemuOf(dir), [before], 'a new QEMU');
+  // By now the KVM probe (booting the first VM's kernel under KVM with a deadline) has answered:
+  // the restart's start names its verdict, which is kept for the next boots.
+  await waitFor(() => existsSync(path.join(dir, 'qemu', 'accelerator.json')), 30_000, 'the KVM probe verdict');
+  const verdict = JSON.parse(readFileSync(path.join(dir, 'qemu', 'accelerator.json'), 'utf8'));
+  t.log(`KVM probe: ${verdict.accelerator} (${verdict.reason})`);
+  t.regex(verdict.reason, /probe boot took|did not boot under KVM|QEMU refused KVM|\/dev\/kvm is not available/);
   // The power button watcher starts with the guest's init scripts: wait for its shell.
   await waitFor(async () => /[/~] # /.test((await lxc(d.socket, 'console', 'v1', '--show-log')).stdout.slice(logged)), 60_000, 'the guest to come up again');
   await new Promise((r) => setTimeout(r, 500));

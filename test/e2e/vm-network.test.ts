@@ -21,7 +21,8 @@ const bridge = uniqueName();
 
 test.before(async () => {
   if (skip) return;
-  d = await startWithPool({ plugins: 'full' });
+  // The KVM probe is the lifecycle test's business; here it would only take CPU from the guest.
+  d = await startWithPool({ plugins: 'full', env: { CORRAL_QEMU_ACCEL: 'tcg' } });
   await importTestVmImage(d.socket, 'vm');
   const created = await lxc(d.socket, 'network', 'create', bridge, 'ipv4.address=auto', 'ipv4.nat=false', 'ipv6.address=none');
   if (created.status !== 0) throw new Error(`network create failed: ${created.stderr}`);
