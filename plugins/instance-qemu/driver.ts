@@ -66,7 +66,12 @@ export class QemuDriver implements InstanceDriver {
   readonly type = 'virtual-machine' as const;
   readonly name = 'qemu';
   readonly configKeys: ConfigKeyDescriptor[] = QEMU_KEYS;
-  private readonly vms = new VmTable();
+  private readonly vms = new VmTable((run, e) => {
+    // What the guest or QEMU did on its own (a guest poweroff, a reset, a pause) shows in the daemon log.
+    if (e.event === 'SHUTDOWN' || e.event === 'POWERDOWN' || e.event === 'RESET' || e.event === 'GUEST_PANICKED') {
+      this.opts.log.info({ vm: run.key, event: e.event, data: e.data }, 'VM event');
+    }
+  });
   private readonly taps: TapPlumber;
   private readonly agents = new Map<string, GuestAgent>();
 
