@@ -95,6 +95,8 @@ test('devices a VM cannot take are named', (t) => {
   t.is(refusedDevice({ type: 'nic', network: 'br0' }), undefined);
   t.regex(refusedDevice({ type: 'disk', path: '/mnt', source: '/srv' })!, /not supported on virtual machines yet/);
   t.regex(refusedDevice({ type: 'unix-char', path: '/dev/null' })!, /"unix-char" devices are not supported/);
+  t.is(refusedDevice({ type: 'nic', nictype: 'bridged', parent: 'br0' }), undefined);
+  t.regex(refusedDevice({ type: 'nic', nictype: 'macvlan', parent: 'eth0' })!, /nictype "macvlan" is not supported on virtual machines yet/);
 });
 
 test('the direct-kernel path finds /boot/vmlinux (through a symlink too) and the initrd in an ext4 disk', async (t) => {
