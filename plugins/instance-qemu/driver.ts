@@ -141,7 +141,7 @@ export class QemuDriver implements InstanceDriver {
       await this.removeStale(run);
       // A guest that powered itself off leaves its taps (they outlive QEMU): the new start makes them afresh.
       await this.stopped(run);
-      const boot = await extractBootFiles(this.opts.hostTools, disk, run.kernel, run.initrd);
+      const boot = await extractBootFiles(this.opts.hostTools, disk, run.kernel, run.initrd, run.bootSignature);
       if (boot) this.opts.kernelSeen?.(boot.kernel);
       const firmware = boot ? undefined : await firmwareFor(inst.config, inst.volumePath);
       await buildConfigDrive(run.configDrive, inst, findAgentBinary());
