@@ -10,7 +10,7 @@ import path from 'node:path';
 import {
   ApiError, badRequest, conflict, internalError, truthy,
   type ConfigKeyDescriptor, type ConsoleSession, type DeviceConfig, type DeviceRunConfig, type DriverInstance, type ExecSession, type ExecSpec,
-  type HostTools, type InstanceDriver, type InstanceFiles, type InstanceStatus, type RuntimeState,
+  type HostTools, type InstanceDriver, type InstanceFiles, type InstanceMetrics, type InstanceStatus, type RuntimeState,
 } from '../../sdk/index.js';
 import type { AgentConnector, GuestAgent } from './agent/contract.js';
 import { agentFiles } from './agent/instance-files.js';
@@ -19,6 +19,7 @@ import { buildConfigDrive, findAgentBinary } from './config-drive.js';
 import { consoleSession } from './console-session.js';
 import { firmwareFor } from './firmware.js';
 import { memoryMiB, QEMU_KEYS, vcpus } from './limits.js';
+import { readVmMetrics } from './metrics.js';
 import { QEMU, type Accelerator } from './probe.js';
 import { applyOverrides, parseOverrides, renderSections } from './qemu-config.js';
 import { checkRawQemu } from './raw-qemu.js';
@@ -26,7 +27,8 @@ import { RunDir, runRoot, volumeName } from './run-dir.js';
 import { runningState, stoppedState } from './runtime-state.js';
 import { isQemuOf, livePid, VmTable } from './supervision.js';
 import { TapPlumber, tapFor, readTaps, writeTaps, type Tap } from './taps.js';
-import { vmSections, type BootDevice } from './vm-sections.js';
+import { HOTPLUG_PORTS, hotplugPort, vmSections, type BootDevice } from './vm-sections.js';
+import { withTimeout } from './qmp.js';
 import { refusedDevice } from './vm-devices.js';
 import { growRootDisk, ROOT_IMAGE, rootDiskSize } from './root-disk.js';
 
@@ -53,6 +55,8 @@ export interface QemuDriverOptions {
 }
 
 const SPAWN_TIMEOUT_MS = 30_000;
+/** How long a guest may take to let go of an unplugged card. */
+const UNPLUG_TIMEOUT_MS = 15_000;
 const QMP_TIMEOUT_MS = 10_000;
 /** After `quit` or SIGTERM, how long QEMU may take to exit before SIGKILL. */
 const KILL_GRACE_MS = 2_000;
@@ -63,7 +67,12 @@ export class QemuDriver implements InstanceDriver {
   readonly type = 'virtual-machine' as const;
   readonly name = 'qemu';
   readonly configKeys: ConfigKeyDescriptor[] = QEMU_KEYS;
-  private readonly vms = new VmTable();
+  private readonly vms = new VmTable((run, e) => {
+    // What the guest or QEMU did on its own (a guest poweroff, a reset, a pause) shows in the daemon log.
+    if (e.event === 'SHUTDOWN' || e.event === 'POWERDOWN' || e.event === 'RESET' || e.event === 'GUEST_PANICKED') {
+      this.opts.log.info({ vm: run.key, event: e.event, data: e.data }, 'VM event');
+    }
+  });
   private readonly taps: TapPlumber;
   private readonly agents = new Map<string, GuestAgent>();
 
@@ -133,7 +142,7 @@ export class QemuDriver implements InstanceDriver {
       await this.removeStale(run);
       // A guest that powered itself off leaves its taps (they outlive QEMU): the new start makes them afresh.
       await this.stopped(run);
-      const boot = await extractBootFiles(this.opts.hostTools, disk, run.kernel, run.initrd);
+      const boot = await extractBootFiles(this.opts.hostTools, disk, run.kernel, run.initrd, run.bootSignature);
       if (boot) this.opts.kernelSeen?.(boot.kernel);
       const firmware = boot ? undefined : await firmwareFor(inst.config, inst.volumePath);
       await buildConfigDrive(run.configDrive, inst, findAgentBinary());
@@ -163,6 +172,8 @@ export class QemuDriver implements InstanceDriver {
       const args = [
         '-S', '-name', inst.name, '-nodefaults', '-no-user-config', '-display', 'none', '-daemonize', '-pidfile', run.pidFile,
         '-readconfig', run.configFile,
+        // Under KVM the guest sees the host's CPU; TCG emulates QEMU's default model (cheaper than `max`).
+        ...(accel.accelerator === 'kvm' ? ['-cpu', 'host'] : []),
         ...(UUID.test(inst.config['volatile.uuid'] ?? '') ? ['-uuid', inst.config['volatile.uuid']!] : []),
         // qboot: a minimal BIOS that only loads the given kernel (no option ROM scan); SeaBIOS without it.
         ...(boot ? [...(qboot ? ['-bios', 'qboot.rom'] : []), '-kernel', boot.kernel, ...(boot.initrd ? ['-initrd', boot.initrd] : []), '-append', 'root=/dev/vda rw console=ttyS0'] : []),
@@ -307,6 +318,16 @@ export class QemuDriver implements InstanceDriver {
     return runningState(vm.pid, status, readTaps(run.tapsFile), guest);
   }
 
+  async metrics(inst: DriverInstance): Promise<InstanceMetrics | undefined> {
+    const run = this.runDir(inst);
+    const vm = this.vms.find(run);
+    if (!vm) return undefined;
+    const names = Object.fromEntries(Object.entries(inst.devices).map(([dev, cfg]) => [dev, cfg.name || dev]));
+    const agent = this.agentOf(inst);
+    const guest = agent?.connected ? await agent.state().catch(() => undefined) : undefined;
+    return readVmMetrics(vm.pid, memoryMiB(inst.config['limits.memory']) * 1024 * 1024, readTaps(run.tapsFile), names, guest?.processes ?? 0);
+  }
+
   async exec(inst: DriverInstance, spec: ExecSpec): Promise<ExecSession> {
     const agent = this.requireAgent(inst);
     return agent.exec(spec);
@@ -351,8 +372,75 @@ export class QemuDriver implements InstanceDriver {
     }
   }
 
-  async attachDevice(_inst: DriverInstance, run: DeviceRunConfig): Promise<void> {
-    throw badRequest(`Device "${run.device}" cannot be added to a running virtual machine yet: stop it first`);
+  /**
+   * Hot-plug: a NIC becomes a tap, a tap netdev and a virtio-net card on a spare PCIe root port
+   * (QMP `netdev_add`, `device_add`); the guest sees a card appear. Nothing else plugs in live.
+   */
+  async attachDevice(inst: DriverInstance, dev: DeviceRunConfig): Promise<void> {
+    const run = this.runDir(inst);
+    if (!this.vms.find(run)) throw badRequest('Instance is not running');
+    if (dev.rootfs || dev.mounts?.length || !dev.nics?.length) throw badRequest(`Device "${dev.device}" cannot be added to a running virtual machine: stop it first`);
+    const taps = readTaps(run.tapsFile);
+    const used = new Set(taps.map((tp) => tp.port).filter(Boolean));
+    const added: Tap[] = [];
+    const qmp = await this.vms.qmp(run);
+    try {
+      for (const nic of dev.nics) {
+        const tap = tapFor(dev.device ?? nic.name, nic);
+        const port = Array.from({ length: HOTPLUG_PORTS }, (_, n) => hotplugPort(n)).find((p) => !used.has(p));
+        if (!port) throw badRequest(`No free slot for device "${tap.device}": a running VM takes ${HOTPLUG_PORTS} hot-plugged NICs at most`);
+        await this.taps.create(tap);
+        added.push(tap);
+        tap.port = port;
+        used.add(port);
+        await qmp.execute('netdev_add', { type: 'tap', id: `nic-${tap.device}`, ifname: tap.name, script: 'no', downscript: 'no' }, QMP_TIMEOUT_MS);
+        await qmp.execute('device_add', {
+          driver: 'virtio-net-pci', id: `dev-nic-${tap.device}`, netdev: `nic-${tap.device}`, bus: port, ...(tap.hwaddr ? { mac: tap.hwaddr } : {}),
+        }, QMP_TIMEOUT_MS);
+        await writeTaps(run.tapsFile, [...taps, ...added]);
+      }
+    } catch (err) {
+      for (const tap of added.reverse()) await this.unplugTap(run, tap).catch(() => undefined);
+      await writeTaps(run.tapsFile, taps);
+      if (err instanceof ApiError) throw err;
+      throw badRequest(`Failed to add device "${dev.device}" to the virtual machine: ${(err as Error).message}`);
+    }
+  }
+
+  async detachDevice(inst: DriverInstance, device: string): Promise<void> {
+    const run = this.runDir(inst);
+    const taps = readTaps(run.tapsFile);
+    const mine = taps.filter((tp) => tp.device === device);
+    if (!mine.length) return;
+    for (const tap of mine) await this.unplugTap(run, tap);
+    await writeTaps(run.tapsFile, taps.filter((tp) => tp.device !== device));
+  }
+
+  /** The card leaves once the guest lets go of it (DEVICE_DELETED), then its netdev and tap. */
+  private async unplugTap(run: RunDir, tap: Tap): Promise<void> {
+    const vm = this.vms.find(run);
+    if (vm) {
+      const qmp = await this.vms.qmp(run);
+      const id = `dev-nic-${tap.device}`;
+      const gone = new Promise<void>((resolve) => {
+        const listener = (e: { event: string; data?: Record<string, unknown> }) => {
+          if (e.event === 'DEVICE_DELETED' && e.data?.device === id) {
+            vm.events.splice(vm.events.indexOf(listener), 1);
+            resolve();
+          }
+        };
+        vm.events.push(listener);
+      });
+      const present = await qmp.execute('device_del', { id }, QMP_TIMEOUT_MS).then(() => true, (err: Error) => {
+        if (/not found/i.test(err.message)) return false;
+        throw err;
+      });
+      if (present) await withTimeout(gone, UNPLUG_TIMEOUT_MS, `the guest releasing device "${tap.device}"`).catch((err: Error) => {
+        throw internalError(`Failed to remove device "${tap.device}": ${err.message}`);
+      });
+      await qmp.execute('netdev_del', { id: `nic-${tap.device}` }, QMP_TIMEOUT_MS).catch(() => undefined);
+    }
+    await this.taps.remove(tap);
   }
 
   async remove(inst: DriverInstance): Promise<void> {

@@ -34,6 +34,8 @@ export class RunDir {
   get kernel(): string { return this.at('kernel'); }
   get initrd(): string { return this.at('initrd'); }
   get configDrive(): string { return this.at('config'); }
+  /** What the kernel and initrd copies were read from (see boot-files.ts). */
+  get bootSignature(): string { return this.at('boot.sig'); }
   /** Present from the spawn until the start completed: a crash in between leaves it (see cleanup). */
   get startingMarker(): string { return this.at('starting'); }
   /** The tap devices made for the VM's NICs (JSON), so that a stop after a daemon restart removes them. */

@@ -49,6 +49,9 @@ export function isQemuOf(pid: number, run: RunDir): boolean {
 export class VmTable {
   private readonly vms = new Map<string, Supervised>();
 
+  /** `onEvent` hears every QMP event of every VM (SHUTDOWN, POWERDOWN, STOP, RESUME...). */
+  constructor(private readonly onEvent: (run: RunDir, e: QmpEvent) => void = () => {}) {}
+
   /** The running VM of `run`, if any (cheap: a pid file and /proc reads). */
   find(run: RunDir): Supervised | undefined {
     const pid = livePid(run);
@@ -73,6 +76,7 @@ export class VmTable {
       try {
         const client = await QmpClient.connect(run.qmpSocket, QMP_CONNECT_MS);
         client.on('event', (e: QmpEvent) => {
+          this.onEvent(run, e);
           if (e.event === 'STOP') vm.state = 'paused';
           else if (e.event === 'RESUME') vm.state = 'running';
           for (const listener of [...vm.events]) listener(e);

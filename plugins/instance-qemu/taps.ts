@@ -16,6 +16,8 @@ export interface Tap {
   bridge?: string;
   hwaddr?: string;
   mtu?: number;
+  /** The spare PCIe root port a hot-plugged NIC sits on (`hotplugN`). */
+  port?: string;
 }
 
 const IFNAME = /^[A-Za-z0-9_.:@+-]{1,15}$/;

@@ -38,6 +38,10 @@ export function bootIndexes(order: BootDevice[]): Map<string, number> {
   return new Map(sorted.map((d, n) => [d.id, n + 1]));
 }
 
+/** Spare PCIe root ports for NICs plugged into a running VM (q35's root bus takes no hot-plug). */
+export const HOTPLUG_PORTS = 4;
+export const hotplugPort = (n: number) => `hotplug${n}`;
+
 export function vmSections(spec: VmSpec): ConfigSection[] {
   const { run } = spec;
   const boot = bootIndexes(spec.bootOrder);
@@ -68,6 +72,9 @@ export function vmSections(spec: VmSpec): ConfigSection[] {
       driver: 'virtio-net-pci', netdev: `nic-${tap.device}`, ...(tap.hwaddr ? { mac: tap.hwaddr } : {}),
       bootindex: String(boot.get(`nic-${tap.device}`) ?? 0),
     }));
+  }
+  for (let n = 0; n < HOTPLUG_PORTS; n++) {
+    out.push(section('device', hotplugPort(n), { driver: 'pcie-root-port', chassis: String(n + 1), port: String(0x10 + n), bus: 'pcie.0' }));
   }
   if (spec.firmware) {
     out.push(section('drive', 'firmware-code', { if: 'pflash', unit: '0', format: 'raw', readonly: 'on', file: spec.firmware.code }));

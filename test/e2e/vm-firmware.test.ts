@@ -7,7 +7,7 @@
  */
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
@@ -35,6 +35,7 @@ test.before(async () => {
 test.after.always(async () => {
   if (skip) return;
   await lxc(d.socket, 'delete', '--force', 'f1');
+  await lxc(d.socket, 'delete', '--force', 'e1');
   await stopDaemons();
   rmSync(work, { recursive: true, force: true });
 });
@@ -89,4 +90,16 @@ vmTest('raw.qemu.conf overrides a generated section; a malformed one, or an acce
   t.is((await d.request('GET', '/1.0/instances/f1/state')).json.metadata.status, 'Stopped');
   const csm = await d.request('PATCH', '/1.0/instances/f1', { config: { 'security.csm': 'true', 'security.secureboot': 'true' } });
   t.is(csm.status, 400, 'legacy BIOS has no secure boot');
+});
+
+vmTest('an empty VM (lxc init --empty --vm) gets a blank sparse disk of the root size and boots into its firmware', async (t) => {
+  t.is((await lxc(d.socket, 'init', '--empty', 'e1', '--vm', '-c', 'limits.memory=256MiB', '-c', 'security.csm=true', '-c', 'security.secureboot=false', '--device', 'root,size=2GiB')).status, 0);
+  const disk = path.join(d.dir, 'storage-pools', 'default', 'virtual-machines', 'e1', 'root.img');
+  const st = statSync(disk);
+  t.is(st.size, 2 * 1024 ** 3);
+  t.true(st.blocks * 512 < 1024 * 1024, 'sparse');
+  t.is((await lxc(d.socket, 'start', 'e1')).status, 0);
+  await waitFor(async () => /Booting from Hard Disk/.test((await lxc(d.socket, 'console', 'e1', '--show-log')).stdout), 60_000, 'SeaBIOS trying the blank disk');
+  t.is((await lxc(d.socket, 'stop', '--force', 'e1')).status, 0);
+  t.is((await lxc(d.socket, 'delete', 'e1')).status, 0);
 });

@@ -80,9 +80,18 @@ vmTest('lxc launch --vm boots the image: RUNNING, the kernel in the console log,
   t.regex(info.stdout, /Type: virtual-machine/);
   t.regex(info.stdout, /accelerator (tcg|kvm)/);
   t.regex(info.stdout, /Processes: -?\d+/);
+  // What the sparse 10GiB disk takes, not its size.
+  const usage = /Disk usage:\s+root: ([\d.]+)(\w+)/.exec(info.stdout);
+  t.truthy(usage, info.stdout);
+  t.true(usage![2] !== 'GiB', `root disk usage ${usage![1]}${usage![2]}`);
   // Typed collections: a VM is under /1.0/virtual-machines, not /1.0/containers.
   t.deepEqual((await d.request('GET', '/1.0/virtual-machines')).json.metadata, ['/1.0/virtual-machines/v1']);
   t.is((await d.request('GET', '/1.0/containers/v1')).status, 404);
+  // GET /1.0/metrics covers VMs: QEMU's CPU time and memory beside the guest's RAM.
+  const metrics = String((await d.request('GET', '/1.0/metrics')).body);
+  t.regex(metrics, /lxd_memory_RSS_bytes\{[^}]*name="v1"[^}]*type="virtual-machine"[^}]*\} [1-9]/);
+  t.regex(metrics, /lxd_memory_MemTotal_bytes\{[^}]*name="v1"[^}]*\} 2\.68435456e\+08/);
+  t.regex(metrics, /lxd_cpu_seconds_total\{[^}]*name="v1"[^}]*\} \d/);
   const rec = (await d.request('GET', '/1.0/instances/v1')).json.metadata;
   t.is(rec.type, 'virtual-machine');
   t.truthy(rec.config['volatile.uuid']);
@@ -139,6 +148,12 @@ vmTest('lxc console attaches to the serial console; a graceful stop powers the g
   t.is(restart.status, 0, restart.stderr);
   t.is(await state('v1'), 'v1,RUNNING');
   t.notDeepEqual(qemuOf(dir), [before], 'a new QEMU');
+  // By now the KVM probe (booting the first VM's kernel under KVM with a deadline) has answered:
+  // the restart's start names its verdict, which is kept for the next boots.
+  await waitFor(() => existsSync(path.join(dir, 'qemu', 'accelerator.json')), 30_000, 'the KVM probe verdict');
+  const verdict = JSON.parse(readFileSync(path.join(dir, 'qemu', 'accelerator.json'), 'utf8'));
+  t.log(`KVM probe: ${verdict.accelerator} (${verdict.reason})`);
+  t.regex(verdict.reason, /probe boot took|did not boot under KVM|QEMU refused KVM|\/dev\/kvm is not available/);
   // The power button watcher starts with the guest's init scripts: wait for its shell.
   await waitFor(async () => /[/~] # /.test((await lxc(d.socket, 'console', 'v1', '--show-log')).stdout.slice(logged)), 60_000, 'the guest to come up again');
   await new Promise((r) => setTimeout(r, 500));
@@ -169,9 +184,17 @@ vmTest('a guest that ignores the ACPI power button is killed within its timeout 
 });
 
 vmTest('a kill -9 of the daemon in the middle of a start leaves nothing the next boot does not clean', async (t) => {
+  await ensureV1();
+  if (await state('v1') !== 'v1,STOPPED') await lxc(d.socket, 'stop', '--force', 'v1');
   const marker = path.join(dir, 'qemu', 'v1', 'starting');
   const start = lxc(d.socket, 'start', 'v1');
-  await waitFor(() => existsSync(marker), 30_000, 'the start to begin');
+  // QEMU shows in /proc as soon as it forks to daemonize, tens of ms before the daemon hears back:
+  // the daemon is stopped there, with QEMU up and paused and the start not finished, then killed.
+  const deadline = Date.now() + 30_000;
+  while (qemuOf(dir).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 1));
+  d.child.kill('SIGSTOP');
+  t.is(qemuOf(dir).length, 1, 'QEMU was up when the daemon died');
+  t.true(existsSync(marker), 'the start had not finished');
   d.child.kill('SIGKILL');
   await start;
   await new Promise((r) => setTimeout(r, 500));

@@ -6,7 +6,7 @@
  */
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { applyOverrides, parseOverrides, renderSections, section } from '../../plugins/instance-qemu/qemu-config.js';
@@ -21,7 +21,7 @@ import type { HostTools } from '../../sdk/index.js';
 /** The host tools the daemon uses, as plain child processes. */
 const tools: HostTools = {
   async run(command, args, opts = {}) {
-    const r = spawnSync(command, args, { encoding: 'utf8', timeout: opts.timeoutMs });
+    const r = spawnSync(command, args, { encoding: 'utf8', timeout: opts.timeoutMs, input: opts.input });
     if (r.status !== 0 && !opts.allowFailure) throw new Error(`${command} failed: ${r.stderr}`);
     return { stdout: r.stdout ?? '', stderr: r.stderr ?? '', exitCode: r.status ?? -1 };
   },
@@ -95,9 +95,11 @@ test('devices a VM cannot take are named', (t) => {
   t.is(refusedDevice({ type: 'nic', network: 'br0' }), undefined);
   t.regex(refusedDevice({ type: 'disk', path: '/mnt', source: '/srv' })!, /not supported on virtual machines yet/);
   t.regex(refusedDevice({ type: 'unix-char', path: '/dev/null' })!, /"unix-char" devices are not supported/);
+  t.is(refusedDevice({ type: 'nic', nictype: 'bridged', parent: 'br0' }), undefined);
+  t.regex(refusedDevice({ type: 'nic', nictype: 'macvlan', parent: 'eth0' })!, /nictype "macvlan" is not supported on virtual machines yet/);
 });
 
-test('the direct-kernel path finds /boot/vmlinux (through a symlink too) and the initrd in an ext4 disk', async (t) => {
+test('the direct-kernel path finds /boot/vmlinux (through a symlink too) and the initrd in an ext4 disk, and keeps its copies while they are the same', async (t) => {
   const mkfs = spawnSync('sh', ['-c', 'command -v mkfs.ext4 && command -v debugfs']);
   if (mkfs.status !== 0) return t.pass('skipped: e2fsprogs is not installed');
   const work = mkdtempSync(path.join(tmpdir(), 'corral-bootfiles-'));
@@ -114,6 +116,18 @@ test('the direct-kernel path finds /boot/vmlinux (through a symlink too) and the
     t.truthy(found);
     t.is(readFileSync(found!.kernel, 'utf8'), 'kernel bytes');
     t.is(readFileSync(found!.initrd!, 'utf8'), 'initrd bytes');
+    // Kept while the disk's boot files stay the same; read out again once they change.
+    const sig = path.join(work, 'boot.sig');
+    const first = await extractBootFiles(tools, disk, path.join(work, 'k1'), path.join(work, 'i1'), sig);
+    const copied = statSync(first!.kernel).mtimeMs;
+    await new Promise((r) => setTimeout(r, 20));
+    const again = await extractBootFiles(tools, disk, path.join(work, 'k1'), path.join(work, 'i1'), sig);
+    t.is(statSync(again!.kernel).mtimeMs, copied, 'not copied again');
+    writeFileSync(path.join(tree, 'boot/vmlinux-6.1'), 'new kernel');
+    rmSync(disk);
+    t.is(spawnSync('mkfs.ext4', ['-q', '-d', tree, disk, '8M']).status, 0);
+    const changed = await extractBootFiles(tools, disk, path.join(work, 'k1'), path.join(work, 'i1'), sig);
+    t.is(readFileSync(changed!.kernel, 'utf8'), 'new kernel');
     const blank = path.join(work, 'blank.img');
     writeFileSync(blank, Buffer.alloc(1 << 20));
     t.false(await isExtFilesystem(blank));
