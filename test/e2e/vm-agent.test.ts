@@ -1,5 +1,6 @@
 /**
- * A running VM's guest agent through the real clients: `lxc exec` (exit code, outputs, stdin with
+ * A running VM's guest agent through the real clients: `lxc exec` (exit code, outputs, recorded
+ * output, stdin with
  * and without a terminal, an interactive shell under a pty), `lxc info` (processes and memory from
  * the agent), files through the instances family's file routes (`lxc file push/pull/delete` with
  * modes and owners, `push -r`/`pull -r`, pylxd), the agent reached again after the daemon is
@@ -15,6 +16,7 @@ import { processesWith } from '../helpers/processes.js';
 import { projectRoot, startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { hasLxc, lxc, lxcEnv, lxcOk, lxcRefused, lxcWithInput, python } from '../helpers/clients.js';
 import { serialUnless } from '../helpers/needs.js';
+import { callAndWait } from '../helpers/api.js';
 import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 
@@ -56,6 +58,15 @@ serial('lxc exec on a VM: exit code, separate outputs, environment, working dire
   const context = await lxcOk(t, d.socket, 'exec', 'v1', '--env', 'X=y', '--cwd', '/tmp', '--user', '1000', '--group', '1000', '--',
     'sh', '-c', 'echo "$X $(pwd) $(id -u):$(id -g)"');
   t.is(context, 'y /tmp 1000:1000\n');
+});
+
+serial('exec on a VM with recorded output (the API, as pylxd and scripts use it)', async (t) => {
+  const exec = await callAndWait(d, 'POST', '/1.0/instances/v1/exec', {
+    command: ['sh', '-c', 'echo recorded; echo problem >&2; exit 2'], 'record-output': true, 'wait-for-websocket': false, interactive: false,
+  });
+  t.is(exec.op.metadata.return, 2);
+  t.is((await d.request('GET', exec.op.metadata.output['1'])).body, 'recorded\n');
+  t.is((await d.request('GET', exec.op.metadata.output['2'])).body, 'problem\n');
 });
 
 serial('end of input reaches a command in a VM: echo x | lxc exec v1 -- cat, with -T and -t too', async (t) => {
