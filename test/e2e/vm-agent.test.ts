@@ -1,8 +1,7 @@
 /**
  * A running VM's guest agent through the real clients: `lxc exec` (exit code, outputs, recorded
- * output, stdin with
- * and without a terminal, an interactive shell under a pty), `lxc info` (processes and memory from
- * the agent), files through the instances family's file routes (`lxc file push/pull/delete` with
+ * output, stdin with and without a terminal, an interactive shell under a pty), `lxc info`
+ * (processes and memory from the agent), files through the instances family's file routes (`lxc file push/pull/delete` with
  * modes and owners, `push -r`/`pull -r`, pylxd), the agent reached again after the daemon is
  * killed and restarted (its sessions of before ended), and a stopped VM's files refused with a 400.
  */
