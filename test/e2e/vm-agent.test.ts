@@ -169,8 +169,11 @@ serial('lxc file push -r and pull -r: a tree with a subdirectory and a symlink',
   t.is(readlinkSync(path.join(pulled, 'tree', 'link')), 'sub/b.txt');
 });
 
-serial('pylxd files on a VM: put with mode and owner, get, delete', async (t) => {
-  const script = path.join(projectRoot, 'test', 'e2e', 'pylxd_vm_files.py');
+serial('pylxd exec and files on a VM: exit code and output; put with mode and owner, get, delete', async (t) => {
+  const script = path.join(projectRoot, 'test', 'e2e', 'pylxd_vm_agent.py');
+  const exec = await python(script, [d.socket, 'v1', 'exec']);
+  t.is(exec.status, 0, exec.stderr);
+  t.deepEqual(JSON.parse(exec.stdout), { exit_code: 3, stdout: 'from pylxd\n' });
   const put = await python(script, [d.socket, 'v1', 'put-get']);
   t.is(put.status, 0, put.stderr);
   t.deepEqual(JSON.parse(put.stdout), { file: 'written by pylxd', mode: '0600', uid: '1000' });
