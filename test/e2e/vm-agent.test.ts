@@ -1,7 +1,7 @@
 /**
- * A running VM's guest agent through the real clients: `lxc exec` (exit code, outputs, stdin with
- * and without a terminal, an interactive shell under a pty), `lxc info` (processes and memory from
- * the agent), files through the instances family's file routes (`lxc file push/pull/delete` with
+ * A running VM's guest agent through the real clients: `lxc exec` (exit code, outputs, recorded
+ * output, stdin with and without a terminal, an interactive shell under a pty), `lxc info`
+ * (processes and memory from the agent), files through the instances family's file routes (`lxc file push/pull/delete` with
  * modes and owners, `push -r`/`pull -r`, pylxd), the agent reached again after the daemon is
  * killed and restarted (its sessions of before ended), and a stopped VM's files refused with a 400.
  */
@@ -15,6 +15,7 @@ import { processesWith } from '../helpers/processes.js';
 import { projectRoot, startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { hasLxc, lxc, lxcEnv, lxcOk, lxcRefused, lxcWithInput, python } from '../helpers/clients.js';
 import { serialUnless } from '../helpers/needs.js';
+import { callAndWait } from '../helpers/api.js';
 import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 
@@ -56,6 +57,15 @@ serial('lxc exec on a VM: exit code, separate outputs, environment, working dire
   const context = await lxcOk(t, d.socket, 'exec', 'v1', '--env', 'X=y', '--cwd', '/tmp', '--user', '1000', '--group', '1000', '--',
     'sh', '-c', 'echo "$X $(pwd) $(id -u):$(id -g)"');
   t.is(context, 'y /tmp 1000:1000\n');
+});
+
+serial('exec on a VM with recorded output (the API, as pylxd and scripts use it)', async (t) => {
+  const exec = await callAndWait(d, 'POST', '/1.0/instances/v1/exec', {
+    command: ['sh', '-c', 'echo recorded; echo problem >&2; exit 2'], 'record-output': true, 'wait-for-websocket': false, interactive: false,
+  });
+  t.is(exec.op.metadata.return, 2);
+  t.is((await d.request('GET', exec.op.metadata.output['1'])).body, 'recorded\n');
+  t.is((await d.request('GET', exec.op.metadata.output['2'])).body, 'problem\n');
 });
 
 serial('end of input reaches a command in a VM: echo x | lxc exec v1 -- cat, with -T and -t too', async (t) => {
@@ -159,8 +169,11 @@ serial('lxc file push -r and pull -r: a tree with a subdirectory and a symlink',
   t.is(readlinkSync(path.join(pulled, 'tree', 'link')), 'sub/b.txt');
 });
 
-serial('pylxd files on a VM: put with mode and owner, get, delete', async (t) => {
-  const script = path.join(projectRoot, 'test', 'e2e', 'pylxd_vm_files.py');
+serial('pylxd exec and files on a VM: exit code and output; put with mode and owner, get, delete', async (t) => {
+  const script = path.join(projectRoot, 'test', 'e2e', 'pylxd_vm_agent.py');
+  const exec = await python(script, [d.socket, 'v1', 'exec']);
+  t.is(exec.status, 0, exec.stderr);
+  t.deepEqual(JSON.parse(exec.stdout), { exit_code: 3, stdout: 'from pylxd\n' });
   const put = await python(script, [d.socket, 'v1', 'put-get']);
   t.is(put.status, 0, put.stderr);
   t.deepEqual(JSON.parse(put.stdout), { file: 'written by pylxd', mode: '0600', uid: '1000' });

@@ -136,12 +136,18 @@ test('state of the guest: processes, memory, CPU, interfaces', async (t) => {
   t.log(`guest: ${state.processes} processes, memory ${Math.round(state.memory.usage / 1048576)}/${Math.round(state.memory.total / 1048576)} MiB`);
 });
 
-test('the agent in the guest survives the host side reconnecting', async (t) => {
+test('the agent in the guest survives the host side reconnecting, even in the middle of a stream', async (t) => {
   const before = await collect((await run(['echo', 'one'])).stdout);
   t.is(before, 'one\n');
+  // Output in flight when the connection drops: the next connection may begin mid-frame.
+  const flood = await run(['cat', '/dev/zero']);
+  await new Promise<void>((resolve) => flood.stdout.once('data', () => resolve()));
   const second = new AgentClient(path.join(work, 'agent.sock'));
   agent.close();
+  t.is(await flood.exited, 137);
   agent = second;
   await agent.ready(20_000);
   t.is((await finish(await run(['echo', 'two']))).stdout, 'two\n');
+  // The new greeting ended the old session in the guest.
+  t.is((await finish(await run(['sh', '-c', 'ps | grep -c "[c]at /dev/zero"']))).stdout, '0\n');
 });

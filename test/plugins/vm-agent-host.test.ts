@@ -5,7 +5,7 @@
  * files, state, and a daemon-side reconnect and a garbled byte stream that the agent survives.
  */
 import test from 'ava';
-import { existsSync, lstatSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -187,6 +187,36 @@ test.serial('files: write with mode and owner, append, read back, list, symlinks
   t.is((notDir as unknown as { code: string }).code, 'ENOENT');
   const isDir = await t.throwsAsync(agent.readFile(work));
   t.is((isDir as unknown as { code: string }).code, 'EISDIR');
+});
+
+test.serial('files: a replacement is whole or not at all; kept owner and mode; a write through a symlink', async (t) => {
+  const file = path.join(work, 'kept');
+  writeFileSync(file, 'old content');
+  chownSync(file, 321, 654);
+  chmodSync(file, 0o604);
+  // An upload that breaks off: the old file stays as it was, and nothing is left beside it.
+  const broken = new Readable({ read() {} });
+  broken.push(randomBytes(300 * 1024));
+  setTimeout(() => broken.destroy(new Error('the client went away')), 100);
+  await t.throwsAsync(agent.write(file, { kind: 'file', mode: -1, uid: -1, gid: -1, content: broken }));
+  await waitFor(() => readdirSync(work).every((name) => !name.startsWith('.corral-write-')), 5000, 'the partial file to go');
+  t.is(readFileSync(file, 'utf8'), 'old content');
+
+  // -1: the replacement takes the old file's owner and mode.
+  await agent.write(file, { kind: 'file', mode: -1, uid: -1, gid: -1, content: Readable.from([Buffer.from('new content')]) });
+  t.is(readFileSync(file, 'utf8'), 'new content');
+  t.like(statSync(file), { uid: 321, gid: 654 });
+  t.is(statSync(file).mode & 0o7777, 0o604);
+
+  // Through a symlink: the file it points to is written, the link stays.
+  symlinkSync('kept', path.join(work, 'via'));
+  await agent.write(path.join(work, 'via'), { kind: 'file', mode: -1, uid: -1, gid: -1, content: Readable.from([Buffer.from('through')]) });
+  t.true(lstatSync(path.join(work, 'via')).isSymbolicLink());
+  t.is(readFileSync(file, 'utf8'), 'through');
+  const isDir = await t.throwsAsync(agent.write(work, { kind: 'file', mode: -1, uid: -1, gid: -1, content: Readable.from([Buffer.from('x')]) }));
+  t.is((isDir as unknown as { code: string }).code, 'EISDIR');
+  rmSync(path.join(work, 'via'));
+  rmSync(file);
 });
 
 test.serial('state: processes, memory, CPU time, interfaces with counters and addresses', async (t) => {

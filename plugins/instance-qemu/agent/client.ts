@@ -113,7 +113,8 @@ export class AgentClient implements GuestAgent, AgentLink {
       if (this.socket !== socket) return;
       this.dropConnection(connectionLost());
       if (this.closed) return;
-      this.reconnectTimer = setTimeout(() => this.connect(), this.reconnectDelay);
+      // Unreferenced: a VM that is gone must not keep the daemon's process alive on its own.
+      this.reconnectTimer = setTimeout(() => this.connect(), this.reconnectDelay).unref();
       this.reconnectDelay = Math.min(this.reconnectDelay * 2, RECONNECT_MAX_MS);
     });
   }
@@ -125,7 +126,7 @@ export class AgentClient implements GuestAgent, AgentLink {
     this.nonce = (Math.random() * 0x1_0000_0000) >>> 0;
     this.reader.expectHello(this.nonce);
     this.socket.write(encodeFrame(0, FrameType.Hello, helloPayload(PROTOCOL_VERSION, this.nonce)));
-    this.helloTimer = setTimeout(() => this.greet(), HELLO_RETRY_MS);
+    this.helloTimer = setTimeout(() => this.greet(), HELLO_RETRY_MS).unref();
   }
 
   private dropConnection(error: Error): void {

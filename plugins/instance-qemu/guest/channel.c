@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +45,10 @@ void channel_close(struct channel *c) {
 		if (c->out_fd[s] >= 0) close(c->out_fd[s]);
 	if (c->in_fd >= 0) close(c->in_fd);
 	if (c->dir) closedir(c->dir);
+	/* A write that did not complete leaves the old file as it was. */
+	if (c->write_temp) unlink(c->write_temp);
+	free(c->write_temp);
+	free(c->write_final);
 	buffer_free(&c->in_pending);
 	memset(c, 0, sizeof(*c));
 }

@@ -36,6 +36,9 @@ struct channel {
 	long long quiet_since;
 	/* list */
 	DIR *dir;
+	/* write: the content goes to `write_temp`, renamed to `write_final` once whole */
+	char *write_temp;
+	char *write_final;
 };
 
 extern struct channel channels[MAX_CHANNELS];

@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -131,6 +133,34 @@ static void apply_owner_mode(int fd, const char *path, long long uid, long long 
 	if (mode >= 0 && !is_link) fchmod(fd, (mode_t)(mode & 07777));
 }
 
+/*
+ * A new file beside `path` that takes its place at the end: the old content stays whole if the
+ * upload breaks off. It gets the owner and mode asked for, else the old file's, else root 0644.
+ */
+static int start_replacement(struct channel *c, const char *path, const struct stat *old, long long uid, long long gid,
+                             long long mode, struct buffer *reply) {
+	const char *slash = strrchr(path, '/');
+	size_t dirlen = (size_t)(slash - path);
+	char *temp = malloc(dirlen + 32);
+	int fd;
+	if (!temp) return reply_error(reply, ENOMEM, path);
+	memcpy(temp, path, dirlen);
+	strcpy(temp + dirlen, "/.corral-write-XXXXXX");
+	fd = mkostemp(temp, O_CLOEXEC);
+	if (fd < 0) {
+		int err = errno;
+		free(temp);
+		return reply_error(reply, err, path);
+	}
+	fchown(fd, (uid_t)(uid >= 0 ? uid : old ? (long long)old->st_uid : 0), (gid_t)(gid >= 0 ? gid : old ? (long long)old->st_gid : 0));
+	fchmod(fd, (mode_t)(mode >= 0 ? mode & 07777 : old ? old->st_mode & 07777 : 0644));
+	c->in_fd = fd;
+	c->write_temp = temp;
+	c->write_final = strdup(path);
+	if (!c->write_final) return reply_error(reply, ENOMEM, path);
+	return 1;
+}
+
 int files_write(struct channel *c, const unsigned char *payload, size_t len, struct buffer *reply) {
 	const char *path = path_of(payload, len, reply);
 	const char *kind = kv_get(payload, len, "kind");
@@ -139,8 +169,15 @@ int files_write(struct channel *c, const unsigned char *payload, size_t len, str
 	int fd;
 	if (!path) return -1;
 	if (!kind || !strcmp(kind, "file")) {
-		int flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | (kv_number(payload, len, "append", 0) == 1 ? O_APPEND : O_TRUNC);
-		fd = open(path, flags, mode >= 0 ? (mode_t)(mode & 07777) : 0644);
+		int append = kv_number(payload, len, "append", 0) == 1;
+		struct stat old;
+		int exists = lstat(path, &old) == 0;
+		if (exists && S_ISDIR(old.st_mode)) return reply_error(reply, EISDIR, path);
+		/* A replacement is written beside the file and renamed over it once whole; an append, or a
+		   write through a symlink, goes to the file itself. */
+		if (!append && !(exists && S_ISLNK(old.st_mode)))
+			return start_replacement(c, path, exists ? &old : NULL, uid, gid, mode, reply);
+		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | (append ? O_APPEND : O_TRUNC), mode >= 0 ? (mode_t)(mode & 07777) : 0644);
 		if (fd < 0) return reply_error(reply, errno, path);
 		apply_owner_mode(fd, path, uid, gid, mode, 0);
 		c->in_fd = fd;
@@ -202,6 +239,14 @@ void files_write_end(struct channel *c) {
 	if (close(fd) < 0) {
 		write_failed(c, errno);
 		return;
+	}
+	if (c->write_temp) {
+		if (rename(c->write_temp, c->write_final) < 0) {
+			write_failed(c, errno);
+			return;
+		}
+		free(c->write_temp);
+		c->write_temp = NULL;
 	}
 	link_send(c->id, FRAME_REPLY, NULL, 0, NULL, 0);
 	channel_close(c);

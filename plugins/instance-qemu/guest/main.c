@@ -7,6 +7,7 @@
  *   corral-agent --port /dev/vport  use that port device
  *   corral-agent --connect SOCKET   connect to a unix socket instead (tests on the host)
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
