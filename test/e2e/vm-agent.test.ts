@@ -14,6 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { processesWith } from '../helpers/processes.js';
 import { projectRoot, startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { hasLxc, lxc, lxcEnv, lxcOk, lxcRefused, lxcWithInput, python } from '../helpers/clients.js';
+import { assertEndOfInput } from '../helpers/exec-input.js';
 import { serialUnless } from '../helpers/needs.js';
 import { callAndWait } from '../helpers/api.js';
 import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
@@ -69,21 +70,8 @@ serial('exec on a VM with recorded output (the API, as pylxd and scripts use it)
 });
 
 serial('end of input reaches a command in a VM: echo x | lxc exec v1 -- cat, with -T and -t too', async (t) => {
-  const plain = await lxcWithInput(d.socket, 'x\n', 'exec', 'v1', '--', 'cat');
-  t.is(plain.status, 0, plain.stderr);
-  t.is(plain.stdout, 'x\n');
-  const forcedOff = await lxcWithInput(d.socket, 'x\n', 'exec', '-T', 'v1', '--', 'cat');
-  t.is(forcedOff.status, 0, forcedOff.stderr);
-  t.is(forcedOff.stdout, 'x\n');
-  // -t: a terminal (it echoes the line, then cat prints it); end of input is ^D on it.
-  const forcedOn = await lxcWithInput(d.socket, 'x\n', 'exec', '-t', 'v1', '--', 'cat');
-  t.is(forcedOn.status, 0, forcedOn.stderr);
-  t.deepEqual(forcedOn.stdout.replace(/\r/g, '').split('\n').filter(Boolean), ['x', 'x']);
-  // Input larger than the agent's window and a pipe, with nothing lost before the end.
-  const lines = Array.from({ length: 40000 }, (_, i) => `line ${i}`).join('\n') + '\n';
-  const counted = await lxcWithInput(d.socket, lines, 'exec', 'v1', '--', 'wc', '-lc');
-  t.is(counted.status, 0, counted.stderr);
-  t.deepEqual(counted.stdout.trim().split(/\s+/).map(Number), [40000, Buffer.byteLength(lines)]);
+  // More lines than a pipe holds and the agent's window.
+  await assertEndOfInput(t, d.socket, 'v1', 40000);
 });
 
 serial('interactive lxc exec on a VM through a pty: size, a command, exit status', async (t) => {
