@@ -455,7 +455,7 @@ export class QemuDriver implements InstanceDriver {
     const entries = await readdir(root, { withFileTypes: true }).catch(() => []);
     for (const entry of entries.filter((e) => e.isDirectory()).map((e) => e.name)) {
       const dir = path.join(root, entry);
-      const run = Object.assign(Object.create(RunDir.prototype) as RunDir, { dir, key: entry });
+      const run = RunDir.found(dir);
       if (existsSync(run.startingMarker)) {
         this.opts.log.warn({ vm: entry }, 'a VM start was cut short (daemon crash): undoing it');
         await this.kill(run);
