@@ -15,6 +15,7 @@ import {
 import type { AgentConnector, GuestAgent } from './agent/contract.js';
 import { agentFiles } from './agent/instance-files.js';
 import { extractBootFiles } from './boot-files.js';
+import { commandLine } from './command-line.js';
 import { buildConfigDrive, findAgentBinary } from './config-drive.js';
 import { consoleSession } from './console-session.js';
 import { firmwareFor } from './firmware.js';
@@ -60,8 +61,6 @@ const UNPLUG_TIMEOUT_MS = 15_000;
 const QMP_TIMEOUT_MS = 10_000;
 /** After `quit` or SIGTERM, how long QEMU may take to exit before SIGKILL. */
 const KILL_GRACE_MS = 2_000;
-const QBOOT = '/usr/share/qemu/qboot.rom';
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export class QemuDriver implements InstanceDriver {
   readonly type = 'virtual-machine' as const;
@@ -168,17 +167,7 @@ export class QemuDriver implements InstanceDriver {
         throw badRequest(`Invalid value for "raw.qemu.conf": ${(err as Error).message}`);
       }
       await writeFile(run.configFile, config);
-      const qboot = boot ? existsSync(QBOOT) : false;
-      const args = [
-        '-S', '-name', inst.name, '-nodefaults', '-no-user-config', '-display', 'none', '-daemonize', '-pidfile', run.pidFile,
-        '-readconfig', run.configFile,
-        // Under KVM the guest sees the host's CPU; TCG emulates QEMU's default model (cheaper than `max`).
-        ...(accel.accelerator === 'kvm' ? ['-cpu', 'host'] : []),
-        ...(UUID.test(inst.config['volatile.uuid'] ?? '') ? ['-uuid', inst.config['volatile.uuid']!] : []),
-        // qboot: a minimal BIOS that only loads the given kernel (no option ROM scan); SeaBIOS without it.
-        ...(boot ? [...(qboot ? ['-bios', 'qboot.rom'] : []), '-kernel', boot.kernel, ...(boot.initrd ? ['-initrd', boot.initrd] : []), '-append', 'root=/dev/vda rw console=ttyS0'] : []),
-        ...rawArgs,
-      ];
+      const args = commandLine({ run, name: inst.name, accelerator: accel.accelerator, uuid: inst.config['volatile.uuid'], boot, rawArgs });
       await mkdir(inst.logDir, { recursive: true });
       await appendFile(log, `${new Date().toISOString()} starting: accelerator ${accel.accelerator}${accel.reason ? ` (${accel.reason})` : ''}, ${boot ? 'direct kernel boot' : `firmware boot (${firmware?.name ?? 'SeaBIOS'})`}\n`);
       const started = Date.now();
@@ -461,7 +450,7 @@ export class QemuDriver implements InstanceDriver {
     const entries = await readdir(root, { withFileTypes: true }).catch(() => []);
     for (const entry of entries.filter((e) => e.isDirectory()).map((e) => e.name)) {
       const dir = path.join(root, entry);
-      const run = Object.assign(Object.create(RunDir.prototype) as RunDir, { dir, key: entry });
+      const run = RunDir.found(dir);
       if (existsSync(run.startingMarker)) {
         this.opts.log.warn({ vm: entry }, 'a VM start was cut short (daemon crash): undoing it');
         await this.kill(run);

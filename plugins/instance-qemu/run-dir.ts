@@ -22,6 +22,14 @@ export class RunDir {
       : path.join(root, `~${createHash('sha256').update(key).digest('hex').slice(0, 16)}`);
   }
 
+  /** The run directory at `dir` as found on disk (the boot cleanup walks them). */
+  static found(dir: string): RunDir {
+    const run = new RunDir(path.dirname(dir), path.basename(dir));
+    // A hashed name is already short: the path is the one found.
+    (run as { dir: string }).dir = dir;
+    return run;
+  }
+
   private at(name: string): string {
     return path.join(this.dir, name);
   }
