@@ -86,7 +86,7 @@ export async function storedVerdict(file: string, qemuVersion: string): Promise<
   try {
     const v = JSON.parse(await readFile(file, 'utf8')) as StoredVerdict;
     if (v.qemu !== qemuVersion || v.hostKernel !== release() || (v.accelerator !== 'kvm' && v.accelerator !== 'tcg')) return undefined;
-    return { accelerator: v.accelerator, reason: `${v.reason ?? ''} (probed before)`.trim() };
+    return { accelerator: v.accelerator, reason: `${(v.reason ?? '').replace(/ \(probed before\)$/, '')} (probed before)`.trim() };
   } catch {
     return undefined;
   }
