@@ -193,7 +193,8 @@ vmTest('a kill -9 of the daemon in the middle of a start leaves nothing the next
   const deadline = Date.now() + 30_000;
   while (qemuOf(dir).length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 1));
   d.child.kill('SIGSTOP');
-  t.is(qemuOf(dir).length, 1, 'QEMU was up when the daemon died');
+  // One QEMU, or two for the instant its daemonizing parent has not exited yet.
+  t.true(qemuOf(dir).length >= 1, 'QEMU was up when the daemon died');
   t.true(existsSync(marker), 'the start had not finished');
   d.child.kill('SIGKILL');
   await start;
