@@ -12,7 +12,9 @@ import {
   type ConfigKeyDescriptor, type ConsoleSession, type DeviceConfig, type DeviceRunConfig, type DriverInstance, type ExecSession, type ExecSpec,
   type HostTools, type InstanceDriver, type InstanceFiles, type InstanceMetrics, type InstanceStatus, type RuntimeState,
 } from '../../sdk/index.js';
-import type { AgentConnector, GuestAgent } from './agent/contract.js';
+import type { AgentConnector, GuestAgent, GuestState } from './agent/contract.js';
+import { readBlockStats } from './block-stats.js';
+import { MemoryPeaks } from './memory-peak.js';
 import { agentFiles } from './agent/instance-files.js';
 import { extractBootFiles } from './boot-files.js';
 import { buildConfigDrive, findAgentBinary } from './config-drive.js';
@@ -58,6 +60,8 @@ const SPAWN_TIMEOUT_MS = 30_000;
 /** How long a guest may take to let go of an unplugged card. */
 const UNPLUG_TIMEOUT_MS = 15_000;
 const QMP_TIMEOUT_MS = 10_000;
+/** A metrics scrape covers every VM: QEMU's block counters are skipped past this. */
+const METRICS_QMP_TIMEOUT_MS = 1_000;
 /** After `quit` or SIGTERM, how long QEMU may take to exit before SIGKILL. */
 const KILL_GRACE_MS = 2_000;
 const QBOOT = '/usr/share/qemu/qboot.rom';
@@ -75,6 +79,7 @@ export class QemuDriver implements InstanceDriver {
   });
   private readonly taps: TapPlumber;
   private readonly agents = new Map<string, GuestAgent>();
+  private readonly memoryPeaks = new MemoryPeaks();
 
   constructor(private readonly opts: QemuDriverOptions) {
     this.taps = new TapPlumber(opts.hostTools);
@@ -195,6 +200,7 @@ export class QemuDriver implements InstanceDriver {
       await writeFile(run.acceleratorFile, accel.accelerator);
       await rm(run.startingMarker, { force: true });
       await appendFile(log, `${new Date().toISOString()} running: pid ${this.vms.find(run)?.pid ?? '?'}, spawned in ${Date.now() - started} ms\n`);
+      this.memoryPeaks.forget(run.key);
       this.connectAgent(run);
       return {};
     } catch (err) {
@@ -313,9 +319,16 @@ export class QemuDriver implements InstanceDriver {
     const vm = this.vms.find(run);
     if (!vm) return stoppedState();
     const status = await this.status(inst);
+    const guest = await this.guestState(inst, status);
+    const peak = guest ? this.memoryPeaks.seen(run.key, guest.memory.usage) : this.memoryPeaks.peak(run.key);
+    return runningState(vm.pid, status, readTaps(run.tapsFile), guest, peak);
+  }
+
+  /** The agent's report, unless the guest is paused (it would answer nothing) or has no agent up. */
+  private async guestState(inst: DriverInstance, status: InstanceStatus): Promise<GuestState | undefined> {
+    if (status === 'Frozen') return undefined;
     const agent = this.agentOf(inst);
-    const guest = agent?.connected ? await agent.state().catch(() => undefined) : undefined;
-    return runningState(vm.pid, status, readTaps(run.tapsFile), guest);
+    return agent?.connected ? agent.state().catch(() => undefined) : undefined;
   }
 
   async metrics(inst: DriverInstance): Promise<InstanceMetrics | undefined> {
@@ -323,9 +336,10 @@ export class QemuDriver implements InstanceDriver {
     const vm = this.vms.find(run);
     if (!vm) return undefined;
     const names = Object.fromEntries(Object.entries(inst.devices).map(([dev, cfg]) => [dev, cfg.name || dev]));
-    const agent = this.agentOf(inst);
-    const guest = agent?.connected ? await agent.state().catch(() => undefined) : undefined;
-    return readVmMetrics(vm.pid, memoryMiB(inst.config['limits.memory']) * 1024 * 1024, readTaps(run.tapsFile), names, guest?.processes ?? 0);
+    const guest = await this.guestState(inst, await this.status(inst));
+    if (guest) this.memoryPeaks.seen(run.key, guest.memory.usage);
+    const disks = await this.vms.qmp(run).then((qmp) => readBlockStats(qmp, METRICS_QMP_TIMEOUT_MS), () => undefined);
+    return readVmMetrics(vm.pid, memoryMiB(inst.config['limits.memory']) * 1024 * 1024, readTaps(run.tapsFile), names, guest, disks);
   }
 
   async exec(inst: DriverInstance, spec: ExecSpec): Promise<ExecSession> {
