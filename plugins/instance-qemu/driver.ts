@@ -324,9 +324,12 @@ export class QemuDriver implements InstanceDriver {
     return runningState(vm.pid, status, readTaps(run.tapsFile), guest, peak);
   }
 
-  /** The agent's report, unless the guest is paused (it would answer nothing) or has no agent up. */
+  /**
+   * The agent's report, unless the guest is paused (it would answer nothing), has no agent up, or
+   * security.agent.metrics=false asks for the host's figures only.
+   */
   private async guestState(inst: DriverInstance, status: InstanceStatus): Promise<GuestState | undefined> {
-    if (status === 'Frozen') return undefined;
+    if (status === 'Frozen' || !truthy(inst.config['security.agent.metrics'] || 'true')) return undefined;
     const agent = this.agentOf(inst);
     return agent?.connected ? agent.state().catch(() => undefined) : undefined;
   }
@@ -380,6 +383,7 @@ export class QemuDriver implements InstanceDriver {
   async update(inst: DriverInstance, changed: Record<string, string | undefined>): Promise<void> {
     if (!this.vms.find(this.runDir(inst))) return;
     for (const key of Object.keys(changed)) {
+      if (key === 'security.agent.metrics') continue;
       if (key.startsWith('limits.') || key.startsWith('security.') || key.startsWith('raw.')) {
         throw badRequest(`"${key}" cannot be changed while the virtual machine is running`);
       }
