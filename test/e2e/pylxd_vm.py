@@ -33,19 +33,19 @@ seen['listed_containers'] = '/1.0/containers/' + name in client.api.containers.g
 seen['type'] = instance.get().json()['metadata']['type']
 seen['start'] = wait(instance.state.put(json={'action': 'start', 'timeout': 30})).status
 
-# The agent comes up a few seconds after the guest's kernel: until then exec answers 400.
+# The agent comes up a few seconds after the guest's kernel: until then exec fails (its request or
+# its operation) with "VM agent isn't currently running".
 deadline = time.time() + 120
 while True:
     try:
-        response = instance.exec.post(json={
+        ran = wait(instance.exec.post(json={
             'command': ['sh', '-c', 'echo vm-$((6*7)); exit 5'], 'environment': {},
-            'wait-for-websocket': False, 'interactive': False, 'record-output': True})
+            'wait-for-websocket': False, 'interactive': False, 'record-output': True}))
         break
     except pylxd.exceptions.LXDAPIException as e:
         if time.time() > deadline or 'agent' not in str(e):
             raise
         time.sleep(1)
-ran = wait(response)
 seen['exit_code'] = ran.metadata['return']
 seen['stdout'] = instance.logs[ran.metadata['output']['1'].rsplit('/', 1)[1]].get().text
 
