@@ -60,7 +60,7 @@ const SPAWN_TIMEOUT_MS = 30_000;
 /** How long a guest may take to let go of an unplugged card. */
 const UNPLUG_TIMEOUT_MS = 15_000;
 const QMP_TIMEOUT_MS = 10_000;
-/** A metrics scrape covers every VM: QEMU's block counters are skipped past this. */
+/** A metrics scrape covers every VM: the agent's figures and QEMU's block counters are skipped past this. */
 const METRICS_QMP_TIMEOUT_MS = 1_000;
 /** After `quit` or SIGTERM, how long QEMU may take to exit before SIGKILL. */
 const KILL_GRACE_MS = 2_000;
@@ -328,10 +328,12 @@ export class QemuDriver implements InstanceDriver {
    * The agent's report, unless the guest is paused (it would answer nothing), has no agent up, or
    * security.agent.metrics=false asks for the host's figures only.
    */
-  private async guestState(inst: DriverInstance, status: InstanceStatus): Promise<GuestState | undefined> {
+  private async guestState(inst: DriverInstance, status: InstanceStatus, boundMs?: number): Promise<GuestState | undefined> {
     if (status === 'Frozen' || !truthy(inst.config['security.agent.metrics'] || 'true')) return undefined;
     const agent = this.agentOf(inst);
-    return agent?.connected ? agent.state().catch(() => undefined) : undefined;
+    if (!agent?.connected) return undefined;
+    const asked = agent.state();
+    return (boundMs ? withTimeout(asked, boundMs, 'the VM agent\'s state') : asked).catch(() => undefined);
   }
 
   async metrics(inst: DriverInstance): Promise<InstanceMetrics | undefined> {
@@ -339,7 +341,8 @@ export class QemuDriver implements InstanceDriver {
     const vm = this.vms.find(run);
     if (!vm) return undefined;
     const names = Object.fromEntries(Object.entries(inst.devices).map(([dev, cfg]) => [dev, cfg.name || dev]));
-    const guest = await this.guestState(inst, await this.status(inst));
+    // A scrape covers every VM: one slow guest must not make it miss Prometheus' timeout.
+    const guest = await this.guestState(inst, await this.status(inst), METRICS_QMP_TIMEOUT_MS);
     if (guest) this.memoryPeaks.seen(run.key, guest.memory.usage);
     const disks = await this.vms.qmp(run).then((qmp) => readBlockStats(qmp, METRICS_QMP_TIMEOUT_MS), () => undefined);
     return readVmMetrics(vm.pid, memoryMiB(inst.config['limits.memory']) * 1024 * 1024, readTaps(run.tapsFile), names, guest, disks);

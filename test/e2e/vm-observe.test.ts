@@ -17,6 +17,11 @@ import { corraldCli } from '../helpers/corrald-cli.js';
 import { claimsNamed } from '../helpers/claims.js';
 import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
 import { uniqueName } from '../helpers/netns.js';
+import { selfSigned } from '../helpers/pki.js';
+import { freePort } from '../helpers/tls-client.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
+import { writeFileSync } from 'node:fs';
 
 const skip = vmProblem();
 const vmTest = skip ? test.serial.skip : test.serial;
@@ -24,6 +29,7 @@ if (skip) test('what virtual machines report (skipped)', (t) => t.pass(`skipped:
 
 let d: Daemon;
 let dir: string;
+let prometheus: ChildProcess | undefined;
 const bridge = uniqueName();
 const SMALL = ['-c', 'limits.memory=256MiB', '-c', 'limits.cpu=1'];
 const ENV = { CORRAL_QEMU_ACCEL: 'tcg' };
@@ -56,6 +62,11 @@ test.before(async () => {
 });
 
 test.after.always(async () => {
+  if (prometheus && prometheus.exitCode === null) {
+    const exited = new Promise((resolve) => prometheus!.once('exit', resolve));
+    prometheus.kill('SIGTERM');
+    await exited;
+  }
   if (skip) return;
   for (const name of ['o1', 'o2', 'py1']) await lxc(d.socket, 'delete', '--force', name);
   await lxc(d.socket, 'network', 'delete', bridge);
@@ -187,6 +198,59 @@ vmTest('GET /1.0/metrics has the lxd_* families of a running VM (type="virtual-m
   t.regex(scraped, /^lxd_procs_total\{[^}]*name="o1"[^}]*\} 0$/m);
   t.is((await lxc(d.socket, 'config', 'unset', 'o1', 'security.agent.metrics')).status, 0);
   t.true((await vmState('o1')).processes > 1, 'the agent is asked again');
+});
+
+/** Asks the private Prometheus' HTTP API. */
+function promQuery(port: number, q: string): Promise<any[]> {
+  return new Promise((resolve) => {
+    http.get({ host: '127.0.0.1', port, path: `/api/v1/query?query=${encodeURIComponent(q)}` }, (res) => {
+      let text = '';
+      res.on('data', (c) => (text += c));
+      res.on('end', () => {
+        try {
+          const body = JSON.parse(text);
+          resolve(body.status === 'success' ? body.data.result : []);
+        } catch {
+          resolve([]);
+        }
+      });
+    }).on('error', () => resolve([]));
+  });
+}
+
+vmTest('a private Prometheus (Debian prometheus) scrapes /1.0/metrics over TLS with a metrics certificate and stores the VM\'s series with type="virtual-machine"', async (t) => {
+  const work = path.join(dir, 'prom');
+  const port = await freePort();
+  const promPort = await freePort();
+  t.is((await d.request('PATCH', '/1.0', { config: { 'core.https_address': `127.0.0.1:${port}` } })).status, 200);
+  const cert = selfSigned(dir, 'prometheus');
+  t.is((await d.request('POST', '/1.0/certificates', { type: 'metrics', name: 'prometheus', certificate: cert.base64 })).status, 200);
+  const config = path.join(dir, 'prometheus.yml');
+  writeFileSync(config, [
+    'global:', '  scrape_interval: 1s', '  scrape_timeout: 1s', 'scrape_configs:', '  - job_name: corral',
+    '    metrics_path: /1.0/metrics', '    scheme: https', '    tls_config:', `      cert_file: ${cert.certFile}`, `      key_file: ${cert.keyFile}`,
+    '      insecure_skip_verify: true', '    static_configs:', `      - targets: ['127.0.0.1:${port}']`, '',
+  ].join('\n'));
+  let log = '';
+  prometheus = spawn('prometheus', [`--config.file=${config}`, `--storage.tsdb.path=${work}`, `--web.listen-address=127.0.0.1:${promPort}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  prometheus.stdout!.on('data', (c) => (log += c));
+  prometheus.stderr!.on('data', (c) => (log += c));
+  let procs: any[] = [];
+  await waitFor(async () => (procs = await promQuery(promPort, 'lxd_procs_total{name="o1"}')).length > 0, 60_000, `the VM's series in Prometheus (log: ${log.slice(-1500)})`);
+  t.deepEqual(procs[0].metric, { __name__: 'lxd_procs_total', instance: `127.0.0.1:${port}`, job: 'corral', name: 'o1', project: 'default', type: 'virtual-machine' });
+  t.true(Number(procs[0].value[1]) > 1, 'processes from the agent');
+  t.is((await promQuery(promPort, 'lxd_disk_written_bytes_total{name="o1",device="vda"}')).length, 1);
+  t.is((await promQuery(promPort, 'lxd_memory_MemAvailable_bytes{name="o1"}')).length, 1);
+  await new Promise((r) => setTimeout(r, 2500));
+  const rate = await promQuery(promPort, 'sum by (name) (rate(lxd_cpu_seconds_total{name="o1"}[5s]))');
+  t.is(rate[0]?.metric.name, 'o1');
+  t.false(Number.isNaN(Number(rate[0]?.value[1])));
+  const up = await promQuery(promPort, 'up{job="corral"}');
+  t.is(up[0]?.value[1], '1', 'every scrape within its 1 s timeout');
+  const exited = new Promise((resolve) => prometheus!.once('exit', resolve));
+  prometheus.kill('SIGTERM');
+  await exited;
+  prometheus = undefined;
 });
 
 vmTest('a plain daemon restart leaves running VMs alone (boot.autostart does not start them twice); the adopted VM\'s state comes from its agent again', async (t) => {
