@@ -12,7 +12,9 @@ import {
   type ConfigKeyDescriptor, type ConsoleSession, type DeviceConfig, type DeviceRunConfig, type DriverInstance, type ExecSession, type ExecSpec,
   type HostTools, type InstanceDriver, type InstanceFiles, type InstanceMetrics, type InstanceStatus, type RuntimeState,
 } from '../../sdk/index.js';
-import type { AgentConnector, GuestAgent } from './agent/contract.js';
+import type { AgentConnector, GuestAgent, GuestState } from './agent/contract.js';
+import { readBlockStats } from './block-stats.js';
+import { MemoryPeaks } from './memory-peak.js';
 import { agentFiles } from './agent/instance-files.js';
 import { extractBootFiles } from './boot-files.js';
 import { commandLine } from './command-line.js';
@@ -59,6 +61,8 @@ const SPAWN_TIMEOUT_MS = 30_000;
 /** How long a guest may take to let go of an unplugged card. */
 const UNPLUG_TIMEOUT_MS = 15_000;
 const QMP_TIMEOUT_MS = 10_000;
+/** A metrics scrape covers every VM: the agent's figures and QEMU's block counters are skipped past this. */
+const METRICS_QMP_TIMEOUT_MS = 1_000;
 /** After `quit` or SIGTERM, how long QEMU may take to exit before SIGKILL. */
 const KILL_GRACE_MS = 2_000;
 
@@ -74,6 +78,7 @@ export class QemuDriver implements InstanceDriver {
   });
   private readonly taps: TapPlumber;
   private readonly agents = new Map<string, GuestAgent>();
+  private readonly memoryPeaks = new MemoryPeaks();
 
   constructor(private readonly opts: QemuDriverOptions) {
     this.taps = new TapPlumber(opts.hostTools);
@@ -184,6 +189,7 @@ export class QemuDriver implements InstanceDriver {
       await writeFile(run.acceleratorFile, accel.accelerator);
       await rm(run.startingMarker, { force: true });
       await appendFile(log, `${new Date().toISOString()} running: pid ${this.vms.find(run)?.pid ?? '?'}, spawned in ${Date.now() - started} ms\n`);
+      this.memoryPeaks.forget(run.key);
       this.connectAgent(run);
       return {};
     } catch (err) {
@@ -302,9 +308,21 @@ export class QemuDriver implements InstanceDriver {
     const vm = this.vms.find(run);
     if (!vm) return stoppedState();
     const status = await this.status(inst);
+    const guest = await this.guestState(inst, status);
+    const peak = guest ? this.memoryPeaks.seen(run.key, guest.memory.usage) : this.memoryPeaks.peak(run.key);
+    return runningState(vm.pid, status, readTaps(run.tapsFile), guest, peak);
+  }
+
+  /**
+   * The agent's report, unless the guest is paused (it would answer nothing), has no agent up, or
+   * security.agent.metrics=false asks for the host's figures only.
+   */
+  private async guestState(inst: DriverInstance, status: InstanceStatus, boundMs?: number): Promise<GuestState | undefined> {
+    if (status === 'Frozen' || !truthy(inst.config['security.agent.metrics'] || 'true')) return undefined;
     const agent = this.agentOf(inst);
-    const guest = agent?.connected ? await agent.state().catch(() => undefined) : undefined;
-    return runningState(vm.pid, status, readTaps(run.tapsFile), guest);
+    if (!agent?.connected) return undefined;
+    const asked = agent.state();
+    return (boundMs ? withTimeout(asked, boundMs, 'the VM agent\'s state') : asked).catch(() => undefined);
   }
 
   async metrics(inst: DriverInstance): Promise<InstanceMetrics | undefined> {
@@ -312,9 +330,11 @@ export class QemuDriver implements InstanceDriver {
     const vm = this.vms.find(run);
     if (!vm) return undefined;
     const names = Object.fromEntries(Object.entries(inst.devices).map(([dev, cfg]) => [dev, cfg.name || dev]));
-    const agent = this.agentOf(inst);
-    const guest = agent?.connected ? await agent.state().catch(() => undefined) : undefined;
-    return readVmMetrics(vm.pid, memoryMiB(inst.config['limits.memory']) * 1024 * 1024, readTaps(run.tapsFile), names, guest?.processes ?? 0);
+    // A scrape covers every VM: one slow guest must not make it miss Prometheus' timeout.
+    const guest = await this.guestState(inst, await this.status(inst), METRICS_QMP_TIMEOUT_MS);
+    if (guest) this.memoryPeaks.seen(run.key, guest.memory.usage);
+    const disks = await this.vms.qmp(run).then((qmp) => readBlockStats(qmp, METRICS_QMP_TIMEOUT_MS), () => undefined);
+    return readVmMetrics(vm.pid, memoryMiB(inst.config['limits.memory']) * 1024 * 1024, readTaps(run.tapsFile), names, guest, disks);
   }
 
   async exec(inst: DriverInstance, spec: ExecSpec): Promise<ExecSession> {
@@ -355,6 +375,7 @@ export class QemuDriver implements InstanceDriver {
   async update(inst: DriverInstance, changed: Record<string, string | undefined>): Promise<void> {
     if (!this.vms.find(this.runDir(inst))) return;
     for (const key of Object.keys(changed)) {
+      if (key === 'security.agent.metrics') continue;
       if (key.startsWith('limits.') || key.startsWith('security.') || key.startsWith('raw.')) {
         throw badRequest(`"${key}" cannot be changed while the virtual machine is running`);
       }

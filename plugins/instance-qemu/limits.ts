@@ -43,6 +43,7 @@ const checkBool = (v: string) => void isBool(v);
 export const QEMU_KEYS: ConfigKeyDescriptor[] = [
   { key: 'security.secureboot', scope: 'instance', type: 'bool', default: 'true', validate: checkBool, doc: 'VM: boot through UEFI with secure boot on (OVMF\'s secure boot firmware)' },
   { key: 'security.csm', scope: 'instance', type: 'bool', default: 'false', validate: checkBool, doc: 'VM: boot through legacy BIOS (SeaBIOS) instead of UEFI' },
+  { key: 'security.agent.metrics', scope: 'instance', type: 'bool', default: 'true', validate: checkBool, live: true, extension: 'qemu_metrics', doc: 'VM: ask the guest agent for the state and metrics figures (false: from QEMU and the host only)' },
   { key: 'raw.qemu', scope: 'instance', type: 'string', doc: 'VM: extra QEMU command line arguments (checked by QEMU when set)' },
   { key: 'raw.qemu.conf', scope: 'instance', type: 'string', doc: 'VM: overrides of the generated QEMU config file, by [section "name"]' },
   { key: 'limits.cpu', scope: 'instance', type: 'string', live: true, validate: (v) => void vcpus(v), doc: 'Number of CPUs, or a list of CPU ids and ranges (0-1,3)' },

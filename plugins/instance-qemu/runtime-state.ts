@@ -1,8 +1,9 @@
 /**
- * `lxc info` of a VM, from the host side: the QEMU process's CPU time and resident memory, the
- * NICs' counters read from their taps (what the tap sends, the guest receives), and what the
- * guest agent reports of itself when it is connected (processes, addresses); -1 processes
- * without an agent, as the reference shows.
+ * `lxc info` of a VM. The guest's own figures come from its agent when it answers: processes, CPU
+ * time, memory in use (its /proc/meminfo view, as the reference's agent reports it), its
+ * interfaces and addresses. The host side adds the NICs' tap names (`host_name`) and counters
+ * (what the tap sends, the guest receives). Without an agent, as the reference: -1 processes, no
+ * memory figures (QEMU's resident memory is not the guest's usage), and the QEMU process's CPU time.
  */
 import { readFileSync } from 'node:fs';
 import type { InstanceStatus, NetworkState, RuntimeState } from '../../sdk/index.js';
@@ -28,14 +29,12 @@ const read = (file: string) => {
 
 const counter = (iface: string, name: string) => Number(read(`/sys/class/net/${iface}/statistics/${name}`)?.trim() ?? 0) || 0;
 
-function processFigures(pid: number): { cpuNs: number; rss: number; peak: number } {
+function processCpuNs(pid: number): number {
   const stat = read(`/proc/${pid}/stat`) ?? '';
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // utime and stime are fields 14 and 15 (1-based), 12 and 13 after the command name.
   const ticks = Number(fields[11] ?? 0) + Number(fields[12] ?? 0);
-  const status = read(`/proc/${pid}/status`) ?? '';
-  const kib = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? 0) * 1024;
-  return { cpuNs: Math.round((ticks * 1e9) / CLOCK_TICKS), rss: kib('VmRSS'), peak: kib('VmHWM') };
+  return Math.round((ticks * 1e9) / CLOCK_TICKS);
 }
 
 function tapState(tap: Tap, guest?: NetworkState): NetworkState {
@@ -56,8 +55,8 @@ function tapState(tap: Tap, guest?: NetworkState): NetworkState {
   };
 }
 
-export function runningState(pid: number, status: InstanceStatus, taps: Tap[], guest?: GuestState): RuntimeState {
-  const figures = processFigures(pid);
+/** `memoryPeak`: the highest guest usage seen so far (see MemoryPeaks). */
+export function runningState(pid: number, status: InstanceStatus, taps: Tap[], guest?: GuestState, memoryPeak = 0): RuntimeState {
   const network: Record<string, NetworkState> = { ...(guest?.network ?? {}) };
   for (const tap of taps) {
     // The guest names its interfaces; match a tap to one by MAC address.
@@ -69,8 +68,8 @@ export function runningState(pid: number, status: InstanceStatus, taps: Tap[], g
     status,
     pid,
     processes: guest ? guest.processes : -1,
-    cpu: { usage: guest?.cpuNs ?? figures.cpuNs },
-    memory: { usage: guest?.memory.usage ?? figures.rss, usage_peak: figures.peak, swap_usage: 0, swap_usage_peak: 0 },
+    cpu: { usage: guest?.cpuNs ?? processCpuNs(pid) },
+    memory: { usage: guest?.memory.usage ?? 0, usage_peak: guest ? Math.max(memoryPeak, guest.memory.usage) : memoryPeak, swap_usage: 0, swap_usage_peak: 0 },
     network,
   };
 }
