@@ -69,13 +69,16 @@ export function vmSections(spec: VmSpec): ConfigSection[] {
     section('drive', 'root', { file: spec.disk, format: 'raw', if: 'none', discard: 'unmap', cache: 'writeback' }),
     section('device', 'dev-root', { driver: 'virtio-blk-pci', drive: 'root', bootindex: String(boot.get('root') ?? 0) }),
   ];
-  for (const tap of spec.taps) {
+  spec.taps.forEach((tap, n) => {
+    // Each NIC on a root port of its own: q35's root bus takes no unplug, a root port does.
+    const port = `port-nic-${tap.device}`;
+    out.push(section('device', port, { driver: 'pcie-root-port', chassis: String(HOTPLUG_PORTS + 1 + n), port: String(0x10 + HOTPLUG_PORTS + n), bus: 'pcie.0' }));
     out.push(section('netdev', `nic-${tap.device}`, tapNetdev(tap)));
     out.push(section('device', `dev-nic-${tap.device}`, {
-      driver: 'virtio-net-pci', netdev: `nic-${tap.device}`, ...(tap.hwaddr ? { mac: tap.hwaddr } : {}),
+      driver: 'virtio-net-pci', netdev: `nic-${tap.device}`, bus: port, ...(tap.hwaddr ? { mac: tap.hwaddr } : {}),
       bootindex: String(boot.get(`nic-${tap.device}`) ?? 0),
     }));
-  }
+  });
   for (let n = 0; n < HOTPLUG_PORTS; n++) {
     out.push(section('device', hotplugPort(n), { driver: 'pcie-root-port', chassis: String(n + 1), port: String(0x10 + n), bus: 'pcie.0' }));
   }
