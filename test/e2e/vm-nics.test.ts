@@ -19,6 +19,7 @@ import { startWithPool, stopDaemons, unixWebsocket, waitFor, type Daemon } from 
 import { lxc, lxcEnv } from '../helpers/clients.js';
 import { uniqueName } from '../helpers/netns.js';
 import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
+import { referenceUnavailable, startReference } from '../helpers/reference-daemon.js';
 
 const skip = vmProblem();
 const serial = skip ? test.serial.skip : test.serial;
@@ -126,6 +127,24 @@ serial('lxc console --type=vga without a viewer serves the VM\'s SPICE server on
   const bogus = await d.request('POST', '/1.0/instances/x1/console', { type: 'vnc' });
   t.is(bogus.status, 400);
   t.is(bogus.json.error, 'Unknown console type "vnc"');
+});
+
+serial('the reference answers vga on a container and an unknown console type with the same status and message', async (t) => {
+  const noReference = referenceUnavailable();
+  if (noReference) return t.pass(`skipped: ${noReference}`);
+  const ref = await startReference();
+  try {
+    const init = await ref.lxc('init', '--empty', 'c1');
+    t.is(init.status, 0, init.stderr);
+    for (const body of [{ type: 'vga' }, { type: 'vnc' }]) {
+      const theirs = await ref.request('POST', '/1.0/instances/c1/console', body);
+      const ours = await d.request('POST', '/1.0/instances/c1/console', body);
+      t.is(ours.status, theirs.status, JSON.stringify(body));
+      t.is(ours.json.error, theirs.json.error);
+    }
+  } finally {
+    await ref.stop();
+  }
 });
 
 serial('POST /console {"type":"vga"}: the data websocket relays the SPICE stream both ways; closing the control socket ends the operation', async (t) => {

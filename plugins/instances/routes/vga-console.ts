@@ -10,36 +10,62 @@ import type { WebSocket } from 'ws';
 import type { ApiRequest, Operation, PluginContext } from '../../../sdk/index.js';
 import { operationResources } from './paths.js';
 
-/** Relays one websocket to one console connection; either side ending ends both. */
-function relay(socket: WebSocket, stream: Duplex): void {
+/** What a client may send before its console connection is made (a SPICE link message is tiny). */
+const EARLY_MAX = 1 << 20;
+
+/**
+ * Relays one websocket to one console connection once `opening` gives it; either side ending ends
+ * both. What the client sends before the connection is made is kept (a viewer speaks first).
+ */
+function relay(socket: WebSocket, opening: Promise<Duplex>, onError: (err: Error) => void): void {
+  let stream: Duplex | undefined;
+  let ended = false;
+  const early: Buffer[] = [];
   const end = () => {
-    stream.destroy();
+    ended = true;
+    stream?.destroy();
     if (socket.readyState === socket.OPEN || socket.readyState === socket.CONNECTING) socket.close(1000);
+  };
+  const deliver = (chunk: Buffer) => {
+    // Back-pressure: a viewer writing faster than the console reads waits for it.
+    if (!stream!.write(chunk)) {
+      socket.pause();
+      stream!.once('drain', () => socket.resume());
+    }
   };
   socket.on('message', (data: Buffer | ArrayBuffer | Buffer[]) => {
     const chunk = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as Buffer);
-    // Back-pressure: a viewer writing faster than the console reads waits for it.
-    if (!stream.write(chunk)) {
-      socket.pause();
-      stream.once('drain', () => socket.resume());
-    }
-  });
-  stream.on('data', (chunk: Buffer) => {
-    socket.send(chunk, { binary: true });
-    if (socket.bufferedAmount > 1 << 20) {
-      stream.pause();
-      const wait = setInterval(() => {
-        if (socket.readyState !== socket.OPEN || socket.bufferedAmount < 1 << 18) {
-          clearInterval(wait);
-          stream.resume();
-        }
-      }, 10);
-    }
+    if (stream) deliver(chunk);
+    else if (early.reduce((n, c) => n + c.length, chunk.length) > EARLY_MAX) end();
+    else early.push(chunk);
   });
   socket.on('close', end);
   socket.on('error', end);
-  stream.on('close', end);
-  stream.on('error', end);
+  opening.then((s) => {
+    if (ended) {
+      s.destroy();
+      return;
+    }
+    stream = s;
+    for (const chunk of early.splice(0)) deliver(chunk);
+    s.on('data', (chunk: Buffer) => {
+      socket.send(chunk, { binary: true });
+      if (socket.bufferedAmount > 1 << 20) {
+        s.pause();
+        const wait = setInterval(() => {
+          if (socket.readyState !== socket.OPEN || socket.bufferedAmount < 1 << 18) {
+            clearInterval(wait);
+            s.resume();
+          }
+        }, 10);
+      }
+    });
+    s.on('close', end);
+    s.on('error', end);
+  }, (err: Error) => {
+    onError(err);
+    if (socket.readyState === socket.OPEN) socket.close(1011, 'The graphical console is not available');
+  });
 }
 
 export function vgaOperation(ctx: PluginContext, req: ApiRequest, name: string, open: () => Promise<Duplex>): Operation {
@@ -60,16 +86,12 @@ export function vgaOperation(ctx: PluginContext, req: ApiRequest, name: string, 
         socket.once('close', () => controlClosed());
         return;
       }
-      socket.pause();
-      open().then((stream) => {
+      const opening = open();
+      void opening.then((stream) => {
         streams.add(stream);
         stream.once('close', () => streams.delete(stream));
-        relay(socket, stream);
-        socket.resume();
-      }, (err: Error) => {
-        ctx.log.warn({ err, instance: name }, 'the graphical console could not be reached');
-        socket.close(1011, 'The graphical console is not available');
-      });
+      }, () => undefined);
+      relay(socket, opening, (err) => ctx.log.warn({ err, instance: name }, 'the graphical console could not be reached'));
     },
     run: async (op) => {
       await new Promise<void>((resolve) => {
