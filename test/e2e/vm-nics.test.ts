@@ -100,7 +100,7 @@ const volatile = async (key: string) => (await d.request('GET', '/1.0/instances/
 /** The macvtap interfaces stacked on the test's parent bridge. */
 const macvtapsOnParent = () => readdirSync(`/sys/class/net/${parent}`).filter((f) => f.startsWith('upper_')).map((f) => f.slice('upper_'.length));
 
-serial('lxc console --type=vga without a viewer serves the VM\'s SPICE server on a local socket (one connection per channel); vga on a container is a 400', async (t) => {
+serial('lxc console --type=vga (console_vga_type) without a viewer serves the VM\'s SPICE server on a local socket (one connection per channel); vga on a container is a 400', async (t) => {
   const client = spawn('lxc', ['console', 'x1', '--type=vga'], { env: lxcEnv(d.socket) });
   let out = '';
   client.stdout.on('data', (c: Buffer) => (out += c));
