@@ -109,7 +109,9 @@ serial('lxc console --type=vga (console_vga_type) without a viewer serves the VM
     await waitFor(() => /spice\+unix:\/\/\S+/.test(out), 15_000, 'lxc naming the SPICE socket');
     t.regex(out, /neither could be found/, 'lxc says no viewer is installed');
     const socketPath = /spice\+unix:\/\/(\S+)/.exec(out)![1];
+    const asked = Date.now();
     const first = await spiceReplyOverSocket(socketPath);
+    t.log(`SPICE link reply through lxc and the daemon: ${Date.now() - asked} ms`);
     t.is(first.subarray(0, 4).toString(), 'REDQ', 'the SPICE server\'s link reply');
     t.is(first.readUInt32LE(4), 2, 'SPICE protocol 2');
     // A viewer opens several channels: each is a new websocket on the same secret.
@@ -172,8 +174,10 @@ serial('POST /console {"type":"vga"}: the data websocket relays the SPICE stream
 });
 
 serial('a NIC hot-plugged on a managed bridge gets a DHCP lease in the guest; removed, it leaves the guest and its tap leaves the host', async (t) => {
+  const plugging = Date.now();
   const plug = await lxc(d.socket, 'config', 'device', 'add', 'x1', 'eth1', 'nic', `network=${bridge}`, 'name=eth1');
   t.is(plug.status, 0, plug.stderr);
+  t.log(`tap hot-plug (lxc config device add): ${Date.now() - plugging} ms`);
   const hwaddr = await volatile('volatile.eth1.hwaddr');
   const tap = await volatile('volatile.eth1.host_name');
   t.true(existsSync(`/sys/class/net/${bridge}/brif/${tap}`), 'the tap is on the bridge');
@@ -194,8 +198,10 @@ serial('a NIC hot-plugged on a managed bridge gets a DHCP lease in the guest; re
 });
 
 serial('macvlan NICs become macvtaps on their parent: hot-plugged and at start, the guest sees their MAC addresses; removed, the macvtap goes', async (t) => {
+  const plugging = Date.now();
   const plug = await lxc(d.socket, 'config', 'device', 'add', 'x1', 'mv0', 'nic', 'nictype=macvlan', `parent=${parent}`, 'name=eth2');
   t.is(plug.status, 0, plug.stderr);
+  t.log(`macvtap hot-plug (lxc config device add): ${Date.now() - plugging} ms`);
   const mac0 = await volatile('volatile.mv0.hwaddr');
   t.truthy(mac0);
   t.is(macvtapsOnParent().length, 1, 'a macvtap on the parent');
@@ -203,6 +209,7 @@ serial('macvlan NICs become macvtaps on their parent: hot-plugged and at start, 
   t.true(existsSync(`/sys/class/net/${mvt}/macvtap`), 'it is a macvtap');
   t.is(readFileSync(`/sys/class/net/${mvt}/address`, 'utf8').trim(), mac0, 'with the NIC\'s MAC address');
   await waitFor(async () => (await guestMacs()).includes(mac0), 30_000, 'the guest seeing the macvtap card');
+  t.log(`until the guest lists the macvtap card: ${Date.now() - plugging} ms`);
   // QEMU holds the macvtap's character device.
   const pid = Number(readFileSync(path.join(d.dir, 'qemu', 'x1', 'qemu.pid'), 'utf8'));
   const index = readFileSync(`/sys/class/net/${mvt}/ifindex`, 'utf8').trim();
@@ -226,7 +233,9 @@ serial('macvlan NICs become macvtaps on their parent: hot-plugged and at start, 
     return macs.includes(mac0) && macs.includes(mac1);
   }, 90_000, 'the guest seeing both macvlan cards');
 
+  const unplugging = Date.now();
   const unplug = await lxc(d.socket, 'config', 'device', 'remove', 'x1', 'mv0');
+  t.log(`unplug of a NIC present at start (lxc config device remove): ${Date.now() - unplugging} ms`);
   t.is(unplug.status, 0, unplug.stderr);
   t.is(macvtapsOnParent().length, 1, 'the unplugged macvtap is gone');
   t.false((await guestMacs()).includes(mac0), 'the guest lost that card');
