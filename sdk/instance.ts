@@ -5,7 +5,7 @@
  * register; InstancesServiceRef, what other plugins read at run time; and its hook set
  * (sdk/instance-hooks), where neighbours follow what happens to instances.
  */
-import type { Readable, Writable } from 'node:stream';
+import type { Duplex, Readable, Writable } from 'node:stream';
 import { createExtensionPoint, createServiceRef } from './services.js';
 import type { ConfigKeyDescriptor } from './config-keys.js';
 import type { DeviceConfig, DeviceRunConfig, DeviceType } from './device.js';
@@ -107,6 +107,11 @@ export interface InstanceDriver {
   metrics?(inst: DriverInstance): Promise<InstanceMetrics | undefined>;
   exec(inst: DriverInstance, spec: ExecSpec): Promise<ExecSession>;
   console(inst: DriverInstance, size: { width: number; height: number }): Promise<ConsoleSession>;
+  /**
+   * A new connection to a running instance's graphical console (`vga`: a VM's SPICE server), one
+   * per channel a viewer opens. Drivers without it have no graphical console.
+   */
+  vgaConsole?(inst: DriverInstance): Promise<Duplex>;
   /** Host path of the console log file. */
   consoleLogPath(inst: DriverInstance): string;
   /**

@@ -7,6 +7,7 @@
 import { existsSync } from 'node:fs';
 import { appendFile, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { Duplex } from 'node:stream';
 import {
   ApiError, badRequest, conflict, internalError, truthy,
   type ConfigKeyDescriptor, type ConsoleSession, type DeviceConfig, type DeviceRunConfig, type DriverInstance, type ExecSession, type ExecSpec,
@@ -20,6 +21,7 @@ import { extractBootFiles } from './boot-files.js';
 import { commandLine } from './command-line.js';
 import { buildConfigDrive, findAgentBinary } from './config-drive.js';
 import { consoleSession } from './console-session.js';
+import { connectSpice } from './vga.js';
 import { firmwareFor } from './firmware.js';
 import { memoryMiB, QEMU_KEYS, vcpus } from './limits.js';
 import { readVmMetrics } from './metrics.js';
@@ -29,7 +31,8 @@ import { checkRawQemu } from './raw-qemu.js';
 import { RunDir, runRoot, volumeName } from './run-dir.js';
 import { runningState, stoppedState } from './runtime-state.js';
 import { isQemuOf, livePid, VmTable } from './supervision.js';
-import { TapPlumber, tapFor, readTaps, writeTaps, type Tap } from './taps.js';
+import { TapPlumber, tapFor, tapNetdev, readTaps, writeTaps, type Tap } from './taps.js';
+import { helperCommand } from './macvtap.js';
 import { HOTPLUG_PORTS, hotplugPort, vmSections, type BootDevice } from './vm-sections.js';
 import { withTimeout } from './qmp.js';
 import { refusedDevice } from './vm-devices.js';
@@ -156,6 +159,7 @@ export class QemuDriver implements InstanceDriver {
           const tap = tapFor(d.device ?? nic.name, nic);
           await this.taps.create(tap);
           taps.push(tap);
+          if (tap.macvtap) tap.helper = await helperCommand(run.dir, tap.name);
           bootOrder.push({ id: `nic-${tap.device}`, priority: Number(inst.devices[tap.device]?.['boot.priority'] ?? 0) });
         }
       }
@@ -223,7 +227,7 @@ export class QemuDriver implements InstanceDriver {
 
   /** Sockets and a pid file a dead QEMU left. */
   private async removeStale(run: RunDir): Promise<void> {
-    await Promise.all([run.qmpSocket, run.agentSocket, run.consoleSocket, run.pidFile].map((f) => rm(f, { force: true })));
+    await Promise.all([run.qmpSocket, run.agentSocket, run.consoleSocket, run.spiceSocket, run.pidFile].map((f) => rm(f, { force: true })));
   }
 
   /** Ends QEMU at once (QMP quit, then SIGKILL), whatever state it is in. */
@@ -363,6 +367,13 @@ export class QemuDriver implements InstanceDriver {
     return consoleSession(run.consoleSocket);
   }
 
+  /** One connection to the VM's SPICE server per channel a viewer opens. */
+  async vgaConsole(inst: DriverInstance): Promise<Duplex> {
+    const run = this.runDir(inst);
+    if (!this.vms.find(run)) throw badRequest('Instance is not running');
+    return connectSpice(run.spiceSocket);
+  }
+
   consoleLogPath(inst: DriverInstance): string {
     return path.join(inst.logDir, 'console.log');
   }
@@ -403,7 +414,8 @@ export class QemuDriver implements InstanceDriver {
         added.push(tap);
         tap.port = port;
         used.add(port);
-        await qmp.execute('netdev_add', { type: 'tap', id: `nic-${tap.device}`, ifname: tap.name, script: 'no', downscript: 'no' }, QMP_TIMEOUT_MS);
+        if (tap.macvtap) tap.helper = await helperCommand(run.dir, tap.name);
+        await qmp.execute('netdev_add', { id: `nic-${tap.device}`, ...tapNetdev(tap) }, QMP_TIMEOUT_MS);
         await qmp.execute('device_add', {
           driver: 'virtio-net-pci', id: `dev-nic-${tap.device}`, netdev: `nic-${tap.device}`, bus: port, ...(tap.hwaddr ? { mac: tap.hwaddr } : {}),
         }, QMP_TIMEOUT_MS);

@@ -37,6 +37,8 @@ export class RunDir {
   get qmpSocket(): string { return this.at('qmp.sock'); }
   get agentSocket(): string { return this.at('agent.sock'); }
   get consoleSocket(): string { return this.at('console.sock'); }
+  /** The SPICE server of the VGA console. */
+  get spiceSocket(): string { return this.at('spice.sock'); }
   get pidFile(): string { return this.at('qemu.pid'); }
   get configFile(): string { return this.at('qemu.conf'); }
   get kernel(): string { return this.at('kernel'); }

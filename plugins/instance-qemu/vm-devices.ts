@@ -7,8 +7,11 @@
 import type { DeviceConfig } from '../../sdk/index.js';
 
 const ACCEPTED = new Set(['nic', 'none']);
-/** NIC kinds a VM takes: a tap on a bridge (a managed network's NIC is checked at start, when its kind is known). */
-const VM_NICTYPES = new Set(['bridged']);
+/**
+ * NIC kinds a VM takes: a tap on a bridge, a macvtap on a parent (a managed network's NIC is
+ * checked at start, when its kind is known).
+ */
+const VM_NICTYPES = new Set(['bridged', 'macvlan']);
 
 export function refusedDevice(config: DeviceConfig): string | undefined {
   const type = config.type ?? '';
@@ -17,7 +20,7 @@ export function refusedDevice(config: DeviceConfig): string | undefined {
     return 'disks other than the root disk (host paths, custom volumes) are not supported on virtual machines yet';
   }
   if (type === 'nic' && config.nictype && !VM_NICTYPES.has(config.nictype)) {
-    return `nictype "${config.nictype}" is not supported on virtual machines yet (use a bridged NIC)`;
+    return `nictype "${config.nictype}" is not supported on virtual machines yet (use a bridged or macvlan NIC)`;
   }
   if (ACCEPTED.has(type)) return undefined;
   return `"${type}" devices are not supported on virtual machines`;

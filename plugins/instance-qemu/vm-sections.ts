@@ -9,7 +9,8 @@ import { section, type ConfigSection } from './qemu-config.js';
 import type { Firmware } from './firmware.js';
 import type { Accelerator } from './probe.js';
 import type { RunDir } from './run-dir.js';
-import type { Tap } from './taps.js';
+import { tapNetdev, type Tap } from './taps.js';
+import { vgaSections } from './vga.js';
 
 export interface BootDevice {
   /** `root` or `nic-<device>`. */
@@ -61,18 +62,23 @@ export function vmSections(spec: VmSpec): ConfigSection[] {
     section('device', 'virtio-serial', { driver: 'virtio-serial-pci' }),
     socket('agent', run.agentSocket),
     section('device', 'agent', { driver: 'virtserialport', chardev: 'agent', name: 'org.corral.agent' }),
+    // The graphical console (`lxc console --type=vga`): a display card and a SPICE server on a socket.
+    ...vgaSections(run.spiceSocket),
     section('fsdev', 'config', { fsdriver: 'local', path: run.configDrive, readonly: 'on', security_model: 'none' }),
     section('device', 'config', { driver: 'virtio-9p-pci', fsdev: 'config', mount_tag: 'config' }),
     section('drive', 'root', { file: spec.disk, format: 'raw', if: 'none', discard: 'unmap', cache: 'writeback' }),
     section('device', 'dev-root', { driver: 'virtio-blk-pci', drive: 'root', bootindex: String(boot.get('root') ?? 0) }),
   ];
-  for (const tap of spec.taps) {
-    out.push(section('netdev', `nic-${tap.device}`, { type: 'tap', ifname: tap.name, script: 'no', downscript: 'no' }));
+  spec.taps.forEach((tap, n) => {
+    // Each NIC on a root port of its own: q35's root bus takes no unplug, a root port does.
+    const port = `port-nic-${tap.device}`;
+    out.push(section('device', port, { driver: 'pcie-root-port', chassis: String(HOTPLUG_PORTS + 1 + n), port: String(0x10 + HOTPLUG_PORTS + n), bus: 'pcie.0' }));
+    out.push(section('netdev', `nic-${tap.device}`, tapNetdev(tap)));
     out.push(section('device', `dev-nic-${tap.device}`, {
-      driver: 'virtio-net-pci', netdev: `nic-${tap.device}`, ...(tap.hwaddr ? { mac: tap.hwaddr } : {}),
+      driver: 'virtio-net-pci', netdev: `nic-${tap.device}`, bus: port, ...(tap.hwaddr ? { mac: tap.hwaddr } : {}),
       bootindex: String(boot.get(`nic-${tap.device}`) ?? 0),
     }));
-  }
+  });
   for (let n = 0; n < HOTPLUG_PORTS; n++) {
     out.push(section('device', hotplugPort(n), { driver: 'pcie-root-port', chassis: String(n + 1), port: String(0x10 + n), bus: 'pcie.0' }));
   }

@@ -2,7 +2,8 @@
  * The QEMU driver's rules that need no VM: raw.qemu.conf edits of the generated config, the
  * splitting of raw.qemu and QEMU's own verdict on it, boot order from boot.priority, vCPU and
  * memory values, the run directory's socket path limit, and the direct-kernel detection of an
- * ext4 disk holding a kernel (read with debugfs, as the driver does).
+ * ext4 disk holding a kernel (read with debugfs, as the driver does), the netdev of bridged and
+ * macvlan NICs, the VGA console's sections.
  */
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
@@ -16,6 +17,8 @@ import { memoryMiB, vcpus } from '../../plugins/instance-qemu/limits.js';
 import { RunDir } from '../../plugins/instance-qemu/run-dir.js';
 import { extractBootFiles, isExtFilesystem } from '../../plugins/instance-qemu/boot-files.js';
 import { refusedDevice } from '../../plugins/instance-qemu/vm-devices.js';
+import { tapFor, tapNetdev } from '../../plugins/instance-qemu/taps.js';
+import { vgaSections } from '../../plugins/instance-qemu/vga.js';
 import type { HostTools } from '../../sdk/index.js';
 
 /** The host tools the daemon uses, as plain child processes. */
@@ -96,7 +99,26 @@ test('devices a VM cannot take are named', (t) => {
   t.regex(refusedDevice({ type: 'disk', path: '/mnt', source: '/srv' })!, /not supported on virtual machines yet/);
   t.regex(refusedDevice({ type: 'unix-char', path: '/dev/null' })!, /"unix-char" devices are not supported/);
   t.is(refusedDevice({ type: 'nic', nictype: 'bridged', parent: 'br0' }), undefined);
-  t.regex(refusedDevice({ type: 'nic', nictype: 'macvlan', parent: 'eth0' })!, /nictype "macvlan" is not supported on virtual machines yet/);
+  t.is(refusedDevice({ type: 'nic', nictype: 'macvlan', parent: 'eth0' }), undefined);
+  t.regex(refusedDevice({ type: 'nic', nictype: 'physical', parent: 'eth0' })!, /nictype "physical" is not supported on virtual machines yet/);
+});
+
+test('a bridged NIC becomes a tap QEMU opens by name; a macvlan NIC a macvtap whose device QEMU gets from the helper', (t) => {
+  const tap = tapFor('eth0', { name: 'eth0', kind: 'veth', hostName: 'tap1234', link: 'br0', hwaddr: '00:16:3e:00:00:01' });
+  t.deepEqual(tapNetdev(tap), { type: 'tap', ifname: 'tap1234', script: 'no', downscript: 'no' });
+  const mvt = tapFor('eth1', { name: 'eth1', kind: 'macvlan', link: 'br0', hwaddr: '00:16:3e:00:00:02', macvlanMode: 'bridge' });
+  t.regex(mvt.name, /^mvt[0-9a-f]{8}$/);
+  t.deepEqual(mvt.macvtap, { parent: 'br0', mode: 'bridge' });
+  mvt.helper = 'python3 /run/tap-fd.py /dev/tap9';
+  t.deepEqual(tapNetdev(mvt), { type: 'tap', helper: 'python3 /run/tap-fd.py /dev/tap9' });
+  t.throws(() => tapFor('eth2', { name: 'eth2', kind: 'macvlan', link: 'br0', macvlanMode: 'sideways' }), { message: /invalid macvlan mode "sideways"/ });
+  t.throws(() => tapFor('eth3', { name: 'eth3', kind: 'phys', link: 'eth9' }), { message: /phys NICs are not supported on virtual machines yet/ });
+});
+
+test('every VM gets a display card and a SPICE server on a unix socket of its run directory, without a password', (t) => {
+  const text = renderSections(vgaSections('/var/lib/corral/qemu/v1/spice.sock'));
+  t.regex(text, /\[spice\]\n\s*unix = "on"\n\s*addr = "\/var\/lib\/corral\/qemu\/v1\/spice.sock"\n\s*disable-ticketing = "on"/);
+  t.regex(text, /\[device "vga"\]\n\s*driver = "virtio-vga"/);
 });
 
 test('the direct-kernel path finds /boot/vmlinux (through a symlink too) and the initrd in an ext4 disk, and keeps its copies while they are the same', async (t) => {
