@@ -27,7 +27,9 @@ import { RunDir, runRoot, volumeName } from './run-dir.js';
 import { runningState, stoppedState } from './runtime-state.js';
 import { isQemuOf, livePid, VmTable } from './supervision.js';
 import { TapPlumber, tapFor, readTaps, writeTaps, type Tap } from './taps.js';
-import { HOTPLUG_PORTS, hotplugPort, vmSections, type BootDevice } from './vm-sections.js';
+import { bootIndexes, HOTPLUG_PORTS, hotplugPort, vmSections, type BootDevice } from './vm-sections.js';
+import { attachedDisk, checkNotInUse, diskSections, driveId, plugDisk, readDisks, unplugDisk, writeDisks, type AttachedDisk } from './vm-disks.js';
+import { sharedAtStart, shareSections, sharesOf, writeMountList, type Share } from './vm-shares.js';
 import { withTimeout } from './qmp.js';
 import { refusedDevice } from './vm-devices.js';
 import { growRootDisk, ROOT_IMAGE, rootDiskSize } from './root-disk.js';
@@ -132,7 +134,9 @@ export class QemuDriver implements InstanceDriver {
     const rawArgs = inst.config['raw.qemu'] ? await checkRawQemu(this.opts.hostTools, inst.config['raw.qemu']) : [];
     const disk = path.join(inst.volumePath, ROOT_IMAGE);
     if (!existsSync(disk)) throw badRequest(`The instance has no root disk image (${ROOT_IMAGE}): it was not made from a virtual-machine image`);
-    for (const d of devices) if (d.mounts?.length) throw badRequest(`Device "${d.device}": host paths cannot be given to a virtual machine yet`);
+    const disks: AttachedDisk[] = devices.flatMap((d) => (d.blocks ?? []).map((b) => attachedDisk(d.device ?? '', b)));
+    const shares: Share[] = devices.flatMap((d) => sharesOf(d.device ?? '', d.mounts ?? []));
+    checkNotInUse(runRoot(this.opts.dataDir), run, disks);
 
     await mkdir(run.dir, { recursive: true, mode: 0o700 });
     await writeFile(run.startingMarker, String(process.pid));
@@ -146,6 +150,8 @@ export class QemuDriver implements InstanceDriver {
       if (boot) this.opts.kernelSeen?.(boot.kernel);
       const firmware = boot ? undefined : await firmwareFor(inst.config, inst.volumePath);
       await buildConfigDrive(run.configDrive, inst, findAgentBinary());
+      await writeMountList(run.configDrive, shares);
+      await writeDisks(run, disks);
       const bootOrder: BootDevice[] = [{ id: 'root', priority: Number(inst.devices[rootDeviceName(inst.devices)]?.['boot.priority'] ?? 0) }];
       for (const d of devices) {
         for (const nic of d.nics ?? []) {
@@ -155,12 +161,15 @@ export class QemuDriver implements InstanceDriver {
           bootOrder.push({ id: `nic-${tap.device}`, priority: Number(inst.devices[tap.device]?.['boot.priority'] ?? 0) });
         }
       }
+      for (const disk of disks) bootOrder.push({ id: driveId(disk.device), priority: Number(inst.devices[disk.device]?.['boot.priority'] ?? 0) });
       await writeTaps(run.tapsFile, taps);
       const accel = this.opts.accelerator();
       const sections = vmSections({
         run, disk, accelerator: accel.accelerator, cpus: vcpus(inst.config['limits.cpu']), memoryMiB: memoryMiB(inst.config['limits.memory']),
         taps, bootOrder, firmware, consoleLog: this.consoleLogPath(inst),
       });
+      const indexes = bootIndexes(bootOrder);
+      sections.push(...diskSections(disks, (id) => indexes.get(id)), ...shareSections(shares));
       let config;
       try {
         config = renderSections(applyOverrides(sections, parseOverrides(inst.config['raw.qemu.conf'] ?? '')));
@@ -273,6 +282,7 @@ export class QemuDriver implements InstanceDriver {
   private async stopped(run: RunDir): Promise<void> {
     for (const tap of readTaps(run.tapsFile)) await this.taps.remove(tap);
     await rm(run.tapsFile, { force: true });
+    await writeDisks(run, []).catch(() => undefined);
   }
 
   private async pausing(inst: DriverInstance, command: 'stop' | 'cont', want: 'paused' | 'running'): Promise<void> {
@@ -379,6 +389,7 @@ export class QemuDriver implements InstanceDriver {
   async attachDevice(inst: DriverInstance, dev: DeviceRunConfig): Promise<void> {
     const run = this.runDir(inst);
     if (!this.vms.find(run)) throw badRequest('Instance is not running');
+    if (dev.blocks?.length && !dev.nics?.length && !dev.mounts?.length) return this.attachDisks(run, dev.device ?? '', dev.blocks.map((b) => attachedDisk(dev.device ?? '', b)));
     if (dev.rootfs || dev.mounts?.length || !dev.nics?.length) throw badRequest(`Device "${dev.device}" cannot be added to a running virtual machine: stop it first`);
     const taps = readTaps(run.tapsFile);
     const used = new Set(taps.map((tp) => tp.port).filter(Boolean));
@@ -407,8 +418,37 @@ export class QemuDriver implements InstanceDriver {
     }
   }
 
+  /** Disks plug into a running VM one by one; a failure takes out those of this device again. */
+  private async attachDisks(run: RunDir, device: string, disks: AttachedDisk[]): Promise<void> {
+    checkNotInUse(runRoot(this.opts.dataDir), run, disks);
+    const held = readDisks(run);
+    const qmp = await this.vms.qmp(run);
+    const vm = this.vms.find(run)!;
+    const added: AttachedDisk[] = [];
+    try {
+      for (const disk of disks) {
+        await plugDisk(qmp, [...held, ...added], disk);
+        added.push(disk);
+        await writeDisks(run, [...held, ...added]);
+      }
+    } catch (err) {
+      for (const disk of added.reverse()) await unplugDisk(vm, qmp, disk, UNPLUG_TIMEOUT_MS).catch(() => undefined);
+      await writeDisks(run, held);
+      if (err instanceof ApiError) throw err;
+      throw badRequest(`Failed to add device "${device}" to the virtual machine: ${(err as Error).message}`);
+    }
+  }
+
   async detachDevice(inst: DriverInstance, device: string): Promise<void> {
     const run = this.runDir(inst);
+    const disks = readDisks(run);
+    const vm = this.vms.find(run);
+    if (vm && sharedAtStart(run.configDrive, device)) throw badRequest(`Device "${device}" cannot be removed from a running virtual machine: stop it first`);
+    if (vm && disks.some((d) => d.device === device)) {
+      const qmp = await this.vms.qmp(run);
+      for (const disk of disks.filter((d) => d.device === device)) await unplugDisk(vm, qmp, disk, UNPLUG_TIMEOUT_MS);
+      await writeDisks(run, disks.filter((d) => d.device !== device));
+    }
     const taps = readTaps(run.tapsFile);
     const mine = taps.filter((tp) => tp.device === device);
     if (!mine.length) return;

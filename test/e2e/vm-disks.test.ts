@@ -1,0 +1,170 @@
+/**
+ * Disks of a VM other than its root, through the real `lxc` client: a block volume becomes a
+ * virtio disk the guest writes and reads (/dev/vdb), one plugs in and out while the VM runs, a
+ * block volume another running VM holds is refused unless the volume is `security.shared`; host
+ * directories and filesystem volumes become 9p shares the guest's init mounts, owners and modes
+ * kept both ways, `readonly=true` refusing writes. What a VM cannot take is refused with a 400,
+ * at create, device add and through a profile.
+ */
+import test from 'ava';
+import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { hasLxc, lxc, lxcOk, lxcRefused } from '../helpers/clients.js';
+import { serialUnless } from '../helpers/needs.js';
+import { processesWith } from '../helpers/processes.js';
+import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
+
+const serial = serialUnless(vmProblem() ?? (hasLxc() ? undefined : 'the lxc client is not installed'));
+let d: Daemon;
+let work: string;
+let dataDir: string;
+let pool: string;
+
+test.before(async () => {
+  if (vmProblem() || !hasLxc()) return;
+  dataDir = mkdtempSync(path.join(tmpdir(), 'corral-vmdk-'));
+  // The KVM probe is the lifecycle test's business; here it would only take CPU from the guest.
+  d = await startWithPool({ dir: dataDir, plugins: 'full', env: { CORRAL_QEMU_ACCEL: 'tcg' } });
+  pool = (await d.request('GET', '/1.0/storage-pools?recursion=1')).json.metadata[0].name;
+  work = mkdtempSync(path.join(tmpdir(), 'vm-disks-'));
+  await importTestVmImage(d.socket);
+});
+
+test.after.always(async () => {
+  if (d) for (const name of ['v1', 'v2', 'r1']) await lxc(d.socket, 'delete', '--force', name);
+  await stopDaemons();
+  // Whatever a failed test left of this directory's VMs.
+  if (dataDir) for (const p of processesWith(`${dataDir}/qemu/`)) process.kill(p.pid, 'SIGKILL');
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+const sh = (name: string, script: string) => lxc(d.socket, 'exec', name, '--', 'sh', '-c', script);
+
+serial('devices a VM cannot take are refused with a 400 naming the device: at create, at device add, through a profile', async (t) => {
+  await lxcOk(t, d.socket, 'init', 'busybox-vm', 'r1', '--vm', '-c', 'limits.memory=256MiB');
+  const refusals: [string, string[], RegExp][] = [
+    ['proxy', ['px', 'proxy', 'listen=tcp:127.0.0.1:12345', 'connect=tcp:127.0.0.1:22'], /Invalid device "px": "proxy" devices are not supported on virtual machines/],
+    ['unix-char', ['null', 'unix-char', 'path=/dev/null'], /Device "null": (unknown device type|device type) "unix-char"/],
+    ['shift', ['sh', 'disk', `source=${work}`, 'path=/mnt/s', 'shift=true'], /Invalid device "sh": "shift" cannot be used on a virtual machine/],
+    ['propagation', ['pr', 'disk', `source=${work}`, 'path=/mnt/p', 'propagation=shared'], /Invalid device "pr": "propagation" cannot be used on a virtual machine/],
+    ['path=/', ['slash', 'disk', `source=${work}`, 'path=/'], /Invalid device "slash": .*root disk/],
+  ];
+  for (const [what, args, message] of refusals) {
+    const err = await lxcRefused(t, d.socket, 'config', 'device', 'add', 'r1', ...args);
+    t.regex(err, message, what);
+  }
+  t.deepEqual(Object.keys((await d.request('GET', '/1.0/instances/r1')).json.metadata.devices), [], 'nothing was added');
+  const put = await d.request('PUT', '/1.0/instances/r1', { ...(await d.request('GET', '/1.0/instances/r1')).json.metadata, devices: { px: { type: 'proxy', listen: 'tcp:127.0.0.1:12345', connect: 'tcp:127.0.0.1:22' } } });
+  t.is(put.status, 400, 'a 400, not a 500');
+  t.regex(put.json.error, /Invalid device "px"/);
+  // At create, the same, and nothing is made.
+  const created = await d.request('POST', '/1.0/instances', {
+    name: 'r2', type: 'virtual-machine', source: { type: 'image', alias: 'busybox-vm' },
+    devices: { sh: { type: 'disk', source: work, path: '/mnt/s', shift: 'true' } },
+  });
+  t.is(created.status, 400);
+  t.regex(created.json.error, /Invalid device "sh": "shift" cannot be used on a virtual machine/);
+  t.is((await d.request('GET', '/1.0/instances/r2')).status, 404, 'nothing was made');
+  // A profile holding such a device: applied to a VM, refused; edited under a VM that uses it, refused.
+  await lxcOk(t, d.socket, 'profile', 'create', 'chardev');
+  await lxcOk(t, d.socket, 'profile', 'device', 'add', 'chardev', 'px', 'proxy', 'listen=tcp:127.0.0.1:12345', 'connect=tcp:127.0.0.1:22');
+  t.regex(await lxcRefused(t, d.socket, 'profile', 'add', 'r1', 'chardev'), /Invalid device "px": "proxy" devices are not supported on virtual machines/);
+  await lxcOk(t, d.socket, 'profile', 'create', 'later');
+  await lxcOk(t, d.socket, 'profile', 'add', 'r1', 'later');
+  t.regex(await lxcRefused(t, d.socket, 'profile', 'device', 'add', 'later', 'sh', 'disk', `source=${work}`, 'path=/mnt/s', 'shift=true'), /"shift" cannot be used on a virtual machine/);
+  await lxcOk(t, d.socket, 'delete', 'r1');
+  await lxcOk(t, d.socket, 'profile', 'delete', 'later');
+  await lxcOk(t, d.socket, 'profile', 'delete', 'chardev');
+});
+
+serial('a block volume is a virtio disk of the VM, plugged at start and while it runs; host directories and filesystem volumes are 9p shares', async (t) => {
+  t.timeout(420_000);
+  // What the VM gets: two block volumes (one plugged later), a filesystem volume, a host directory and a read-only one.
+  await lxcOk(t, d.socket, 'storage', 'volume', 'create', pool, 'b1', '--type=block', 'size=64MiB');
+  await lxcOk(t, d.socket, 'storage', 'volume', 'create', pool, 'b2', '--type=block', 'size=32MiB');
+  await lxcOk(t, d.socket, 'storage', 'volume', 'create', pool, 'fsvol');
+  const hostDir = path.join(work, 'host');
+  const roDir = path.join(work, 'ro');
+  mkdirSync(hostDir);
+  mkdirSync(roDir);
+  writeFileSync(path.join(hostDir, 'from-host'), 'written on the host\n', { mode: 0o640 });
+  chownSync(path.join(hostDir, 'from-host'), 1234, 2345);
+  writeFileSync(path.join(roDir, 'kept'), 'read me\n');
+
+  await lxcOk(t, d.socket, 'init', 'busybox-vm', 'v1', '--vm', '-c', 'limits.memory=256MiB', '-c', 'limits.cpu=1');
+  // A block volume takes no path; a filesystem one needs one.
+  t.regex(await lxcRefused(t, d.socket, 'config', 'device', 'add', 'v1', 'bad', 'disk', `pool=${pool}`, 'source=b1', 'path=/mnt/b'), /cannot have a "path"/);
+  t.regex(await lxcRefused(t, d.socket, 'config', 'device', 'add', 'v1', 'bad', 'disk', `pool=${pool}`, 'source=fsvol'), /needs a "path"/);
+  await lxcOk(t, d.socket, 'config', 'device', 'add', 'v1', 'b1', 'disk', `pool=${pool}`, 'source=b1', 'boot.priority=0');
+  await lxcOk(t, d.socket, 'config', 'device', 'add', 'v1', 'fs', 'disk', `pool=${pool}`, 'source=fsvol', 'path=/mnt/y');
+  await lxcOk(t, d.socket, 'config', 'device', 'add', 'v1', 'host', 'disk', `source=${hostDir}`, 'path=/mnt/x');
+  await lxcOk(t, d.socket, 'config', 'device', 'add', 'v1', 'ro', 'disk', `source=${roDir}`, 'path=/mnt/ro', 'readonly=true');
+  await lxcOk(t, d.socket, 'start', 'v1');
+  t.log('v1 started');
+  await waitFor(async () => (await lxc(d.socket, 'exec', 'v1', '--', 'true')).status === 0, 120_000, 'the VM agent');
+
+  const conf = readFileSync(path.join(dataDir, 'qemu', 'v1', 'qemu.conf'), 'utf8');
+  t.regex(conf, /\[device "dev-disk-b1"\][^[]*driver = "virtio-blk-pci"[^[]*bootindex = "2"/, 'the root disk boots first, b1 after it');
+  t.regex(conf, /\[fsdev "share-host"\][^[]*security_model = "passthrough"/);
+  t.regex(conf, /\[fsdev "share-ro"\][^[]*readonly = "on"/);
+
+  // The block volume: the guest writes it and reads it back; the host sees the bytes in the volume's image.
+  t.is((await sh('v1', 'test -b /dev/vdb && cat /sys/block/vdb/size')).stdout.trim(), String((64 * 1024 * 1024) / 512));
+  await lxcOk(t, d.socket, 'exec', 'v1', '--', 'sh', '-c', 'printf "block-data-%s" 42 | dd of=/dev/vdb bs=512 conv=sync,fsync 2>/dev/null');
+  t.is((await sh('v1', 'echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/vdb bs=13 count=1 2>/dev/null')).stdout, 'block-data-42');
+  const image = readFileSync(path.join(dataDir, 'storage-pools', pool, 'custom', 'default_b1', 'root.img')).subarray(0, 13).toString();
+  t.is(image, 'block-data-42', 'the volume\'s image holds what the guest wrote');
+
+  // The host directory: the host's file with its owner and mode; the guest's file on the host, owned by root.
+  t.is((await sh('v1', 'cat /mnt/x/from-host; stat -c "%u:%g %a" /mnt/x/from-host')).stdout, 'written on the host\n1234:2345 640\n');
+  await lxcOk(t, d.socket, 'exec', 'v1', '--', 'sh', '-c', 'echo from the guest > /mnt/x/from-guest && chown 777:888 /mnt/x/from-guest && chmod 604 /mnt/x/from-guest');
+  t.is(readFileSync(path.join(hostDir, 'from-guest'), 'utf8'), 'from the guest\n');
+  const st = statSync(path.join(hostDir, 'from-guest'));
+  t.deepEqual([st.uid, st.gid, st.mode & 0o777], [777, 888, 0o604], 'owner and mode as the guest set them');
+  // The filesystem volume, the same way.
+  await lxcOk(t, d.socket, 'exec', 'v1', '--', 'sh', '-c', 'echo on the volume > /mnt/y/f && chown 4321:4321 /mnt/y/f');
+  const volDir = (await d.request('GET', `/1.0/storage-pools/${pool}/volumes/custom/fsvol`)).json.metadata;
+  t.truthy(volDir);
+  const volFile = path.join(dataDir, 'storage-pools', pool, 'custom', 'default_fsvol', 'f');
+  t.is(readFileSync(volFile, 'utf8'), 'on the volume\n');
+  t.is(statSync(volFile).uid, 4321);
+  // The read-only share: read, never written.
+  t.is((await sh('v1', 'cat /mnt/ro/kept')).stdout, 'read me\n');
+  const write = await sh('v1', 'touch /mnt/ro/new');
+  t.not(write.status, 0, 'a read-only share refuses writes');
+  t.regex(write.stderr, /Read-only file system/);
+
+  // A second block volume plugged into the running VM (blockdev-add, device_add on a spare port) and out again.
+  await lxcOk(t, d.socket, 'config', 'device', 'add', 'v1', 'b2', 'disk', `pool=${pool}`, 'source=b2', 'readonly=true');
+  await waitFor(async () => (await sh('v1', 'test -b /dev/vdc')).status === 0, 30_000, 'the guest seeing /dev/vdc');
+  t.is((await sh('v1', 'cat /sys/block/vdc/ro /sys/block/vdc/size')).stdout, `1\n${(32 * 1024 * 1024) / 512}\n`, 'read-only, 32 MiB');
+  await lxcOk(t, d.socket, 'config', 'device', 'remove', 'v1', 'b2');
+  t.not((await sh('v1', 'test -b /dev/vdc')).status, 0, 'the disk left the guest');
+  // Plugged again writable: the guest writes it.
+  await lxcOk(t, d.socket, 'config', 'device', 'add', 'v1', 'b2', 'disk', `pool=${pool}`, 'source=b2');
+  await waitFor(async () => (await sh('v1', 'test -b /dev/vdc')).status === 0, 30_000, 'the guest seeing /dev/vdc again');
+  await lxcOk(t, d.socket, 'exec', 'v1', '--', 'sh', '-c', 'printf hotplugged | dd of=/dev/vdc bs=512 conv=sync,fsync 2>/dev/null');
+  t.is(readFileSync(path.join(dataDir, 'storage-pools', pool, 'custom', 'default_b2', 'root.img')).subarray(0, 10).toString(), 'hotplugged');
+  await lxcOk(t, d.socket, 'config', 'device', 'remove', 'v1', 'b2');
+  // Shares are given at start: a running VM refuses a new one (nothing half made).
+  const share = await lxcRefused(t, d.socket, 'config', 'device', 'add', 'v1', 'late', 'disk', `source=${roDir}`, 'path=/mnt/late');
+  t.regex(share, /cannot be added to a running virtual machine: stop it first/);
+  t.is((await d.request('GET', '/1.0/instances/v1')).json.metadata.devices.late, undefined);
+
+  // A block volume that the running v1 holds is refused to another VM's start, unless shared.
+  await lxcOk(t, d.socket, 'init', 'busybox-vm', 'v2', '--vm', '-c', 'limits.memory=256MiB', '-c', 'limits.cpu=1');
+  await lxcOk(t, d.socket, 'config', 'device', 'add', 'v2', 'b1', 'disk', `pool=${pool}`, 'source=b1');
+  const busy = await lxcRefused(t, d.socket, 'start', 'v2');
+  t.regex(busy, /Device "b1": volume "b1" on pool "\S+" is in use by the running virtual machine "v1".*security\.shared=true/);
+  t.deepEqual(processesWith(`${dataDir}/qemu/v2/`), [], 'no QEMU left of the refused start');
+  // Shared on purpose: both VMs run with it.
+  await lxcOk(t, d.socket, 'storage', 'volume', 'set', pool, 'b1', 'security.shared=true');
+  await lxcOk(t, d.socket, 'start', 'v2');
+  t.regex(await lxcOk(t, d.socket, 'list', 'v2', '-c', 's', '--format', 'csv'), /RUNNING/);
+  await lxcOk(t, d.socket, 'stop', '--force', 'v2');
+  await lxcOk(t, d.socket, 'stop', '--force', 'v1');
+  await lxcOk(t, d.socket, 'delete', 'v2');
+});
