@@ -39,9 +39,10 @@ fi
 # e2fsprogs (mkfs.ext4 -d makes the test VM image's disk, debugfs reads a kernel off a disk without
 # mounting it), cpio (the test VM image's initramfs); its kernel is fetched with apt-get download.
 # musl-tools builds the VM guest agent as one static binary (scripts/build-agent.sh).
+# swtpm and swtpm-tools emulate a VM's TPM (`tpm` devices): one swtpm per VM, its state in the VM's volume.
 RUNTIME_PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
   dnsmasq-base iproute2 btrfs-progs python3 logrotate lxd-client ca-certificates make g++ debootstrap
-  rsync socat qemu-system-x86 qemu-utils ovmf e2fsprogs cpio musl-tools)
+  rsync socat qemu-system-x86 qemu-utils ovmf e2fsprogs cpio musl-tools swtpm swtpm-tools)
 # What only the tests use: the reference daemon (lxd: the interoperability tests start a private one),
 # pylxd (the second real client), prometheus (the metrics tests scrape corral with a private server and
 # check the text with promtool), openssl and curl (client certificates, a CA and its CRL, untrusted

@@ -29,6 +29,7 @@ import { isQemuOf, livePid, VmTable } from './supervision.js';
 import { TapPlumber, tapFor, readTaps, writeTaps, type Tap } from './taps.js';
 import { bootIndexes, HOTPLUG_PORTS, hotplugPort, vmSections, type BootDevice } from './vm-sections.js';
 import { attachedDisk, checkNotInUse, diskSections, driveId, plugDisk, readDisks, unplugDisk, writeDisks, type AttachedDisk } from './vm-disks.js';
+import { startTpm, stopTpm, tpmDeviceOf, tpmSections, tpmStateDir } from './vm-tpm.js';
 import { sharedAtStart, shareSections, sharesOf, writeMountList, type Share } from './vm-shares.js';
 import { withTimeout } from './qmp.js';
 import { refusedDevice } from './vm-devices.js';
@@ -137,6 +138,7 @@ export class QemuDriver implements InstanceDriver {
     const disks: AttachedDisk[] = devices.flatMap((d) => (d.blocks ?? []).map((b) => attachedDisk(d.device ?? '', b)));
     const shares: Share[] = devices.flatMap((d) => sharesOf(d.device ?? '', d.mounts ?? []));
     checkNotInUse(runRoot(this.opts.dataDir), run, disks);
+    const tpm = tpmDeviceOf(inst.devices);
 
     await mkdir(run.dir, { recursive: true, mode: 0o700 });
     await writeFile(run.startingMarker, String(process.pid));
@@ -169,7 +171,9 @@ export class QemuDriver implements InstanceDriver {
         taps, bootOrder, firmware, consoleLog: this.consoleLogPath(inst),
       });
       const indexes = bootIndexes(bootOrder);
-      sections.push(...diskSections(disks, (id) => indexes.get(id)), ...shareSections(shares));
+      sections.push(...diskSections(disks, (id) => indexes.get(id)), ...shareSections(shares), ...(tpm ? tpmSections(run) : []));
+      await mkdir(inst.logDir, { recursive: true });
+      if (tpm) await startTpm(this.opts.hostTools, run, tpmStateDir(inst.volumePath), path.join(inst.logDir, 'swtpm.log'));
       let config;
       try {
         config = renderSections(applyOverrides(sections, parseOverrides(inst.config['raw.qemu.conf'] ?? '')));
@@ -210,6 +214,7 @@ export class QemuDriver implements InstanceDriver {
       await this.kill(run);
       for (const tap of taps) await this.taps.remove(tap);
       await rm(run.tapsFile, { force: true });
+      await stopTpm(run);
       await rm(run.startingMarker, { force: true });
       throw err instanceof ApiError ? err : internalError(`Failed to start the virtual machine: ${(err as Error).message}`);
     }
@@ -283,6 +288,7 @@ export class QemuDriver implements InstanceDriver {
     for (const tap of readTaps(run.tapsFile)) await this.taps.remove(tap);
     await rm(run.tapsFile, { force: true });
     await writeDisks(run, []).catch(() => undefined);
+    await stopTpm(run);
   }
 
   private async pausing(inst: DriverInstance, command: 'stop' | 'cont', want: 'paused' | 'running'): Promise<void> {

@@ -9,6 +9,7 @@ import { QemuDriver } from './driver.js';
 import path from 'node:path';
 import { hostKernel, probeKvm, probeQemu, qemuEnvironment, storedVerdict, storeVerdict, type AcceleratorVerdict, type QemuProbe } from './probe.js';
 import { runRoot } from './run-dir.js';
+import { tpmDevice } from './vm-tpm.js';
 
 interface PluginState {
   driver: QemuDriver;
@@ -61,6 +62,7 @@ export default definePlugin({
     const instances = ctx.extensionPoints.get(InstancesExtensionPointRef);
     if (!instances) throw new Error('the instance-qemu plugin needs the "instances" extension point');
     instances.registerDriver(state.driver);
+    instances.registerDeviceType(tpmDevice);
     ctx.hooks.environment.tap(qemuEnvironment(() => state.probe));
     (state as { startProbe?: typeof probeWith }).startProbe = probeWith;
   },

@@ -1,14 +1,14 @@
 /**
  * Devices a VM can take: its root disk, other disks (block volumes and image files as virtio
  * disks, host directories and filesystem volumes as 9p shares), NICs and the `none`
- * placeholder. What only a container can use (host character/block devices, GPUs, USB and the
+ * placeholder, a TPM (swtpm). What only a container can use (host character/block devices, GPUs, USB and the
  * like need passthrough; id shifting and mount propagation are mount-namespace notions) is
  * refused with a 400 when the instance is created or edited, or a profile it uses is, rather
  * than failing at start.
  */
 import type { DeviceConfig } from '../../sdk/index.js';
 
-const ACCEPTED = new Set(['nic', 'none', 'disk']);
+const ACCEPTED = new Set(['nic', 'none', 'disk', 'tpm']);
 /** NIC kinds a VM takes: a tap on a bridge (a managed network's NIC is checked at start, when its kind is known). */
 const VM_NICTYPES = new Set(['bridged']);
 /** `disk` options that only make sense for a container's mounts. */

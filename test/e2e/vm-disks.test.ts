@@ -7,7 +7,8 @@
  * at create, device add and through a profile.
  */
 import test from 'ava';
-import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
@@ -33,7 +34,7 @@ test.before(async () => {
 });
 
 test.after.always(async () => {
-  if (d) for (const name of ['v1', 'v2', 'r1']) await lxc(d.socket, 'delete', '--force', name);
+  if (d) for (const name of ['v1', 'v2', 'v3', 'r1']) await lxc(d.socket, 'delete', '--force', name);
   await stopDaemons();
   // Whatever a failed test left of this directory's VMs.
   if (dataDir) for (const p of processesWith(`${dataDir}/qemu/`)) process.kill(p.pid, 'SIGKILL');
@@ -167,4 +168,30 @@ serial('a block volume is a virtio disk of the VM, plugged at start and while it
   await lxcOk(t, d.socket, 'stop', '--force', 'v2');
   await lxcOk(t, d.socket, 'stop', '--force', 'v1');
   await lxcOk(t, d.socket, 'delete', 'v2');
+});
+
+serial('a tpm device: the guest sees a TPM 2.0 (/dev/tpm0) served by a swtpm whose state stays in the VM\'s volume; it ends with the VM', async (t) => {
+  t.timeout(300_000);
+  if (spawnSync('sh', ['-c', 'command -v swtpm'], { stdio: 'ignore' }).status !== 0) {
+    t.pass('skipped: swtpm is not installed (scripts/install.sh installs it)');
+    return;
+  }
+  await lxcOk(t, d.socket, 'init', 'busybox-vm', 'v3', '--vm', '-c', 'limits.memory=256MiB', '-c', 'limits.cpu=1');
+  await lxcOk(t, d.socket, 'config', 'device', 'add', 'v3', 'tpm0', 'tpm');
+  t.regex(await lxcRefused(t, d.socket, 'config', 'device', 'add', 'v3', 'tpm1', 'tpm'), /Only one TPM device is allowed/);
+  t.regex(await lxcRefused(t, d.socket, 'config', 'device', 'add', 'v3', 'tpm1', 'tpm', 'bogus=1'), /unknown option "bogus"/);
+  await lxcOk(t, d.socket, 'start', 'v3');
+  await waitFor(async () => (await lxc(d.socket, 'exec', 'v3', '--', 'true')).status === 0, 120_000, 'the VM agent');
+  t.is((await sh('v3', 'test -c /dev/tpm0 && cat /sys/class/tpm/tpm0/tpm_version_major')).stdout, '2\n');
+  const swtpm = processesWith(`${dataDir}/qemu/v3/tpm.sock`);
+  t.is(swtpm.length, 1, 'one swtpm for the VM');
+  const state = path.join(dataDir, 'storage-pools', pool, 'virtual-machines', 'v3', 'tpm', 'tpm2-00.permall');
+  t.true(existsSync(state), 'the TPM state is in the VM\'s volume');
+  const before = statSync(state).ino;
+  await lxcOk(t, d.socket, 'stop', 'v3', '--force');
+  await waitFor(() => processesWith(`${dataDir}/qemu/v3/tpm.sock`).length === 0, 5_000, 'swtpm ending with the VM');
+  t.is(statSync(state).ino, before, 'the state stays for the next start');
+  // Removed while stopped: the next start has no TPM.
+  await lxcOk(t, d.socket, 'config', 'device', 'remove', 'v3', 'tpm0');
+  await lxcOk(t, d.socket, 'delete', 'v3');
 });
