@@ -117,6 +117,7 @@ export class QemuDriver implements InstanceDriver {
       const why = refusedDevice(config);
       if (why) throw badRequest(`Invalid device "${name}": ${why}`);
     }
+    tpmDeviceOf(devices);
   }
 
   /** A new VM's root disk grows to its device's size (a failure here removes the new volume). */
