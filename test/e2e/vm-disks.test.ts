@@ -176,6 +176,7 @@ serial('a tpm device: the guest sees a TPM 2.0 (/dev/tpm0) served by a swtpm who
     t.pass('skipped: swtpm is not installed (scripts/install.sh installs it)');
     return;
   }
+  t.true(JSON.parse(await lxcOk(t, d.socket, 'query', '/1.0')).api_extensions.includes('tpm_device_type'), 'the extension is announced');
   await lxcOk(t, d.socket, 'init', 'busybox-vm', 'v3', '--vm', '-c', 'limits.memory=256MiB', '-c', 'limits.cpu=1');
   await lxcOk(t, d.socket, 'config', 'device', 'add', 'v3', 'tpm0', 'tpm');
   t.regex(await lxcRefused(t, d.socket, 'config', 'device', 'add', 'v3', 'tpm1', 'tpm'), /Only one TPM device is allowed/);
