@@ -154,7 +154,6 @@ export class QemuDriver implements InstanceDriver {
       const firmware = boot ? undefined : await firmwareFor(inst.config, inst.volumePath);
       await buildConfigDrive(run.configDrive, inst, findAgentBinary());
       await writeMountList(run.configDrive, shares);
-      await writeDisks(run, disks);
       const bootOrder: BootDevice[] = [{ id: 'root', priority: Number(inst.devices[rootDeviceName(inst.devices)]?.['boot.priority'] ?? 0) }];
       for (const d of devices) {
         for (const nic of d.nics ?? []) {
@@ -173,6 +172,7 @@ export class QemuDriver implements InstanceDriver {
       });
       const indexes = bootIndexes(bootOrder);
       sections.push(...diskSections(disks, (id) => indexes.get(id)), ...shareSections(shares), ...(tpm ? tpmSections(run) : []));
+      await writeDisks(run, disks);
       await mkdir(inst.logDir, { recursive: true });
       if (tpm) await startTpm(this.opts.hostTools, run, tpmStateDir(inst.volumePath), path.join(inst.logDir, 'swtpm.log'));
       let config;

@@ -88,10 +88,13 @@ export function checkNotInUse(root: string, self: RunDir, disks: AttachedDisk[])
   }
 }
 
-/** The config sections of the disks given at start, and the spare ports for hot-plugged ones. */
+/** The config sections of the disks given at start (their ports noted in them), and the spare ports for hot-plugged ones. */
 export function diskSections(disks: AttachedDisk[], bootIndex: (id: string) => number | undefined): ConfigSection[] {
   const out: ConfigSection[] = [];
-  for (const disk of disks) {
+  for (const [n, disk] of disks.entries()) {
+    // Each on a root port of its own: a card on q35's root bus could never be unplugged.
+    disk.port = `diskboot${n}`;
+    out.push(section('device', disk.port, { driver: 'pcie-root-port', chassis: String(21 + n), port: String(0x30 + n), bus: 'pcie.0' }));
     out.push(section('drive', driveId(disk.device), {
       file: disk.source, format: 'raw', if: 'none', cache: 'writeback', discard: 'unmap',
       ...(disk.readonly ? { readonly: 'on' } : {}),
@@ -100,7 +103,7 @@ export function diskSections(disks: AttachedDisk[], bootIndex: (id: string) => n
     }));
     const index = bootIndex(driveId(disk.device));
     out.push(section('device', diskDeviceId(disk.device), {
-      driver: 'virtio-blk-pci', drive: driveId(disk.device), serial: qemuIdOf(disk.device).slice(0, 20),
+      driver: 'virtio-blk-pci', drive: driveId(disk.device), bus: disk.port, serial: qemuIdOf(disk.device).slice(0, 20),
       ...(index !== undefined ? { bootindex: String(index) } : {}),
     }));
   }

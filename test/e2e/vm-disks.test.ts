@@ -166,6 +166,9 @@ serial('a block volume is a virtio disk of the VM, plugged at start and while it
   await lxcOk(t, d.socket, 'start', 'v2');
   t.regex(await lxcOk(t, d.socket, 'list', 'v2', '-c', 's', '--format', 'csv'), /RUNNING/);
   await lxcOk(t, d.socket, 'stop', '--force', 'v2');
+  // A disk given at start leaves the running VM too (it sits on a root port of its own).
+  await lxcOk(t, d.socket, 'config', 'device', 'remove', 'v1', 'b1');
+  t.not((await sh('v1', 'test -b /dev/vdb')).status, 0, 'b1 left the guest');
   await lxcOk(t, d.socket, 'stop', '--force', 'v1');
   await lxcOk(t, d.socket, 'delete', 'v2');
 });
