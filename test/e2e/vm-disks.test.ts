@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { hasLxc, lxc, lxcOk, lxcRefused } from '../helpers/clients.js';
 import { serialUnless } from '../helpers/needs.js';
 import { processesWith } from '../helpers/processes.js';
@@ -173,7 +173,7 @@ serial('a block volume is a virtio disk of the VM, plugged at start and while it
   await lxcOk(t, d.socket, 'delete', 'v2');
 });
 
-serial('a tpm device: the guest sees a TPM 2.0 (/dev/tpm0) served by a swtpm whose state stays in the VM\'s volume; it ends with the VM', async (t) => {
+serial('a tpm device: the guest sees a TPM 2.0 (/dev/tpm0) served by a swtpm whose state stays in the VM\'s volume; a restarted daemon adopts it and a hot-plugged disk; it ends with the VM', async (t) => {
   t.timeout(300_000);
   if (spawnSync('sh', ['-c', 'command -v swtpm'], { stdio: 'ignore' }).status !== 0) {
     t.pass('skipped: swtpm is not installed (scripts/install.sh installs it)');
@@ -192,6 +192,18 @@ serial('a tpm device: the guest sees a TPM 2.0 (/dev/tpm0) served by a swtpm who
   const state = path.join(dataDir, 'storage-pools', pool, 'virtual-machines', 'v3', 'tpm', 'tpm2-00.permall');
   t.true(existsSync(state), 'the TPM state is in the VM\'s volume');
   const before = statSync(state).ino;
+  // A disk plugged in, then the daemon killed: the new one adopts the VM, its swtpm and its disk.
+  await lxcOk(t, d.socket, 'storage', 'volume', 'create', pool, 'b3', '--type=block', 'size=16MiB');
+  await lxcOk(t, d.socket, 'config', 'device', 'add', 'v3', 'b3', 'disk', `pool=${pool}`, 'source=b3');
+  await waitFor(async () => (await sh('v3', 'test -b /dev/vdb')).status === 0, 30_000, 'the guest seeing /dev/vdb');
+  d.child.kill('SIGKILL');
+  await new Promise((r) => d.child.once('exit', r));
+  d = await startDaemon({ dir: dataDir, plugins: 'full', env: { CORRAL_QEMU_ACCEL: 'tcg' } });
+  await waitFor(async () => (await lxc(d.socket, 'exec', 'v3', '--', 'true')).status === 0, 30_000, 'the agent after the restart');
+  t.deepEqual(processesWith(`${dataDir}/qemu/v3/tpm.sock`).map((p) => p.pid), swtpm.map((p) => p.pid), 'the same swtpm serves the VM');
+  t.is((await sh('v3', 'cat /sys/class/tpm/tpm0/tpm_version_major')).stdout, '2\n');
+  await lxcOk(t, d.socket, 'config', 'device', 'remove', 'v3', 'b3');
+  t.not((await sh('v3', 'test -b /dev/vdb')).status, 0, 'the adopted VM\'s disk unplugged');
   await lxcOk(t, d.socket, 'stop', 'v3', '--force');
   await waitFor(() => processesWith(`${dataDir}/qemu/v3/tpm.sock`).length === 0, 5_000, 'swtpm ending with the VM');
   t.is(statSync(state).ino, before, 'the state stays for the next start');
