@@ -28,7 +28,8 @@ import { runningState, stoppedState } from './runtime-state.js';
 import { isQemuOf, livePid, VmTable } from './supervision.js';
 import { TapPlumber, tapFor, readTaps, writeTaps, type Tap } from './taps.js';
 import { bootIndexes, HOTPLUG_PORTS, hotplugPort, vmSections, type BootDevice } from './vm-sections.js';
-import { attachedDisk, checkNotInUse, diskSections, driveId, plugDisk, readDisks, unplugDisk, writeDisks, type AttachedDisk } from './vm-disks.js';
+import { mountsUnder, plugShare, readHotShares, releaseHotShares, spareShareSections, unplugShare } from './vm-share-hotplug.js';
+import { attachedDisk, checkNotInUse, diskSections, driveId, freeSparePort, plugDisk, readDisks, unplugDisk, writeDisks, type AttachedDisk } from './vm-disks.js';
 import { startTpm, stopTpm, tpmDeviceOf, tpmSections, tpmStateDir } from './vm-tpm.js';
 import { sharedAtStart, shareSections, sharesOf, writeMountList, type Share } from './vm-shares.js';
 import { withTimeout } from './qmp.js';
@@ -171,7 +172,7 @@ export class QemuDriver implements InstanceDriver {
         taps, bootOrder, firmware, consoleLog: this.consoleLogPath(inst),
       });
       const indexes = bootIndexes(bootOrder);
-      sections.push(...diskSections(disks, (id) => indexes.get(id)), ...shareSections(shares), ...(tpm ? tpmSections(run) : []));
+      sections.push(...diskSections(disks, (id) => indexes.get(id)), ...shareSections(shares), ...spareShareSections(run), ...(tpm ? tpmSections(run) : []));
       await writeDisks(run, disks);
       await mkdir(inst.logDir, { recursive: true });
       if (tpm) await startTpm(this.opts.hostTools, run, tpmStateDir(inst.volumePath), path.join(inst.logDir, 'swtpm.log'));
@@ -290,6 +291,7 @@ export class QemuDriver implements InstanceDriver {
     await rm(run.tapsFile, { force: true });
     await writeDisks(run, []).catch(() => undefined);
     await stopTpm(run);
+    await releaseHotShares(this.opts.hostTools, run);
   }
 
   private async pausing(inst: DriverInstance, command: 'stop' | 'cont', want: 'paused' | 'running'): Promise<void> {
@@ -397,6 +399,13 @@ export class QemuDriver implements InstanceDriver {
     const run = this.runDir(inst);
     if (!this.vms.find(run)) throw badRequest('Instance is not running');
     if (dev.blocks?.length && !dev.nics?.length && !dev.mounts?.length) return this.attachDisks(run, dev.device ?? '', dev.blocks.map((b) => attachedDisk(dev.device ?? '', b)));
+    if (dev.mounts?.length && !dev.nics?.length && !dev.blocks?.length) {
+      const vm = this.vms.find(run)!;
+      const qmp = await this.vms.qmp(run);
+      const ports = () => freeSparePort([...readDisks(run), ...readHotShares(run)].map((x) => x.port));
+      for (const share of sharesOf(dev.device ?? '', dev.mounts)) await plugShare(this.opts.hostTools, run, qmp, vm, this.agentOf(inst), share, ports);
+      return;
+    }
     if (dev.rootfs || dev.mounts?.length || !dev.nics?.length) throw badRequest(`Device "${dev.device}" cannot be added to a running virtual machine: stop it first`);
     const taps = readTaps(run.tapsFile);
     const used = new Set(taps.map((tp) => tp.port).filter(Boolean));
@@ -434,7 +443,7 @@ export class QemuDriver implements InstanceDriver {
     const added: AttachedDisk[] = [];
     try {
       for (const disk of disks) {
-        await plugDisk(qmp, [...held, ...added], disk);
+        await plugDisk(qmp, [...held, ...added, ...readHotShares(run)].map((x) => x.port), disk);
         added.push(disk);
         await writeDisks(run, [...held, ...added]);
       }
@@ -451,6 +460,11 @@ export class QemuDriver implements InstanceDriver {
     const disks = readDisks(run);
     const vm = this.vms.find(run);
     if (vm && sharedAtStart(run.configDrive, device)) throw badRequest(`Device "${device}" cannot be removed from a running virtual machine: stop it first`);
+    const hot = readHotShares(run).filter((sh) => sh.device === device);
+    if (vm && hot.length) {
+      const qmp = await this.vms.qmp(run);
+      for (const share of hot) await unplugShare(this.opts.hostTools, run, qmp, vm, this.agentOf(inst), share);
+    }
     if (vm && disks.some((d) => d.device === device)) {
       const qmp = await this.vms.qmp(run);
       for (const disk of disks.filter((d) => d.device === device)) await unplugDisk(vm, qmp, disk, UNPLUG_TIMEOUT_MS);
@@ -494,6 +508,8 @@ export class QemuDriver implements InstanceDriver {
     const run = this.runDir(inst);
     if (this.vms.find(run)) throw conflict('The instance is running');
     await this.stopped(run);
+    // A share's host mount left under it would have its files removed with it.
+    if (mountsUnder(run.dir).length) throw internalError(`Failed to remove the VM's run directory: ${mountsUnder(run.dir).join(', ')} still mounted`);
     await rm(run.dir, { recursive: true, force: true });
   }
 
@@ -521,6 +537,10 @@ export class QemuDriver implements InstanceDriver {
       if (owned.has(dir)) continue;
       if (this.vms.find(run)) {
         this.opts.log.warn({ vm: entry }, 'a VM without an instance record is running: left alone');
+        continue;
+      }
+      if (mountsUnder(dir).length) {
+        this.opts.log.warn({ vm: entry, mounts: mountsUnder(dir) }, 'a stale VM run directory still has mounts: left alone');
         continue;
       }
       await rm(dir, { recursive: true, force: true });

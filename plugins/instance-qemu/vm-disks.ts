@@ -113,10 +113,12 @@ export function diskSections(disks: AttachedDisk[], bootIndex: (id: string) => n
   return out;
 }
 
+/** A spare port none of `used` takes (disks and shares plugged into a running VM share them). */
+export const freeSparePort = (used: (string | undefined)[]) => Array.from({ length: DISK_HOTPLUG_PORTS }, (_, n) => diskPort(n)).find((p) => !used.includes(p));
+
 /** Plugs `disk` into a running VM; what was done is undone when a step fails. */
-export async function plugDisk(qmp: QmpClient, held: AttachedDisk[], disk: AttachedDisk): Promise<void> {
-  const used = new Set(held.map((d) => d.port).filter(Boolean));
-  const port = Array.from({ length: DISK_HOTPLUG_PORTS }, (_, n) => diskPort(n)).find((p) => !used.has(p));
+export async function plugDisk(qmp: QmpClient, usedPorts: (string | undefined)[], disk: AttachedDisk): Promise<void> {
+  const port = freeSparePort(usedPorts);
   if (!port) throw badRequest(`No free slot for device "${disk.device}": a running VM takes ${DISK_HOTPLUG_PORTS} hot-plugged disks at most`);
   const node = driveId(disk.device);
   await qmp.execute('blockdev-add', {

@@ -3,7 +3,8 @@
  * virtio disk the guest writes and reads (/dev/vdb), one plugs in and out while the VM runs, a
  * block volume another running VM holds is refused unless the volume is `security.shared`; host
  * directories and filesystem volumes become 9p shares the guest's init mounts, owners and modes
- * kept both ways, `readonly=true` refusing writes. What a VM cannot take is refused with a 400,
+ * kept both ways, `readonly=true` refusing writes; shares plug in and out of a running VM through
+ * the agent. A `tpm` device gets a swtpm per VM. What a VM cannot take is refused with a 400,
  * at create, device add and through a profile.
  */
 import test from 'ava';
@@ -150,10 +151,27 @@ serial('a block volume is a virtio disk of the VM, plugged at start and while it
   await lxcOk(t, d.socket, 'exec', 'v1', '--', 'sh', '-c', 'printf hotplugged | dd of=/dev/vdc bs=512 conv=sync,fsync 2>/dev/null');
   t.is(readFileSync(path.join(dataDir, 'storage-pools', pool, 'custom', 'default_b2', 'root.img')).subarray(0, 10).toString(), 'hotplugged');
   await lxcOk(t, d.socket, 'config', 'device', 'remove', 'v1', 'b2');
-  // Shares are given at start: a running VM refuses a new one (nothing half made).
-  const share = await lxcRefused(t, d.socket, 'config', 'device', 'add', 'v1', 'late', 'disk', `source=${roDir}`, 'path=/mnt/late');
-  t.regex(share, /cannot be added to a running virtual machine: stop it first/);
-  t.is((await d.request('GET', '/1.0/instances/v1')).json.metadata.devices.late, undefined);
+  // Shares plug into the running VM too (a spare fsdev, the source bind-mounted under it, the agent mounting it).
+  await lxcOk(t, d.socket, 'config', 'device', 'add', 'v1', 'late', 'disk', `source=${roDir}`, 'path=/mnt/late', 'readonly=true');
+  await lxcOk(t, d.socket, 'config', 'device', 'add', 'v1', 'late2', 'disk', `source=${hostDir}`, 'path=/mnt/late2');
+  t.is((await sh('v1', 'cat /mnt/late/kept')).stdout, 'read me\n');
+  t.regex((await sh('v1', 'touch /mnt/late/new')).stderr, /Read-only file system/);
+  await lxcOk(t, d.socket, 'exec', 'v1', '--', 'sh', '-c', 'echo hot > /mnt/late2/hot && chown 99:98 /mnt/late2/hot');
+  t.is(readFileSync(path.join(hostDir, 'hot'), 'utf8'), 'hot\n');
+  t.is(statSync(path.join(hostDir, 'hot')).uid, 99);
+  t.is((await sh('v1', 'stat -c %u /mnt/late2/from-host')).stdout, '1234\n');
+  // A guest holding the share open keeps it: refused, nothing changed.
+  const holder = lxc(d.socket, 'exec', 'v1', '--', 'sh', '-c', 'cd /mnt/late2 && sleep 4');
+  await waitFor(async () => (await sh('v1', 'ps | grep -c "[s]leep 4"')).stdout.trim() === '1', 10_000, 'the guest holding the share');
+  t.regex(await lxcRefused(t, d.socket, 'config', 'device', 'remove', 'v1', 'late2'), /Device "late2" is in use in the guest/);
+  await holder;
+  await lxcOk(t, d.socket, 'config', 'device', 'remove', 'v1', 'late');
+  await lxcOk(t, d.socket, 'config', 'device', 'remove', 'v1', 'late2');
+  t.is((await sh('v1', 'grep -c " /mnt/late" /proc/mounts')).stdout.trim(), '0', 'unmounted in the guest');
+  t.false(readFileSync('/proc/self/mountinfo', 'utf8').includes(`${dataDir}/qemu/v1/spares`), 'no host mount left');
+  t.true(existsSync(path.join(hostDir, 'from-host')), 'the source is untouched');
+  // A share given at start stays until the VM stops (its card sits on the root bus).
+  t.regex(await lxcRefused(t, d.socket, 'config', 'device', 'remove', 'v1', 'host'), /cannot be removed from a running virtual machine: stop it first/);
 
   // A block volume that the running v1 holds is refused to another VM's start, unless shared.
   await lxcOk(t, d.socket, 'init', 'busybox-vm', 'v2', '--vm', '-c', 'limits.memory=256MiB', '-c', 'limits.cpu=1');
