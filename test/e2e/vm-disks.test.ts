@@ -82,7 +82,7 @@ serial('devices a VM cannot take are refused with a 400 naming the device: at cr
   await lxcOk(t, d.socket, 'profile', 'delete', 'chardev');
 });
 
-serial('a block volume is a virtio disk of the VM, plugged at start and while it runs; host directories and filesystem volumes are 9p shares', async (t) => {
+serial('a block volume is a virtio disk of the VM, plugged at start and while it runs; host directories and filesystem volumes are 9p shares, at start and plugged in and out through the agent', async (t) => {
   t.timeout(420_000);
   // What the VM gets: two block volumes (one plugged later), a filesystem volume, a host directory and a read-only one.
   await lxcOk(t, d.socket, 'storage', 'volume', 'create', pool, 'b1', '--type=block', 'size=64MiB');
