@@ -119,8 +119,12 @@ export async function plugShare(
     await qmp.execute('device_add', { driver: 'virtio-9p-pci', id: shareCardId(share.device), fsdev: spareId(spare), mount_tag: share.tag, bus: port }, QMP_TIMEOUT_MS);
     undo.push(() => unplugCard(vm, qmp, shareCardId(share.device), GUEST_TIMEOUT_MS));
     const staging = `${GUEST_STAGING}/${share.tag}`;
-    const mounted = await guestRun(agent, ['sh', '-c',
+    // The guest binds the new card's driver a moment after device_add: its tag shows in sysfs then.
+    const mounted = await guestRun(agent, ['sh', '-c', [
+      'seen() { for f in /sys/bus/virtio/drivers/9pnet_virtio/virtio*/mount_tag; do [ "$(tr -d "\\000" < "$f" 2>/dev/null)" = "$1" ] && return 0; done; return 1; }',
+      'n=0; until seen "$4"; do n=$((n+1)); [ $n -gt 100 ] && echo "the card did not show up" >&2 && exit 1; sleep 0.1; done',
       'mkdir -p "$1" "$2" && mount -t 9p -o "trans=virtio,version=9p2000.L,msize=262144,$3" "$4" "$1" && mount --bind "$1/data" "$2"',
+    ].join('\n'),
       'mount-share', staging, share.target, share.readonly ? 'ro' : 'rw', share.tag]);
     if (mounted.code !== 0) throw badRequest(`Device "${share.device}": the guest could not mount it at "${share.target}": ${mounted.stderr || `exit ${mounted.code}`}`);
     await writeHotShares(run, [...held, { ...share, spare, port }]);
