@@ -20,6 +20,8 @@ export const tpmSocket = (run: RunDir) => path.join(run.dir, 'tpm.sock');
 const tpmPidFile = (run: RunDir) => path.join(run.dir, 'swtpm.pid');
 export const tpmStateDir = (volumePath: string) => path.join(volumePath, 'tpm');
 
+const onPath = (tool: string) => (process.env.PATH ?? '').split(':').some((dir) => dir && existsSync(path.join(dir, tool)));
+
 /** The VM's `tpm` device, if it has one (a VM takes one at most). */
 export function tpmDeviceOf(devices: Record<string, DeviceConfig>): string | undefined {
   const names = Object.entries(devices).filter(([, d]) => d.type === 'tpm').map(([n]) => n);
@@ -35,6 +37,7 @@ export const tpmDevice: DeviceType = {
       if (key !== 'type' && key !== 'path' && key !== 'pathrm') throw new Error(`unknown option "${key}"`);
     }
     if (ctx.instanceType === 'container') throw new Error('TPM devices are for virtual machines in this build');
+    if (!onPath(SWTPM)) throw new Error('TPM devices need swtpm on this host (scripts/install.sh installs it)');
   },
   async start() {
     return {};
