@@ -100,7 +100,7 @@ serial('a block volume is a virtio disk of the VM, plugged at start and while it
   // A block volume takes no path; a filesystem one needs one.
   t.regex(await lxcRefused(t, d.socket, 'config', 'device', 'add', 'v1', 'bad', 'disk', `pool=${pool}`, 'source=b1', 'path=/mnt/b'), /cannot have a "path"/);
   t.regex(await lxcRefused(t, d.socket, 'config', 'device', 'add', 'v1', 'bad', 'disk', `pool=${pool}`, 'source=fsvol'), /needs a "path"/);
-  await lxcOk(t, d.socket, 'config', 'device', 'add', 'v1', 'b1', 'disk', `pool=${pool}`, 'source=b1', 'boot.priority=0');
+  await lxcOk(t, d.socket, 'config', 'device', 'add', 'v1', 'b1', 'disk', `pool=${pool}`, 'source=b1', 'boot.priority=10');
   await lxcOk(t, d.socket, 'config', 'device', 'add', 'v1', 'fs', 'disk', `pool=${pool}`, 'source=fsvol', 'path=/mnt/y');
   await lxcOk(t, d.socket, 'config', 'device', 'add', 'v1', 'host', 'disk', `source=${hostDir}`, 'path=/mnt/x');
   await lxcOk(t, d.socket, 'config', 'device', 'add', 'v1', 'ro', 'disk', `source=${roDir}`, 'path=/mnt/ro', 'readonly=true');
@@ -109,7 +109,10 @@ serial('a block volume is a virtio disk of the VM, plugged at start and while it
   await waitFor(async () => (await lxc(d.socket, 'exec', 'v1', '--', 'true')).status === 0, 120_000, 'the VM agent');
 
   const conf = readFileSync(path.join(dataDir, 'qemu', 'v1', 'qemu.conf'), 'utf8');
-  t.regex(conf, /\[device "dev-disk-b1"\][^[]*driver = "virtio-blk-pci"[^[]*bootindex = "2"/, 'the root disk boots first, b1 after it');
+  // vm_boot_priority: the disk with the higher boot.priority comes first in the firmware's order.
+  t.regex(conf, /\[device "dev-disk-b1"\][^[]*driver = "virtio-blk-pci"[^[]*bootindex = "1"/, 'b1 (boot.priority=10) first');
+  t.regex(conf, /\[device "dev-root"\][^[]*bootindex = "2"/, 'the root disk after it');
+  t.true(JSON.parse(await lxcOk(t, d.socket, 'query', '/1.0')).api_extensions.includes('vm_boot_priority'));
   t.regex(conf, /\[fsdev "share-host"\][^[]*security_model = "passthrough"/);
   t.regex(conf, /\[fsdev "share-ro"\][^[]*readonly = "on"/);
 
