@@ -186,6 +186,12 @@ serial('a block volume is a virtio disk of the VM, plugged at start and while it
   await lxcOk(t, d.socket, 'storage', 'volume', 'set', pool, 'b1', 'security.shared=true');
   await lxcOk(t, d.socket, 'start', 'v2');
   t.regex(await lxcOk(t, d.socket, 'list', 'v2', '-c', 's', '--format', 'csv'), /RUNNING/);
+  // Plugged into a running VM, the same: a volume v1 holds is refused to the running v2, and v2 keeps its devices.
+  await lxcOk(t, d.socket, 'storage', 'volume', 'create', pool, 'b4', '--type=block', 'size=8MiB');
+  await lxcOk(t, d.socket, 'config', 'device', 'add', 'v1', 'b4', 'disk', `pool=${pool}`, 'source=b4');
+  t.regex(await lxcRefused(t, d.socket, 'config', 'device', 'add', 'v2', 'b4', 'disk', `pool=${pool}`, 'source=b4'), /Device "b4": volume "b4" .* in use by the running virtual machine "v1"/);
+  t.is((await d.request('GET', '/1.0/instances/v2')).json.metadata.devices.b4, undefined);
+  await lxcOk(t, d.socket, 'config', 'device', 'remove', 'v1', 'b4');
   await lxcOk(t, d.socket, 'stop', '--force', 'v2');
   // A disk given at start leaves the running VM too (it sits on a root port of its own).
   await lxcOk(t, d.socket, 'config', 'device', 'remove', 'v1', 'b1');
