@@ -82,7 +82,7 @@ serial('devices a VM cannot take are refused with a 400 naming the device: at cr
   await lxcOk(t, d.socket, 'profile', 'delete', 'chardev');
 });
 
-serial('a block volume is a virtio disk of the VM, plugged at start and while it runs; host directories and filesystem volumes are 9p shares, at start and plugged in and out through the agent', async (t) => {
+serial('a block volume is a virtio disk of the VM, plugged at start and while it runs; host directories and filesystem volumes are 9p shares, at start and plugged in and out through the agent; boot.priority orders disks (vm_boot_priority)', async (t) => {
   t.timeout(420_000);
   // What the VM gets: two block volumes (one plugged later), a filesystem volume, a host directory and a read-only one.
   await lxcOk(t, d.socket, 'storage', 'volume', 'create', pool, 'b1', '--type=block', 'size=64MiB');
@@ -200,7 +200,7 @@ serial('a block volume is a virtio disk of the VM, plugged at start and while it
   await lxcOk(t, d.socket, 'delete', 'v2');
 });
 
-serial('a tpm device: the guest sees a TPM 2.0 (/dev/tpm0) served by a swtpm whose state stays in the VM\'s volume; a restarted daemon adopts it and a hot-plugged disk; it ends with the VM', async (t) => {
+serial('a tpm device: the guest sees a TPM 2.0 (/dev/tpm0) served by a swtpm whose state stays in the VM\'s volume; a restarted daemon adopts it and a hot-plugged disk; it ends with the VM (tpm_device_type)', async (t) => {
   t.timeout(300_000);
   if (spawnSync('sh', ['-c', 'command -v swtpm'], { stdio: 'ignore' }).status !== 0) {
     t.pass('skipped: swtpm is not installed (scripts/install.sh installs it)');

@@ -17,6 +17,7 @@ import { RunDir } from '../../plugins/instance-qemu/run-dir.js';
 import { extractBootFiles, isExtFilesystem } from '../../plugins/instance-qemu/boot-files.js';
 import { refusedDevice } from '../../plugins/instance-qemu/vm-devices.js';
 import type { HostTools } from '../../sdk/index.js';
+import { claimsNamed } from '../helpers/claims.js';
 
 /** The host tools the daemon uses, as plain child processes. */
 const tools: HostTools = {
@@ -140,4 +141,10 @@ test('the direct-kernel path finds /boot/vmlinux (through a symlink too) and the
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
+});
+
+test('every api extension instance-qemu claims is named by a test title', (t) => {
+  const { claims, unnamed } = claimsNamed('instance-qemu');
+  t.true(claims.includes('tpm_device_type'));
+  t.deepEqual(unnamed, []);
 });
