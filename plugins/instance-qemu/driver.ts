@@ -33,7 +33,11 @@ import { runningState, stoppedState } from './runtime-state.js';
 import { isQemuOf, livePid, VmTable } from './supervision.js';
 import { TapPlumber, tapFor, tapNetdev, readTaps, writeTaps, type Tap } from './taps.js';
 import { helperCommand } from './macvtap.js';
-import { HOTPLUG_PORTS, hotplugPort, vmSections, type BootDevice } from './vm-sections.js';
+import { bootIndexes, HOTPLUG_PORTS, hotplugPort, vmSections, type BootDevice } from './vm-sections.js';
+import { mountsUnder, plugShare, readHotShares, releaseHotShares, spareShareSections, unplugShare } from './vm-share-hotplug.js';
+import { attachedDisk, checkNotInUse, diskSections, driveId, freeSparePort, plugDisk, readDisks, unplugDisk, writeDisks, type AttachedDisk } from './vm-disks.js';
+import { startTpm, stopTpm, tpmDeviceOf, tpmSections, tpmStateDir } from './vm-tpm.js';
+import { sharedAtStart, shareSections, sharesOf, writeMountList, type Share } from './vm-shares.js';
 import { withTimeout } from './qmp.js';
 import { refusedDevice } from './vm-devices.js';
 import { growRootDisk, ROOT_IMAGE, rootDiskSize } from './root-disk.js';
@@ -121,6 +125,7 @@ export class QemuDriver implements InstanceDriver {
       const why = refusedDevice(config);
       if (why) throw badRequest(`Invalid device "${name}": ${why}`);
     }
+    tpmDeviceOf(devices);
   }
 
   /** A new VM's root disk grows to its device's size (a failure here removes the new volume). */
@@ -139,7 +144,10 @@ export class QemuDriver implements InstanceDriver {
     const rawArgs = inst.config['raw.qemu'] ? await checkRawQemu(this.opts.hostTools, inst.config['raw.qemu']) : [];
     const disk = path.join(inst.volumePath, ROOT_IMAGE);
     if (!existsSync(disk)) throw badRequest(`The instance has no root disk image (${ROOT_IMAGE}): it was not made from a virtual-machine image`);
-    for (const d of devices) if (d.mounts?.length) throw badRequest(`Device "${d.device}": host paths cannot be given to a virtual machine yet`);
+    const disks: AttachedDisk[] = devices.flatMap((d) => (d.blocks ?? []).map((b) => attachedDisk(d.device ?? '', b)));
+    const shares: Share[] = devices.flatMap((d) => sharesOf(d.device ?? '', d.mounts ?? []));
+    checkNotInUse(runRoot(this.opts.dataDir), run, disks);
+    const tpm = tpmDeviceOf(inst.devices);
 
     await mkdir(run.dir, { recursive: true, mode: 0o700 });
     await writeFile(run.startingMarker, String(process.pid));
@@ -153,6 +161,7 @@ export class QemuDriver implements InstanceDriver {
       if (boot) this.opts.kernelSeen?.(boot.kernel);
       const firmware = boot ? undefined : await firmwareFor(inst.config, inst.volumePath);
       await buildConfigDrive(run.configDrive, inst, findAgentBinary());
+      await writeMountList(run.configDrive, shares);
       const bootOrder: BootDevice[] = [{ id: 'root', priority: Number(inst.devices[rootDeviceName(inst.devices)]?.['boot.priority'] ?? 0) }];
       for (const d of devices) {
         for (const nic of d.nics ?? []) {
@@ -163,12 +172,18 @@ export class QemuDriver implements InstanceDriver {
           bootOrder.push({ id: `nic-${tap.device}`, priority: Number(inst.devices[tap.device]?.['boot.priority'] ?? 0) });
         }
       }
+      for (const disk of disks) bootOrder.push({ id: driveId(disk.device), priority: Number(inst.devices[disk.device]?.['boot.priority'] ?? 0) });
       await writeTaps(run.tapsFile, taps);
       const accel = this.opts.accelerator();
       const sections = vmSections({
         run, disk, accelerator: accel.accelerator, cpus: vcpus(inst.config['limits.cpu']), memoryMiB: memoryMiB(inst.config['limits.memory']),
         taps, bootOrder, firmware, consoleLog: this.consoleLogPath(inst),
       });
+      const indexes = bootIndexes(bootOrder);
+      sections.push(...diskSections(disks, (id) => indexes.get(id)), ...shareSections(shares), ...spareShareSections(run), ...(tpm ? tpmSections(run) : []));
+      await writeDisks(run, disks);
+      await mkdir(inst.logDir, { recursive: true });
+      if (tpm) await startTpm(this.opts.hostTools, run, tpmStateDir(inst.volumePath), path.join(inst.logDir, 'swtpm.log'));
       let config;
       try {
         config = renderSections(applyOverrides(sections, parseOverrides(inst.config['raw.qemu.conf'] ?? '')));
@@ -200,6 +215,7 @@ export class QemuDriver implements InstanceDriver {
       await this.kill(run);
       for (const tap of taps) await this.taps.remove(tap);
       await rm(run.tapsFile, { force: true });
+      await stopTpm(run);
       await rm(run.startingMarker, { force: true });
       throw err instanceof ApiError ? err : internalError(`Failed to start the virtual machine: ${(err as Error).message}`);
     }
@@ -272,6 +288,9 @@ export class QemuDriver implements InstanceDriver {
   private async stopped(run: RunDir): Promise<void> {
     for (const tap of readTaps(run.tapsFile)) await this.taps.remove(tap);
     await rm(run.tapsFile, { force: true });
+    await writeDisks(run, []).catch(() => undefined);
+    await stopTpm(run);
+    await releaseHotShares(this.opts.hostTools, run);
   }
 
   private async pausing(inst: DriverInstance, command: 'stop' | 'cont', want: 'paused' | 'running'): Promise<void> {
@@ -400,6 +419,14 @@ export class QemuDriver implements InstanceDriver {
   async attachDevice(inst: DriverInstance, dev: DeviceRunConfig): Promise<void> {
     const run = this.runDir(inst);
     if (!this.vms.find(run)) throw badRequest('Instance is not running');
+    if (dev.blocks?.length && !dev.nics?.length && !dev.mounts?.length) return this.attachDisks(run, dev.device ?? '', dev.blocks.map((b) => attachedDisk(dev.device ?? '', b)));
+    if (dev.mounts?.length && !dev.nics?.length && !dev.blocks?.length) {
+      const vm = this.vms.find(run)!;
+      const qmp = await this.vms.qmp(run);
+      const ports = () => freeSparePort([...readDisks(run), ...readHotShares(run)].map((x) => x.port));
+      for (const share of sharesOf(dev.device ?? '', dev.mounts)) await plugShare(this.opts.hostTools, run, qmp, vm, this.agentOf(inst), share, ports);
+      return;
+    }
     if (dev.rootfs || dev.mounts?.length || !dev.nics?.length) throw badRequest(`Device "${dev.device}" cannot be added to a running virtual machine: stop it first`);
     const taps = readTaps(run.tapsFile);
     const used = new Set(taps.map((tp) => tp.port).filter(Boolean));
@@ -429,8 +456,42 @@ export class QemuDriver implements InstanceDriver {
     }
   }
 
+  /** Disks plug into a running VM one by one; a failure takes out those of this device again. */
+  private async attachDisks(run: RunDir, device: string, disks: AttachedDisk[]): Promise<void> {
+    checkNotInUse(runRoot(this.opts.dataDir), run, disks);
+    const held = readDisks(run);
+    const qmp = await this.vms.qmp(run);
+    const vm = this.vms.find(run)!;
+    const added: AttachedDisk[] = [];
+    try {
+      for (const disk of disks) {
+        await plugDisk(qmp, [...held, ...added, ...readHotShares(run)].map((x) => x.port), disk);
+        added.push(disk);
+        await writeDisks(run, [...held, ...added]);
+      }
+    } catch (err) {
+      for (const disk of added.reverse()) await unplugDisk(vm, qmp, disk, UNPLUG_TIMEOUT_MS).catch(() => undefined);
+      await writeDisks(run, held);
+      if (err instanceof ApiError) throw err;
+      throw badRequest(`Failed to add device "${device}" to the virtual machine: ${(err as Error).message}`);
+    }
+  }
+
   async detachDevice(inst: DriverInstance, device: string): Promise<void> {
     const run = this.runDir(inst);
+    const disks = readDisks(run);
+    const vm = this.vms.find(run);
+    if (vm && sharedAtStart(run.configDrive, device)) throw badRequest(`Device "${device}" cannot be removed from a running virtual machine: stop it first`);
+    const hot = readHotShares(run).filter((sh) => sh.device === device);
+    if (vm && hot.length) {
+      const qmp = await this.vms.qmp(run);
+      for (const share of hot) await unplugShare(this.opts.hostTools, run, qmp, vm, this.agentOf(inst), share);
+    }
+    if (vm && disks.some((d) => d.device === device)) {
+      const qmp = await this.vms.qmp(run);
+      for (const disk of disks.filter((d) => d.device === device)) await unplugDisk(vm, qmp, disk, UNPLUG_TIMEOUT_MS);
+      await writeDisks(run, disks.filter((d) => d.device !== device));
+    }
     const taps = readTaps(run.tapsFile);
     const mine = taps.filter((tp) => tp.device === device);
     if (!mine.length) return;
@@ -469,6 +530,8 @@ export class QemuDriver implements InstanceDriver {
     const run = this.runDir(inst);
     if (this.vms.find(run)) throw conflict('The instance is running');
     await this.stopped(run);
+    // A share's host mount left under it would have its files removed with it.
+    if (mountsUnder(run.dir).length) throw internalError(`Failed to remove the VM's run directory: ${mountsUnder(run.dir).join(', ')} still mounted`);
     await rm(run.dir, { recursive: true, force: true });
   }
 
@@ -496,6 +559,10 @@ export class QemuDriver implements InstanceDriver {
       if (owned.has(dir)) continue;
       if (this.vms.find(run)) {
         this.opts.log.warn({ vm: entry }, 'a VM without an instance record is running: left alone');
+        continue;
+      }
+      if (mountsUnder(dir).length) {
+        this.opts.log.warn({ vm: entry, mounts: mountsUnder(dir) }, 'a stale VM run directory still has mounts: left alone');
         continue;
       }
       await rm(dir, { recursive: true, force: true });

@@ -9,6 +9,7 @@ import { AcceleratorChoice } from './accelerator.js';
 import { QemuDriver } from './driver.js';
 import { probeQemu, qemuEnvironment, type QemuProbe } from './probe.js';
 import { runRoot } from './run-dir.js';
+import { tpmDevice } from './vm-tpm.js';
 
 interface PluginState {
   driver: QemuDriver;
@@ -49,6 +50,7 @@ export default definePlugin({
     const instances = ctx.extensionPoints.get(InstancesExtensionPointRef);
     if (!instances) throw new Error('the instance-qemu plugin needs the "instances" extension point');
     instances.registerDriver(state.driver);
+    instances.registerDeviceType(tpmDevice);
     ctx.hooks.environment.tap(qemuEnvironment(() => state.probe));
   },
 

@@ -20,6 +20,7 @@ import { refusedDevice } from '../../plugins/instance-qemu/vm-devices.js';
 import { tapFor, tapNetdev } from '../../plugins/instance-qemu/taps.js';
 import { vgaSections } from '../../plugins/instance-qemu/vga.js';
 import type { HostTools } from '../../sdk/index.js';
+import { claimsNamed } from '../helpers/claims.js';
 
 /** The host tools the daemon uses, as plain child processes. */
 const tools: HostTools = {
@@ -96,7 +97,12 @@ test('a run directory whose sockets would pass the unix path limit is named by a
 test('devices a VM cannot take are named', (t) => {
   t.is(refusedDevice({ type: 'disk', path: '/', pool: 'default' }), undefined);
   t.is(refusedDevice({ type: 'nic', network: 'br0' }), undefined);
-  t.regex(refusedDevice({ type: 'disk', path: '/mnt', source: '/srv' })!, /not supported on virtual machines yet/);
+  t.is(refusedDevice({ type: 'disk', path: '/mnt', source: '/srv' }), undefined, 'a host directory: a 9p share');
+  t.is(refusedDevice({ type: 'disk', pool: 'default', source: 'b1' }), undefined, 'a block volume: a virtio disk');
+  t.is(refusedDevice({ type: 'tpm' }), undefined);
+  t.regex(refusedDevice({ type: 'disk', path: '/mnt', source: '/srv', shift: 'true' })!, /"shift" cannot be used on a virtual machine/);
+  t.regex(refusedDevice({ type: 'disk', path: '/mnt', source: '/srv', propagation: 'shared' })!, /"propagation" cannot be used on a virtual machine/);
+  t.regex(refusedDevice({ type: 'disk', path: '/', source: '/srv' })!, /root disk/);
   t.regex(refusedDevice({ type: 'unix-char', path: '/dev/null' })!, /"unix-char" devices are not supported/);
   t.is(refusedDevice({ type: 'nic', nictype: 'bridged', parent: 'br0' }), undefined);
   t.is(refusedDevice({ type: 'nic', nictype: 'macvlan', parent: 'eth0' }), undefined);
@@ -157,4 +163,10 @@ test('the direct-kernel path finds /boot/vmlinux (through a symlink too) and the
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
+});
+
+test('every api extension instance-qemu claims is named by a test title', (t) => {
+  const { claims, unnamed } = claimsNamed('instance-qemu');
+  t.true(claims.includes('tpm_device_type'));
+  t.deepEqual(unnamed, []);
 });
