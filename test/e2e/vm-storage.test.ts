@@ -139,6 +139,32 @@ serial('lxc move --storage takes a VM with its disk and snapshots to another poo
   }
 });
 
+serial('on a btrfs pool a VM\'s volume is a subvolume whose disk is cloned from the image\'s without a copy; its snapshot is a subvolume too', async (t) => {
+  await ok(t, 'storage', 'create', 'bpool', 'btrfs', 'size=2GiB');
+  const mount = path.join(d.dir, 'storage-pools/bpool');
+  try {
+    await ok(t, 'init', 'busybox-vm', 'b1', '--vm', '-s', 'bpool', '-d', `root,size=${SIZE}`);
+    const volume = path.join(mount, 'virtual-machines/b1');
+    t.is(spawnSync('btrfs', ['subvolume', 'show', volume]).status, 0, 'the volume is a subvolume');
+    const file = path.join(volume, 'root.img');
+    t.is(statSync(file).size, SIZE);
+    // A clone shares the image volume's extents: btrfs counts them once ("shared"), not twice.
+    const usage = spawnSync('btrfs', ['filesystem', 'du', '-s', '--raw', volume], { encoding: 'utf8' }).stdout.trim().split('\n').pop()!.trim().split(/\s+/).map(Number);
+    t.true(usage[1]! < 8 * 1024 * 1024, `exclusive bytes of the clone: ${usage[1]} (total ${usage[0]}, shared ${usage[2]})`);
+    mark(file, 'bt');
+    await ok(t, 'snapshot', 'b1', 'bs');
+    t.is(spawnSync('btrfs', ['subvolume', 'show', path.join(mount, 'virtual-machines-snapshots/b1/bs')]).status, 0);
+    mark(file, 'bt2');
+    await ok(t, 'restore', 'b1', 'bs');
+    t.is(marker(path.join(mount, 'virtual-machines/b1/root.img')), 'bt');
+    await ok(t, 'delete', 'b1');
+    await ok(t, 'storage', 'delete', 'bpool');
+  } finally {
+    await lxc(d.socket, 'delete', '--force', 'b1');
+    await lxc(d.socket, 'storage', 'delete', 'bpool');
+  }
+});
+
 serial('a project\'s limits.virtual-machines counts VMs and refuses one more, leaving nothing behind', async (t) => {
   await ok(t, 'project', 'create', 'vmcap', '-c', 'features.images=false', '-c', 'features.profiles=false', '-c', 'limits.virtual-machines=1');
   try {
