@@ -27,6 +27,10 @@ function find(names: string[]): string | undefined {
 export async function firmwareFor(config: Record<string, string>, volumePath: string): Promise<Firmware | undefined> {
   if (truthy(config['security.csm'])) return undefined;
   const secureBoot = truthy(config['security.secureboot'] ?? 'true');
+  // The image says its bootloader is unsigned (`requirements.secureboot: "false"`, kept as an image.* key).
+  if (secureBoot && config['image.requirements.secureboot'] === 'false') {
+    throw badRequest('This VM\'s image does not boot under secure boot (its requirements.secureboot is false): set security.secureboot=false on the instance');
+  }
   const code = find(secureBoot ? ['OVMF_CODE_4M.ms.fd', 'OVMF_CODE_4M.secboot.fd'] : ['OVMF_CODE_4M.fd', 'OVMF_CODE.fd']);
   const template = find(secureBoot ? ['OVMF_VARS_4M.ms.fd'] : ['OVMF_VARS_4M.fd', 'OVMF_VARS.fd']);
   if (!code || !template) throw badRequest(`No UEFI firmware (OVMF${secureBoot ? ' with secure boot' : ''}) is installed: install the ovmf package, or set security.csm=true for BIOS`);

@@ -58,6 +58,23 @@ vmTest('a disk without a kernel boots through OVMF with secure boot (the unsigne
   t.truthy(readFileSync(path.join(d.dir, 'storage-pools', 'default', 'virtual-machines', 'f1', 'qemu.nvram')).length, 'the VM has its own UEFI variables');
 });
 
+vmTest('an image whose requirements.secureboot is false does not start under secure boot (a 400 saying what to set) and starts without it', async (t) => {
+  const dir = mkdtempSync(path.join(work, 'unsigned-'));
+  writeFileSync(path.join(dir, 'metadata.yaml'), 'architecture: x86_64\ncreation_date: 1700000000\nproperties:\n  description: unsigned loader\n  requirements.secureboot: "false"\n');
+  spawnSync('tar', ['-C', dir, '-czf', path.join(dir, 'meta.tar.gz'), 'metadata.yaml']);
+  t.is((await lxc(d.socket, 'image', 'import', path.join(dir, 'meta.tar.gz'), path.join(work, 'rootfs.img'), '--alias', 'unsigned')).status, 0);
+  t.is((await lxc(d.socket, 'init', 'unsigned', 'u1', '--vm', '-c', 'limits.memory=256MiB')).status, 0);
+  const refused = await lxc(d.socket, 'start', 'u1');
+  t.is(refused.status, 1);
+  t.regex(refused.stderr, /requirements\.secureboot is false\): set security\.secureboot=false/);
+  t.is((await lxc(d.socket, 'list', 'u1', '--format', 'csv', '-c', 's')).stdout.trim(), 'STOPPED');
+  t.is((await lxc(d.socket, 'config', 'set', 'u1', 'security.secureboot', 'false')).status, 0);
+  const started = await lxc(d.socket, 'start', 'u1');
+  t.is(started.status, 0, started.stderr);
+  t.is((await lxc(d.socket, 'delete', '--force', 'u1')).status, 0);
+  t.is((await lxc(d.socket, 'image', 'delete', 'unsigned')).status, 0);
+});
+
 vmTest('security.secureboot=false boots OVMF without secure boot, which runs the EFI shell', async (t) => {
   const log = await bootAndSee(['-c', 'security.secureboot=false'], /Shell>|UEFI Interactive Shell/, 'the EFI shell');
   t.regex(log, /firmware boot \(OVMF\)/);
