@@ -177,7 +177,7 @@ export class QemuDriver implements InstanceDriver {
       const accel = this.opts.accelerator();
       const sections = vmSections({
         run, disk, accelerator: accel.accelerator, cpus: vcpus(inst.config['limits.cpu']), memoryMiB: memoryMiB(inst.config['limits.memory']),
-        taps, bootOrder, firmware, consoleLog: this.consoleLogPath(inst),
+        taps, bootOrder, firmware, directKernel: Boolean(boot), consoleLog: this.consoleLogPath(inst),
       });
       const indexes = bootIndexes(bootOrder);
       sections.push(...diskSections(disks, (id) => indexes.get(id)), ...shareSections(shares), ...spareShareSections(run), ...(tpm ? tpmSections(run) : []));

@@ -1,5 +1,5 @@
 /**
- * The VGA console of a VM: a virtio-vga card whose screen QEMU serves through SPICE on a unix
+ * The VGA console of a VM: a display card whose screen QEMU serves through SPICE on a unix
  * socket of the run directory (no TCP port: only the daemon reaches it, and relays it over the
  * console operation's websocket). No password: the socket's directory is the daemon's alone.
  */
@@ -9,10 +9,17 @@ import { section, type ConfigSection } from './qemu-config.js';
 
 const CONNECT_MS = 5_000;
 
-export function vgaSections(spiceSocket: string): ConfigSection[] {
+/**
+ * The display card: virtio-vga where firmware boots the VM; under a directly loaded kernel
+ * bochs-display, which has no legacy VGA ROM: qboot resets the guest in a loop when a VGA card and
+ * a TPM (tpm-crb) are both there (virtio-vga, VGA and qxl-vga all do; bochs-display does not).
+ */
+export type DisplayCard = 'virtio-vga' | 'bochs-display';
+
+export function vgaSections(spiceSocket: string, card: DisplayCard = 'virtio-vga'): ConfigSection[] {
   return [
     section('spice', undefined, { unix: 'on', addr: spiceSocket, 'disable-ticketing': 'on' }),
-    section('device', 'vga', { driver: 'virtio-vga' }),
+    section('device', 'vga', { driver: card }),
   ];
 }
 

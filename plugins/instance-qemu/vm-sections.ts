@@ -27,6 +27,8 @@ export interface VmSpec {
   taps: Tap[];
   bootOrder: BootDevice[];
   firmware?: Firmware;
+  /** The kernel is loaded directly (qboot), not by firmware: see DisplayCard in vga.ts. */
+  directKernel?: boolean;
   uuid?: string;
   /** The console log file (the instance's log directory). */
   consoleLog?: string;
@@ -63,7 +65,7 @@ export function vmSections(spec: VmSpec): ConfigSection[] {
     socket('agent', run.agentSocket),
     section('device', 'agent', { driver: 'virtserialport', chardev: 'agent', name: 'org.corral.agent' }),
     // The graphical console (`lxc console --type=vga`): a display card and a SPICE server on a socket.
-    ...vgaSections(run.spiceSocket),
+    ...vgaSections(run.spiceSocket, spec.directKernel ? 'bochs-display' : 'virtio-vga'),
     section('fsdev', 'config', { fsdriver: 'local', path: run.configDrive, readonly: 'on', security_model: 'none' }),
     section('device', 'config', { driver: 'virtio-9p-pci', fsdev: 'config', mount_tag: 'config' }),
     section('drive', 'root', { file: spec.disk, format: 'raw', if: 'none', discard: 'unmap', cache: 'writeback' }),

@@ -20,7 +20,7 @@ import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
 
 const serial = serialUnless(vmProblem() ?? (hasLxc() ? undefined : 'the lxc client is not installed'));
 const hasSwtpm = spawnSync('sh', ['-c', 'command -v swtpm'], { stdio: 'ignore' }).status === 0;
-const withSwtpm = serialUnless(vmProblem() ?? (hasLxc() ? undefined : 'the lxc client is not installed') ?? (hasSwtpm ? undefined : 'swtpm is not installed (scripts/install.sh installs it)'));
+const tpmTest = serialUnless(vmProblem() ?? (hasLxc() ? undefined : 'the lxc client is not installed') ?? (hasSwtpm ? undefined : 'swtpm is not installed (scripts/install.sh installs it)'));
 let d: Daemon;
 let work: string;
 let dataDir: string;
@@ -202,7 +202,7 @@ serial('a block volume is a virtio disk of the VM, plugged at start and while it
   await lxcOk(t, d.socket, 'delete', 'v2');
 });
 
-withSwtpm('a tpm device: the guest sees a TPM 2.0 (/dev/tpm0) served by a swtpm whose state stays in the VM\'s volume; a restarted daemon adopts it and a hot-plugged disk; it ends with the VM (tpm_device_type)', async (t) => {
+tpmTest('a tpm device: the guest sees a TPM 2.0 (/dev/tpm0) served by a swtpm whose state stays in the VM\'s volume; a restarted daemon adopts it and a hot-plugged disk; it ends with the VM (tpm_device_type)', async (t) => {
   t.timeout(300_000);
   t.true(JSON.parse(await lxcOk(t, d.socket, 'query', '/1.0')).api_extensions.includes('tpm_device_type'), 'the extension is announced');
   await lxcOk(t, d.socket, 'init', 'busybox-vm', 'v3', '--vm', '-c', 'limits.memory=256MiB', '-c', 'limits.cpu=1');

@@ -16,7 +16,7 @@ import { vmProblem } from '../helpers/vm-image.js';
 
 const skip = vmProblem();
 const vmTest = skip ? test.serial.skip : test.serial;
-if (skip) test('virtual machine firmware (skipped)', (t) => t.pass(`skipped: ${skip}`));
+if (skip) console.warn(`Skipping virtual machine firmware: ${skip}`);
 
 let d: Daemon;
 const work = mkdtempSync(path.join(tmpdir(), 'corral-vmfw-'));

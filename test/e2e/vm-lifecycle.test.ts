@@ -18,7 +18,7 @@ import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
 const require = createRequire(import.meta.url);
 const skip = vmProblem();
 const vmTest = skip ? test.serial.skip : test.serial;
-if (skip) test('virtual machine lifecycle (skipped)', (t) => t.pass(`skipped: ${skip}`));
+if (skip) console.warn(`Skipping virtual machine lifecycle: ${skip}`);
 
 let d: Daemon;
 let dir: string;

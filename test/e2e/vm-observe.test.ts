@@ -25,7 +25,7 @@ import { writeFileSync } from 'node:fs';
 
 const skip = vmProblem();
 const vmTest = skip ? test.serial.skip : test.serial;
-if (skip) test('what virtual machines report (skipped)', (t) => t.pass(`skipped: ${skip}`));
+if (skip) console.warn(`Skipping what virtual machines report: ${skip}`);
 
 let d: Daemon;
 let dir: string;
