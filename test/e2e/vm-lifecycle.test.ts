@@ -13,7 +13,7 @@ import { startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '.
 import { lxc, lxcEnv } from '../helpers/clients.js';
 import { createRequire } from 'node:module';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
+import { importTestVmImage, qemuOf, vmProblem } from '../helpers/vm-image.js';
 
 const require = createRequire(import.meta.url);
 const skip = vmProblem();
@@ -25,19 +25,6 @@ let dir: string;
 let container: BusyboxImage | undefined;
 const SMALL = ['-c', 'limits.memory=256MiB', '-c', 'limits.cpu=1'];
 
-/** QEMU processes running a VM of this data directory (not the KVM probe, which boots a VM's kernel alone). */
-function qemuOf(dataDir: string): number[] {
-  const out: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (cmd.startsWith('qemu-system') && cmd.includes(`\0-readconfig\0${dataDir}/qemu/`) && !/^\d+ \(.*\) Z/.test(stat)) out.push(Number(entry));
-    } catch { /* gone */ }
-  }
-  return out;
-}
 
 /** v1 exists (tests run alone with --match too). */
 async function ensureV1(): Promise<void> {

@@ -15,7 +15,7 @@ import { collect, projectRoot, startDaemon, startWithPool, stopDaemons, waitFor,
 import { lxc, python } from '../helpers/clients.js';
 import { corraldCli } from '../helpers/corrald-cli.js';
 import { claimsNamed } from '../helpers/claims.js';
-import { importTestVmImage, vmProblem } from '../helpers/vm-image.js';
+import { importTestVmImage, qemuOf, vmProblem } from '../helpers/vm-image.js';
 import { uniqueName } from '../helpers/netns.js';
 import { selfSigned } from '../helpers/pki.js';
 import { freePort } from '../helpers/tls-client.js';
@@ -34,19 +34,6 @@ const bridge = uniqueName();
 const SMALL = ['-c', 'limits.memory=256MiB', '-c', 'limits.cpu=1'];
 const ENV = { CORRAL_QEMU_ACCEL: 'tcg' };
 
-/** QEMU processes running a VM of this data directory. */
-function qemuOf(dataDir: string): number[] {
-  const out: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (cmd.startsWith('qemu-system') && cmd.includes(`\0-readconfig\0${dataDir}/qemu/`) && !/^\d+ \(.*\) Z/.test(stat)) out.push(Number(entry));
-    } catch { /* gone */ }
-  }
-  return out;
-}
 
 const status = async (name: string) => (await d.request('GET', `/1.0/instances/${name}`)).json.metadata.status;
 const vmState = async (name: string) => (await d.request('GET', `/1.0/instances/${name}/state`)).json.metadata;

@@ -5,7 +5,7 @@
  * image itself.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { hostArchitecture } from '../../bin/images/metadata.js';
@@ -126,4 +126,18 @@ export const vmSkipReason = vmProblem;
 /** Imports the test VM image into the daemon `d` under `alias`. */
 export async function importVmImage(d: { socket: string }, alias: string): Promise<void> {
   await importTestVmImage(d.socket, alias);
+}
+
+/** QEMU processes running a VM of this data directory (not the KVM probe, which boots a VM's kernel alone). */
+export function qemuOf(dataDir: string): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (cmd.startsWith('qemu-system') && cmd.includes(`\0-readconfig\0${dataDir}/qemu/`) && !/^\d+ \(.*\) Z/.test(stat)) out.push(Number(entry));
+    } catch { /* gone */ }
+  }
+  return out;
 }
