@@ -109,7 +109,9 @@ serial('lxc console --type=vga (console_vga_type) without a viewer serves the VM
   try {
     await waitFor(() => /spice\+unix:\/\/\S+/.test(out), 15_000, 'lxc naming the SPICE socket');
     t.regex(out, /neither could be found/, 'lxc says no viewer is installed');
-    const socketPath = /spice\+unix:\/\/(\S+)/.exec(out)![1];
+    const socketPath = /spice\+unix:\/\/(\S+)/.exec(out)![1]!;
+    // lxc names its socket before it listens on it: on a loaded machine the file comes a little later.
+    await waitFor(() => existsSync(socketPath), 15_000, 'lxc listening on its SPICE socket');
     const asked = Date.now();
     const first = await spiceReplyOverSocket(socketPath);
     t.log(`SPICE link reply through lxc and the daemon: ${Date.now() - asked} ms`);
@@ -135,6 +137,8 @@ serial('lxc console --type=vga (console_vga_type) without a viewer serves the VM
 const withReference = serialUnless(vmProblem() ?? referenceUnavailable());
 
 withReference('the reference answers vga on a container and an unknown console type with the same status and message', async (t) => {
+  // The container of the test before, made here when this test runs alone.
+  if ((await lxc(d.socket, 'info', 'c1')).status !== 0) t.is((await lxc(d.socket, 'init', '--empty', 'c1')).status, 0);
   const ref = await startReference();
   try {
     const init = await ref.lxc('init', '--empty', 'c1');
