@@ -38,9 +38,14 @@ fi
 # Virtual machines: qemu-system-x86 and qemu-utils (QEMU and qemu-img), ovmf (UEFI firmware);
 # e2fsprogs (mkfs.ext4 -d makes the test VM image's disk, debugfs reads a kernel off a disk without
 # mounting it), cpio (the test VM image's initramfs); its kernel is fetched with apt-get download.
+# musl-tools builds the VM guest agent as one static binary (scripts/build-agent.sh).
+# The VGA console's SPICE server is a QEMU module that Debian 12 ships in qemu-system-common (pulled
+# in by qemu-system-x86; there is no qemu-system-modules-spice package on this release); python3 is
+# also the helper that hands a macvtap's device to QEMU (decision 0053).
+# swtpm and swtpm-tools emulate a VM's TPM (`tpm` devices): one swtpm per VM, its state in the VM's volume.
 RUNTIME_PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
   dnsmasq-base iproute2 btrfs-progs python3 logrotate lxd-client ca-certificates make g++ debootstrap
-  rsync socat qemu-system-x86 qemu-utils ovmf e2fsprogs cpio)
+  rsync socat qemu-system-x86 qemu-utils ovmf e2fsprogs cpio musl-tools swtpm swtpm-tools)
 # What only the tests use: the reference daemon (lxd: the interoperability tests start a private one),
 # pylxd (the second real client), prometheus (the metrics tests scrape corral with a private server and
 # check the text with promtool), openssl and curl (client certificates, a CA and its CRL, untrusted

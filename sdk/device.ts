@@ -23,6 +23,8 @@ export interface DeviceRunConfig {
   /** The root filesystem (only the root disk sets it). */
   rootfs?: { path: string };
   mounts?: DeviceMount[];
+  /** Disks of their own for a virtual machine (block volumes, image files). */
+  blocks?: DeviceBlock[];
   /** Network interfaces to give the instance. */
   nics?: NicRunConfig[];
   /**
@@ -74,6 +76,17 @@ export interface DeviceMount {
   optional?: boolean;
   /** The source is a file rather than a directory. */
   file?: boolean;
+}
+
+/** A disk image or host block device that a virtual machine gets as a disk of its own. */
+export interface DeviceBlock {
+  /** Host path of the image file or block device. */
+  source: string;
+  readonly?: boolean;
+  /** Several running instances may hold it at once (the volume's `security.shared`). */
+  shared?: boolean;
+  /** How messages name it (`volume "b1" on pool "default"`); the source path otherwise. */
+  label?: string;
 }
 
 export interface DeviceStartContext {

@@ -11,7 +11,7 @@
  * custom volumes, daemon storage, network, images, profiles, projects, used_by. The ordered
  * extension catalog.
  */
-export const SDK_VERSION = '2.2.0';
+export const SDK_VERSION = '2.4.0';
 
 export * from './errors.js';
 export * from './responses.js';
@@ -37,6 +37,7 @@ export * from './type-registry.js';
 export { EXTENSION_CATALOG, SPEC_SPELLINGS, isCatalogName, catalogPosition, twinOf } from './extensions/catalog.js';
 export * from './used-by.js';
 export * from './instance.js';
+export * from './instance-files.js';
 export * from './instance-hooks.js';
 export * from './metrics.js';
 export * from './identity.js';

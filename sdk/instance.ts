@@ -5,11 +5,12 @@
  * register; InstancesServiceRef, what other plugins read at run time; and its hook set
  * (sdk/instance-hooks), where neighbours follow what happens to instances.
  */
-import type { Readable, Writable } from 'node:stream';
+import type { Duplex, Readable, Writable } from 'node:stream';
 import { createExtensionPoint, createServiceRef } from './services.js';
 import type { ConfigKeyDescriptor } from './config-keys.js';
 import type { DeviceConfig, DeviceRunConfig, DeviceType } from './device.js';
 import type { InstanceStatus, InstanceType } from './instance-types.js';
+import type { InstanceFiles } from './instance-files.js';
 import type { InstanceMetrics } from './metrics.js';
 
 export * from './instance-types.js';
@@ -91,6 +92,8 @@ export interface InstanceDriver {
   initialize?(inst: DriverInstance, existing: DriverInstance[]): Promise<Record<string, string>>;
   /** Check config the driver will apply (raw.lxc...); throw (or reject with) a 400 ApiError. */
   validate?(config: Record<string, string>): void | Promise<void>;
+  /** Refuse (throw a 400 ApiError) devices this kind of instance cannot take, at create and edit. */
+  validateDevices?(devices: Record<string, DeviceConfig>): void;
   /** Resolves with volatile keys to record, such as the id map now in effect (`volatile.idmap.current`). */
   start(inst: DriverInstance, devices: DeviceRunConfig[]): Promise<Record<string, string> | void>;
   /** Clean shutdown within `timeoutMs` then kill; `force` kills at once. */
@@ -104,8 +107,18 @@ export interface InstanceDriver {
   metrics?(inst: DriverInstance): Promise<InstanceMetrics | undefined>;
   exec(inst: DriverInstance, spec: ExecSpec): Promise<ExecSession>;
   console(inst: DriverInstance, size: { width: number; height: number }): Promise<ConsoleSession>;
+  /**
+   * A new connection to a running instance's graphical console (`vga`: a VM's SPICE server), one
+   * per channel a viewer opens. Drivers without it have no graphical console.
+   */
+  vgaConsole?(inst: DriverInstance): Promise<Duplex>;
   /** Host path of the console log file. */
   consoleLogPath(inst: DriverInstance): string;
+  /**
+   * Files of a running instance through the driver (a VM's guest agent). Without it the family
+   * reads and writes the instance's root filesystem on the host, running or not.
+   */
+  files?(inst: DriverInstance): InstanceFiles;
   /** The init process of a running instance (undefined when stopped). */
   initPid?(inst: DriverInstance): Promise<number | undefined>;
   /** Give a running instance a started device (NICs); throw a 400 ApiError for what cannot be hot-plugged. */

@@ -73,6 +73,11 @@ export interface OperationSpec {
    * When they are not all open within the kernel's bound, the operation fails and `run` never runs.
    */
   requiredSecrets?: string[];
+  /**
+   * Websocket class: secrets a client may open any number of times, each opening a new socket (a
+   * VGA console's data socket: a SPICE client opens one connection per channel).
+   */
+  reusableSecrets?: string[];
   /** Called when a client cancels (in addition to the abort signal). */
   onCancel?: () => Promise<void> | void;
 }

@@ -128,6 +128,12 @@ export interface VolumeQuotas {
   setQuota(pool: PoolInfo, vol: VolumeRef, bytes: number): Promise<void>;
 }
 
+/**
+ * The disk image's name inside a block volume's directory, and inside a virtual machine's volume
+ * beside its config files (metadata.yaml, templates/), as the reference lays both out.
+ */
+export const BLOCK_IMAGE = 'root.img';
+
 /** Block volumes: the volume directory holds one raw image file, `blockPath`. */
 export interface BlockVolumes {
   /** Create a block volume of `bytes`, zero-filled (sparse where the backend can). Undo on failure. */

@@ -49,6 +49,14 @@ mount -t devpts devpts /dev/pts
 mount -t tmpfs -o mode=0755 tmpfs /run
 mkdir -p ${CONFIG_MOUNT}
 mount -t 9p -o trans=virtio,version=9p2000.L,ro config ${CONFIG_MOUNT} 2>/dev/null
+# The daemon's shares (host directories, filesystem volumes): one "tag path ro|rw" a line.
+if [ -f ${CONFIG_MOUNT}/mounts ]; then
+  while read -r tag target mode; do
+    [ -n "$tag" ] || continue
+    mkdir -p "$target"
+    mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,$mode "$tag" "$target" || echo "rcS: cannot mount share $tag at $target"
+  done < ${CONFIG_MOUNT}/mounts
+fi
 name=$(sed -n 's/^local-hostname: *//p' ${CONFIG_MOUNT}/cloud-init/meta-data 2>/dev/null)
 [ -n "$name" ] && hostname "$name"
 ip link set lo up

@@ -197,7 +197,7 @@ export class OperationRecord implements Operation {
   /** Whether a client already opened the socket of this secret (each opens once, as with the reference). */
   isOpened(secret: string): boolean {
     const name = this.nameOf(secret);
-    return name !== undefined && this.opened.has(name);
+    return name !== undefined && this.opened.has(name) && !this.spec.reusableSecrets?.includes(name);
   }
 
   /**
@@ -206,7 +206,8 @@ export class OperationRecord implements Operation {
    */
   connect(secret: string, socket: WebSocket): boolean {
     const name = this.nameOf(secret);
-    if (name === undefined || !this.spec.connect || this.isFinal || this.opened.has(name)) return false;
+    if (name === undefined || !this.spec.connect || this.isFinal) return false;
+    if (this.opened.has(name) && !this.spec.reusableSecrets?.includes(name)) return false;
     this.opened.add(name);
     this.sockets.add(socket);
     socket.once('close', () => this.sockets.delete(socket));

@@ -16,6 +16,8 @@ export interface PackSpec {
   /** Source directory and the members of it to pack (`rootfs`, `templates`...). */
   dir: string;
   members: string[];
+  /** More members from another directory (a VM's qcow2 disk, converted beside the source). */
+  extra?: { dir: string; members: string[] };
   compressor: Compressor;
   /** Created; must not exist. */
   out: string;
@@ -39,6 +41,7 @@ function tarArgs(spec: PackSpec): string[] {
     '-c', '-f', '-', '--numeric-owner', '--xattrs', '--xattrs-include=*', '--format=posix',
     '--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime', '--sort=name',
     '-C', spec.metadataDir, 'metadata.yaml', '-C', spec.dir, ...spec.members,
+    ...(spec.extra ? ['-C', spec.extra.dir, ...spec.extra.members] : []),
   ];
 }
 

@@ -5,17 +5,17 @@
  * operation packs the content into a unified tarball in the staging area and installs it as
  * uploads are installed.
  */
-import { lstat, rm } from 'node:fs/promises';
+import { lstat, mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  async, isApiError, isPlainObject, ProjectsServiceRef, requestedProjectOf, type ApiRequest, type ApiResponse,
-  type ImageSourceContent, type ImageSourceProvider, type OperationControl, type PluginContext,
+  async, BLOCK_IMAGE, isApiError, isPlainObject, ProjectsServiceRef, requestedProjectOf, type ApiRequest, type ApiResponse,
+  type HostTools, type ImageSourceContent, type ImageSourceProvider, type OperationControl, type PluginContext,
 } from '../../sdk/index.js';
 import { progressReporter } from '../../sdk/lib/operations/index.js';
 import type { ImageFiles } from './files.js';
 import type { StoredImage } from './image.js';
 import type { ImageInstaller } from './install.js';
-import { packImage } from './pack.js';
+import { packImage, type PackSpec } from './pack.js';
 import { publishedMetadata } from './publish-metadata.js';
 import { parsePublishRequest, type PublishRequest } from './publish-request.js';
 import type { ImageSources } from './sources.js';
@@ -86,11 +86,12 @@ export class ImagePublisher {
     try {
       const meta = await publishedMetadata(content, request, area, now);
       const members = await present(content.dir, MEMBERS);
-      if (!members.includes('rootfs') && !members.includes('rootfs.img')) throw new Error('The source has no root filesystem to publish');
-      const progress = progressReporter(op, STAGE, LABEL, await estimateTarSize(content.dir, members));
+      const disk = content.type === 'virtual-machine' ? await vmDisk(this.ctx.hostTools, content.dir, area) : undefined;
+      if (!members.includes('rootfs') && !members.includes('rootfs.img') && !disk) throw new Error('The source has no root filesystem to publish');
+      const progress = progressReporter(op, STAGE, LABEL, await estimateTarSize(content.dir, members) + (disk?.bytes ?? 0));
       const out = path.join(area, 'image');
       const packed = await packImage(this.ctx.hostTools, {
-        metadataDir: meta.dir, dir: content.dir, members, compressor: request.compressor, out, signal: op.signal, onProgress: progress.update,
+        metadataDir: meta.dir, dir: content.dir, members, extra: disk?.extra, compressor: request.compressor, out, signal: op.signal, onProgress: progress.update,
       });
       // The source is not read any more: let it go (unlock the instance) before installing.
       await release();
@@ -118,6 +119,20 @@ export class ImagePublisher {
       await rm(area, { recursive: true, force: true });
     }
   }
+}
+
+/**
+ * A virtual machine's raw disk (`root.img` in its volume) as the image's `rootfs.img`: a compressed
+ * qcow2, as the reference publishes VMs (holes and zeros take no room), made in the staging area.
+ */
+async function vmDisk(tools: HostTools, dir: string, area: string): Promise<{ extra: PackSpec['extra']; bytes: number } | undefined> {
+  const raw = path.join(dir, BLOCK_IMAGE);
+  if (!await lstat(raw).then((st) => st.isFile(), () => false)) return undefined;
+  const into = path.join(area, 'disk');
+  await mkdir(into, { mode: 0o700 });
+  const qcow2 = path.join(into, 'rootfs.img');
+  await tools.run('qemu-img', ['convert', '-q', '-c', '-f', 'raw', '-O', 'qcow2', raw, qcow2], { timeoutMs: 6 * 3600_000, endWithDaemon: true });
+  return { extra: { dir: into, members: ['rootfs.img'] }, bytes: (await stat(qcow2)).size };
 }
 
 async function present(dir: string, names: string[]): Promise<string[]> {

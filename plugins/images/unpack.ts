@@ -1,11 +1,11 @@
 /**
  * Unpacking an image for a storage volume: `dir/metadata.yaml`, `dir/templates/` and
- * `dir/rootfs/` (or `dir/rootfs.img` for a virtual-machine image). Ownership, modes and
+ * `dir/rootfs/` (or `dir/root.img`, the raw disk, for a virtual-machine image). Ownership, modes and
  * extended attributes are kept as stored: the instance driver maps ids at mount time.
  * Progress counts the bytes of the image's files read, over both files of a split image, as the
  * tools that read them report or show it: no file passes through the daemon.
  */
-import { copyFile, lstat, mkdir, stat } from 'node:fs/promises';
+import { chmod, lstat, mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { badRequest, notFound, type HostTools, type UnpackProgress } from '../../sdk/index.js';
 import type { ImageFiles } from './files.js';
@@ -41,9 +41,15 @@ export async function unpackImage(tools: HostTools, files: ImageFiles, image: St
         await unsquash(tools, files.rootfsFile(fp), path.join(dir, 'rootfs'), progress?.read);
         break;
       case 'qcow2':
-        await copyImageFile(files.rootfsFile(fp), path.join(dir, 'rootfs.img'), progress?.read);
+        await convertDisk(tools, files.rootfsFile(fp), path.join(dir, ROOT_IMAGE), progress?.read);
         break;
     }
+  }
+  // A unified virtual-machine tarball brings its qcow2 disk inside the metadata tarball.
+  const unified = path.join(dir, 'rootfs.img');
+  if (!rootfs && await lstat(unified).then((st) => st.isFile(), () => false)) {
+    await convertDisk(tools, unified, path.join(dir, ROOT_IMAGE));
+    await rm(unified, { force: true });
   }
   progress?.end();
 }
@@ -62,9 +68,17 @@ async function byteCounter(onProgress: UnpackProgress, paths: string[]): Promise
   };
 }
 
-/** A virtual-machine disk is copied as it is (by the kernel); its growing copy shows the progress. */
-async function copyImageFile(from: string, to: string, onRead?: (bytes: number) => void): Promise<void> {
-  if (!onRead) return copyFile(from, to);
+/**
+ * A virtual-machine disk becomes the raw `root.img` VMs boot from, once per pool (qemu-img writes
+ * it sparse): instances clone it and grow their copy. Its growing output shows the progress.
+ */
+async function convertDisk(tools: HostTools, from: string, to: string, onRead?: (bytes: number) => void): Promise<void> {
+  // The disk holds the guest's data: root's alone, as the reference keeps it (copies keep the mode).
+  const convert = async () => {
+    await tools.run('qemu-img', ['convert', '-q', '-f', 'qcow2', '-O', 'raw', from, to], { timeoutMs: 30 * 60_000, endWithDaemon: true });
+    await chmod(to, 0o600);
+  };
+  if (!onRead) return convert();
   let counted = 0;
   const timer = setInterval(() => {
     void stat(to).then((st) => {
@@ -75,11 +89,14 @@ async function copyImageFile(from: string, to: string, onRead?: (bytes: number) 
     }, () => {});
   }, COPY_POLL_MS);
   try {
-    await copyFile(from, to);
+    await convert();
   } finally {
     clearInterval(timer);
   }
 }
+
+/** The raw root disk of a virtual-machine image volume, and of the instance volumes cloned from it. */
+export const ROOT_IMAGE = 'root.img';
 
 /** `dir/name`, when present, must be a real directory or regular file (never a link). */
 async function expectKind(fingerprint: string, dir: string, name: string, kind: 'directory' | 'file'): Promise<void> {

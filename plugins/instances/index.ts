@@ -76,7 +76,11 @@ export default definePlugin({
       registerDriver(driver) {
         if (drivers.has(driver.type)) throw new Error(`a driver for ${driver.type} instances is registered twice`);
         drivers.set(driver.type, driver);
-        for (const key of driver.configKeys ?? []) ctx.keys.register(key);
+        // Keys both kinds of instance use (limits.cpu...) are registered by the first driver that brings them.
+        for (const key of driver.configKeys ?? []) {
+          if (key.key !== undefined && ctx.keys.lookup('instance', key.key)?.key === key.key) continue;
+          ctx.keys.register(key);
+        }
       },
       registerDeviceType: (type) => devices.register(type),
     };

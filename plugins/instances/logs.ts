@@ -1,5 +1,5 @@
 /**
- * An instance's log directory: lxc.log, console.log and recorded exec output. Only names the
+ * An instance's log directory: lxc.log (qemu.log for a VM), console.log and recorded exec output. Only names the
  * reference serves are reachable, so a request can never name a path outside the directory.
  */
 import { readdir, rm, stat } from 'node:fs/promises';
@@ -9,9 +9,9 @@ import { badRequest } from '../../sdk/index.js';
 /** Log files untouched for this long are removed (the reference keeps two days). */
 export const LOG_EXPIRY_MS = 48 * 3600_000;
 
-const SERVED = /^(lxc\.log|lxc\.conf|console\.log|(exec|migration|snapshot)_[A-Za-z0-9._-]+)$/;
+const SERVED = /^(lxc\.log|lxc\.conf|qemu\.log|console\.log|(exec|migration|snapshot)_[A-Za-z0-9._-]+)$/;
 /** Files the driver keeps writing or needs: cleared through other means, never deleted here. */
-const UNDELETABLE = new Set(['lxc.log', 'lxc.conf']);
+const UNDELETABLE = new Set(['lxc.log', 'lxc.conf', 'qemu.log']);
 
 export function checkLogName(name: string): string {
   if (!SERVED.test(name) || name.includes('..')) throw badRequest(`Invalid log file name "${name}"`);

@@ -157,6 +157,7 @@ export class InstanceManager implements InstanceAccess {
     await driver.validate?.(config);
     this.deps.devices.validate(devices, { instanceType: type, profile: false, project });
     await checkDevices(this.deps.devices, devices, { instanceType: type, profile: false, project });
+    driver.validateDevices?.(devices);
     const roots = Object.values(devices).filter(isRootDisk);
     if (roots.length === 0) throw badRequest('No root disk device: add one to the instance or a profile (type=disk path=/ pool=<pool>)');
     if (roots.length > 1) throw badRequest('More than one root disk device');

@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { stopDaemons, waitFor, type Daemon, startWithPool } from '../helpers/daemon.js';
 import { lxc, lxcOk, lxcEnv, lxcWithInput } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { assertEndOfInput } from '../helpers/exec-input.js';
 
 const require = createRequire(import.meta.url);
 let d: Daemon;
@@ -78,21 +79,8 @@ test.serial('interactive exec through a pty', async (t) => {
 });
 
 test.serial('end of input reaches the command: echo x | lxc exec c2 -- cat, with -T and -t too', async (t) => {
-  const plain = await lxcWithInput(d.socket, 'x\n', 'exec', 'c2', '--', 'cat');
-  t.is(plain.status, 0, plain.stderr);
-  t.is(plain.stdout, 'x\n');
-  const forcedOff = await lxcWithInput(d.socket, 'x\n', 'exec', '-T', 'c2', '--', 'cat');
-  t.is(forcedOff.status, 0, forcedOff.stderr);
-  t.is(forcedOff.stdout, 'x\n');
-  // -t: a terminal (it echoes the line, then cat prints it); end of input is ^D on it.
-  const forcedOn = await lxcWithInput(d.socket, 'x\n', 'exec', '-t', 'c2', '--', 'cat');
-  t.is(forcedOn.status, 0, forcedOn.stderr);
-  t.deepEqual(forcedOn.stdout.replace(/\r/g, '').split('\n').filter(Boolean), ['x', 'x']);
-  // Input larger than a pipe holds, with nothing lost before the end.
-  const lines = Array.from({ length: 20000 }, (_, i) => `line ${i}`).join('\n') + '\n';
-  const counted = await lxcWithInput(d.socket, lines, 'exec', 'c2', '--', 'wc', '-lc');
-  t.is(counted.status, 0, counted.stderr);
-  t.deepEqual(counted.stdout.trim().split(/\s+/).map(Number), [20000, Buffer.byteLength(lines)]);
+  // More lines than a pipe holds.
+  await assertEndOfInput(t, d.socket, 'c2', 20000);
 });
 
 test.serial('file push, pull, recursive, mode, uid, delete, edit', async (t) => {

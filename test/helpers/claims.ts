@@ -8,7 +8,8 @@ export function claimsNamed(plugin: string): { claims: string[]; unnamed: string
   const claims: string[] = registry.plugins.find((p: { id: string }) => p.id === plugin).provides.extensions;
   const sources = ['test/plugins', 'test/e2e'].flatMap((dir) => readdirSync(path.join(projectRoot, dir))
     .filter((f) => f.endsWith('.ts')).map((f) => readFileSync(path.join(projectRoot, dir, f), 'utf8')));
-  // A name counts when it stands in a test title: test('... (name) ...') or test.serial(...).
-  const titles = sources.flatMap((src) => [...src.matchAll(/test(?:\.serial)?\((['`"])(.*?)\1,/g)].map((m) => m[2]!));
+  // A name counts when it stands in a test title: test('... (name) ...'), test.serial(...), serial(...)
+  // (serialUnless), or a file's own wrapper named *Test (vmTest: test.serial, or its skip).
+  const titles = sources.flatMap((src) => [...src.matchAll(/(?:\btest(?:\.serial)?|\bserial|\b\w+Test)\((['`"])(.*?)\1,/g)].map((m) => m[2]!));
   return { claims, unnamed: claims.filter((name) => !titles.some((title) => new RegExp(`\\b${name}\\b`).test(title))) };
 }

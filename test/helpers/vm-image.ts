@@ -5,7 +5,7 @@
  * image itself.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { hostArchitecture } from '../../bin/images/metadata.js';
@@ -66,9 +66,10 @@ export interface BootedGuest {
 
 /**
  * Boot the image's disk (qcow2 `rootfs`) under TCG with the kernel and initramfs it holds, as the
- * direct-kernel path does, with a config share in `work`/config and the serial console on stdio.
+ * direct-kernel path does, with a config share in `work`/config and the serial console on stdio
+ * (`extraArgs`: more devices, such as the guest agent's port).
  */
-export function bootDisk(rootfs: string, work: string, hostname: string): BootedGuest {
+export function bootDisk(rootfs: string, work: string, hostname: string, extraArgs: string[] = []): BootedGuest {
   const raw = path.join(work, 'root.raw');
   const run = (cmd: string, args: string[]) => {
     const out = spawnSync(cmd, args, { encoding: 'utf8' });
@@ -88,6 +89,7 @@ export function bootDisk(rootfs: string, work: string, hostname: string): Booted
     '-drive', `file=${raw},format=raw,if=none,id=root`, '-device', 'virtio-blk-pci,drive=root',
     '-fsdev', `local,id=config,path=${config},readonly=on,security_model=none`, '-device', 'virtio-9p-pci,fsdev=config,mount_tag=config',
     '-qmp', `unix:${qmpSocket},server=on,wait=off`,
+    ...extraArgs,
   ], { stdio: ['pipe', 'pipe', 'pipe'] });
   let output = '';
   const waiters: { text: string; resolve: (ms: number) => void }[] = [];
@@ -117,3 +119,25 @@ export function bootDisk(rootfs: string, work: string, hostname: string): Booted
 
 /** Whether the kernel cache already holds a kernel (a first fetch downloads 70 MB). */
 export const kernelCached = () => existsSync(path.join(process.env.CORRAL_CACHE_DIR || '/var/cache/corral', 'vm-kernel'));
+
+/** Why VM tests cannot run here (the lifecycle tests' name for vmProblem). */
+export const vmSkipReason = vmProblem;
+
+/** Imports the test VM image into the daemon `d` under `alias`. */
+export async function importVmImage(d: { socket: string }, alias: string): Promise<void> {
+  await importTestVmImage(d.socket, alias);
+}
+
+/** QEMU processes running a VM of this data directory (not the KVM probe, which boots a VM's kernel alone). */
+export function qemuOf(dataDir: string): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8');
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (cmd.startsWith('qemu-system') && cmd.includes(`\0-readconfig\0${dataDir}/qemu/`) && !/^\d+ \(.*\) Z/.test(stat)) out.push(Number(entry));
+    } catch { /* gone */ }
+  }
+  return out;
+}

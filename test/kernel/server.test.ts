@@ -23,7 +23,9 @@ test('GET / lists the API versions and GET /1.0 describes the server', async (t)
   t.is(env.server_name, os.hostname());
   t.is(env.server_clustered, false);
   t.is(env.project, 'default');
-  t.is(env.driver, 'lxc', 'the liblxc driver is operational');
+  // The full set names QEMU beside liblxc when QEMU is installed: "lxc | qemu", versions alike.
+  t.regex(env.driver, /^lxc( \| qemu)?$/, 'the liblxc driver is operational');
+  t.is(env.driver_version.split(' | ').length, env.driver.split(' | ').length);
   t.true(env.storage_supported_drivers.some((d: any) => d.Name === 'dir'));
   t.true(['nftables', 'xtables'].includes(env.firewall));
   t.regex(env.os_name, /\w/);

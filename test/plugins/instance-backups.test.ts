@@ -472,6 +472,14 @@ test.serial('bad archives are refused with 400 and leave nothing behind', async 
     ]), /below the symlink/],
     ['hard link to a member not archived', crafted('evil', [{ name: 'backup/container/rootfs/hl', type: '1', linkname: 'backup/container/rootfs/later' }]), /not a file archived before it/],
     ['device node outside a rootfs', crafted('evil', [{ name: 'backup/container/null', type: '3', dev: [1, 3] }]), /outside a root filesystem/],
+    ['a virtual machine in the index, a container\'s parts in the archive', crafted('evil', [], indexYaml('evil').replace('type: container', 'type: virtual-machine')), /holds the parts of a container/],
+    ['a virtual machine without its disk', gzipSync(tarball([
+      { name: 'backup/index.yaml', content: indexYaml('evil').replace('type: container', 'type: virtual-machine') },
+      { name: 'backup/virtual-machine', type: '5' },
+      { name: 'backup/virtual-machine/metadata.yaml', content: 'architecture: x86_64\n' },
+    ])), /no backup\/virtual-machine\.img/],
+    ['a container\'s and a virtual machine\'s parts mixed', crafted('evil', [{ name: 'backup/virtual-machine.img', content: 'x' }]), /mixes a container/],
+    ['an optimized part of a virtual machine', crafted('evil', [{ name: 'backup/virtual-machine.bin', content: 'x' }]), /optimized part of a virtual machine/],
     ['rootfs not a directory', gzipSync(tarball([
       { name: 'backup/index.yaml', content: indexYaml('evil') },
       { name: 'backup/container', type: '5' },

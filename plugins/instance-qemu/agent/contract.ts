@@ -21,10 +21,12 @@ export interface GuestFileInfo {
   gid: number;
   /** Permission bits only. */
   mode: number;
+  mtime?: Date;
 }
 
 export interface GuestFileWrite {
   kind: 'file' | 'directory' | 'symlink';
+  /** -1: left as they are (an existing entry's, or the agent's defaults: root, 0644 or 0755). */
   uid: number;
   gid: number;
   mode: number;

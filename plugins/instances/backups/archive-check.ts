@@ -8,7 +8,7 @@
  * types. Device nodes in `rootfs/` are kept, as the reference keeps them: the caller is trusted
  * with privileged containers, which can make them anyway, and the device cgroup still applies.
  */
-import { type HostTools } from '../../../sdk/index.js';
+import { type HostTools, type InstanceType } from '../../../sdk/index.js';
 import { type TarEntry } from '../../../sdk/lib/archive/index.js';
 import {
   BackupMemberTracker, backupMemberParts as components, invalidBackup as invalid, walkBackupArchive,
@@ -20,9 +20,13 @@ export interface ArchiveScan {
   index?: Buffer;
   /** Content of `backup/container/backup.yaml` (older archives keep the config only there). */
   containerYaml?: Buffer;
-  /** Parts with content: `container`, and the names of the snapshots. */
+  /** Which layout the parts use: `container` (backup/container/...) or `virtual-machine` (backup/virtual-machine/...). */
+  kind?: InstanceType;
+  /** Parts with content: the instance's own, and the names of the snapshots. */
   hasContainer: boolean;
   snapshots: Set<string>;
+  /** Disk images of a virtual machine's parts: `''` for the instance's own (backup/virtual-machine.img), else snapshot names. */
+  disks: Set<string>;
   /** Optimized parts (the pool driver's streams): `backup/container.bin`, `backup/snapshots/<name>.bin`. */
   hasContainerStream: boolean;
   snapshotStreams: Set<string>;
@@ -32,25 +36,35 @@ export interface ArchiveScan {
 }
 
 const REGULAR = new Set(['0', '7', 'S']);
+/** The instance's own part and the snapshots' directory, by layout. */
+const MAIN_DIRS: Record<string, InstanceType> = { container: 'container', 'virtual-machine': 'virtual-machine' };
+const SNAPSHOT_DIRS: Record<string, InstanceType> = { snapshots: 'container', 'virtual-machine-snapshots': 'virtual-machine' };
 const DEVICES = new Set(['3', '4', '6']);
 const KNOWN = new Set([...REGULAR, '1', '2', '5', ...DEVICES]);
 
 /** `container` or `snapshots/<name>` for members inside a part, undefined for the skeleton above them. */
 function partOf(parts: string[]): string | undefined {
-  if (parts[1] === 'container') return 'container';
-  if (parts[1] === 'snapshots' && parts.length >= 3) return `snapshots/${parts[2]}`;
+  if (MAIN_DIRS[parts[1]!]) return 'container';
+  if (SNAPSHOT_DIRS[parts[1]!] && parts.length >= 3) return `snapshots/${parts[2]}`;
   return undefined;
 }
 
 /** Where a member sits: true when it is inside the root filesystem of a part. */
 function inRootfs(parts: string[]): boolean {
-  const base = parts[1] === 'container' ? 2 : 3;
+  const base = MAIN_DIRS[parts[1]!] ? 2 : 3;
   return parts.length > base + 1 && parts[base] === 'rootfs';
+}
+
+/** A virtual machine's disk image beside its part: `''` for the instance's own, the snapshot's name, or undefined. */
+function diskOf(parts: string[]): string | undefined {
+  if (parts.length === 2 && parts[1] === 'virtual-machine.img') return '';
+  if (parts.length === 3 && parts[1] === 'virtual-machine-snapshots' && parts[2]!.endsWith('.img')) return parts[2]!.slice(0, -'.img'.length);
+  return undefined;
 }
 
 export class ArchiveRules {
   readonly scan: ArchiveScan = {
-    hasContainer: false, snapshots: new Set(), hasContainerStream: false, snapshotStreams: new Set(), hasOptimizedHeader: false, members: 0,
+    hasContainer: false, snapshots: new Set(), disks: new Set(), hasContainerStream: false, snapshotStreams: new Set(), hasOptimizedHeader: false, members: 0,
   };
   private readonly tracker = new BackupMemberTracker();
 
@@ -65,8 +79,16 @@ export class ArchiveRules {
 
     const isDir = entry.type === '5';
     let wanted = false;
-    if (parts.length === 1 || (parts.length === 2 && parts[1] === 'snapshots')) {
+    const disk = diskOf(parts);
+    if (parts.length === 1 || (parts.length === 2 && SNAPSHOT_DIRS[parts[1]!])) {
       if (!isDir) throw invalid(`"${name}" must be a directory`);
+      if (parts.length === 2) this.layout(SNAPSHOT_DIRS[parts[1]!]!);
+    } else if (parts[1] !== 'container.bin' && parts[parts.length - 1]!.endsWith('.bin') && (parts[1]!.startsWith('virtual-machine') || (parts.length === 3 && parts[1] === 'virtual-machine-snapshots'))) {
+      throw invalid(`"${name}" is an optimized part of a virtual machine: only plain virtual-machine backups can be imported (export without --optimized-storage)`);
+    } else if (disk !== undefined) {
+      if (!REGULAR.has(entry.type)) throw invalid(`"${name}" must be a regular file`);
+      this.layout('virtual-machine');
+      this.scan.disks.add(disk);
     } else if (parts.length === 2 && parts[1] === 'index.yaml') {
       if (!REGULAR.has(entry.type)) throw invalid('"backup/index.yaml" must be a regular file');
       wanted = true;
@@ -79,8 +101,9 @@ export class ArchiveRules {
     } else {
       const part = partOf(parts);
       if (!part) {
-        throw invalid(`unexpected member "${name}" (a backup holds backup/index.yaml, backup/container/ and backup/snapshots/<name>/, or their optimized streams)`);
+        throw invalid(`unexpected member "${name}" (a backup holds backup/index.yaml, backup/container/ and backup/snapshots/<name>/, or their optimized streams; a virtual machine's, backup/virtual-machine/ and its .img)`);
       }
+      this.layout((MAIN_DIRS[parts[1]!] ?? SNAPSHOT_DIRS[parts[1]!])!);
       const depth = part === 'container' ? 2 : 3;
       if (parts.length === depth && !isDir) throw invalid(`"${name}" must be a directory`);
       if (parts.length === depth + 1 && parts[depth] === 'rootfs' && !isDir) throw invalid(`"${name}" must be a directory`);
@@ -93,6 +116,12 @@ export class ArchiveRules {
     this.tracker.record(parts, entry.type);
     this.scan.members++;
     return wanted;
+  }
+
+  /** Parts of one archive all use one layout: a container's or a virtual machine's. */
+  private layout(kind: InstanceType): void {
+    if (this.scan.kind && this.scan.kind !== kind) throw invalid('the archive mixes a container\'s parts (backup/container, backup/snapshots) with a virtual machine\'s (backup/virtual-machine, backup/virtual-machine-snapshots)');
+    this.scan.kind = kind;
   }
 
   collect(entry: TarEntry, content: Buffer): void {

@@ -15,7 +15,7 @@ import {
   type DeviceConfig, type Operation, type OperationControl, type PluginContext,
 } from '../../../sdk/index.js';
 import {
-  backupProgressText as progressText, backupUploadAlgorithm, extractBackup, moveBackupTree,
+  backupProgressText as progressText, backupUploadAlgorithm, extractBackup, moveBackupEntry, moveBackupTree,
   checkOptimizedTarget, openOptimizedPart, receiveBackupUpload, type BackupAlgorithm as Algorithm,
 } from '../../../sdk/lib/backup/index.js';
 import { isRootDisk, withRootOn } from '../devices/disk.js';
@@ -28,6 +28,7 @@ import { scanArchive } from './archive-check.js';
 import { BackupFiles } from './files.js';
 import { INSTANCE_OPTIMIZED_LAYOUT } from './manager.js';
 import { readIndex, type BackupIndex, type InstanceSection } from './index-file.js';
+import { backupLayout } from './layout.js';
 import { parseShift, unshiftTree } from '../../../sdk/lib/storage/index.js';
 
 function header(value: string | string[] | undefined): string {
@@ -174,19 +175,29 @@ export class BackupImporter {
 
   /** Plain parts: shifted back where the archive's tree was shifted, then moved into the new volume and snapshots. */
   private async extracted(index: BackupIndex, root: string): Promise<VolumeSource> {
+    // Members are under backup/, which `root` is.
+    const layout = backupLayout(index.type);
+    const member = (name: string) => path.join(root, path.relative('backup', name));
+    const main = member(layout.main);
+    const snapshotDir = (name: string) => member(`${layout.snapshots}/${name}`);
     const parts = [
-      { dir: path.join(root, 'container'), section: index.container },
-      ...index.snapshots.map((s) => ({ dir: path.join(root, 'snapshots', s.name), section: s })),
+      { dir: main, section: index.container },
+      ...index.snapshots.map((s) => ({ dir: snapshotDir(s.name), section: s })),
     ];
     for (const part of parts) {
       const rootfs = path.join(part.dir, 'rootfs');
       const exists = await stat(rootfs).then((st) => st.isDirectory(), () => false);
       if (exists) await unshiftTree(rootfs, parseShift(part.section.config['volatile.last_state.idmap']));
     }
+    // A virtual machine's disk sits beside its part's directory (`<member>.img`) and goes inside the volume.
+    const fillFrom = (dir: string) => async (volume: string) => {
+      await this.moveInto(dir, volume);
+      if (layout.disk) await moveBackupEntry(this.ctx.hostTools, `${dir}.img`, path.join(volume, layout.disk));
+    };
     return {
       kind: 'fill',
-      fill: (dir) => this.moveInto(path.join(root, 'container'), dir),
-      snapshots: index.snapshots.map((s) => ({ name: s.name, fill: (dir: string) => this.moveInto(path.join(root, 'snapshots', s.name), dir) })),
+      fill: fillFrom(main),
+      snapshots: index.snapshots.map((s) => ({ name: s.name, fill: fillFrom(snapshotDir(s.name)) })),
     };
   }
 

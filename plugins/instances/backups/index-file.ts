@@ -1,7 +1,8 @@
 /**
  * `backup/index.yaml` of an uploaded backup: what it holds (name, pool, snapshots, format) and the
  * instance and snapshot configs under `config` (or, for archives older than that field, in
- * `backup/container/backup.yaml`). Anything missing or malformed is a 400.
+ * `backup/container/backup.yaml`), and whether the parts are laid out for its instance type
+ * (layout.ts). Anything missing or malformed is a 400.
  */
 import { isPlainObject, stringMap, type DeviceConfig, type InstanceType, type VolumeState } from '../../../sdk/index.js';
 import { invalidBackup as invalid } from '../../../sdk/lib/backup/index.js';
@@ -9,6 +10,7 @@ import { backupIndexText as text, checkBackupParts, checkListedSnapshot, parseBa
 import { deviceMap, profileList } from '../shape.js';
 import { snapshotNameProblem } from '../../../sdk/lib/snapshots/pattern.js';
 import type { ArchiveScan } from './archive-check.js';
+import { backupLayout } from './layout.js';
 
 export interface InstanceSection {
   architecture: string;
@@ -127,13 +129,20 @@ export function readIndex(scan: ArchiveScan): BackupIndex {
   const byName = new Map<string, unknown>();
   for (const s of snapshotConfigs) if (isPlainObject(s) && typeof s.name === 'string') byName.set(s.name, s);
 
+  const layout = backupLayout(type);
+  if (scan.kind && scan.kind !== type) throw invalid(`backup/index.yaml says the instance is a ${type} but the archive holds the parts of a ${scan.kind}`);
   const found: BackupPartsFound = {
-    main: 'backup/container', snapshotsDir: 'backup/snapshots', hasMain: scan.hasContainer, snapshots: scan.snapshots,
+    main: layout.main, snapshotsDir: layout.snapshots, hasMain: scan.hasContainer, snapshots: scan.snapshots,
     hasMainStream: scan.hasContainerStream, snapshotStreams: scan.snapshotStreams, hasOptimizedHeader: scan.hasOptimizedHeader,
   };
   checkBackupParts(found, optimized, snapshotNames as string[]);
+  const checkDisk = (disk: string, member: string) => {
+    if (layout.disk && !optimized && !scan.disks.has(disk)) throw invalid(`the archive has no ${member}.img (the virtual machine's disk)`);
+  };
+  checkDisk('', layout.main);
   const snapshots = (snapshotNames as string[]).map((s) => {
     checkListedSnapshot(found, optimized, s);
+    checkDisk(s, `${layout.snapshots}/${s}`);
     // A snapshot without its own config takes the instance's, as it was when archived.
     const snap = byName.has(s) ? section(byName.get(s), `config.snapshots[${s}]`) : { ...container };
     return { ...snap, name: s };

@@ -20,6 +20,7 @@ import type { InstanceManager } from '../manager.js';
 import type { SnapshotRecord } from '../snapshots/record.js';
 import { backupConfig, indexDocument, snapshotBackupConfig, toYaml } from './backup-config.js';
 import { BackupFiles } from './files.js';
+import { backupLayout, volumeParts } from './layout.js';
 import { backupKey, byName, type BackupRecord } from './record.js';
 
 export interface BackupRequest {
@@ -103,7 +104,9 @@ export class BackupManager {
       const config = await backupConfig(this.instances, handle, snapshots);
       const ref = { type: handle.record.type, project: handle.project, name: handle.name };
       // The reference answers a pool without an optimized format with a plain backup.
-      const format = request.optimized ? await storage.optimizedFormat(handle.record.pool) : undefined;
+      // Optimized VM parts (a config stream and a disk stream per volume) are not written yet: a
+      // plain backup, as for a pool without an optimized format (decision 0051).
+      const format = request.optimized && handle.record.type !== 'virtual-machine' ? await storage.optimizedFormat(handle.record.pool) : undefined;
       let parts: BackupTarballPart[] = [];
       let optimizedHeader: string | undefined;
       if (format) {
@@ -114,15 +117,16 @@ export class BackupManager {
         parts = sent.parts;
         optimizedHeader = sent.header;
       } else {
+        const layout = backupLayout(handle.record.type);
         for (const [i, snap] of snapshots.entries()) {
           const backupYaml = path.join(work, `snapshot-${i}.yaml`);
           await writeFile(backupYaml, toYaml(snapshotBackupConfig(config, snap.doc, i)));
           const dir = await storage.snapshotPath(handle.record.pool, ref, snap.doc.name);
-          parts.push({ member: `backup/snapshots/${snap.doc.name}`, dir, backupYaml });
+          parts.push(...volumeParts(layout, `${layout.snapshots}/${snap.doc.name}`, dir, backupYaml));
         }
         const containerYaml = path.join(work, 'container.yaml');
         await writeFile(containerYaml, toYaml(config));
-        parts.push({ member: 'backup/container', dir: handle.inst.volumePath, backupYaml: containerYaml });
+        parts.push(...volumeParts(layout, layout.main, handle.inst.volumePath, containerYaml));
       }
       const indexYaml = path.join(work, 'index.yaml');
       await writeFile(indexYaml, toYaml(indexDocument(handle.name, pool, handle.record.type, config, format ? { header: optimizedHeader !== undefined } : undefined)));

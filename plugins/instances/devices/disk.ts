@@ -21,11 +21,16 @@ export function isRootDisk(config: Record<string, string>): boolean {
 export const isVolumeDisk = (config: Record<string, string>): boolean =>
   Boolean(config.pool) && Boolean(config.source) && !config.source!.startsWith('/');
 
-function checkVolumeUse(vol: CustomVolumeInfo, instanceType: InstanceType | 'any', device: string): void {
-  if (vol.contentType === 'block' && instanceType === 'container') {
-    throw new Error(`custom block volume "${vol.name}" cannot be attached to a container (block volumes are for virtual machines)`);
+function checkVolumeUse(vol: CustomVolumeInfo, instanceType: InstanceType | 'any', config: DeviceConfig): void {
+  if (vol.contentType === 'block') {
+    if (instanceType === 'container') {
+      throw new Error(`custom block volume "${vol.name}" cannot be attached to a container (block volumes are for virtual machines)`);
+    }
+    // A block volume is a whole disk of the VM: there is nothing to mount at a path.
+    if (config.path) throw new Error(`custom block volume "${vol.name}" cannot have a "path" (it becomes a disk of the virtual machine)`);
+  } else if (!config.path) {
+    throw new Error(`custom filesystem volume "${vol.name}" needs a "path" to be mounted at`);
   }
-  if (vol.contentType === 'block') throw new Error(`disk "${device}": block volumes need a virtual machine driver, which this build does not have`);
 }
 
 export function diskDevice(storage: () => StorageService, volumes: () => CustomVolumesService | undefined = () => undefined): DeviceType {
@@ -38,8 +43,9 @@ export function diskDevice(storage: () => StorageService, volumes: () => CustomV
         if (config[flag] !== undefined) isBool(config[flag]);
       }
       if (config.propagation && !PROPAGATIONS.includes(config.propagation)) throw new Error(`invalid propagation "${config.propagation}"`);
-      if (!config.path) throw new Error('missing "path"');
-      if (!config.path.startsWith('/')) throw new Error(`"path" must be absolute, got "${config.path}"`);
+      // A block volume (known once the volume is looked up) takes no path.
+      if (!config.path && !isVolumeDisk(config)) throw new Error('missing "path"');
+      if (config.path && !config.path.startsWith('/')) throw new Error(`"path" must be absolute, got "${config.path}"`);
       for (const key of ['size', 'size.state']) {
         if (config[key] === undefined) continue;
         parseSize(config[key]!);
@@ -57,7 +63,7 @@ export function diskDevice(storage: () => StorageService, volumes: () => CustomV
         if (ctx.profile) return;
         const vol = service.find(config.pool!, ctx.project, config.source);
         if (!vol) throw new Error(`storage volume "${config.source}" not found on pool "${config.pool}"`);
-        checkVolumeUse(vol, ctx.instanceType, ctx.name);
+        checkVolumeUse(vol, ctx.instanceType, config);
         return;
       }
       if (config.pool) throw new Error(`"source" must be a custom volume name or an absolute host path, got "${config.source}"`);
@@ -78,10 +84,21 @@ export function diskDevice(storage: () => StorageService, volumes: () => CustomV
         const vol = await service?.lookup(config.pool!, ctx.project, config.source!);
         if (!service || !vol) throw new Error(`Disk device "${ctx.name}": storage volume "${config.source}" not found on pool "${config.pool}"`);
         try {
-          checkVolumeUse(vol, ctx.instanceType, ctx.name);
+          checkVolumeUse(vol, ctx.instanceType, config);
         } catch (err) {
           throw new Error(`Disk device "${ctx.name}": ${(err as Error).message}`);
         }
+        if (vol.contentType === 'block') {
+          return {
+            blocks: [{
+              source: await service.blockFile(vol),
+              readonly: truthy(config.readonly),
+              shared: truthy(vol.config['security.shared']),
+              label: `volume "${vol.name}" on pool "${vol.pool}"`,
+            }],
+          };
+        }
+        const vm = ctx.instanceType === 'virtual-machine';
         return {
           mounts: [{
             source: await service.path(vol),
@@ -90,7 +107,8 @@ export function diskDevice(storage: () => StorageService, volumes: () => CustomV
             propagation: config.propagation || undefined,
             // Volumes keep container ids on disk, as root disks do: an idmapped mount shows them to
             // each instance through its own map (so `security.shifted` volumes share freely too).
-            shift: true,
+            // A VM sees the files as they are on the host.
+            shift: !vm,
             optional: false,
             file: false,
           }],
@@ -101,6 +119,10 @@ export function diskDevice(storage: () => StorageService, volumes: () => CustomV
         file = !statSync(config.source).isDirectory();
       } catch {
         if (!optional) throw new Error(`Disk device "${ctx.name}": source path "${config.source}" doesn't exist`);
+      }
+      // A VM takes a host file (a disk image) or block device as a disk of its own.
+      if (file && ctx.instanceType === 'virtual-machine') {
+        return { blocks: [{ source: config.source, readonly: truthy(config.readonly), label: `"${config.source}"` }] };
       }
       return {
         mounts: [{

@@ -182,6 +182,10 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
 /** An image's files, architecture, profiles and properties become the new instance's. */
 async function applyImage(manager: InstanceManager, req: ApiRequest, spec: CreateSpec, image: ImageRecord): Promise<void> {
   const images = manager.deps.images;
+  // The reference refuses the mismatch too (400): a container's rootfs cannot boot as a VM's disk, nor the reverse.
+  if (image.type !== spec.type) {
+    throw badRequest(`The image is a ${image.type} image and cannot make a ${spec.type} instance${image.type === 'virtual-machine' ? ' (use --vm)' : ''}`);
+  }
   spec.source = { kind: 'image', fingerprint: image.fingerprint, project: req.project, unpack: (dir, onProgress) => images.unpack(image.fingerprint, dir, onProgress) };
   spec.architecture = image.architecture || spec.architecture;
   // A request naming no profiles (absent or null, not an empty list) takes the image's (image_profiles).

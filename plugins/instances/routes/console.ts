@@ -7,6 +7,7 @@ import { instancePaths } from './paths.js';
 import { consoleBody } from '../shape.js';
 import { sessionOperation } from './session-sockets.js';
 import { SocketOutput } from './socket-output.js';
+import { vgaOperation } from './vga-console.js';
 
 export function consoleRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl): RouteDescriptor {
   return {
@@ -18,12 +19,16 @@ export function consoleRoutes(ctx: PluginContext, manager: InstanceManager, powe
         const handle = await manager.load(req.project, req.params.name);
         const body = req.body ?? {};
         const type = body.type ?? 'console';
-        if (type === 'vga') throw badRequest('VGA consoles are only available on virtual machines');
-        if (type !== 'console') throw badRequest(`Unknown console type "${type}"`);
-        if ((await power.status(handle)) !== 'Running') throw badRequest('Instance is not running');
+        if (type !== 'console' && type !== 'vga') throw badRequest(`Unknown console type "${type}"`);
+        const vga = handle.driver.vgaConsole?.bind(handle.driver);
+        if (type === 'vga' && !vga) throw badRequest('VGA console is only supported by virtual machines');
+        const status = await power.status(handle);
+        if (status === 'Frozen' && type === 'vga') throw badRequest('Instance is frozen');
+        if (status !== 'Running') throw badRequest('Instance is not running');
         const width = Number(body.width) || 80;
         const height = Number(body.height) || 25;
         manager.lifecycle('instance-console', handle, req, { type });
+        if (vga && type === 'vga') return async(vgaOperation(ctx, req, handle.name, () => vga(handle.inst)));
         return async(sessionOperation(ctx, req, handle.name, 'Showing console', ['0', 'control'], async (sockets, op) => {
           const session = await handle.driver.console(handle.inst, { width, height });
           sockets.onControl((msg) => {

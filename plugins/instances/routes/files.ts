@@ -1,17 +1,20 @@
 /**
- * /1.0/instances/{name}/files?path=: read, write and delete files of an instance. Everything
- * goes through root-fs, which keeps every operation inside the instance's root filesystem and the
+ * /1.0/instances/{name}/files?path=: read, write and delete files of an instance. A container's
+ * go through root-fs, which keeps every operation inside the instance's root filesystem and the
  * directories its disk devices mount, resolving paths as the container sees them, so it works the
- * same whether the instance runs or not.
+ * same whether the instance runs or not. A driver that offers `files` (a VM's guest agent) serves
+ * them instead, while the instance runs.
  */
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import Joi from 'joi';
 import {
-  ApiError, badRequest, conflict, empty, notFound, raw, sync, type ApiRequest, type PluginContext, type RouteDescriptor,
+  ApiError, badRequest, conflict, empty, InstanceFileError, notFound, raw, sync, type ApiRequest, type InstanceFiles,
+  type PluginContext, type RouteDescriptor,
 } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
 import type { InstanceManager } from '../manager.js';
-import { entryHeaders, parsePushHeaders } from '../files/headers.js';
+import { entryHeaders, parsePushHeaders, type PushHeaders } from '../files/headers.js';
 import { containerTree } from '../files/mounts.js';
 import { mkdirInRoot, readInRoot, removeInRoot, RootFsError, symlinkInRoot, writeFileInRoot, type ContainerTree } from '../files/root-fs.js';
 import { instancePaths } from './paths.js';
@@ -30,8 +33,24 @@ function targetPath(req: ApiRequest): string {
   return target;
 }
 
-async function rootOf(manager: InstanceManager, req: ApiRequest): Promise<{ handle: InstanceHandle; root: ContainerTree }> {
+/**
+ * The path as a driver gets it: absolute and normalised. Clients send paths relative to `/` too
+ * (`lxc file pull c1/etc/hosts` asks for `etc/hosts`), which root-fs resolves the same way.
+ */
+const insidePath = (target: string) => path.posix.resolve('/', target);
+
+/** Where an instance's files are: its tree on the host, or its driver (a running VM's agent). */
+type FileAccess =
+  | { handle: InstanceHandle; root: ContainerTree; files?: undefined }
+  | { handle: InstanceHandle; files: InstanceFiles; root?: undefined };
+
+async function accessOf(manager: InstanceManager, req: ApiRequest): Promise<FileAccess> {
   const handle = await manager.load(req.project, req.params.name);
+  if (handle.driver.files) {
+    // Nothing answers for a stopped VM's disk: the reference too needs the running agent.
+    if ((await handle.driver.status(handle.inst)) !== 'Running') throw badRequest('The instance must be running to access its files');
+    return { handle, files: handle.driver.files(handle.inst) };
+  }
   if (handle.record.type !== 'container') throw badRequest('File access is only available for containers');
   // An empty volume path means the pool's driver is missing: never resolve relative to our cwd.
   if (!path.isAbsolute(handle.rootfs)) throw new ApiError(500, 'The instance storage is not available');
@@ -40,7 +59,7 @@ async function rootOf(manager: InstanceManager, req: ApiRequest): Promise<{ hand
 
 /** Client mistakes become 4xx with the reason; anything unexpected stays a 500. */
 function apiError(err: unknown): unknown {
-  if (!(err instanceof RootFsError)) return err;
+  if (!(err instanceof RootFsError) && !(err instanceof InstanceFileError)) return err;
   switch (err.code) {
     case 'ENOENT':
     case 'ENOTDIR':
@@ -73,6 +92,26 @@ function contentDisposition(target: string): Record<string, string> {
   return /^[\x20-\x7e]+$/.test(base) && !/[";\\]/.test(base) ? { 'Content-Disposition': `inline;filename=${base}` } : {};
 }
 
+/** A push served by the driver: the same headers, the same refusals. */
+async function pushThrough(files: InstanceFiles, target: string, opts: PushHeaders, body: NodeJS.ReadableStream | undefined): Promise<void> {
+  const owner = { uid: opts.uid, gid: opts.gid, mode: opts.mode, append: opts.append };
+  switch (opts.type) {
+    case 'directory':
+      body?.resume();
+      return files.put(target, { ...owner, type: 'directory' });
+    case 'symlink': {
+      const linkTarget = (await readSmall(body, MAX_LINK_TARGET)).toString('utf8');
+      if (linkTarget === '') throw badRequest('A symlink needs its target as the request body');
+      return files.put(target, { ...owner, type: 'symlink', target: linkTarget });
+    }
+    default: {
+      // The request is a Readable already; anything else is wrapped rather than trusted to be one.
+      const content = body instanceof Readable ? body : Readable.from((body ?? []) as AsyncIterable<Buffer>);
+      return files.put(target, { ...owner, type: 'file', content });
+    }
+  }
+}
+
 export function filesRoutes(_ctx: PluginContext, manager: InstanceManager): RouteDescriptor {
   return {
     ...instancePaths('/{name}/files'),
@@ -82,7 +121,15 @@ export function filesRoutes(_ctx: PluginContext, manager: InstanceManager): Rout
       answers: ['sync', 'raw'],
       handler: async (req) => {
         const target = targetPath(req);
-        const { handle, root } = await rootOf(manager, req);
+        const { handle, root, files } = await accessOf(manager, req);
+        if (files) {
+          const entry = await files.get(insidePath(target)).catch((err) => { throw apiError(err); });
+          manager.lifecycle('instance-file-retrieved', handle, req, { path: target });
+          const headers = entryHeaders({ ...entry.info, size: 0 });
+          if (entry.kind === 'directory') return sync(entry.entries, { headers });
+          if (entry.kind === 'symlink') return raw(entry.target, 'application/octet-stream', headers);
+          return raw(entry.content, 'application/octet-stream', { ...headers, ...contentDisposition(target) });
+        }
         const found = await readInRoot(root, target).catch((err) => { throw apiError(err); });
         manager.lifecycle('instance-file-retrieved', handle, req, { path: target });
         const headers = entryHeaders(found);
@@ -104,9 +151,14 @@ export function filesRoutes(_ctx: PluginContext, manager: InstanceManager): Rout
       handler: async (req) => {
         const target = targetPath(req);
         const opts = parsePushHeaders(req.headers);
-        const { handle, root } = await rootOf(manager, req);
+        const { handle, root, files } = await accessOf(manager, req);
         const owner = { uid: opts.uid, gid: opts.gid, mode: opts.mode };
         try {
+          if (files) {
+            await pushThrough(files, insidePath(target), opts, req.rawBody);
+            manager.lifecycle('instance-file-pushed', handle, req, { path: target });
+            return empty();
+          }
           switch (opts.type) {
             case 'directory':
               req.rawBody?.resume();
@@ -134,8 +186,9 @@ export function filesRoutes(_ctx: PluginContext, manager: InstanceManager): Rout
       query: PATH_QUERY,
       handler: async (req) => {
         const target = targetPath(req);
-        const { handle, root } = await rootOf(manager, req);
-        await removeInRoot(root, target).catch((err) => { throw apiError(err); });
+        const { handle, root, files } = await accessOf(manager, req);
+        const removal = files ? files.delete(insidePath(target)) : removeInRoot(root, target);
+        await removal.catch((err) => { throw apiError(err); });
         manager.lifecycle('instance-file-deleted', handle, req, { path: target });
         return empty();
       },

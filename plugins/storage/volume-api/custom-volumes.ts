@@ -88,6 +88,8 @@ export class CustomVolumes {
       for (const key of ['security.shifted', 'security.unmapped']) {
         if (config[key] !== undefined) throw badRequest(`"${key}" does not apply to block volumes`);
       }
+    } else if (config['security.shared'] !== undefined) {
+      throw badRequest('"security.shared" applies to block volumes only');
     }
   }
 

@@ -18,6 +18,10 @@ export const VOLUME_KEYS: ConfigKeyDescriptor[] = [
     doc: 'Mount the volume with an idmapped mount so that several isolated instances can share it',
   },
   {
+    key: 'security.shared', scope: 'volume', type: 'bool', default: 'false', validate: isBool, extension: 'custom_block_volumes',
+    doc: 'Let several running virtual machines use the block volume at once (their guests must coordinate their writes)',
+  },
+  {
     key: 'security.unmapped', scope: 'volume', type: 'bool', default: 'false', validate: isBool, extension: 'storage_unmapped',
     doc: 'Leave the volume\'s ownership unmapped (host ids) when it is attached',
   },

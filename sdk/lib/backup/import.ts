@@ -130,14 +130,17 @@ export async function extractBackup(hostTools: HostTools, opts: ExtractOptions):
 export async function moveBackupTree(hostTools: HostTools, from: string, dir: string, skip: readonly string[] = []): Promise<void> {
   for (const entry of await readdir(from)) {
     if (skip.includes(entry)) continue;
-    const source = path.join(from, entry);
-    const target = path.join(dir, entry);
-    try {
-      await rename(source, target);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
-      await hostTools.run('cp', ['-a', '--', source, target], { timeoutMs: DAY_MS, endWithDaemon: true });
-    }
+    await moveBackupEntry(hostTools, path.join(from, entry), path.join(dir, entry));
+  }
+}
+
+/** Move one extracted entry into place: renamed, or copied across file systems with its holes kept (a VM's disk). */
+export async function moveBackupEntry(hostTools: HostTools, source: string, target: string): Promise<void> {
+  try {
+    await rename(source, target);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
+    await hostTools.run('cp', ['-a', '--sparse=always', '--', source, target], { timeoutMs: DAY_MS, endWithDaemon: true });
   }
 }
 

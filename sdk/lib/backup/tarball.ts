@@ -1,7 +1,9 @@
 /**
  * Writing a backup tarball in the reference's layout: `backup/index.yaml`, then one member
  * directory per part (instances: `backup/snapshots/<name>/` for each snapshot, then
- * `backup/container/`, each with a generated `backup.yaml`; custom volumes:
+ * `backup/container/`, each with a generated `backup.yaml`; virtual machines the same under
+ * `virtual-machine-snapshots` and `virtual-machine`, each disk beside its directory as
+ * `<member>.img`; custom volumes:
  * `backup/volume-snapshots/<name>/`, then `backup/volume/`), each holding a volume's content.
  * An optimized backup has one file per part instead (`backup/snapshots/<name>.bin`, ...,
  * `backup/container.bin`: the driver's stream) and `backup/optimized_header.yaml`.
@@ -31,6 +33,8 @@ export interface BackupTarballPart {
   file?: string;
   /** File holding the part's generated backup.yaml (instances); the volume's own is then left out. */
   backupYaml?: string;
+  /** Top-level entries of `dir` left out (a VM's disk image, archived as a part of its own). */
+  exclude?: string[];
 }
 
 export interface BackupTarballSpec {
@@ -87,7 +91,7 @@ async function partOperations(part: BackupTarballPart): Promise<string[]> {
   const ops = ['dir', part.dir, part.member];
   for (const entry of (await readdir(part.dir)).sort()) {
     // Ours is generated; a stale one from an imported volume is left out.
-    if (part.backupYaml && entry === 'backup.yaml') continue;
+    if ((part.backupYaml && entry === 'backup.yaml') || part.exclude?.includes(entry)) continue;
     const source = path.join(part.dir, entry);
     const st = await lstat(source);
     const dest = `${part.member}/${entry}`;
@@ -152,6 +156,9 @@ export async function writeBackupTarball(hostTools: HostTools, spec: BackupTarba
     '-c', '-f', '-', '--blocking-factor=1', '--numeric-owner', '--format=posix', '--xattrs', '--xattrs-include=*',
     // Without these every member gets a pax header for its sub-second times.
     '--pax-option=delete=atime,delete=ctime,delete=mtime',
+    // A VM's disk is mostly holes: archived as such (pax sparse members, which the reference's Go
+    // reader expands), not as gigabytes of zeros through the compressor.
+    '--sparse',
   ];
   const compressor = spec.algorithm === 'none' ? undefined : hostTools.spawn(spec.algorithm, backupCompressArgs[spec.algorithm], { endWithDaemon: true });
   const compressorErr = compressor ? collectStderr(compressor) : () => '';
