@@ -21,8 +21,6 @@ export interface VmKernel {
   release: string;
   /** The uncompressed kernel (ELF, with a PVH entry point). */
   vmlinux: string;
-  /** The kernel as Debian ships it (bzImage), for loaders that take no ELF kernel. */
-  vmlinuz: string;
   /** The modules to load, each a .ko file, in an order where every module follows its dependencies. */
   modules: string[];
 }
@@ -107,8 +105,6 @@ export function vmKernel(cacheDir: string, onStep: (text: string) => void = () =
   const pkg = kernelPackage();
   const dir = path.join(cacheDir, 'vm-kernel', `${pkg.name}_${pkg.version}`);
   const manifest = path.join(dir, 'kernel.json');
-  // A cache from before vmlinuz was kept is made again.
-  if (existsSync(manifest) && !existsSync(path.join(dir, 'vmlinuz'))) rmSync(dir, { recursive: true, force: true });
   if (!existsSync(manifest)) {
     mkdirSync(path.dirname(dir), { recursive: true });
     const work = mkdtempSync(`${dir}.partial-`);
@@ -127,7 +123,6 @@ export function vmKernel(cacheDir: string, onStep: (text: string) => void = () =
       const out = path.join(work, 'out');
       mkdirSync(path.join(out, 'modules'), { recursive: true });
       writeVmlinux(path.join(tree, 'boot', `vmlinuz-${release}`), path.join(out, 'vmlinux'));
-      copyFileSync(path.join(tree, 'boot', `vmlinuz-${release}`), path.join(out, 'vmlinuz'));
       for (const name of order) copyFileSync(files.get(name)!, path.join(out, 'modules', `${name}.ko`));
       writeFileSync(path.join(out, 'kernel.json'), JSON.stringify({ release, modules: order }));
       renameSync(out, dir);
@@ -136,7 +131,7 @@ export function vmKernel(cacheDir: string, onStep: (text: string) => void = () =
     }
   }
   const { release, modules } = JSON.parse(readFileSync(manifest, 'utf8')) as { release: string; modules: string[] };
-  return { release, vmlinux: path.join(dir, 'vmlinux'), vmlinuz: path.join(dir, 'vmlinuz'), modules: modules.map((m) => path.join(dir, 'modules', `${m}.ko`)) };
+  return { release, vmlinux: path.join(dir, 'vmlinux'), modules: modules.map((m) => path.join(dir, 'modules', `${m}.ko`)) };
 }
 
 /** Whether apt can fetch packages here (the build's first check). */

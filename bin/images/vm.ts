@@ -1,8 +1,7 @@
 /**
  * The test VM image (`corrald image vm`): a split virtual-machine image whose disk is one
  * unpartitioned ext4 file system (no bootloader) holding a busybox system, Debian's kernel as
- * /boot/vmlinux (uncompressed ELF; /boot/vmlinuz, as shipped, too) and a small initramfs as
- * /boot/initrd.img. The qemu driver
+ * /boot/vmlinux (uncompressed ELF) and a small initramfs as /boot/initrd.img. The qemu driver
  * boots such a disk directly with that kernel (its direct-kernel path), which under TCG takes
  * seconds where firmware would take tens. The initramfs loads the virtio, ext4, 9p and power-button modules, mounts
  * /dev/vda and switches to it; busybox init then mounts the daemon's config share (9p tag
@@ -114,14 +113,13 @@ export function writeVmRootfs(root: string, kernel: VmKernel, work: string): voi
   writeFileSync(path.join(root, 'etc/hostname'), 'busybox-vm\n');
   mkdirSync(path.join(root, 'boot'), { recursive: true });
   copyFileSync(kernel.vmlinux, path.join(root, 'boot/vmlinux'));
-  copyFileSync(kernel.vmlinuz, path.join(root, 'boot/vmlinuz'));
   writeInitramfs(kernel, work, path.join(root, 'boot/initrd.img'));
   mkdirSync(path.join(root, 'lib/modules', kernel.release), { recursive: true });
   chmodSync(path.join(root, 'root'), 0o700);
 }
 
-/** Disk size: the tree (the kernels are most of it) plus room for what tests put in. */
-const DISK_MIB = 176;
+/** Disk size: the tree (the uncompressed kernel is most of it) plus room for what tests put in. */
+const DISK_MIB = 160;
 
 /** The ext4 disk made from `root` without mounting it (mkfs -d), as qcow2 at `out`. */
 export function writeVmDisk(root: string, work: string, out: string): void {
