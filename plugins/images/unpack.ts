@@ -7,7 +7,7 @@
  */
 import { chmod, lstat, mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { badRequest, notFound, type HostTools, type UnpackProgress } from '../../sdk/index.js';
+import { badRequest, BLOCK_IMAGE, notFound, type HostTools, type UnpackProgress } from '../../sdk/index.js';
 import type { ImageFiles } from './files.js';
 import type { StoredImage } from './image.js';
 import { unsquash } from './unsquash.js';
@@ -41,14 +41,14 @@ export async function unpackImage(tools: HostTools, files: ImageFiles, image: St
         await unsquash(tools, files.rootfsFile(fp), path.join(dir, 'rootfs'), progress?.read);
         break;
       case 'qcow2':
-        await convertDisk(tools, files.rootfsFile(fp), path.join(dir, ROOT_IMAGE), progress?.read);
+        await convertDisk(tools, files.rootfsFile(fp), path.join(dir, BLOCK_IMAGE), progress?.read);
         break;
     }
   }
   // A unified virtual-machine tarball brings its qcow2 disk inside the metadata tarball.
   const unified = path.join(dir, 'rootfs.img');
   if (!rootfs && await lstat(unified).then((st) => st.isFile(), () => false)) {
-    await convertDisk(tools, unified, path.join(dir, ROOT_IMAGE));
+    await convertDisk(tools, unified, path.join(dir, BLOCK_IMAGE));
     await rm(unified, { force: true });
   }
   progress?.end();
@@ -94,9 +94,6 @@ async function convertDisk(tools: HostTools, from: string, to: string, onRead?: 
     clearInterval(timer);
   }
 }
-
-/** The raw root disk of a virtual-machine image volume, and of the instance volumes cloned from it. */
-export const ROOT_IMAGE = 'root.img';
 
 /** `dir/name`, when present, must be a real directory or regular file (never a link). */
 async function expectKind(fingerprint: string, dir: string, name: string, kind: 'directory' | 'file'): Promise<void> {

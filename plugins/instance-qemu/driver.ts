@@ -9,7 +9,7 @@ import { appendFile, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import {
-  ApiError, badRequest, conflict, internalError, truthy,
+  ApiError, badRequest, BLOCK_IMAGE, conflict, internalError, truthy,
   type ConfigKeyDescriptor, type ConsoleSession, type DeviceConfig, type DeviceRunConfig, type DriverInstance, type ExecSession, type ExecSpec,
   type HostTools, type InstanceDriver, type InstanceFiles, type InstanceMetrics, type InstanceStatus, type RuntimeState,
 } from '../../sdk/index.js';
@@ -40,7 +40,7 @@ import { startTpm, stopTpm, tpmDeviceOf, tpmSections, tpmStateDir } from './vm-t
 import { sharedAtStart, shareSections, sharesOf, writeMountList, type Share } from './vm-shares.js';
 import { withTimeout } from './qmp.js';
 import { refusedDevice } from './vm-devices.js';
-import { growRootDisk, ROOT_IMAGE, rootDiskSize } from './root-disk.js';
+import { growRootDisk, rootDiskSize } from './root-disk.js';
 
 /** The logger methods the driver uses (a bunyan logger in the daemon). */
 export interface DriverLog {
@@ -142,8 +142,8 @@ export class QemuDriver implements InstanceDriver {
     this.checkConfig(inst.config);
     this.validateDevices(inst.devices);
     const rawArgs = inst.config['raw.qemu'] ? await checkRawQemu(this.opts.hostTools, inst.config['raw.qemu']) : [];
-    const disk = path.join(inst.volumePath, ROOT_IMAGE);
-    if (!existsSync(disk)) throw badRequest(`The instance has no root disk image (${ROOT_IMAGE}): it was not made from a virtual-machine image`);
+    const disk = path.join(inst.volumePath, BLOCK_IMAGE);
+    if (!existsSync(disk)) throw badRequest(`The instance has no root disk image (${BLOCK_IMAGE}): it was not made from a virtual-machine image`);
     const disks: AttachedDisk[] = devices.flatMap((d) => (d.blocks ?? []).map((b) => attachedDisk(d.device ?? '', b)));
     const shares: Share[] = devices.flatMap((d) => sharesOf(d.device ?? '', d.mounts ?? []));
     checkNotInUse(runRoot(this.opts.dataDir), run, disks);

@@ -6,9 +6,8 @@
  */
 import { stat, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { badRequest, parseSize, type DeviceConfig } from '../../sdk/index.js';
+import { badRequest, BLOCK_IMAGE, parseSize, type DeviceConfig } from '../../sdk/index.js';
 
-export const ROOT_IMAGE = 'root.img';
 export const DEFAULT_ROOT_SIZE = 10 * 1024 ** 3;
 
 export function rootDiskSize(devices: Record<string, DeviceConfig>): number {
@@ -23,7 +22,7 @@ export function rootDiskSize(devices: Record<string, DeviceConfig>): number {
 
 /** Grows the volume's root disk to `size`; an empty VM (no image) gets a blank disk of that size. */
 export async function growRootDisk(volumePath: string, size: number): Promise<void> {
-  const file = path.join(volumePath, ROOT_IMAGE);
+  const file = path.join(volumePath, BLOCK_IMAGE);
   const st = await stat(file).catch(() => undefined);
   if (!st) {
     await writeFile(file, '', { flag: 'wx', mode: 0o600 });

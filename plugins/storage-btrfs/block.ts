@@ -4,16 +4,14 @@
  */
 import { open } from 'node:fs/promises';
 import path from 'node:path';
-import type { BlockVolumes, HostTools, PoolInfo, StorageDriver, VolumeRef } from '../../sdk/index.js';
-
-export const BLOCK_FILE = 'root.img';
+import { BLOCK_IMAGE, type BlockVolumes, type HostTools, type PoolInfo, type StorageDriver, type VolumeRef } from '../../sdk/index.js';
 
 export class BtrfsBlockVolumes implements BlockVolumes {
   constructor(private readonly tools: HostTools, private readonly driver: StorageDriver) {}
 
   async create(pool: PoolInfo, vol: VolumeRef, bytes: number): Promise<void> {
     await this.driver.createVolume(pool, vol, async (dir) => {
-      const file = path.join(dir, BLOCK_FILE);
+      const file = path.join(dir, BLOCK_IMAGE);
       const handle = await open(file, 'wx', 0o600);
       await handle.close();
       // +C only takes on an empty file.
@@ -28,6 +26,6 @@ export class BtrfsBlockVolumes implements BlockVolumes {
   }
 
   blockPath(pool: PoolInfo, vol: VolumeRef): string {
-    return path.join(this.driver.volumePath(pool, vol), BLOCK_FILE);
+    return path.join(this.driver.volumePath(pool, vol), BLOCK_IMAGE);
   }
 }

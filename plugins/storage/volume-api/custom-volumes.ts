@@ -8,7 +8,7 @@
 import { open } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  badRequest, canQuota, conflict, notFound, parseSize, ProjectsServiceRef,
+  badRequest, BLOCK_IMAGE, canQuota, conflict, notFound, parseSize, ProjectsServiceRef,
   type PluginContext, type PoolInfo, type Requestor, type StorageDriver, type VolumeRef, type VolumeSource,
 } from '../../../sdk/index.js';
 import { poolLockKey, type PoolManager } from '../pools.js';
@@ -22,8 +22,6 @@ import type { VolumeUsers } from './users.js';
 
 /** Block volumes without a `size` (nor the pool's `volume.size`) get this, as the reference does. */
 export const DEFAULT_BLOCK_SIZE = '10GiB';
-/** Inside a block volume's directory on file-based pools. */
-export const BLOCK_FILE = 'root.img';
 export const PARTIAL_PREFIX = '..partial-';
 /** How long a delete, rename or move waits for a migration of the volume to end before it is refused. */
 const MIGRATION_WAIT_MS = 5_000;
@@ -431,7 +429,7 @@ export class CustomVolumes {
 
 /** A sparse file of `bytes`: space is only taken as the instance writes. */
 async function makeBlockFile(dir: string, bytes: number): Promise<void> {
-  const handle = await open(path.join(dir, BLOCK_FILE), 'wx', 0o600);
+  const handle = await open(path.join(dir, BLOCK_IMAGE), 'wx', 0o600);
   try {
     await handle.truncate(bytes);
   } finally {
@@ -440,6 +438,6 @@ async function makeBlockFile(dir: string, bytes: number): Promise<void> {
 }
 
 async function guessContentType(driver: StorageDriver, pool: PoolInfo, ref: VolumeRef): Promise<ContentType> {
-  const file = path.join(driver.volumePath(pool, ref), BLOCK_FILE);
+  const file = path.join(driver.volumePath(pool, ref), BLOCK_IMAGE);
   return (await open(file, 'r').then(async (h) => { await h.close(); return true; }, () => false)) ? 'block' : 'filesystem';
 }

@@ -1,7 +1,7 @@
 /** Wires the volume API into the storage family host: keys, routes, services and boot recovery. */
 import path from 'node:path';
 import {
-  CustomVolumesServiceRef, daemonStorageAvailable, DaemonStorageServiceRef, featureProjectOf,
+  BLOCK_IMAGE, CustomVolumesServiceRef, daemonStorageAvailable, DaemonStorageServiceRef, featureProjectOf,
   ProjectsServiceRef, resourceUrl, type CustomVolumeInfo, type CustomVolumesService, type PluginContext,
 } from '../../../sdk/index.js';
 import { BACKUP_COMPRESSION_KEY } from '../../../sdk/lib/backup/index.js';
@@ -12,7 +12,7 @@ import { volumeBackupRoutes, VolumeBackupImporter } from './backup-routes.js';
 import { VolumeBackups } from './backups.js';
 import { VolumeCatalog } from './catalog.js';
 import { DaemonStorage } from './daemon-storage.js';
-import { BLOCK_FILE, CustomVolumes } from './custom-volumes.js';
+import { CustomVolumes } from './custom-volumes.js';
 import { VOLUME_KEYS } from './keys.js';
 import type { CustomVolumeRecord } from './record.js';
 import { volumeRoutes } from './routes.js';
@@ -44,7 +44,7 @@ export function registerVolumeApi(ctx: PluginContext, pools: PoolManager, volume
       return entry && info(home, entry.doc);
     },
     path: (vol) => custom.path(vol.pool, vol.project, vol.name),
-    blockFile: async (vol) => path.join(await custom.path(vol.pool, vol.project, vol.name), BLOCK_FILE),
+    blockFile: async (vol) => path.join(await custom.path(vol.pool, vol.project, vol.name), BLOCK_IMAGE),
   };
   ctx.services.provide(CustomVolumesServiceRef, service);
 
