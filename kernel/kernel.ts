@@ -21,6 +21,7 @@ import { EventHub } from './events/hub.js';
 import { eventRoutes } from './events/routes.js';
 import { OPERATION_ABORT_GRACE_MS, OperationManager } from './operations/manager.js';
 import { withinBound } from './bounded.js';
+import { KernelClusterView } from './cluster/cluster-view.js';
 import { operationRoutes } from './operations/routes.js';
 import { RoutePipeline } from './http/pipeline.js';
 import { createHapiServer, tlsCaller, UNIX_CALLER } from './http/listeners.js';
@@ -84,12 +85,9 @@ const LISTENER_DRAIN_MS = 2_000;
 /** A host shutdown waits for the instances to stop, each within its own timeout; this caps the lot. */
 const HOST_SHUTDOWN_BOUND_MS = 10 * 60_000;
 
-/** Event `location` of a server that is not clustered, as the reference reports it. */
-const STANDALONE_LOCATION = 'none';
-
 export class Kernel {
-  readonly events = new EventHub(STANDALONE_LOCATION);
-  readonly location = STANDALONE_LOCATION;
+  readonly cluster = new KernelClusterView();
+  readonly events = new EventHub(() => this.cluster.serverName);
   readonly hooks = new KernelHookSet();
   readonly keys = new KeyRegistry();
   readonly extensions = new ExtensionRegistry();
@@ -127,13 +125,13 @@ export class Kernel {
     }));
     this.hostTools = opts.hostTools ?? createHostTools(this.log.child({ component: 'host-tools' }));
     for (const { ref, impl } of opts.serviceOverrides ?? []) this.services.override(ref, impl);
-    this.operations = new OperationManager(this.events, this.location);
+    this.operations = new OperationManager(this.events, () => this.cluster.serverName);
     this.pipeline = new RoutePipeline({
       log: this.log,
       checkProject: (req) => (this.hooks.hasProjectCheck ? this.hooks.checkProject.promise(req) : Promise.resolve()),
       projectsChecked: () => this.hooks.hasProjectCheck,
-      clustered: () => false,
-      serverName: STANDALONE_LOCATION,
+      clustered: () => this.cluster.enabled,
+      serverName: () => this.cluster.serverName,
     });
     this.tls = new TlsListener((host, port) => this.startTls(host, port));
   }

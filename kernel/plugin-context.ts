@@ -59,7 +59,10 @@ export function createPluginContext(kernel: Kernel, manifest: PluginManifest): P
     version: manifest.version,
     log,
     dataDir: kernel.dataDir,
-    serverName: kernel.location,
+    get serverName() {
+      return kernel.cluster.serverName;
+    },
+    cluster: kernel.cluster,
     routes: { add: (route) => kernel.pipeline.add(manifest.id, route) },
     keys: kernel.keys,
     serverConfig: kernel.serverConfig,

@@ -11,7 +11,7 @@
  * custom volumes, daemon storage, network, images, profiles, projects, used_by. The ordered
  * extension catalog.
  */
-export const SDK_VERSION = '2.4.0';
+export const SDK_VERSION = '2.5.0';
 
 export * from './errors.js';
 export * from './responses.js';
@@ -28,6 +28,7 @@ export * from './body-shape.js';
 export * from './json-request.js';
 export * from './keyed-lock.js';
 export * from './store.js';
+export * from './cluster.js';
 export * from './host-tools.js';
 export * from './services.js';
 export * from './warnings.js';

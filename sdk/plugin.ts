@@ -10,6 +10,7 @@ import type { KernelHooks } from './hooks.js';
 import type { ExtensionPointRegistry, ServiceRegistry } from './services.js';
 import type { WarningsService } from './warnings.js';
 import type { PluginCatalog } from './type-registry.js';
+import type { ClusterView } from './cluster.js';
 
 /** One entry of plugin-registry.json. The kernel reads it without running any plugin code. */
 export interface PluginManifest {
@@ -55,8 +56,10 @@ export interface PluginContext {
   readonly log: Logger;
   /** The daemon's data directory. */
   readonly dataDir: string;
-  /** Name of this server (event `location`). */
+  /** Name of this server (event `location`): "none" standalone, the member name in a cluster (it can change). */
   readonly serverName: string;
+  /** The cluster as the kernel knows it (standalone: not enabled, no members). */
+  readonly cluster: ClusterView;
   readonly routes: { add(route: RouteDescriptor): void };
   readonly keys: ConfigKeyRegistry;
   readonly serverConfig: ServerConfig;

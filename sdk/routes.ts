@@ -140,4 +140,11 @@ export interface RouteDescriptor {
    * of one object are serialised by the kernel: a PATCH reads, merges and writes as one step.
    */
   current?: (req: ApiRequest) => Promise<unknown> | unknown;
+  /**
+   * In a cluster: the member that holds what this request names (an instance's `location`), or undefined
+   * when any member can answer. The kernel forwards the request (websockets too) to that member when it is
+   * another one, before access checks that need the object; without `locate`, a `?target=` naming another
+   * member forwards. Never called on a standalone server.
+   */
+  locate?: (req: ApiRequest) => Promise<string | undefined> | string | undefined;
 }

@@ -23,12 +23,13 @@ export class EventHub implements EventsService {
   private readonly internalWatchers: Record<EventType, number> = { operation: 0, logging: 0, lifecycle: 0 };
   private readonly internal = new Set<{ types?: ReadonlySet<EventType>; fn: (event: EventEnvelope) => void }>();
 
-  constructor(private readonly location: string) {}
+  /** `location` is read per event: a server that joins a cluster takes the member name. */
+  constructor(private readonly location: () => string) {}
 
   /** `project` undefined: a server-wide event (logging), delivered to every listener and sent without a project. */
   emit(type: EventType, metadata: unknown, project?: string): void {
     if (!this.watched(type)) return;
-    const event: EventEnvelope = { type, timestamp: new Date().toISOString(), metadata, location: this.location };
+    const event: EventEnvelope = { type, timestamp: new Date().toISOString(), metadata, location: this.location() };
     if (project !== undefined) event.project = project;
     for (const listener of this.internal) {
       if (!listener.types || listener.types.has(type)) listener.fn(event);

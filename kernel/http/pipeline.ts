@@ -44,7 +44,7 @@ export interface PipelineOptions {
   projectsChecked: () => boolean;
   /** Whether `?target=` can name anything (clustering tapped in). */
   clustered: () => boolean;
-  serverName: string;
+  serverName: () => string;
 }
 
 interface WebsocketRoute {
@@ -237,7 +237,7 @@ export class RoutePipeline {
     const project = query.project || 'default';
     if (!PROJECT_NAME.test(project)) throw badRequest(`Invalid project name "${project}"`);
     const target = query.target || undefined;
-    if (target !== undefined && !this.opts.clustered() && target !== this.opts.serverName) throw badRequest('This server is not clustered');
+    if (target !== undefined && !this.opts.clustered() && target !== this.opts.serverName()) throw badRequest('This server is not clustered');
     return new KernelRequest(
       nextRequestId(),
       method.toUpperCase(),

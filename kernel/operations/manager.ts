@@ -23,13 +23,13 @@ export class OperationManager implements OperationsService {
   private readonly operations = new Map<string, OperationRecord>();
   private closed = false;
 
-  constructor(private readonly events: EventHub, private readonly location: string) {}
+  constructor(private readonly events: EventHub, private readonly location: () => string) {}
 
   create(spec: OperationSpec): Operation {
     // An answer for the client, not an internal fault: nothing new starts once shutdown began.
     if (this.closed) throw new ApiError(500, 'The daemon is shutting down');
     if (spec.class === 'websocket' && !spec.connect) throw new Error('websocket operations need a connect handler');
-    const op = new OperationRecord(spec, this.location, (changed) => this.changed(changed));
+    const op = new OperationRecord(spec, this.location(), (changed) => this.changed(changed));
     this.operations.set(op.id, op);
     this.changed(op); // announced as Pending, then Running
     op.start();

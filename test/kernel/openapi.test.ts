@@ -167,7 +167,7 @@ test('a handler that answers a kind or an error status its descriptor does not d
     checkProject: async () => undefined,
     projectsChecked: () => false,
     clustered: () => false,
-    serverName: 'none',
+    serverName: () => 'none',
   });
   pipeline.add('test', { path: '/1.0/said-sync', get: { handler: () => raw('bytes') } });
   pipeline.add('test', { path: '/1.0/said-raw', get: { answers: ['raw'], handler: () => raw('bytes') } });

@@ -8,7 +8,7 @@ import { OperationManager } from '../../kernel/operations/manager.js';
 import { OperationRecord } from '../../kernel/operations/operation.js';
 
 async function runWithUpdates(hub: EventHub, updates: number): Promise<void> {
-  const ops = new OperationManager(hub, 'none');
+  const ops = new OperationManager(hub, () => 'none');
   const op = ops.create({
     class: 'task', description: 'Progressing',
     run: async (c) => {
@@ -26,7 +26,7 @@ test.serial('with no listener of operation events, metadata updates build no vie
     return realView.call(this);
   };
   t.teardown(() => (OperationRecord.prototype.view = realView));
-  const hub = new EventHub('none');
+  const hub = new EventHub(() => 'none');
   const lifecycle: unknown[] = [];
   hub.subscribe((e) => lifecycle.push(e), ['lifecycle']);
   t.false(hub.watched('operation'));

@@ -4,7 +4,7 @@ import { EventHub } from '../../kernel/events/hub.js';
 import { OperationManager } from '../../kernel/operations/manager.js';
 
 const tokenOperation = () => {
-  const ops = new OperationManager(new EventHub('none'), 'none');
+  const ops = new OperationManager(new EventHub(() => 'none'), () => 'none');
   const op = ops.create({ class: 'token', description: 'A token', mayCancel: true });
   return { ops, op: ops.get(op.id)! };
 };

@@ -1,0 +1,94 @@
+/**
+ * Clustering as the kernel offers it. The kernel owns what must sit below every plugin: the document
+ * store on etcd, the etcd member beside the daemon, this server's identity, and forwarding of requests
+ * and websockets to other members. The clustering plugin owns the API (`/1.0/cluster...`), membership,
+ * tokens, roles, health and evacuation, and drives the kernel through `ClusterControlRef`.
+ * Every plugin may read the membership through `ctx.cluster` (a `ClusterView`).
+ */
+import { createServiceRef } from './services.js';
+
+/** A member as the kernel needs it to forward and to show `location`. */
+export interface ClusterMemberInfo {
+  name: string;
+  /** `host:port` of the member's HTTPS listener (its `cluster.https_address`, else `core.https_address`). */
+  address: string;
+  /** The clustering plugin's verdict from the member's etcd lease; requests to an offline member fail fast (503). */
+  online: boolean;
+}
+
+/** What any plugin sees of the cluster. Standalone: `enabled` false, `serverName` "none", no members. */
+export interface ClusterView {
+  readonly enabled: boolean;
+  /** This member's name; the `location` of its events, operations and instances. */
+  readonly serverName: string;
+  /** Every member, this one included, as last published by the clustering plugin. */
+  members(): readonly ClusterMemberInfo[];
+  /** Called after `enabled`, `serverName` or the members changed. Returns an unsubscribe function. */
+  onChange(listener: () => void): () => void;
+  /**
+   * Ask another member directly (fan-out of listings, placement data), over the kernel's pooled TLS
+   * connections with the cluster certificate, as a trusted cluster peer. Bounded; a member that does not
+   * answer in time, or is offline, rejects with a 503 ApiError naming it.
+   */
+  request(member: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
+}
+
+/** TLS material of the etcd member beside the daemon (PEM). */
+export interface EtcdTls {
+  ca: string;
+  cert: string;
+  key: string;
+}
+
+/** Where one etcd member listens: both on the member's cluster address, on ports the kernel derives. */
+export interface EtcdMemberUrls {
+  name: string;
+  peerUrl: string;
+  clientUrl: string;
+}
+
+export interface EtcdMemberStatus extends EtcdMemberUrls {
+  id: string;
+  /** A learner receives the log but does not vote (`database-standby`). */
+  learner: boolean;
+  leader: boolean;
+}
+
+/**
+ * The kernel's clustering facility, for the clustering plugin only. Every step that fails reverts what it
+ * did: a failed bootstrap or join leaves the server standalone on its sqlite store as it was.
+ */
+export interface ClusterControl {
+  /** The URLs this member's etcd would use when its cluster address is `address` (`host:port`). */
+  etcdUrlsFor(name: string, address: string): EtcdMemberUrls;
+  /**
+   * Turn this standalone server into the first member: start a one-member etcd cluster, copy every
+   * document and migration version of the sqlite store into it, switch the store, and take `serverName`.
+   */
+  bootstrap(opts: { serverName: string; address: string; tls: EtcdTls }): Promise<void>;
+  /**
+   * On an existing member, for a joiner: add its etcd member (as a learner when `learner`) and answer
+   * what the joiner needs to start its own etcd (`initialCluster` as etcd's `--initial-cluster` value).
+   */
+  addEtcdMember(urls: EtcdMemberUrls, learner: boolean): Promise<{ initialCluster: string; memberId: string }>;
+  /** On the joiner: start its etcd member in the existing cluster, switch the store (its own data is discarded). */
+  join(opts: { serverName: string; address: string; tls: EtcdTls; initialCluster: string }): Promise<void>;
+  promoteEtcdMember(memberId: string): Promise<void>;
+  removeEtcdMember(memberId: string): Promise<void>;
+  etcdMembers(): Promise<EtcdMemberStatus[]>;
+  /** Leave the cluster: stop and wipe this member's etcd; the daemon goes back to a fresh standalone store. */
+  leave(): Promise<void>;
+  /** Rename this member (after the cluster's records were renamed). */
+  rename(serverName: string): void;
+  /** Publish the membership the kernel forwards by (and `ClusterView.members()` shows). */
+  publishMembers(members: ClusterMemberInfo[]): void;
+  /**
+   * A lease in etcd kept alive by this member while it runs (`ttlSeconds`); the key is deleted when the
+   * lease lapses, which is how other members see this one go OFFLINE. Returns a release function.
+   */
+  holdLease(key: string, value: string, ttlSeconds: number): Promise<() => Promise<void>>;
+  /** Watch keys written with `holdLease` under `prefix`: called with the current set at once and on every change. */
+  watchLeases(prefix: string, listener: (held: ReadonlyMap<string, string>) => void): Promise<() => void>;
+}
+
+export const ClusterControlRef = createServiceRef<ClusterControl>('kernel.cluster-control');
