@@ -78,6 +78,13 @@ export interface ClusterControl {
   etcdMembers(): Promise<EtcdMemberStatus[]>;
   /** Leave the cluster: stop and wipe this member's etcd; the daemon goes back to a fresh standalone store. */
   leave(): Promise<void>;
+  /**
+   * Serve with `cert`/`key` from now on (the cluster certificate a joiner receives, or a new one from
+   * `PUT /1.0/cluster/certificate`): written to the data dir, and every HTTPS listener switches to it.
+   */
+  replaceCertificate(cert: string, key: string): Promise<void>;
+  /** The PEM pair this server serves with now (the cluster certificate once clustered). */
+  certificate(): { cert: string; key: string } | undefined;
   /** Rename this member (after the cluster's records were renamed). */
   rename(serverName: string): void;
   /** Publish the membership the kernel forwards by (and `ClusterView.members()` shows). */
