@@ -45,6 +45,7 @@ export class DocumentStore {
   static async over(backend: StoreBackend): Promise<DocumentStore> {
     const store = new DocumentStore(backend);
     await store.follow(backend);
+    store.flushHeld(backend);
     return store;
   }
 

@@ -12,8 +12,8 @@ import {
   decodeValue, docKey, docPrefix, DOC_PREFIX, encodeValue, parseDocKey, parseSchemaKey, prefixEnd, schemaKey, SCHEMA_PREFIX,
 } from './etcd-keys.js';
 
-/** Attempts of one write when other members keep changing what it read. */
-const MAX_ATTEMPTS = 8;
+/** How long one write keeps trying when other members keep changing what it read. */
+const RETRY_BOUND_MS = 3_000;
 /** Operations per txn when copying a whole store in (etcd is started with a larger --max-txn-ops). */
 const LOAD_BATCH = 1_000;
 
@@ -170,7 +170,8 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
   }
 
   async write<R>(work: (w: BackendWriter) => Promise<R>): Promise<R> {
-    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    const giveUp = Date.now() + RETRY_BOUND_MS;
+    for (let attempt = 0; Date.now() < giveUp; attempt++) {
       const w = new EtcdWriter(this.etcd, attempt > 0);
       const result = await work(w);
       this.inflight++;
@@ -184,7 +185,7 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
         this.drain();
       }
       // Another member changed what this write read: back off a little and run it again.
-      await new Promise((r) => setTimeout(r, Math.random() * 5 * (attempt + 1)));
+      await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 * (attempt + 1))));
     }
     throw conflict('Other cluster members kept changing the same records; try again');
   }
