@@ -34,6 +34,25 @@ export class EtcdConnection {
     this.probe.unref();
   }
 
+  /**
+   * The connection a member's store uses: its own etcd member when that is a voter; a learner serves
+   * no reads or watches, so a standby member reaches the cluster database through the voters.
+   */
+  static async open(localClientUrl: string, others: string[], tls: EtcdTls): Promise<EtcdConnection> {
+    const local = new EtcdConnection([localClientUrl], tls);
+    try {
+      // A learner answers Status (and serializable reads) only: the other members are known from the initial cluster.
+      const status = await local.call((c) => c.maintenance.status());
+      if (!status.isLearner) return local;
+      if (!others.length) throw unavailable('The cluster database has no other member to reach');
+      local.close();
+      return new EtcdConnection(others, tls);
+    } catch (err) {
+      local.close();
+      throw err;
+    }
+  }
+
   /** True while the member beside us sees a leader. */
   get healthy(): boolean {
     return this.down === undefined;

@@ -159,9 +159,9 @@ export class DocumentStore {
     return () => this.listeners.delete(listener);
   }
 
-  /** @internal */
+  /** @internal Nothing from the cache while the backend cannot answer: a member cut off from its cluster must not serve what may be stale. */
   cachedRow(key: string): Row | undefined {
-    return this.rows.get(key);
+    return this.backend.reachable ? this.rows.get(key) : undefined;
   }
 
   /** @internal The change count to hand back to rememberRow() once a read finishes. */

@@ -165,6 +165,10 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
     super(etcd);
   }
 
+  get reachable(): boolean {
+    return this.etcd.healthy;
+  }
+
   get connection(): EtcdConnection {
     return this.etcd;
   }

@@ -68,6 +68,7 @@ class SqliteWriter extends SqliteReader implements BackendWriter {
 
 export class SqliteBackend extends SqliteReader implements StoreBackend {
   readonly kind = 'sqlite';
+  readonly reachable = true;
 
   private constructor(private readonly writer: SqliteConnection, reader: SqliteConnection) {
     super(reader);
