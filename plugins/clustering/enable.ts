@@ -21,9 +21,9 @@ export function ownListenAddress(c: Clustering): string {
 }
 
 export function enableClustering(c: Clustering, req: ApiRequest, serverName: string): ApiResponse {
-  const control = requireControl(c);
   const name = nameOrRefusal(serverName);
   const address = ownListenAddress(c);
+  const control = requireControl(c);
   const pair = currentCertificate(control);
   const op = c.operations.create({
     class: 'task',

@@ -39,6 +39,7 @@ export interface AcceptAnswer {
 
 /** Whether a listener on `listen` answers at `address` (same address, or a wildcard on its port). */
 function covers(listen: string, address: string): boolean {
+  if (!listen.trim()) return false;
   const l = splitAddress(listen);
   const a = splitAddress(address);
   if (!l || !a) return false;
@@ -46,7 +47,6 @@ function covers(listen: string, address: string): boolean {
 }
 
 export async function joinCluster(c: Clustering, req: ApiRequest, body: JoinRequest): Promise<ApiResponse> {
-  const control = requireControl(c);
   const name = nameOrRefusal(body.server_name);
   if (!body.server_address) throw badRequest('No server address provided for this member');
   const address = canonicalAddress(body.server_address);
@@ -73,6 +73,7 @@ export async function joinCluster(c: Clustering, req: ApiRequest, body: JoinRequ
     throw badRequest(`This server does not listen on ${address}: set core.https_address to it before joining (now "${listen}")`);
   }
   await checkBare(c.services);
+  const control = requireControl(c);
 
   const op = c.operations.create({
     class: 'task',
