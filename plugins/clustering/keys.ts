@@ -77,7 +77,6 @@ export function registerClusterKeys(keys: ConfigKeyRegistry, opts: { clustered: 
     type: 'integer',
     live: true,
     default: '3',
-    extension: 'clustering_image_replication',
     doc: 'On how many members images are kept (-1: all); stored for the images family',
     validate: (v) => {
       const n = integer(v, 'cluster.images_minimal_replica');

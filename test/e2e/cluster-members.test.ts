@@ -6,6 +6,9 @@
  */
 import test from 'ava';
 import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { clusterNetUnavailable, makeClusterNet, type ClusterNet, type NetDaemon } from '../helpers/cluster-net.js';
 import { lxc, lxcOk, lxcWithInput, python } from '../helpers/clients.js';
 import { projectRoot, waitFor } from '../helpers/daemon.js';
@@ -38,7 +41,7 @@ const tokenOf = (stdout: string): string => {
 const members = async (d: NetDaemon): Promise<any[]> => (await d.request('GET', '/1.0/cluster/members?recursion=1')).json?.metadata ?? [];
 const statusOf = async (d: NetDaemon, name: string) => (await members(d)).find((m) => m.server_name === name);
 
-serial('lxc cluster enable turns a standalone server into the first member', async (t) => {
+serial('lxc cluster enable turns a standalone server into the first member (clustering, clustering_roles)', async (t) => {
   const standalone = await d1.request('GET', '/1.0/cluster');
   t.deepEqual({ ...standalone.json.metadata, member_config: [] }, { server_name: '', enabled: false, member_config: [] });
   const refused = await lxc(d1.socket, 'cluster', 'list');
@@ -64,7 +67,7 @@ serial('lxc cluster enable turns a standalone server into the first member', asy
   t.regex(again.stderr, /already clustered/);
 });
 
-serial('lxc cluster add issues a token; list-tokens shows it and revoke-token takes it back', async (t) => {
+serial('lxc cluster add issues a token; list-tokens shows it and revoke-token takes it back (clustering_join_token, cluster_join_token_expiry)', async (t) => {
   const out = await lxcOk(t, d1.socket, 'cluster', 'add', 'spare');
   t.regex(out, /Member spare join token:/);
   const token = JSON.parse(Buffer.from(tokenOf(out), 'base64').toString('utf8'));
@@ -73,6 +76,11 @@ serial('lxc cluster add issues a token; list-tokens shows it and revoke-token ta
   t.regex(token.secret, /^[0-9a-f]{64}$/);
   t.regex(token.fingerprint, /^[0-9a-f]{64}$/);
   t.true(Date.parse(token.expires_at) > Date.now() + 2 * 3600_000, 'cluster.join_token_expiry defaults to 3H');
+  await lxcOk(t, d1.socket, 'config', 'set', 'cluster.join_token_expiry', '30M');
+  const short = JSON.parse(Buffer.from(tokenOf(await lxcOk(t, d1.socket, 'cluster', 'add', 'spare')), 'base64').toString('utf8'));
+  const lifetime = Date.parse(short.expires_at) - Date.now();
+  t.true(lifetime > 29 * 60_000 && lifetime <= 30 * 60_000, `a 30M token lives 30 minutes (${lifetime} ms)`);
+  await lxcOk(t, d1.socket, 'config', 'unset', 'cluster.join_token_expiry');
   t.regex(await lxcOk(t, d1.socket, 'cluster', 'list-tokens', '--format', 'csv'), /^spare,/m);
   t.regex(await lxcOk(t, d1.socket, 'cluster', 'revoke-token', 'spare'), /deleted/);
   t.notRegex(await lxcOk(t, d1.socket, 'cluster', 'list-tokens', '--format', 'csv'), /spare/);
@@ -81,7 +89,7 @@ serial('lxc cluster add issues a token; list-tokens shows it and revoke-token ta
   t.regex(member.stderr, /already has a member with name: m1/);
 });
 
-serial('a bare server joins by preseed with the token, and both members list both', async (t) => {
+serial('a bare server joins by preseed with the token at its server_address, and both members list both (clustering_join, clustering_server_address)', async (t) => {
   const out = await lxcOk(t, d1.socket, 'cluster', 'add', 'm2');
   const token = tokenOf(out);
   const cert = (await d1.request('GET', '/1.0')).json.metadata.environment.certificate;
@@ -115,7 +123,7 @@ serial('a bare server joins by preseed with the token, and both members list bot
   t.notRegex(await lxcOk(t, d1.socket, 'cluster', 'list-tokens', '--format', 'csv'), /^m2,/m);
 });
 
-serial('lxc cluster show, edit and rename', async (t) => {
+serial('lxc cluster show, edit and rename (clustering_architecture, clustering_description, clustering_failure_domains, clustering_edit_roles, clustering_config)', async (t) => {
   const shown = await lxcOk(t, d2.socket, 'cluster', 'show', 'm1');
   t.regex(shown, /server_name: m1/);
   t.regex(shown, /status: Online/);
@@ -127,6 +135,16 @@ serial('lxc cluster show, edit and rename', async (t) => {
   const m1 = await statusOf(d2, 'm1');
   t.is(m1.description, 'first member');
   t.is(m1.failure_domain, 'rack1');
+  // Assigned roles and member config are kept beside the database roles etcd decides.
+  const withRole = yaml.replace(/roles:\n((?:- .*\n)+)/, (_m, list) => `roles:\n${list}- event-hub\n`).replace('config: {}', 'config:\n  scheduler.instance: manual');
+  const edited = await lxcWithInput(d1.socket, withRole, 'cluster', 'edit', 'm1');
+  t.is(edited.status, 0, edited.stderr);
+  const m1b = await statusOf(d2, 'm1');
+  t.deepEqual(m1b.roles, ['database-leader', 'database', 'event-hub']);
+  t.deepEqual(m1b.config, { 'scheduler.instance': 'manual' });
+  const badConfig = await lxcWithInput(d1.socket, withRole.replace('scheduler.instance: manual', 'scheduler.instance: sometimes'), 'cluster', 'edit', 'm1');
+  t.not(badConfig.status, 0);
+  t.regex(badConfig.stderr, /scheduler.instance/);
   const badRole = await lxcWithInput(d1.socket, yaml.replace(/roles:\n(- .*\n)+/, 'roles: []\n'), 'cluster', 'edit', 'm1');
   t.not(badRole.status, 0);
   t.regex(badRole.stderr, /role cannot be dropped/);
@@ -150,6 +168,50 @@ serial('pylxd reads the cluster and its members', async (t) => {
   t.deepEqual(seen.members, ['m1', 'm2']);
   t.is(seen.first.status, 'Online');
   t.true(seen.has_clustering);
+});
+
+serial('cluster.max_standby decides how many learners are standbys (clustering_sizing)', async (t) => {
+  await lxcOk(t, d1.socket, 'config', 'set', 'cluster.max_standby', '0');
+  t.deepEqual((await statusOf(d2, 'm2')).roles, [], 'a learner past max_standby has no role');
+  await lxcOk(t, d2.socket, 'config', 'unset', 'cluster.max_standby');
+  t.deepEqual((await statusOf(d1, 'm2')).roles, ['database-standby']);
+  const refused = await lxc(d1.socket, 'config', 'set', 'cluster.max_voters', '2');
+  t.regex(refused.stderr, /odd number/);
+});
+
+serial('lxc cluster evacuate and restore change the member state (clustering_evacuation)', async (t) => {
+  await lxcOk(t, d1.socket, 'cluster', 'evacuate', 'm2', '--force');
+  const evacuated = await statusOf(d2, 'm2');
+  t.is(evacuated.status, 'Evacuated');
+  t.regex(await lxcOk(t, d1.socket, 'cluster', 'list', '--format', 'csv'), /^m2,.*EVACUATED/m);
+  const twice = await lxc(d1.socket, 'cluster', 'evacuate', 'm2', '--force');
+  t.regex(twice.stderr, /already evacuated/);
+  await lxcOk(t, d2.socket, 'cluster', 'restore', 'm2', '--force');
+  t.is((await statusOf(d1, 'm2')).status, 'Online');
+  const bogus = await d1.request('POST', '/1.0/cluster/members/m2/state', { action: 'bogus' });
+  t.is(bogus.status, 400);
+  t.is(bogus.json.error, 'Unknown action "bogus"');
+});
+
+serial('lxc cluster update-certificate switches every member to the new certificate (clustering_update_cert)', async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'corral-cluster-cert-'));
+  try {
+    const crt = path.join(dir, 'cluster.crt');
+    const key = path.join(dir, 'cluster.key');
+    const made = spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', crt, '-days', '30', '-subj', '/O=corral test/CN=cluster'], { encoding: 'utf8' });
+    t.is(made.status, 0, made.stderr);
+    const mismatched = await d1.request('PUT', '/1.0/cluster/certificate', { cluster_certificate: readFileSync(crt, 'utf8'), cluster_certificate_key: (await d1.request('GET', '/1.0')).json.metadata.environment.certificate });
+    t.is(mismatched.status, 400);
+    t.regex(await lxcOk(t, d1.socket, 'cluster', 'update-certificate', crt, key), /Successfully updated/);
+    const expected = readFileSync(crt, 'utf8').trim();
+    for (const d of [d1, d2]) {
+      await waitFor(async () => (await d.request('GET', '/1.0')).json.metadata.environment.certificate.trim() === expected, 10_000, `${d.member.ns} to serve the new certificate`);
+      const served = spawnSync('sh', ['-c', `echo | openssl s_client -connect ${address(d)} 2>/dev/null | openssl x509`], { encoding: 'utf8', timeout: 10_000 });
+      t.is(served.stdout.trim(), expected, `${d.member.ns} serves it on HTTPS`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 serial('a member killed with SIGKILL shows OFFLINE within the threshold, and ONLINE again after its restart', async (t) => {

@@ -5,6 +5,7 @@
 import test from 'ava';
 import { startDaemon, type Daemon } from '../helpers/daemon.js';
 import { lxc, lxcOk } from '../helpers/clients.js';
+import { claimsNamed } from '../helpers/claims.js';
 
 let d: Daemon;
 test.before(async () => {
@@ -103,4 +104,10 @@ test.serial('cluster keys are checked as the reference checks them', async (t) =
   await lxcOk(t, d.socket, 'config', 'set', 'cluster.join_token_expiry', '1H30M');
   await lxcOk(t, d.socket, 'config', 'set', 'cluster.offline_threshold', '10');
   t.is((await lxcOk(t, d.socket, 'config', 'get', 'cluster.max_voters')).trim(), '5');
+});
+
+test('every api_extensions name the clustering plugin claims is exercised by a test that names it', (t) => {
+  const { claims, unnamed } = claimsNamed('clustering');
+  t.true(claims.length > 10);
+  t.deepEqual(unnamed, []);
 });
