@@ -28,9 +28,11 @@ export function registerClusterKeys(keys: ConfigKeyRegistry, opts: { clustered: 
     extension: 'clustering_server_address',
     doc: 'Address other cluster members reach this one at (host:port); unset: core.https_address',
     validate: isListenAddress,
-    apply: (value) => {
-      // Members, tokens and the etcd peer URLs all carry the address: moving it is not supported, as in the reference.
-      if (opts.clustered() && value !== opts.currentAddress()) throw new Error('Changing cluster.https_address is currently not supported');
+    apply: (value, previous) => {
+      // Members, tokens and the etcd peer URLs all carry the address: moving it is not supported, as in the
+      // reference. At boot (`previous` empty) the stored value is applied as is: the server configuration is
+      // one document for all members until the kernel keeps member-local keys apart.
+      if (opts.clustered() && previous !== '' && value !== opts.currentAddress()) throw new Error('Changing cluster.https_address is currently not supported');
     },
   });
   keys.register({

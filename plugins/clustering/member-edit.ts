@@ -2,6 +2,7 @@
 import { badRequest, conflict, notFound, stringMap, type ApiRequest } from '../../sdk/index.js';
 import { requireClustered, requireControl, type Clustering } from './context.js';
 import { nameOrRefusal } from './enable.js';
+import { MEMBERS_COLLECTION } from './membership.js';
 import { ASSIGNABLE_ROLES, DATABASE_ROLES, memberUrl, type MemberRecord, type MemberView } from './member.js';
 
 /** Member config keys (`clustering_config`): the scheduler's and user keys. */
@@ -53,7 +54,12 @@ export async function renameMember(c: Clustering, req: ApiRequest, name: string,
   if (!stored) throw notFound('Cluster member not found');
   if (newName === name) return;
   if (await c.membership.get(newName)) throw conflict(`The cluster already has a member with name: ${newName}`);
-  await c.membership.records.rename('', name, '', newName);
+  // The record carries its name too: moved and rewritten in one step.
+  await c.store.transaction(async (tx) => {
+    const records = tx.collection<MemberRecord>(MEMBERS_COLLECTION);
+    const moved = await records.rename('', name, '', newName);
+    await records.put('', newName, { ...moved.doc, name: newName }, moved.rev);
+  });
   // The renamed member follows when it sees its record change (followRename); this one at once.
   if (name === c.cluster.serverName) await followOwnName(c, control, newName);
   c.events.lifecycle('cluster-member-renamed', memberUrl(newName), { requestor: req.requestor, context: { old_name: name } });

@@ -34,12 +34,13 @@ export class Membership {
   }
 
   async list(): Promise<MemberRecord[]> {
-    return (await this.records.list('')).map((r) => r.doc);
+    // The key is the name (a record moved by a rename keeps its key authoritative).
+    return (await this.records.list('')).map((r) => ({ ...r.doc, name: r.name }));
   }
 
   async get(name: string): Promise<{ doc: MemberRecord; rev: number } | undefined> {
     const found = await this.records.get('', name);
-    return found ? { doc: found.doc, rev: found.rev } : undefined;
+    return found ? { doc: { ...found.doc, name: found.name }, rev: found.rev } : undefined;
   }
 
   /** The etcd membership, bounded; the last answer when etcd cannot say now (no quorum). */
