@@ -14,6 +14,7 @@ import type { AcceptAnswer, AcceptRequest } from './join.js';
 import { MEMBERS_COLLECTION } from './membership.js';
 import type { MemberRecord } from './member.js';
 import { etcdMemberOf } from './roles.js';
+import { clusterSizing } from './keys.js';
 
 export async function acceptMember(c: Clustering, body: AcceptRequest): Promise<AcceptAnswer> {
   requireClustered(c);
@@ -27,6 +28,8 @@ export async function acceptMember(c: Clustering, body: AcceptRequest): Promise<
   if (members.some((m) => m.name === name)) throw conflict(`The cluster already has a member with name: ${name}`);
   const host = splitAddress(address)!.host;
   if (members.some((m) => m.address === address || splitAddress(m.address)?.host === host)) throw conflict(`The cluster already has a member with address: ${address}`);
+
+  await makeRoomForLearner(c, control);
 
   const record: MemberRecord = {
     name,
@@ -49,7 +52,7 @@ export async function acceptMember(c: Clustering, body: AcceptRequest): Promise<
   });
   let added: { initialCluster: string; memberId: string };
   try {
-    added = await control.addEtcdMember(control.etcdUrlsFor(name, address), true);
+    added = await withinBound(() => control.addEtcdMember(control.etcdUrlsFor(name, address), true));
   } catch (err) {
     await c.store.transaction(async (tx) => {
       await tx.collection<MemberRecord>(MEMBERS_COLLECTION).delete('', name);
@@ -73,5 +76,44 @@ export async function dropMember(c: Clustering, control: ClusterControl, records
   } catch (err) {
     await records.put('', name, stored.doc, 0).catch((e: Error) => c.log.error({ err: e, member: name }, 'could not restore the record of a member etcd kept'));
     throw new ApiError(503, `Could not remove the etcd member of "${name}": ${(err as Error).message}`);
+  }
+}
+
+/**
+ * etcd 3.4 keeps at most one learner: a standby waiting to vote is promoted before a new member is added
+ * as a learner (briefly an even number of voters, all online, until the leader's round promotes the new one).
+ */
+async function makeRoomForLearner(c: Clustering, control: ClusterControl): Promise<void> {
+  const etcd = await control.etcdMembers();
+  const learner = etcd.find((e) => e.learner);
+  if (!learner) return;
+  const records = await c.membership.list();
+  const owner = records.find((r) => etcdMemberOf([r], [learner]).has(r.name));
+  const maxVoters = clusterSizing(c.config).maxVoters;
+  if (etcd.filter((e) => !e.learner).length >= maxVoters) {
+    throw new ApiError(400, `The cluster cannot take another member: ${maxVoters} members vote (cluster.max_voters) and etcd keeps one standby at most (${owner?.name ?? learner.name}); raise cluster.max_voters`);
+  }
+  if (!owner || !c.membership.health.isOnline(owner.name)) {
+    throw new ApiError(503, `The standby member ${owner?.name ?? learner.name} is offline: it must vote before another member joins (remove it, or bring it back)`);
+  }
+  try {
+    await control.promoteEtcdMember(learner.id);
+  } catch (err) {
+    throw new ApiError(503, `The standby member ${owner.name} could not be promoted before the join: ${(err as Error).message}`);
+  }
+}
+
+/** How long a membership change waits out a moment without quorum (a standby just promoted, a new leader). */
+const QUORUM_WAIT_MS = 5000;
+
+async function withinBound<T>(step: () => Promise<T>): Promise<T> {
+  const giveUp = Date.now() + QUORUM_WAIT_MS;
+  for (;;) {
+    try {
+      return await step();
+    } catch (err) {
+      if ((err as ApiError).status !== 503 || Date.now() > giveUp) throw err;
+      await new Promise((r) => setTimeout(r, 200));
+    }
   }
 }
