@@ -44,6 +44,8 @@ export class PeerAgents {
     known?.agent.destroy();
     const agent = new https.Agent({
       keepAlive: true,
+      // Small JSON answers: sent at once, not held back by Nagle's algorithm.
+      noDelay: true,
       maxSockets: MAX_SOCKETS,
       maxFreeSockets: MAX_FREE_SOCKETS,
       timeout: FREE_SOCKET_MS,
