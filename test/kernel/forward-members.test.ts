@@ -17,7 +17,9 @@ import { hasLxc, lxc, lxcOk } from '../helpers/clients.js';
 import { tlsRequest } from '../helpers/tls-client.js';
 import { selfSigned, type ClientCert } from '../helpers/pki.js';
 
-const PLUGINS = 'certificates,resources';
+/** certificates, resources and a probe plugin whose objects live on the member their name says (test/fixtures/forward-probe). */
+const REGISTRY = path.join(projectRoot, 'test', 'fixtures', 'forward-registry.json');
+const PLUGINS = 'forward';
 const ADDRESSES = { m1: '127.0.19.128', m2: '127.0.19.129', m3: '127.0.19.130' } as const;
 /** Listed online, but nothing listens there: an unreachable member. */
 const GHOST = '127.0.19.131';
@@ -38,8 +40,8 @@ async function startMember(name: Name): Promise<Kernel> {
   // One certificate for every member: the cluster certificate.
   if (name !== 'm1') for (const file of ['server.crt', 'server.key']) copyFileSync(path.join(base, 'm1', file), path.join(dir, file));
   const kernel = await Kernel.start({
-    dataDir: dir, storeFile: path.join(dir, 'store.db'), registryFile: path.join(projectRoot, 'plugin-registry.json'), plugins: PLUGINS,
-    compiledRoot: distRoot, socketPath: socketOf(name), logLevel: 'fatal',
+    dataDir: dir, storeFile: path.join(dir, 'store.db'), registryFile: REGISTRY, plugins: PLUGINS,
+    compiledRoot: distRoot, socketPath: socketOf(name), logLevel: (process.env.FORWARD_LOG ?? 'fatal') as 'fatal', logToStdout: !!process.env.FORWARD_LOG,
   });
   const set = await kernel.inject({ method: 'PATCH', url: '/1.0', payload: JSON.stringify({ config: { 'core.https_address': `${ADDRESSES[name]}:${PORT}` } }) });
   if (set.statusCode !== 200) throw new Error(set.payload);
@@ -90,6 +92,59 @@ test.serial('?target= forwards a request to the member it names; the answer come
   const resources = await unixRequest(socketOf('m1'), 'GET', '/1.0/resources?target=m3');
   t.is(resources.status, 200, resources.body);
   t.truthy(resources.json.metadata.cpu);
+});
+
+test.serial('a route\'s locate sends the request to the member holding the object, from any member, target untouched', async (t) => {
+  for (const via of ['m1', 'm3', 'm2'] as Name[]) {
+    const r = await unixRequest(socketOf(via), 'GET', '/1.0/forward-probes/on-m2-a');
+    t.is(r.status, 200, r.body);
+    t.is(r.json.metadata.served_by, 'm2', `through ${via}`);
+    t.deepEqual(r.json.metadata.requestor, { username: process.env.USER ?? 'root', protocol: 'unix', address: '@' }, 'the original caller, not the forwarding member');
+    t.is(r.json.metadata.target, null, 'nothing added to the query');
+  }
+  const moved = await unixRequest(socketOf('m1'), 'GET', '/1.0/forward-probes/on-m3-a?target=m2');
+  t.is(moved.json.metadata.served_by, 'm3', 'locate wins over target');
+  t.is(moved.json.metadata.target, 'm2', 'and target reaches the holder as the caller sent it');
+});
+
+test.serial('uploads stream through to the member, and chunked answers stream back unchanged', async (t) => {
+  const { randomBytes, createHash } = await import('node:crypto');
+  const payload = randomBytes(24 * 1024 * 1024);
+  const up = await unixRequest(socketOf('m1'), 'POST', '/1.0/forward-probes/on-m2-up/upload', payload, { 'content-type': 'application/octet-stream' });
+  t.is(up.status, 200, up.body + up.headers['content-type']);
+  t.is(up.json.metadata.bytes, payload.length);
+  t.is(up.json.metadata.sha256, createHash('sha256').update(payload).digest('hex'));
+  t.is(up.json.metadata.served_by, 'm2');
+  // A body sent chunked (no Content-Length) arrives whole too.
+  const chunked = await new Promise<any>((resolve, reject) => {
+    const req = http.request({ socketPath: socketOf('m3'), method: 'POST', path: '/1.0/forward-probes/on-m2-up/upload' }, (res) => {
+      let text = '';
+      res.on('data', (c) => (text += c));
+      res.on('end', () => resolve(JSON.parse(text)));
+    });
+    req.on('error', reject);
+    for (let i = 0; i < 8; i++) req.write(payload.subarray(i * 1024 * 1024, (i + 1) * 1024 * 1024));
+    req.end();
+  });
+  t.is(chunked.metadata.bytes, 8 * 1024 * 1024);
+  const stream = await unixRequest(socketOf('m1'), 'GET', '/1.0/forward-probes/on-m2-s/stream?chunks=4');
+  t.is(stream.status, 200);
+  t.is(stream.headers['x-probe-served-by'], 'm2');
+  t.is(stream.headers['transfer-encoding'], 'chunked');
+  t.is(stream.body, [0, 1, 2, 3].map((i) => `chunk ${i} from m2\n`).join(''));
+});
+
+test.serial('a located websocket goes to its member: text and binary frames both ways, the close code back', async (t) => {
+  const ws = await unixWebsocket(socketOf('m1'), '/1.0/forward-probes/on-m3-ws/socket');
+  const frames: { data: string; binary: boolean }[] = [];
+  ws.on('message', (data, binary) => frames.push({ data: binary ? (data as Buffer).toString('hex') : String(data), binary }));
+  const closed = new Promise<[number, string]>((resolve) => ws.once('close', (code, reason) => resolve([code, String(reason)])));
+  ws.send('hello');
+  ws.send(Buffer.from([0, 255, 7]));
+  await waitFor(() => frames.length === 2, 5000, 'both echoes');
+  t.deepEqual(frames, [{ data: 'hello', binary: false }, { data: '00ff07', binary: true }]);
+  ws.send('bye');
+  t.deepEqual(await closed, [4321, 'bye from m3']);
 });
 
 test.serial('lxc info --target shows the other member; a body sent through m1 is written on m2', async (t) => {
