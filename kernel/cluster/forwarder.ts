@@ -32,6 +32,11 @@ export type OperationSeen = (operationId: string, member: string) => void;
 export class Forwarder {
   /** Operations created by forwarded requests are remembered here (operation-owners.ts). */
   onOperation: OperationSeen | undefined;
+  /**
+   * What is under way with each member (proxied requests, forwarded websockets): a member that goes
+   * offline or leaves ends them at once, instead of leaving callers on a connection nobody answers.
+   */
+  private readonly underway = new Map<string, Set<{ end(): void }>>();
 
   constructor(private readonly agents: PeerAgents, private readonly self: () => string, private readonly log: Logger) {}
 
@@ -48,6 +53,8 @@ export class Forwarder {
         agent, host, port, method: raw.method, path: raw.url, headers: this.headersFor(raw.headers, caller, false),
       });
       boundConnect(upstream, member);
+      const untrack = this.track(member.name, { end: () => upstream.destroy(unavailable(`Cluster member "${member.name}" went offline`)) });
+      upstream.on('close', untrack);
       upstream.on('error', (err) => {
         if (!answered) return reject(unreachable(member, err));
         // The answer broke off midway: the client sees its connection end, as it would from the member itself.
@@ -73,10 +80,32 @@ export class Forwarder {
   }
 
   /** Open the websocket `raw` asks for on `member`, for `caller`; a refusal comes back as the member's error. */
-  openWebsocket(member: ClusterMemberInfo, raw: IncomingMessage, caller: Caller): Promise<WebSocket> {
+  async openWebsocket(member: ClusterMemberInfo, raw: IncomingMessage, caller: Caller): Promise<WebSocket> {
     const { host, port } = parseMemberAddress(member.address);
     const url = `wss://${host.includes(':') ? `[${host}]` : host}:${port}${raw.url ?? '/'}`;
-    return this.connectWebsocket(member, url, this.headersFor(raw.headers, caller, true));
+    const ws = await this.connectWebsocket(member, url, this.headersFor(raw.headers, caller, true));
+    ws.once('close', this.track(member.name, { end: () => ws.terminate() }));
+    return ws;
+  }
+
+  /** End what is under way with members that are offline or gone now. */
+  dropUnavailable(members: readonly ClusterMemberInfo[]): void {
+    const available = new Set(members.filter((m) => m.online).map((m) => m.name));
+    for (const [name, work] of this.underway) {
+      if (available.has(name)) continue;
+      this.underway.delete(name);
+      for (const item of work) item.end();
+    }
+  }
+
+  private track(member: string, item: { end(): void }): () => void {
+    let work = this.underway.get(member);
+    if (!work) this.underway.set(member, (work = new Set()));
+    work.add(item);
+    return () => {
+      work!.delete(item);
+      if (work!.size === 0 && this.underway.get(member) === work) this.underway.delete(member);
+    };
   }
 
   /** A websocket this member opens for itself on `member` (events links): `headers` added to the peer's. */

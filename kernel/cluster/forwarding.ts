@@ -37,8 +37,11 @@ export class ClusterTraffic {
       proxy: (member, raw, body, res, caller) => this.forwarder.proxy(member, raw, body, res, caller),
       openWebsocket: (member, raw, caller) => this.forwarder.openWebsocket(member, raw, caller),
     };
-    // Connections to members that left are closed.
-    this.unsubscribe = view.onChange(() => this.agents.retain(view.members()));
+    // Connections to members that left are closed; what was under way with an offline member ends now.
+    this.unsubscribe = view.onChange(() => {
+      this.agents.retain(view.members());
+      this.forwarder.dropUnavailable(view.enabled ? view.members() : []);
+    });
   }
 
   /** A TLS client presenting the cluster certificate is another member (only while clustered). */
