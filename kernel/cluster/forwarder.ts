@@ -50,7 +50,7 @@ export class Forwarder {
     return new Promise<void>((resolve, reject) => {
       let answered = false;
       const upstream = https.request({
-        agent, host, port, method: raw.method, path: raw.url, headers: this.headersFor(raw.headers, caller, false),
+        agent, host, port, method: raw.method, path: withTarget(raw.url ?? '/', member.name), headers: this.headersFor(raw.headers, caller, false),
       });
       boundConnect(upstream, member);
       const untrack = this.track(member.name, { end: () => upstream.destroy(unavailable(`Cluster member "${member.name}" went offline`)) });
@@ -82,7 +82,7 @@ export class Forwarder {
   /** Open the websocket `raw` asks for on `member`, for `caller`; a refusal comes back as the member's error. */
   async openWebsocket(member: ClusterMemberInfo, raw: IncomingMessage, caller: Caller): Promise<WebSocket> {
     const { host, port } = parseMemberAddress(member.address);
-    const url = `wss://${host.includes(':') ? `[${host}]` : host}:${port}${raw.url ?? '/'}`;
+    const url = `wss://${host.includes(':') ? `[${host}]` : host}:${port}${withTarget(raw.url ?? '/', member.name)}`;
     const ws = await this.connectWebsocket(member, url, this.headersFor(raw.headers, caller, true));
     ws.once('close', this.track(member.name, { end: () => ws.terminate() }));
     return ws;
@@ -205,6 +205,17 @@ export class Forwarder {
     const match = /^\/1\.0\/operations\/([^/?#]+)/.exec(location);
     if (match) this.onOperation?.(decodeURIComponent(match[1]!), member);
   }
+}
+
+/**
+ * The request target as sent, with `target=<member>` added when the caller named none: the member then
+ * knows the request is its own (a placement made here is not made again there). A `target` the caller
+ * sent is kept as it is: for a move it names the destination, not the member that answers.
+ */
+export function withTarget(url: string, member: string): string {
+  const query = url.indexOf('?');
+  if (query >= 0 && new URLSearchParams(url.slice(query + 1)).has('target')) return url;
+  return `${url}${query >= 0 ? (query === url.length - 1 ? '' : '&') : '?'}target=${encodeURIComponent(member)}`;
 }
 
 function passOn(headers: IncomingHttpHeaders): OutgoingHttpHeaders {

@@ -4,6 +4,7 @@ import { KernelClusterView } from '../../kernel/cluster/cluster-view.js';
 import { forwardTarget } from '../../kernel/cluster/forward-target.js';
 import { FORWARDED_CALLER_HEADER, LOCAL_EVENTS_HEADER, encodeCaller, peerCaller, stripPeerHeaders } from '../../kernel/cluster/peer-headers.js';
 import { parseMemberAddress } from '../../kernel/cluster/peer-agents.js';
+import { withTarget } from '../../kernel/cluster/forwarder.js';
 import type { Caller, KernelRequest } from '../../kernel/http/api-request.js';
 import { isApiError } from '../../sdk/index.js';
 
@@ -102,4 +103,13 @@ test('member addresses parse with their port, IPv6 in brackets', (t) => {
   t.deepEqual(parseMemberAddress('10.19.3.2:8443'), { host: '10.19.3.2', port: 8443 });
   t.deepEqual(parseMemberAddress('[fd00::2]:9443'), { host: 'fd00::2', port: 9443 });
   t.deepEqual(parseMemberAddress('10.19.3.2'), { host: '10.19.3.2', port: 8443 });
+});
+
+test('a forwarded request names the member that answers it in target, unless the caller named one', (t) => {
+  t.is(withTarget('/1.0/instances', 'm2'), '/1.0/instances?target=m2');
+  t.is(withTarget('/1.0/instances?project=p', 'm2'), '/1.0/instances?project=p&target=m2');
+  t.is(withTarget('/1.0/instances?', 'm2'), '/1.0/instances?target=m2');
+  t.is(withTarget('/1.0/instances/c1?target=m3', 'm2'), '/1.0/instances/c1?target=m3', 'a move keeps its destination');
+  t.is(withTarget('/1.0/instances/c1?project=p&target=', 'm2'), '/1.0/instances/c1?project=p&target=', 'as sent, even empty');
+  t.is(withTarget('/1.0/x?name=a%20b', 'm 2'), '/1.0/x?name=a%20b&target=m%202');
 });
