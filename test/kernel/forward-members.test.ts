@@ -269,6 +269,28 @@ test.serial('every member\'s listeners see every member\'s events with its locat
   }
 });
 
+test.serial('event links follow the membership: dropped while a member is offline, made again when it is back', async (t) => {
+  const links = () => m1().clusterTraffic.memberEvents.linked().sort().join();
+  publish({ m2: false });
+  t.is(links(), 'ghost,m3');
+  const ws = await unixWebsocket(socketOf('m1'), '/1.0/events?type=lifecycle');
+  const seen: any[] = [];
+  ws.on('message', (data) => seen.push(JSON.parse(String(data))));
+  try {
+    kernels.get('m2')!.events.lifecycle('while-offline', '/1.0', {});
+    publish();
+    t.is(links(), 'ghost,m2,m3');
+    await waitFor(async () => {
+      kernels.get('m2')!.events.lifecycle('back-again', '/1.0', {});
+      await new Promise((r) => setTimeout(r, 50));
+      return seen.some((e) => e.metadata?.action === 'back-again');
+    }, 10000, 'm2\'s events again');
+    t.false(seen.some((e) => e.metadata?.action === 'while-offline'), 'nothing was heard from a member marked offline');
+  } finally {
+    ws.close();
+  }
+});
+
 /** An operation on `member` that runs until cancelled. */
 function longOperation(member: Name) {
   return kernels.get(member)!.operations.create({
