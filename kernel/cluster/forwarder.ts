@@ -74,6 +74,9 @@ export class Forwarder {
       res.on('close', () => {
         if (!res.writableFinished) upstream.destroy();
       });
+      // Without a body the request leaves whole at once: piping an empty body would send it chunked, in two writes,
+      // and the member would wait for the end of a body nobody sends.
+      if (!hasBody(raw.headers)) return void upstream.end();
       body.on('error', () => upstream.destroy());
       body.pipe(upstream);
     });
@@ -216,6 +219,12 @@ export function withTarget(url: string, member: string): string {
   const query = url.indexOf('?');
   if (query >= 0 && new URLSearchParams(url.slice(query + 1)).has('target')) return url;
   return `${url}${query >= 0 ? (query === url.length - 1 ? '' : '&') : '?'}target=${encodeURIComponent(member)}`;
+}
+
+function hasBody(headers: IncomingHttpHeaders): boolean {
+  if (headers['transfer-encoding'] !== undefined) return true;
+  const length = headers['content-length'];
+  return length !== undefined && length !== '0';
 }
 
 function passOn(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
