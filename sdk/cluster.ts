@@ -33,6 +33,29 @@ export interface ClusterView {
   request(member: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
 }
 
+/**
+ * A member-specific key of one of the cluster's objects (a storage pool's `source`): GET /1.0/cluster
+ * lists the ones a joining server must give (`member_config`, value empty), and the joiner sends them back
+ * with values in its PUT /1.0/cluster.
+ */
+export interface MemberConfigEntry {
+  /** `storage-pool` or `network`, as the reference names them. */
+  entity: string;
+  name: string;
+  key: string;
+  value: string;
+  description: string;
+}
+
+/** What the `clusterJoined` kernel hook tells families. */
+export interface ClusterJoinInfo {
+  serverName: string;
+  /** True on the first member (its own data became the cluster's); false on a joiner (its data was discarded). */
+  bootstrap: boolean;
+  /** The joiner's member-specific keys (empty on the first member). */
+  memberConfig: MemberConfigEntry[];
+}
+
 /** TLS material of the etcd member beside the daemon (PEM). */
 export interface EtcdTls {
   ca: string;
@@ -66,16 +89,19 @@ export interface ClusterControl {
    * document and migration version of the sqlite store into it, switch the store, and take `serverName`.
    */
   bootstrap(opts: { serverName: string; address: string; tls: EtcdTls }): Promise<void>;
+  // bootstrap and join run the kernel's `clusterJoined` hook once the store is on etcd; a tap that throws reverts the step.
   /**
    * On an existing member, for a joiner: add its etcd member (as a learner when `learner`) and answer
    * what the joiner needs to start its own etcd (`initialCluster` as etcd's `--initial-cluster` value).
    */
   addEtcdMember(urls: EtcdMemberUrls, learner: boolean): Promise<{ initialCluster: string; memberId: string }>;
   /** On the joiner: start its etcd member in the existing cluster, switch the store (its own data is discarded). */
-  join(opts: { serverName: string; address: string; tls: EtcdTls; initialCluster: string }): Promise<void>;
+  join(opts: { serverName: string; address: string; tls: EtcdTls; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void>;
   promoteEtcdMember(memberId: string): Promise<void>;
   removeEtcdMember(memberId: string): Promise<void>;
   etcdMembers(): Promise<EtcdMemberStatus[]>;
+  /** The member-specific keys a joiner must give, from every family (the kernel's `memberConfigKeys` hook). */
+  memberConfigKeys(): Promise<MemberConfigEntry[]>;
   /** Leave the cluster: stop and wipe this member's etcd; the daemon goes back to a fresh standalone store. */
   leave(): Promise<void>;
   /**
