@@ -31,6 +31,11 @@ export interface ClusterView {
    * answer in time, or is offline, rejects with a 503 ApiError naming it.
    */
   request(member: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
+  /**
+   * Write what a GET of `path` on another member answers (raw bytes: image files) into `file`, the same
+   * way as `request`. Rejects with a 404 ApiError when the member answers 404, with a 503 when it stalls.
+   */
+  download(member: string, path: string, file: string): Promise<void>;
 }
 
 /**
