@@ -1,35 +1,16 @@
 /** The stored pool record and how the API shows it. */
 import type { PoolInfo } from '../../sdk/index.js';
+import { clusterStatus as partsStatus, memberConfig, type MemberPartsRecord } from '../../sdk/lib/cluster/index.js';
 
 /** Pools are server-wide: every record lives under this store project. */
 export const POOL_PROJECT = '';
 
-/** Where one cluster member stands with a pool: defined (`Pending`), made on its disk, or failed there. */
-export type MemberPoolState = 'Pending' | 'Created' | 'Errored';
-
-export interface MemberPart {
-  /** The member-specific keys (MEMBER_KEYS) of this member's part of the pool. */
-  config: Record<string, string>;
-  state: MemberPoolState;
-  /** Why the member's part could not be made (state `Errored`). */
-  error?: string;
-}
-
-export interface PoolRecord {
+export interface PoolRecord extends MemberPartsRecord {
   name: string;
   driver: string;
   description: string;
   /** Standalone: every key. In a cluster: the keys shared by all members (no MEMBER_KEYS). */
   config: Record<string, string>;
-  /** In a cluster only: each member's part, by member name. */
-  members?: Record<string, MemberPart>;
-  /**
-   * In a cluster only: false while the pool is only defined member by member (`--target`); true once
-   * the cluster-wide create was asked, which tells each member to make its part.
-   */
-  created?: boolean;
-  /** In a cluster only: a cluster-wide delete was asked; each member removes its part and its entry. */
-  deleting?: boolean;
 }
 
 /** Status as the API shows it: the reference's per-cluster states, and `Unavailable` when it could not be mounted here. */
@@ -62,20 +43,8 @@ export function poolView(pool: PoolRecord, status: PoolStatus, usedBy: string[],
 export const poolInfo = (pool: PoolRecord, member?: string): PoolInfo => ({
   name: pool.name,
   driver: pool.driver,
-  config: { ...pool.config, ...(member !== undefined ? pool.members?.[member]?.config : undefined) },
+  config: memberConfig(pool, member),
 });
 
-/** The pool's state across the cluster: pending until created everywhere, errored when a member failed. */
-export function clusterStatus(pool: PoolRecord): PoolStatus {
-  const parts = Object.values(pool.members ?? {});
-  if (!pool.created || parts.some((p) => p.state === 'Pending')) return 'Pending';
-  return parts.some((p) => p.state === 'Errored') ? 'Errored' : 'Created';
-}
-
-/** Split a standalone record when its server becomes the first member: its member keys become `member`'s part. */
-export function splitForCluster(pool: PoolRecord, member: string): PoolRecord {
-  const shared: Record<string, string> = {};
-  const own: Record<string, string> = {};
-  for (const [key, value] of Object.entries(pool.config)) (isMemberKey(key) ? own : shared)[key] = value;
-  return { ...pool, config: shared, members: { [member]: { config: own, state: 'Created' } }, created: true };
-}
+/** The pool's state across the cluster. */
+export const clusterStatus = (pool: PoolRecord): PoolStatus => partsStatus(pool);

@@ -12,7 +12,8 @@ import {
 import type { DriverTable } from './drivers.js';
 import { FIXED_KEYS } from './keys.js';
 import { POOL_PROJECT, clusterStatus, isMemberKey, poolInfo, poolUrl, type PoolRecord, type PoolStatus } from './pool.js';
-import { MemberParts } from './member-parts.js';
+import type { MemberParts } from '../../sdk/lib/cluster/index.js';
+import { poolParts } from './member-parts.js';
 import type { SharedLock } from './shared-lock.js';
 
 export interface PoolEdit {
@@ -26,6 +27,11 @@ interface Availability {
 }
 
 const UNAVAILABLE_WARNING = 'Storage pool unavailable';
+
+/** A pool defined on other members first must have been defined with the same driver. */
+const sameDriver = (body: PoolRecord) => (defined: PoolRecord) => {
+  if (defined.driver !== body.driver) throw badRequest(`Storage pool "${body.name}" is defined with driver "${defined.driver}", not "${body.driver}"`);
+};
 
 export const poolLockKey = (name: string) => `pool/${name}`;
 
@@ -48,11 +54,11 @@ export class PoolManager {
     ctx.store.onChange((change) => {
       if (change.collection === 'pools') this.cache.delete(change.name);
     });
-    this.parts = new MemberParts(ctx, this, drivers);
+    this.parts = poolParts(ctx, this, drivers);
   }
 
   /** A cluster's pools: defined and made member by member. */
-  readonly parts: MemberParts;
+  readonly parts: MemberParts<PoolRecord>;
 
   /** This member's name in a cluster; undefined standalone (records then hold every key). */
   private member(): string | undefined {
@@ -152,10 +158,11 @@ export class PoolManager {
   async create(body: PoolRecord, requestor?: Requestor, target?: string): Promise<void> {
     if (this.member() !== undefined) {
       if (target) {
-        await this.parts.define(body);
+        this.drivers.require(body.driver);
+        await this.parts.define(POOL_PROJECT, body, sameDriver(body));
         return;
       }
-      await this.parts.createEverywhere(body);
+      await this.parts.createEverywhere(POOL_PROJECT, body, sameDriver(body));
       this.ctx.events.lifecycle('storage-pool-created', poolUrl(body.name), { project: 'default', requestor });
       return;
     }
@@ -228,7 +235,7 @@ export class PoolManager {
       const driver = this.drivers.get(doc.driver);
       if (!driver) throw badRequest(`Storage pool "${name}" cannot be deleted: storage driver "${doc.driver}" is not enabled in this build`);
       if (doc.members) {
-        await this.parts.deleteEverywhere(name);
+        await this.parts.deleteEverywhere(POOL_PROJECT, name);
         this.forget(name);
         return;
       }
@@ -261,7 +268,7 @@ export class PoolManager {
       const driver = this.drivers.get(pool.driver);
       // A cluster's pool this member has not made yet is made by MemberParts, not mounted.
       if (member !== undefined && pool.members?.[member]?.state !== 'Created') {
-        await this.parts.reconcile(pool.name).catch((err) => this.ctx.log.error({ err, pool: pool.name }, 'making this member\'s part of a storage pool failed'));
+        await this.parts.reconcile(POOL_PROJECT, pool.name).catch((err) => this.ctx.log.error({ err, pool: pool.name }, 'making this member\'s part of a storage pool failed'));
         return;
       }
       let reason: string | undefined;
