@@ -157,7 +157,7 @@ export class Kernel {
     const started = Date.now();
     this.store = await DocumentStore.open(this.opts.storeFile);
     const kernelStore = this.store.namespace('kernel');
-    this.serverConfig = new ServerConfigStore(kernelStore, this.keys);
+    this.serverConfig = new ServerConfigStore(kernelStore, this.keys, this.dataDir);
     this.serverConfig.onRollbackFailure = (key, err) => {
       this.log.error({ err, key }, 'could not restore the previous value of a server key');
       void warningsFacade(this.services, this.log).raise({ type: 'Server configuration not applied', message: `${key}: ${err.message}`, severity: 'high' });
@@ -243,6 +243,7 @@ export class Kernel {
     this.keys.register({
       key: 'core.https_address',
       scope: 'server',
+      member: true,
       type: 'address',
       live: true,
       validate: validateListenAddress,
