@@ -172,7 +172,7 @@ export class PowerControl {
   /** At daemon start: adopt running instances, start those marked autostart (or running at the last host shutdown). */
   async boot(): Promise<void> {
     const toStart: { handle: InstanceHandle; priority: number; delay: number }[] = [];
-    for (const stored of await this.manager.records.list()) {
+    for (const stored of await this.manager.localRecords()) {
       const handle = await this.manager.handleFor(stored).catch(() => undefined);
       if (!handle) continue;
       const status = await this.status(handle).catch(() => 'Error' as const);
@@ -208,7 +208,7 @@ export class PowerControl {
   async shutdownAll(): Promise<void> {
     this.stopWatching();
     const groups = new Map<number, InstanceHandle[]>();
-    for (const stored of await this.manager.records.list()) {
+    for (const stored of await this.manager.localRecords()) {
       const handle = await this.manager.handleFor(stored).catch(() => undefined);
       if (!handle || (await this.status(handle).catch(() => 'Stopped')) === 'Stopped') continue;
       const priority = Number(handle.inst.config['boot.stop.priority'] ?? 0);
