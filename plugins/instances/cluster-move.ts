@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { ApiError, badRequest, type ApiRequest, type OperationControl, type PluginContext } from '../../sdk/index.js';
+import { ApiError, badRequest, type ApiRequest, type PluginContext } from '../../sdk/index.js';
 import type { InstanceHandle } from './access.js';
 import type { InstanceManager } from './manager.js';
 import type { PowerControl } from './power.js';
@@ -53,17 +53,17 @@ async function waitRemote(ctx: PluginContext, member: string, opId: string, what
 }
 
 /** Start an operation on another member and wait for it. */
-async function runRemote(ctx: PluginContext, member: string, method: string, url: string, body: unknown, what: string, signal: AbortSignal): Promise<void> {
+export async function runRemote(ctx: PluginContext, member: string, method: string, url: string, body: unknown, what: string, signal: AbortSignal): Promise<void> {
   const op = answered(member, what, await ctx.cluster.request(member, method, url, body));
   if (op?.id) await waitRemote(ctx, member, op.id, what, signal);
 }
 
-const withProject = (url: string, project: string) => (project === 'default' ? url : `${url}${url.includes('?') ? '&' : '?'}project=${encodeURIComponent(project)}`);
+export const withProject = (url: string, project: string) => (project === 'default' ? url : `${url}${url.includes('?') ? '&' : '?'}project=${encodeURIComponent(project)}`);
 
 /** The move itself, inside the operation the request answered. */
 export async function moveToMember(
   ctx: PluginContext, manager: InstanceManager, power: PowerControl, snapshots: SnapshotManager,
-  req: ApiRequest, handle: InstanceHandle, member: string, op: OperationControl,
+  handle: InstanceHandle, member: string, op: { signal: AbortSignal }, req?: ApiRequest,
 ): Promise<void> {
   const here = ctx.cluster.members().find((m) => m.name === ctx.cluster.serverName);
   if (!here) throw new ApiError(503, 'This member does not know its own cluster address');

@@ -42,6 +42,7 @@ import { registerImageSources } from './publish.js';
 import { collectMetrics } from './metrics.js';
 import { locateInstanceRoute } from './routes/locate.js';
 import { runtimeRoute } from './cluster-runtime.js';
+import { provideEvacuation } from './evacuation.js';
 import { claimUnplaced, followClusterIdentity, locationOf } from './location.js';
 
 
@@ -153,6 +154,7 @@ export default definePlugin({
       ...setupBackups(ctx, manager),
     ]) ctx.routes.add(guardRouteType(locateInstanceRoute(ctx, manager, route), async (project, name) => (await manager.records.get(project, name))?.doc.type));
     ctx.routes.add(runtimeRoute(manager, power, ctx));
+    provideEvacuation(ctx, manager, power, snapshots);
     const unfollow = followClusterIdentity(ctx, manager);
 
     ctx.hooks.ready.tap(async () => {

@@ -182,6 +182,8 @@ export class PowerControl {
       }
       // Stopped while no daemon watched: its devices' host-side state is released now.
       if (Object.keys(handle.record.config).some((k) => /^volatile\.[^.]+\.host_name$/.test(k))) await this.devicesStopped(handle);
+      // Stopped by an evacuation of this member: it starts again when the member is restored.
+      if (handle.record.config['volatile.evacuate.origin']) continue;
       const autostart = handle.inst.config['boot.autostart'];
       const wanted = autostart !== undefined && autostart !== '' ? truthy(autostart) : handle.record.config['volatile.last_state.power'] === 'RUNNING';
       if (wanted) {

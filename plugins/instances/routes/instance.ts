@@ -124,7 +124,7 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
           const member = req.target;
           return async(ctx.operations.create({
             class: 'task', description: 'Migrating instance', project: req.project, requestor: req.requestor, resources: operationResources(handle.name),
-            run: (op) => moveToMember(ctx, manager, power, snapshots, req, handle, member, op),
+            run: (op) => moveToMember(ctx, manager, power, snapshots, handle, member, op, req),
           }));
         }
         if (body.target && !pushTo) throw badRequest('Moving to another cluster member needs clustering, which this build lacks');
