@@ -72,7 +72,8 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
       body: bulkStateBody,
       handler: async (req) => {
         const { action, opts } = stateBody(req.body?.state);
-        const stored = await manager.records.list(req.project);
+        // In a cluster, the instances this member holds (the others' members change theirs).
+        const stored = await manager.localRecords(req.project);
         const op = ctx.operations.create({
           class: 'task',
           description: BULK_DESCRIPTIONS[action] ?? 'Changing the state of instances',
