@@ -43,7 +43,8 @@ import { collectMetrics } from './metrics.js';
 import { locateInstanceRoute } from './routes/locate.js';
 import { runtimeRoute } from './cluster-runtime.js';
 import { provideEvacuation } from './evacuation.js';
-import { claimUnplaced, followClusterIdentity, locationOf } from './location.js';
+import { locationOf } from './location.js';
+import { claimUnplaced, followClusterIdentity } from './location-claim.js';
 
 
 function need<T>(ctx: PluginContext, ref: { id: string }, value: T | undefined): T {

@@ -1,0 +1,40 @@
+/**
+ * Records made before clustering name no member. When this server becomes the first member (or boots
+ * as one), it claims those whose volume it holds; a joiner arrives bare and claims nothing.
+ */
+import { stat } from 'node:fs/promises';
+import type { PluginContext, StoredDoc } from '../../sdk/index.js';
+import type { InstanceManager } from './manager.js';
+import type { InstanceRecord } from './record.js';
+import { unplaced } from './location.js';
+
+/** Claim the unplaced records whose volume is on this server (after enable, at a clustered boot). */
+export async function claimUnplaced(ctx: PluginContext, manager: InstanceManager): Promise<void> {
+  if (!ctx.cluster.enabled) return;
+  const here = ctx.cluster.serverName;
+  const candidates = (await manager.records.list()).filter((s) => unplaced(s.doc));
+  for (const stored of candidates) {
+    if (!(await holdsVolume(manager, stored))) continue;
+    await manager.touch(stored.project, stored.name, (record) => {
+      if (unplaced(record)) record.location = here;
+    });
+  }
+}
+
+async function holdsVolume(manager: InstanceManager, stored: StoredDoc<InstanceRecord>): Promise<boolean> {
+  const dir = await manager.deps.storage.volumePath(stored.doc.pool, { type: stored.doc.type, project: stored.project, name: stored.name }).catch(() => undefined);
+  return !!dir && (await stat(dir).then(() => true, () => false));
+}
+
+/** Follow the cluster identity: claim on enable; keep one claim running at a time. */
+export function followClusterIdentity(ctx: PluginContext, manager: InstanceManager): () => void {
+  let running: Promise<void> = Promise.resolve();
+  let wasEnabled = ctx.cluster.enabled;
+  return ctx.cluster.onChange(() => {
+    const enabled = ctx.cluster.enabled;
+    if (enabled && !wasEnabled) {
+      running = running.then(() => claimUnplaced(ctx, manager)).catch((err) => ctx.log.error({ err }, 'claiming the instances of this member failed'));
+    }
+    wasEnabled = enabled;
+  });
+}
