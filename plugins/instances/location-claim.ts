@@ -26,15 +26,27 @@ async function holdsVolume(manager: InstanceManager, stored: StoredDoc<InstanceR
   return !!dir && (await stat(dir).then(() => true, () => false));
 }
 
-/** Follow the cluster identity: claim on enable; keep one claim running at a time. */
+/** The member `from` was renamed `to`: the records it holds name it anew (run by the renamed member). */
+export async function followRename(manager: InstanceManager, from: string, to: string): Promise<void> {
+  for (const stored of await manager.records.list()) {
+    if (stored.doc.location !== from) continue;
+    await manager.touch(stored.project, stored.name, (record) => {
+      if (record.location === from) record.location = to;
+    });
+  }
+}
+
+/** Follow the cluster identity: claim on enable, follow a rename of this member; one change handled at a time. */
 export function followClusterIdentity(ctx: PluginContext, manager: InstanceManager): () => void {
   let running: Promise<void> = Promise.resolve();
-  let wasEnabled = ctx.cluster.enabled;
+  let was = { enabled: ctx.cluster.enabled, name: ctx.cluster.serverName };
   return ctx.cluster.onChange(() => {
-    const enabled = ctx.cluster.enabled;
-    if (enabled && !wasEnabled) {
-      running = running.then(() => claimUnplaced(ctx, manager)).catch((err) => ctx.log.error({ err }, 'claiming the instances of this member failed'));
-    }
-    wasEnabled = enabled;
+    const now = { enabled: ctx.cluster.enabled, name: ctx.cluster.serverName };
+    const before = was;
+    was = now;
+    let step: (() => Promise<void>) | undefined;
+    if (now.enabled && !before.enabled) step = () => claimUnplaced(ctx, manager);
+    else if (now.enabled && before.enabled && now.name !== before.name) step = () => followRename(manager, before.name, now.name);
+    if (step) running = running.then(step).catch((err) => ctx.log.error({ err }, 'updating the location of this member\'s instances failed'));
   });
 }
