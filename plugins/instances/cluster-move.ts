@@ -83,8 +83,10 @@ export async function moveToMember(
   const record = fresh.record;
   const tempUrl = withProject(`/1.0/instances/${temporary}`, project);
   let copied = false;
+  let sourceId: string | undefined;
   try {
     const source = await migrationSourceOperation(ctx, manager, power, snapshots, req, fresh, { live: false, instanceOnly: false });
+    sourceId = source.id;
     const secrets = source.view().metadata as { control: string; fs: string };
     const certificate = await readFile(path.join(ctx.dataDir, 'server.crt'), 'utf8');
     // Volatile keys of a running instance's devices no longer hold once it stopped.
@@ -102,6 +104,8 @@ export async function moveToMember(
       await manager.remove(now, req);
     });
   } catch (err) {
+    // A source the target never reached would wait for its bound: end it now.
+    if (sourceId && !copied) await ctx.operations.cancel(sourceId).catch(() => undefined);
     if (copied) await runRemote(ctx, member, 'DELETE', tempUrl, undefined, 'Removing the copy', AbortSignal.timeout(60_000)).catch((e) => ctx.log.error({ err: e, instance: temporary }, 'removing the copy of a failed move failed'));
     await restartHere();
     throw err;
