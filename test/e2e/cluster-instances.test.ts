@@ -151,6 +151,31 @@ serial('GET /1.0/instances?recursion=1 over three members', async (t) => {
   t.pass();
 });
 
+serial('lxc cluster evacuate stops or migrates the member\'s instances per cluster.evacuate; restore brings them back', async (t) => {
+  const [d1, d2, d3] = d as [NetDaemon, NetDaemon, NetDaemon];
+  // m1 holds c1 (running) and c4; c4 is to stay and stop.
+  await lxcOk(t, d1.socket, 'config', 'set', 'c4', 'cluster.evacuate', 'stop');
+  await lxcOk(t, d1.socket, 'start', 'c4');
+  let started = Date.now();
+  await lxcOk(t, d2.socket, 'cluster', 'evacuate', 'm1', '--force');
+  measured.evacuate_ms = Date.now() - started;
+  const away = await listed(t, d3);
+  t.true(away.includes('c4,STOPPED,m1'), away.join('\n'));
+  const c1 = away.find((r) => r.startsWith('c1,'))!;
+  t.regex(c1, /^c1,RUNNING,m[23]$/, 'c1 runs on another member');
+  const moved = JSON.parse(await lxcOk(t, d3.socket, 'query', '/1.0/instances/c1'));
+  t.is(moved.config['volatile.evacuate.origin'], 'm1');
+  // Nothing new is placed on the evacuated member meanwhile is not promised here: placement sees only online members.
+  started = Date.now();
+  await lxcOk(t, d3.socket, 'cluster', 'restore', 'm1', '--force');
+  measured.restore_ms = Date.now() - started;
+  const back = await listed(t, d1);
+  t.true(back.includes('c1,RUNNING,m1'), back.join('\n'));
+  t.true(back.includes('c4,RUNNING,m1'), back.join('\n'));
+  t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/instances/c1')).config['volatile.evacuate.origin'], undefined);
+  await lxcOk(t, d1.socket, 'stop', 'c4', '--force');
+});
+
 serial('a member that is down has its instances listed as errors at once, never a hang', async (t) => {
   const [d1, d2, d3] = d as [NetDaemon, NetDaemon, NetDaemon];
   await d3.kill9();
