@@ -57,17 +57,21 @@ serial('three members form a cluster (the image imported on the first)', async (
   t.is(await locationOf(t, 'c0'), 'm1');
   for (const [i, m] of d.slice(1).entries()) {
     const name = `m${i + 2}`;
-    const token = (await lxcOk(t, d1.socket, 'cluster', 'add', name)).trim().split('\n').pop()!.trim();
-    const required = JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/cluster')).member_config;
     await lxcOk(t, m.socket, 'config', 'set', 'core.https_address', address(m));
-    const body = { server_name: name, enabled: true, server_address: address(m), cluster_address: address(d1), cluster_token: token, member_config: required };
-    // A join right after another may find the database busy settling its voters: it is asked again, within a bound.
-    const deadline = Date.now() + 20_000;
+    // A join right after another may find the database busy settling its voters: it is asked again, with a
+    // new token, within a bound.
+    const deadline = Date.now() + 30_000;
     for (;;) {
+      await lxc(d1.socket, 'cluster', 'revoke-token', name);
+      const token = (await lxcOk(t, d1.socket, 'cluster', 'add', name)).trim().split('\n').pop()!.trim();
+      const required = JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/cluster')).member_config;
+      const body = { server_name: name, enabled: true, server_address: address(m), cluster_address: address(d1), cluster_token: token, member_config: required };
       const joined = await lxc(m.socket, 'query', '--wait', '-X', 'PUT', '-d', JSON.stringify(body), '/1.0/cluster');
       if (joined.status === 0) break;
-      if (Date.now() > deadline || !/quorum|learner/.test(joined.stderr)) t.fail(`${name} could not join: ${joined.stderr}`);
-      if (Date.now() > deadline) break;
+      if (Date.now() > deadline || !/quorum|learner/.test(joined.stderr)) {
+        t.fail(`${name} could not join: ${joined.stderr}`);
+        break;
+      }
       await new Promise((r) => setTimeout(r, 1000));
     }
   }
