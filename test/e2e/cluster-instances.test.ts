@@ -68,6 +68,7 @@ serial('three members form a cluster (the image imported on the first)', async (
       const body = { server_name: name, enabled: true, server_address: address(m), cluster_address: address(d1), cluster_token: token, member_config: required };
       const joined = await lxc(m.socket, 'query', '--wait', '-X', 'PUT', '-d', JSON.stringify(body), '/1.0/cluster');
       if (joined.status === 0) break;
+      t.log(`${name} join refused: ${joined.stderr.trim()}`);
       if (Date.now() > deadline || !/quorum|learner/.test(joined.stderr)) {
         t.fail(`${name} could not join: ${joined.stderr}`);
         break;
