@@ -29,6 +29,7 @@ export * from './json-request.js';
 export * from './keyed-lock.js';
 export * from './store.js';
 export * from './cluster.js';
+export * from './instance-evacuation.js';
 export * from './host-tools.js';
 export * from './services.js';
 export * from './warnings.js';

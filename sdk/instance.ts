@@ -149,6 +149,8 @@ export interface InstanceSummary {
   /** Profiles applied, then the instance's own values. */
   expandedConfig: Record<string, string>;
   expandedDevices: Record<string, DeviceConfig>;
+  /** The cluster member holding the instance ("none" on a standalone server). */
+  location?: string;
 }
 
 /** Registration into the instances family, open while plugins register. */

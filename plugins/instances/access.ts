@@ -13,6 +13,8 @@ export interface InstanceHandle {
   readonly driver: InstanceDriver;
   /** Host path of the root filesystem (`<volume>/rootfs`). */
   readonly rootfs: string;
+  /** The cluster member holding the instance, as the API shows it ("none" on a standalone server). */
+  readonly location: string;
 }
 
 export interface InstanceAccess {

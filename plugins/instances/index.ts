@@ -40,6 +40,11 @@ import { applyProfileToRunning } from './profile-updates.js';
 import { applyProfileRootQuotas, quotaOnDeviceChanges } from './root-quota.js';
 import { registerImageSources } from './publish.js';
 import { collectMetrics } from './metrics.js';
+import { locateInstanceRoute } from './routes/locate.js';
+import { runtimeRoute } from './cluster-runtime.js';
+import { provideEvacuation } from './evacuation.js';
+import { locationOf } from './location.js';
+import { claimUnplaced, followClusterIdentity } from './location-claim.js';
 
 
 function need<T>(ctx: PluginContext, ref: { id: string }, value: T | undefined): T {
@@ -91,7 +96,7 @@ export default definePlugin({
         return Promise.all((await manager.records.list(project)).map(async (s) => {
           const profiles = await manager.loadProfiles(s.project, s.doc.profiles).catch(() => []);
           return {
-            project: s.project, name: s.name, type: s.doc.type, profiles: s.doc.profiles, config: s.doc.config, devices: s.doc.devices,
+            project: s.project, name: s.name, type: s.doc.type, location: locationOf(ctx.cluster, s.doc), profiles: s.doc.profiles, config: s.doc.config, devices: s.doc.devices,
             expandedConfig: expandConfig(profiles, s.doc.config), expandedDevices: expandDevices(profiles, s.doc.devices),
           };
         }));
@@ -148,11 +153,16 @@ export default definePlugin({
       ...logsRoutes(ctx, manager),
       ...snapshotRoutes(ctx, manager, snapshots),
       ...setupBackups(ctx, manager),
-    ]) ctx.routes.add(guardRouteType(route, async (project, name) => (await manager.records.get(project, name))?.doc.type));
+    ]) ctx.routes.add(guardRouteType(locateInstanceRoute(ctx, manager, route), async (project, name) => (await manager.records.get(project, name))?.doc.type));
+    ctx.routes.add(runtimeRoute(manager, power, ctx));
+    provideEvacuation(ctx, manager, power, snapshots);
+    const unfollow = followClusterIdentity(ctx, manager);
 
     ctx.hooks.ready.tap(async () => {
       // Device plugins registered in their register phase; the daemon serves with a fixed set.
       devices.seal();
+      // A member boots with its records placed before it adopts, starts or cleans anything.
+      await claimUnplaced(ctx, manager);
       await cleanupLeftovers(ctx, manager);
       logExpiry = scheduleLogExpiry(ctx, manager.logsRoot);
       scheduler.start();
@@ -160,6 +170,7 @@ export default definePlugin({
       void power.boot().catch((err) => ctx.log.error({ err }, 'instance autostart failed'));
     });
     ctx.hooks.shutdown.tap(async (info) => {
+      unfollow();
       power.stopWatching();
       logExpiry?.stop();
       scheduler.stop();

@@ -1,5 +1,5 @@
 /** Instance config keys the family itself honours; drivers add theirs (limits.*, security.*, raw.*). */
-import { isBool, isInt, isUint, type ConfigKeyDescriptor } from '../../sdk/index.js';
+import { isBool, isInt, isUint, oneOf, type ConfigKeyDescriptor } from '../../sdk/index.js';
 
 export const INSTANCE_KEYS: ConfigKeyDescriptor[] = [
   { key: 'boot.autostart', scope: 'instance', type: 'bool', validate: isBool, live: true, doc: 'Start the instance when the daemon starts (default: if it was running at shutdown)' },
@@ -9,6 +9,7 @@ export const INSTANCE_KEYS: ConfigKeyDescriptor[] = [
   { key: 'boot.host_shutdown_timeout', scope: 'instance', type: 'integer', default: '30', validate: isUint, live: true, extension: 'container_host_shutdown_timeout', doc: 'Seconds to wait for a clean shutdown when the daemon stops before killing' },
   { key: 'security.protection.delete', scope: 'instance', type: 'bool', default: 'false', validate: isBool, live: true, extension: 'container_protection_delete', doc: 'Refuse to delete the instance' },
   { key: 'security.protection.shift', scope: 'instance', type: 'bool', default: 'false', validate: isBool, live: true, doc: 'Refuse to start the container under another id map than at its last start (what its files\' owners would shift to)' },
+  { key: 'cluster.evacuate', scope: 'instance', type: 'string', default: 'auto', validate: oneOf('auto', 'migrate', 'stop'), live: true, doc: 'What evacuating its cluster member does with the instance: stop it there, or migrate it to another member (auto: migrate)' },
   { key: 'linux.kernel_modules', scope: 'instance', type: 'list', doc: 'Kernel modules to load before starting' },
   { prefix: 'environment.', scope: 'instance', type: 'string', live: true, doc: 'Environment variables for exec sessions' },
   { prefix: 'image.', scope: 'instance', type: 'string', live: true, extension: 'container_image_properties', doc: 'Properties of the image the instance was created from' },

@@ -9,6 +9,7 @@ import { type PluginContext } from '../../sdk/index.js';
 import { CONTAINER_SNAPSHOT_MODE } from '../../sdk/lib/storage/index.js';
 import { removeStaleStaging } from './migration/staging.js';
 import { LOGS_MODE, volumeName, type InstanceManager } from './manager.js';
+import { isHere } from './location.js';
 
 export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceManager): Promise<void> {
   const records = await manager.records.list();
@@ -29,7 +30,9 @@ export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceMana
   }
   // A snapshot's storage is made before its record: storage without a record is a leftover too.
   const snapshotRecords = new Set((await ctx.store.collection('snapshots').list()).map((s) => `${s.project}/${s.name}`));
-  for (const s of records) {
+  // In a cluster, only the instances held here have their storage and directories here.
+  const held = ctx.cluster.enabled ? records.filter((s) => isHere(ctx.cluster, s.doc)) : records;
+  for (const s of held) {
     const vol = { type: s.doc.type, project: s.project, name: s.name };
     const names = await storage.listSnapshots(s.doc.pool, vol).catch(() => [] as string[]);
     for (const snap of names) {
@@ -46,7 +49,7 @@ export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceMana
     await driver.cleanup?.(records.map((s) => ({ project: s.project, name: s.name }))).catch((err) => ctx.log.error({ err }, 'driver leftover cleanup failed'));
   }
   // Directories made by an older version (or changed by hand) get the owners and modes of now.
-  for (const s of records) {
+  for (const s of held) {
     const handle = await manager.handleFor(s).catch(() => undefined);
     await handle?.driver.secureFiles?.(handle.inst).catch((err) => ctx.log.warn({ err, instance: s.name }, 'securing the instance directory failed'));
   }

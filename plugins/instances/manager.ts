@@ -22,6 +22,7 @@ import { refOf, Undo, type FamilyHooks } from './hooks.js';
 import { NEVER, type InstanceRecord } from './record.js';
 import { snapshotKey, type SnapshotRecord } from './snapshots/record.js';
 import type { ChildKinds } from './children.js';
+import { isHere, locationOf } from './location.js';
 
 export interface InstanceDeps {
   storage: StorageService;
@@ -128,7 +129,19 @@ export class InstanceManager implements InstanceAccess {
       volumePath,
       logDir: this.logDir(project, record.name),
     };
-    return { project, name: record.name, record, rev: stored.rev, inst, driver: this.driverFor(record.type), rootfs: path.join(volumePath, 'rootfs') };
+    return { project, name: record.name, record, rev: stored.rev, inst, driver: this.driverFor(record.type), rootfs: path.join(volumePath, 'rootfs'), location: locationOf(this.ctx.cluster, record) };
+  }
+
+  /** The records of the instances this server holds (all of them on a standalone server). */
+  async localRecords(project?: string): Promise<StoredDoc<InstanceRecord>[]> {
+    const all = await this.records.list(project);
+    return this.ctx.cluster.enabled ? all.filter((s) => isHere(this.ctx.cluster, s.doc)) : all;
+  }
+
+  /** Whether this server holds the instance `name` (false when there is none). */
+  async holds(project: string, name: string): Promise<boolean> {
+    const stored = await this.records.get(project, name);
+    return !!stored && isHere(this.ctx.cluster, stored.doc);
   }
 
   async load(project: string, name: string): Promise<InstanceHandle> {
@@ -199,6 +212,8 @@ export class InstanceManager implements InstanceAccess {
       last_used_at: NEVER,
       pool,
     };
+    // In a cluster the member that creates is the one that holds the volume and runs the instance.
+    if (this.ctx.cluster.enabled) record.location = this.ctx.cluster.serverName;
     record.config['volatile.uuid'] ??= randomUUID();
     const devices = expandDevices(await this.loadProfiles(spec.project, spec.profiles), spec.devices);
     this.hooks.creating.call({ project: spec.project, name: spec.name, type: spec.type, origin: spec.origin, config: record.config, devices });

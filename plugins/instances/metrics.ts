@@ -3,7 +3,7 @@ import type { InstanceMetricsEntry } from '../../sdk/index.js';
 import type { InstanceManager } from './manager.js';
 
 export async function collectMetrics(manager: InstanceManager, project?: string): Promise<InstanceMetricsEntry[]> {
-  const stored = await manager.records.list(project);
+  const stored = await manager.localRecords(project);
   const entries = await Promise.all(stored.map(async (s): Promise<InstanceMetricsEntry | undefined> => {
     const driver = manager.deps.drivers.get(s.doc.type);
     if (!driver?.metrics) return undefined;

@@ -172,7 +172,7 @@ export class PowerControl {
   /** At daemon start: adopt running instances, start those marked autostart (or running at the last host shutdown). */
   async boot(): Promise<void> {
     const toStart: { handle: InstanceHandle; priority: number; delay: number }[] = [];
-    for (const stored of await this.manager.records.list()) {
+    for (const stored of await this.manager.localRecords()) {
       const handle = await this.manager.handleFor(stored).catch(() => undefined);
       if (!handle) continue;
       const status = await this.status(handle).catch(() => 'Error' as const);
@@ -182,6 +182,8 @@ export class PowerControl {
       }
       // Stopped while no daemon watched: its devices' host-side state is released now.
       if (Object.keys(handle.record.config).some((k) => /^volatile\.[^.]+\.host_name$/.test(k))) await this.devicesStopped(handle);
+      // Stopped by an evacuation of this member: it starts again when the member is restored.
+      if (handle.record.config['volatile.evacuate.origin']) continue;
       const autostart = handle.inst.config['boot.autostart'];
       const wanted = autostart !== undefined && autostart !== '' ? truthy(autostart) : handle.record.config['volatile.last_state.power'] === 'RUNNING';
       if (wanted) {
@@ -208,7 +210,7 @@ export class PowerControl {
   async shutdownAll(): Promise<void> {
     this.stopWatching();
     const groups = new Map<number, InstanceHandle[]>();
-    for (const stored of await this.manager.records.list()) {
+    for (const stored of await this.manager.localRecords()) {
       const handle = await this.manager.handleFor(stored).catch(() => undefined);
       if (!handle || (await this.status(handle).catch(() => 'Stopped')) === 'Stopped') continue;
       const priority = Number(handle.inst.config['boot.stop.priority'] ?? 0);

@@ -15,6 +15,12 @@ export interface InstanceRecord {
   last_used_at: string;
   /** Storage pool of the root volume, fixed at creation. */
   pool: string;
+  /**
+   * The cluster member that holds the volume and runs the instance (`location` in the API): the
+   * server's name when it was made ("none" on a standalone server). Absent in records made before
+   * clustering existed; those belong to the server that has their volume (see location.ts).
+   */
+  location?: string;
 }
 
 export const NEVER = '1970-01-01T00:00:00Z';

@@ -25,7 +25,7 @@ export function instanceView(handle: InstanceHandle, status: InstanceStatus) {
     status,
     status_code: InstanceStatusCodes[status],
     last_used_at: r.last_used_at,
-    location: 'none',
+    location: handle.location,
     type: r.type,
     project: handle.project,
   };
@@ -66,15 +66,21 @@ export async function prefetchChildren(manager: InstanceManager, project: string
   return { snapshots, backups };
 }
 
-/** recursion=2: the instance with its live state, snapshots and backups. */
-export async function fullView(handle: InstanceHandle, manager: InstanceManager, prefetched?: PrefetchedChildren) {
+/** The state of an instance whose member could not tell it (offline, or no answer in time). */
+export const UNREACHABLE_STATE = { ...STOPPED_STATE, status: 'Error' as const, status_code: InstanceStatusCodes.Error, disk: {} };
+
+/**
+ * recursion=2: the instance with its live state, snapshots and backups. `state`: the live state as the
+ * member holding the instance told it (cluster listings); read here otherwise.
+ */
+export async function fullView(handle: InstanceHandle, manager: InstanceManager, prefetched?: PrefetchedChildren, state?: Awaited<ReturnType<typeof stateView>> | typeof UNREACHABLE_STATE) {
   const key = `${handle.project}/${handle.name}`;
-  const [state, snapshots, backups] = await Promise.all([
-    stateView(handle, manager.deps.storage),
+  const [liveState, snapshots, backups] = await Promise.all([
+    state ?? stateView(handle, manager.deps.storage),
     prefetched ? prefetched.snapshots?.get(key) : manager.children.snapshots?.of(handle),
     prefetched ? prefetched.backups?.get(key) : manager.children.backups?.of(handle),
   ]);
   // The reference shows null, not an empty list, when there are none.
   const listOrNull = (list: unknown[] | undefined) => (list && list.length ? list : null);
-  return { ...instanceView(handle, state.status), state, snapshots: listOrNull(snapshots), backups: listOrNull(backups) };
+  return { ...instanceView(handle, liveState.status), state: liveState, snapshots: listOrNull(snapshots), backups: listOrNull(backups) };
 }

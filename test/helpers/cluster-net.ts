@@ -167,8 +167,11 @@ export function makeClusterNet(opts: { subnet: string; block: number; members: n
 
 async function startInNamespace(member: NetMember, dir: string, opts: { plugins?: string; args?: string[]; env?: NodeJS.ProcessEnv }): Promise<NetDaemon> {
   const socket = path.join(dir, 'unix.socket');
-  // `ip netns exec` execs the command after entering the namespace: the child's pid is the daemon's.
-  const child: ChildProcess = spawn('ip', ['netns', 'exec', member.ns, process.execPath, ...nodeFlags, corrald, '--dir', dir, '--plugins', opts.plugins ?? 'full', ...(opts.args ?? [])], {
+  // `ip netns exec` execs the command after entering the namespace: the child's pid is the daemon's. It
+  // also mounts a fresh /sys in a mount namespace of its own, without the cgroup tree: the daemon must see
+  // its containers' cgroups (their init, exec, state), so the shell mounts cgroup2 there before it execs.
+  const command = [process.execPath, ...nodeFlags, corrald, '--dir', dir, '--plugins', opts.plugins ?? 'full', ...(opts.args ?? [])];
+  const child: ChildProcess = spawn('ip', ['netns', 'exec', member.ns, 'sh', '-c', 'mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec "$@"', 'sh', ...command], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, CORRAL_INIT_NETWORK: 'none', ...opts.env },
   });

@@ -11,6 +11,8 @@ export async function expireBackups(ctx: PluginContext, instances: InstanceManag
   for (const stored of await backups.records.list()) {
     if (!hasExpired(stored.doc.expires_at, now)) continue;
     const owner = { project: stored.project, name: stored.name.slice(0, stored.name.indexOf('/')) };
+    // A backup's file is on the member holding its instance: that member removes it.
+    if (!(await instances.holds(owner.project, owner.name))) continue;
     await instances.lock.run(`${owner.project}/${owner.name}`, async () => {
       // Renamed, deleted or given a new expiry while waiting for the lock: look again.
       const fresh = await backups.records.get(stored.project, stored.name);

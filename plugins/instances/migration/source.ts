@@ -55,10 +55,11 @@ async function sendInstance(
 
 export async function migrationSourceOperation(
   ctx: PluginContext, manager: InstanceManager, power: PowerControl, snapshots: SnapshotManager,
-  req: ApiRequest, handle: InstanceHandle, ask: MigrationSourceRequest,
+  req: ApiRequest | undefined, handle: InstanceHandle, ask: MigrationSourceRequest,
 ): Promise<Operation> {
   if (ask.live) throw badRequest('Live migration is not supported by this build; stop the instance or copy it stateless');
-  const common = { description: 'Migrating instance', request: req, requestor: req.requestor, resources: operationResources(handle.name) };
+  // No request: a move the daemon makes itself (a cluster member's evacuation).
+  const common = { description: 'Migrating instance', request: req, requestor: req?.requestor, project: handle.project, resources: operationResources(handle.name) };
   // Push mode (a target object): we connect to the target's operation; pull mode: it connects to ours
   // (and a client may cancel while it waits).
   return linkedOperation(ctx.operations, ctx.dataDir, {

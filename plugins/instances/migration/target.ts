@@ -20,6 +20,7 @@ import type { SnapshotManager } from '../snapshots/manager.js';
 import { headerShift, snapshotShift, unshiftReceived } from './shifted.js';
 import { keepOnReceive, snapshotRecord, unpairConfig } from './snapshot-messages.js';
 import { SnapshotStaging } from './staging.js';
+import { vettedTarget } from '../placement.js';
 
 const PROGRESS_TICK_MS = 250;
 
@@ -108,7 +109,7 @@ export async function migrationTargetOperation(
     }
   }
   spec.origin = 'copy';
-  const checked = await manager.check(req.project, spec.type, spec, { action: 'copy', name: spec.name, target: req.target });
+  const checked = await manager.check(req.project, spec.type, spec, { action: 'copy', name: spec.name, target: vettedTarget(ctx, req) });
   const release = await manager.reserve(req.project, spec.name);
   try {
     return linkedOperation(ctx.operations, ctx.dataDir, {

@@ -9,7 +9,10 @@ import type { PowerControl, PowerAction } from '../power.js';
 import { checkInstanceName, randomInstanceName } from '../names.js';
 import { instanceTypeLimits } from '../instance-types.js';
 import { bulkStateBody, deviceMap, instanceCreateBody, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
-import { fullView, instanceView, prefetchChildren, type PrefetchedChildren } from '../render.js';
+import { fullView, instanceView, prefetchChildren, stateView, UNREACHABLE_STATE, type PrefetchedChildren } from '../render.js';
+import { remoteRuntime, runtimeKey } from '../cluster-runtime.js';
+import { remoteLocation } from '../location.js';
+import { vettedTarget } from '../placement.js';
 import { collectionPath, instancePaths, operationResources, routeType } from './paths.js';
 import { acceptBackupUploads } from '../backups/instance-post.js';
 import { stateBody } from './state.js';
@@ -38,12 +41,20 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
         const project = req.allProjects ? undefined : req.project;
         const stored = (await manager.records.list(project)).filter((s) => !type || s.doc.type === type);
         let prefetched: Promise<PrefetchedChildren> | undefined;
+        // In a cluster, other members' instances run there: one question per member, all at once.
+        const remote = ctx.cluster.enabled && req.recursion > 0 ? remoteRuntime(ctx, stored, req.recursion === 2) : undefined;
         return collection(stored, (s) => {
           const url = `${prefix}/${encodeURIComponent(s.name)}`;
           return s.project === 'default' ? url : `${url}?project=${encodeURIComponent(s.project)}`;
         }, async (s, recursion) => {
           const handle = await manager.handleFor(s);
-          if (recursion === 2) return fullView(handle, manager, await (prefetched ??= prefetchChildren(manager, project)));
+          const elsewhere = remote && remoteLocation(ctx.cluster, s.doc) !== undefined;
+          const told = elsewhere ? (await remote).get(runtimeKey(s.project, s.name)) : undefined;
+          if (recursion === 2) {
+            const state = elsewhere ? (told?.state as Awaited<ReturnType<typeof stateView>> | undefined) ?? UNREACHABLE_STATE : undefined;
+            return fullView(handle, manager, await (prefetched ??= prefetchChildren(manager, project)), state);
+          }
+          if (elsewhere) return instanceView(handle, told?.status ?? 'Error');
           return instanceView(handle, await handle.driver.status(handle.inst).catch(() => 'Error' as const));
         });
       },
@@ -61,7 +72,8 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
       body: bulkStateBody,
       handler: async (req) => {
         const { action, opts } = stateBody(req.body?.state);
-        const stored = await manager.records.list(req.project);
+        // In a cluster, the instances this member holds (the others' members change theirs).
+        const stored = await manager.localRecords(req.project);
         const op = ctx.operations.create({
           class: 'task',
           description: BULK_DESCRIPTIONS[action] ?? 'Changing the state of instances',
@@ -144,6 +156,11 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
     extraConfig: {},
   };
   if (source.type === 'migration') return migrationTargetOperation(ctx, manager, snapshots, req, spec, source);
+  if (ctx.cluster.enabled && source.type === 'copy' && typeof source.source === 'string') {
+    const from = await manager.records.get(typeof source.project === 'string' && source.project ? source.project : req.project, source.source.split('/')[0]);
+    const holder = remoteLocation(ctx.cluster, from?.doc);
+    if (holder) throw badRequest(`The source instance is on cluster member "${holder}": copying between members is not supported yet; copy it there (--target ${holder})`);
+  }
   const filled = await fillSource(manager, snapshots, req, spec, source);
   const remoteImage = filled && 'remoteImage' in filled ? filled.remoteImage : undefined;
   const origin = filled && 'remoteImage' in filled ? undefined : filled;
@@ -151,7 +168,7 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
     const target = await manager.load(req.project, name).catch(() => undefined);
     if (target) return refreshOperation(ctx, manager, snapshots, req, origin, target);
   }
-  const checked = await manager.check(req.project, type, spec, { action: origin ? 'copy' : 'create', name, target: req.target });
+  const checked = await manager.check(req.project, type, spec, { action: origin ? 'copy' : 'create', name, target: vettedTarget(ctx, req) });
   const release = await manager.reserve(req.project, name);
   try {
     return ctx.operations.create({

@@ -13,6 +13,8 @@ import type { SnapshotManager } from '../snapshots/manager.js';
 import { migrationSourceOperation } from '../migration/source.js';
 import { moveToPool } from '../pool-move.js';
 import { prepareProjectMove } from '../project-move.js';
+import { checkClusterMove, moveToMember } from '../cluster-move.js';
+import { checkTargetAllowed } from '../placement.js';
 
 function editFrom(body: any, handle: InstanceHandle): InstanceEdit {
   if (!body || typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be an instance definition');
@@ -114,6 +116,17 @@ export function instanceRoutes(ctx: PluginContext, manager: InstanceManager, pow
         // lxc sends pool and project moves as a migration with `pool` or `project` set and no target: those are served locally.
         // An object `target` is a push-mode migration's target; a name would be a cluster member.
         const pushTo = body.target && typeof body.target === 'object' ? body.target as Record<string, unknown> : undefined;
+        // `?target=` with a migration: a move to another member of the cluster (cluster-move.ts).
+        if (ctx.cluster.enabled && req.target && body.migration && !body.pool && !toProject && !pushTo) {
+          const handle = await manager.load(req.project, req.params.name);
+          await checkTargetAllowed(ctx, req);
+          await checkClusterMove(ctx, manager, handle, req.target, body.name ? checkInstanceName(body.name) : handle.name);
+          const member = req.target;
+          return async(ctx.operations.create({
+            class: 'task', description: 'Migrating instance', project: req.project, requestor: req.requestor, resources: operationResources(handle.name),
+            run: (op) => moveToMember(ctx, manager, power, snapshots, handle, member, op, req),
+          }));
+        }
         if (body.target && !pushTo) throw badRequest('Moving to another cluster member needs clustering, which this build lacks');
         const handle = await manager.load(req.project, req.params.name);
         if ((body.migration && !body.pool && !toProject) || pushTo) {

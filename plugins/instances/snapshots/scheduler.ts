@@ -70,7 +70,7 @@ export class SnapshotScheduler {
 
   private async takeDue(now: Date): Promise<void> {
     const due: InstanceHandle[] = [];
-    for (const stored of await this.manager.records.list()) {
+    for (const stored of await this.manager.localRecords()) {
       const handle = await this.manager.handleFor(stored);
       const schedule = this.schedule(handle);
       if (!schedule || !schedule.matches(now)) continue;
@@ -120,7 +120,8 @@ export class SnapshotScheduler {
           const instance = s.name.slice(0, s.name.indexOf('/'));
           await this.manager.lock.run(`${s.project}/${instance}`, async () => {
             const handle = await this.manager.load(s.project, instance).catch(() => undefined);
-            if (handle) await this.snapshots.remove(handle, s.doc.name).catch((err) => this.ctx.log.warn({ err, snapshot: s.name }, 'expired snapshot removal failed'));
+            // In a cluster, the member holding the instance removes its snapshots.
+            if (handle && (await this.manager.holds(s.project, instance))) await this.snapshots.remove(handle, s.doc.name).catch((err) => this.ctx.log.warn({ err, snapshot: s.name }, 'expired snapshot removal failed'));
           });
         }
       },

@@ -56,7 +56,7 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
   const customProject = (req: ApiRequest) => featureProjectOf(ctx.services, req.project, 'storage.volumes');
 
   const instanceView = (inst: InstanceSummary, name: string, usedBy: string, state: { description: string; config: Record<string, string> }): VolumeView => ({
-    config: state.config, description: state.description, name, type: inst.type, used_by: [usedBy], location: 'none',
+    config: state.config, description: state.description, name, type: inst.type, used_by: [usedBy], location: inst.location ?? 'none',
     content_type: inst.type === 'virtual-machine' ? 'block' : 'filesystem', project: inst.project, created_at: NEVER,
   });
 
