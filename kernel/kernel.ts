@@ -136,6 +136,7 @@ export class Kernel {
       log: this.log,
       checkProject: (req) => (this.hooks.hasProjectCheck ? this.hooks.checkProject.promise(req) : Promise.resolve()),
       projectsChecked: () => this.hooks.hasProjectCheck,
+      clusterable: () => this.extensions.has('clustering'),
       clustered: () => this.cluster.enabled,
       serverName: () => this.cluster.serverName,
       forwarding: this.clusterTraffic.forwarding,
@@ -256,6 +257,7 @@ export class Kernel {
       serverVersion: SERVER_VERSION,
       apiExtensions: this.extensions.list(),
       projectsChecked: this.hooks.hasProjectCheck,
+      clusterable: this.extensions.has('clustering'),
     });
   }
 

@@ -43,6 +43,8 @@ export interface PipelineOptions {
   checkProject: (req: KernelRequest) => Promise<void>;
   /** Whether a plugin checks `?project=` names (an unknown one is then a 404 on every route). */
   projectsChecked: () => boolean;
+  /** Whether the build can form a cluster (the API description lists 503 on every route). */
+  clusterable?: () => boolean;
   /** Whether `?target=` can name anything (clustering tapped in). */
   clustered: () => boolean;
   serverName: () => string;
@@ -251,7 +253,7 @@ export class RoutePipeline {
   private checkDeclaredError(route: RouteDescriptor, verb: Verb, spec: VerbSpec, status: number): void {
     const listed = errorStatuses({
       verb, access: spec.access ?? 'trusted', spec, namesObject: route.path.includes('{'), checksIfMatch: route.current !== undefined,
-    }, { projectsChecked: this.opts.projectsChecked() });
+    }, { projectsChecked: this.opts.projectsChecked(), clusterable: this.opts.clusterable?.() });
     if (listed.includes(status as ErrorStatus)) return;
     const key = `${verb} ${route.path} ${status}`;
     if (this.misdeclared.has(key)) return;

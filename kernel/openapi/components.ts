@@ -13,6 +13,7 @@ const ERROR_MEANINGS: Record<number, string> = {
   404: 'Not found: the named object or project does not exist',
   409: 'Conflict: the name is in use or the object is busy',
   412: 'Precondition failed: If-Match names another version of the object',
+  503: 'Unavailable: a cluster member, or the quorum of the cluster\'s database, cannot be reached now (nothing was changed)',
   500: 'Internal error',
 };
 

@@ -17,6 +17,8 @@ export interface AnsweringMethod {
 export interface PipelineFacts {
   /** A plugin checks `?project=` names (unknown project: 404). */
   readonly projectsChecked: boolean;
+  /** The build can form a cluster: any request may meet an unreachable member or a lost quorum (503). */
+  readonly clusterable?: boolean;
 }
 
 export function errorStatuses(method: AnsweringMethod, facts: PipelineFacts): ErrorStatus[] {
@@ -29,6 +31,7 @@ export function errorStatuses(method: AnsweringMethod, facts: PipelineFacts): Er
   if (method.access !== 'untrusted') codes.add(403);
   if (method.namesObject || facts.projectsChecked) codes.add(404);
   if (method.checksIfMatch && (method.verb === 'put' || method.verb === 'patch')) codes.add(412);
+  if (facts.clusterable) codes.add(503);
   for (const code of method.spec?.errors ?? []) codes.add(code);
   return [...codes].sort((a, b) => a - b);
 }
