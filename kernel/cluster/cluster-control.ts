@@ -246,25 +246,47 @@ export class KernelClusterControl implements ClusterControl {
     const conn = this.conn();
     const fullPrefix = LEASE_PREFIX + prefix;
     const held = new Map<string, string>();
-    const watcher: Watcher = await conn.client.watch().prefix(fullPrefix).create();
+    const keyOf = (raw: Buffer) => raw.toString().slice(LEASE_PREFIX.length);
+    let watcher: Watcher | undefined;
+    let stopped = false;
     const load = async () => {
       const res = await conn.call((c) => c.kv.range({ key: Buffer.from(fullPrefix), range_end: prefixEnd(fullPrefix) }));
       held.clear();
-      for (const kv of res.kvs) held.set(kv.key.toString().slice(LEASE_PREFIX.length), kv.value.toString());
+      for (const kv of res.kvs) held.set(keyOf(kv.key), kv.value.toString());
       listener(new Map(held));
     };
-    watcher.on('put', (kv) => {
-      held.set(kv.key.toString().slice(LEASE_PREFIX.length), kv.value.toString());
-      listener(new Map(held));
-    });
-    watcher.on('delete', (kv) => {
-      held.delete(kv.key.toString().slice(LEASE_PREFIX.length));
-      listener(new Map(held));
-    });
-    // After a reconnect the watch resumes where it was; reading again also covers a compacted gap.
-    watcher.on('connected', () => void load().catch(() => undefined));
+    const watch = async () => {
+      const w = await conn.watch((c) => c.watch().prefix(fullPrefix));
+      if (stopped) return void w.cancel().catch(() => undefined);
+      watcher = w;
+      w.on('put', (kv) => {
+        held.set(keyOf(kv.key), kv.value.toString());
+        listener(new Map(held));
+      });
+      w.on('delete', (kv) => {
+        held.delete(keyOf(kv.key));
+        listener(new Map(held));
+      });
+      // After a reconnect the watch resumes where it was; reading again also covers a compacted gap.
+      w.on('connected', () => void load().catch(() => undefined));
+    };
+    await watch();
     await load();
-    return () => void watcher.cancel().catch(() => undefined);
+    // Another member in use: watch there, and read the whole set again.
+    const unfollow = conn.onSwitch(() => {
+      void watcher?.cancel().catch(() => undefined);
+      watcher = undefined;
+      const again = () => {
+        if (stopped) return;
+        watch().then(load).catch(() => setTimeout(again, 500).unref());
+      };
+      again();
+    });
+    return () => {
+      stopped = true;
+      unfollow();
+      void watcher?.cancel().catch(() => undefined);
+    };
   }
 
   /** Kernel shutdown: etcd stops after the store closed (its data stays for the next start). */
@@ -292,6 +314,7 @@ export class KernelClusterControl implements ClusterControl {
 
   /** Fresh etcd files from the cluster certificate, then the member started; undone by stopping and wiping it. */
   private async startMember(urls: EtcdMemberUrls, initialCluster: string, state: 'new' | 'existing', cluster: EtcdTls, undo: (() => Promise<void>)[]): Promise<void> {
+    if (!(await this.deps.hostTools.which('etcd'))) throw unavailable('Clustering needs etcd, which is not installed on this server (Debian package etcd-server)');
     const dir = etcdDir(this.deps.dataDir);
     const tls = etcdTlsFromCluster(cluster.cert, cluster.key, hostOf(urls.clientUrl.replace(/^https:\/\//, '')));
     await rm(dir, { recursive: true, force: true });

@@ -4,7 +4,7 @@
  * Its data, TLS files and log are under `<dataDir>/cluster/etcd/`.
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type Logger from 'bunyan';
 import { Etcd3 } from 'etcd3';
@@ -149,7 +149,7 @@ export class EtcdMember {
     let last = 'no answer';
     try {
       while (Date.now() < deadline) {
-        if (!this.proc) throw new Error(`etcd exited at start; see ${path.join(this.dir, 'etcd.log')}`);
+        if (!this.proc) throw new Error(`etcd exited at start${await this.lastError()}; see ${path.join(this.dir, 'etcd.log')}`);
         try {
           const status = await client.maintenance.status({ deadline: Date.now() + 1_000 });
           if (status.leader && status.leader !== '0') return;
@@ -163,6 +163,20 @@ export class EtcdMember {
     } finally {
       client.close();
     }
+  }
+
+  /** The last error etcd logged (its zap JSON lines), as ": <msg> (<error>)", or nothing. */
+  private async lastError(): Promise<string> {
+    // Let the log stream take what etcd wrote before it exited.
+    await new Promise((r) => setTimeout(r, 50));
+    const text = await readFile(path.join(this.dir, 'etcd.log'), 'utf8').catch(() => '');
+    for (const line of text.trim().split('\n').reverse().slice(0, 50)) {
+      try {
+        const entry = JSON.parse(line) as { level?: string; msg?: string; error?: string };
+        if (entry.level && /error|fatal|panic/.test(entry.level)) return `: ${entry.msg ?? ''}${entry.error ? ` (${entry.error})` : ''}`;
+      } catch { /* not a JSON line */ }
+    }
+    return '';
   }
 
   /** Stop supervision and etcd: SIGTERM, then SIGKILL after a bound. */

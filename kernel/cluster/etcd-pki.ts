@@ -4,9 +4,9 @@
  * of its cluster address) from it. Every member's certificate then chains to "a CA with the cluster
  * key", so etcd peers and clients trust exactly the holders of the cluster certificate.
  */
-import { createPrivateKey, createPublicKey, generateKeyPairSync, X509Certificate } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, X509Certificate, type KeyObject } from 'node:crypto';
 import { isIP } from 'node:net';
-import type { EtcdTls } from '../../sdk/index.js';
+import { badRequest, type EtcdTls } from '../../sdk/index.js';
 import { issueCertificate, type CertificateName } from '../tls/self-signed.js';
 
 const CA_NAME: CertificateName = { organization: 'corral', commonName: 'corral cluster database' };
@@ -24,11 +24,17 @@ export function hostOf(address: string): string {
  * and etcd checks a client certificate's IP SANs against the connection's source.
  */
 export function etcdTlsFromCluster(clusterCert: string, clusterKey: string, host: string): EtcdTls {
-  if (!isIP(host)) throw new Error(`the cluster address must be an IP address (etcd checks IP SANs), not "${host}"`);
-  const key = createPrivateKey(clusterKey);
+  if (!isIP(host)) throw badRequest(`The cluster address must be an IP address (the cluster database checks IP addresses in certificates), not "${host}"`);
+  let key: KeyObject;
+  let certKey: KeyObject;
+  try {
+    key = createPrivateKey(clusterKey);
+    certKey = new X509Certificate(clusterCert).publicKey;
+  } catch {
+    throw badRequest('The cluster certificate or key is not valid PEM');
+  }
   const publicKey = createPublicKey(key);
-  const certKey = new X509Certificate(clusterCert).publicKey;
-  if (!certKey.equals(publicKey)) throw new Error('the cluster key does not match the cluster certificate');
+  if (!certKey.equals(publicKey)) throw badRequest('The cluster key does not match the cluster certificate');
   const ca = issueCertificate({ subject: CA_NAME, publicKey, signer: { name: CA_NAME, key }, dnsNames: [], ips: [], days: DAYS, ca: true });
   const member = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   const ips = [host, ...(host.startsWith('127.') && host !== '127.0.0.1' ? ['127.0.0.1'] : [])];

@@ -196,7 +196,26 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
 
   async watchOthers(changes: (list: StoreChange[]) => void, resync: () => void): Promise<void> {
     this.deliver = changes;
-    const watcher = await this.etcd.client.watch().prefix(DOC_PREFIX).withPreviousKV().create();
+    await this.startWatch(resync);
+    // Another member in use (a standby promoted, a voter gone): the watch starts again there, and what
+    // happened in between is unknown, so the cache is emptied.
+    this.stopFollowingSwitches = this.etcd.onSwitch(() => {
+      const old = this.watcher;
+      this.watcher = undefined;
+      void old?.cancel().catch(() => undefined);
+      resync();
+      const again = () => {
+        if (!this.deliver || this.watcher) return;
+        this.startWatch(resync).catch(() => setTimeout(again, 500).unref());
+      };
+      again();
+    });
+  }
+
+  private stopFollowingSwitches: (() => void) | undefined;
+
+  private async startWatch(resync: () => void): Promise<void> {
+    const watcher = await this.etcd.watch((c) => c.watch().prefix(DOC_PREFIX).withPreviousKV());
     let wasDisconnected = false;
     watcher.on('disconnected', () => { wasDisconnected = true; });
     watcher.on('connected', () => {
@@ -205,6 +224,7 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
     });
     watcher.on('error', () => resync());
     watcher.on('data', (res) => {
+      if (this.watcher !== watcher) return;
       const list: StoreChange[] = [];
       for (const event of res.events) {
         const at = parseDocKey(str(event.kv.key));
@@ -219,6 +239,10 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
       if (this.inflight) (this.queued ??= []).push(list);
       else this.publishOthers(list);
     });
+    if (!this.deliver) {
+      await watcher.cancel().catch(() => undefined);
+      return;
+    }
     this.watcher = watcher;
   }
 
@@ -268,6 +292,7 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
 
   async close(): Promise<void> {
     this.deliver = undefined;
+    this.stopFollowingSwitches?.();
     await this.watcher?.cancel().catch(() => undefined);
     this.watcher = undefined;
   }

@@ -21,7 +21,7 @@ export interface TestEtcdMember {
   host: string;
   tls: EtcdTls;
   member: EtcdMember;
-  connect(): EtcdConnection;
+  connect(): Promise<EtcdConnection>;
 }
 
 export interface TestEtcdCluster {
@@ -49,8 +49,8 @@ export async function startEtcdCluster(hosts: string[]): Promise<TestEtcdCluster
     const member = new EtcdMember(hostTools, quietLog, memberDir, { urls: etcdUrls(name, host), initialCluster, state: 'new' });
     members.push({
       name, host, tls, member,
-      connect: () => {
-        const c = new EtcdConnection([etcdUrls(name, host).clientUrl], tls);
+      connect: async () => {
+        const c = await EtcdConnection.open(etcdUrls(name, host).clientUrl, [], tls);
         connections.push(c);
         return c;
       },

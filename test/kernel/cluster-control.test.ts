@@ -62,9 +62,12 @@ serial('a failed bootstrap leaves the server standalone on sqlite with its data,
   const k = await start('failing');
   t.is((await call(k, 'POST', '/1.0/profiles', { name: 'kept', config: {} })).status, 200);
   const other = createSelfSignedCertificate({ organization: 'corral', commonName: 'other', dnsNames: [], ips: [], days: 1 });
-  await t.throwsAsync(control(k).bootstrap({ serverName: 'x', address: '127.0.19.19:8443', tls: { ...tls, key: other.key } }), { message: /does not match/ });
+  const mismatch = await t.throwsAsync(control(k).bootstrap({ serverName: 'x', address: '127.0.19.19:8443', tls: { ...tls, key: other.key } }), { message: /does not match/ });
+  t.is((mismatch as { status?: number }).status, 400);
+  const named = await t.throwsAsync(control(k).bootstrap({ serverName: 'x', address: 'localhost:8443', tls }), { message: /must be an IP address/ });
+  t.is((named as { status?: number }).status, 400);
   // An address etcd cannot listen on (not this host's): etcd exits, the bootstrap is undone.
-  await t.throwsAsync(control(k).bootstrap({ serverName: 'x', address: '192.0.2.1:8443', tls }), { message: /etcd exited at start/ });
+  await t.throwsAsync(control(k).bootstrap({ serverName: 'x', address: '192.0.2.1:8443', tls }), { message: /etcd exited at start: .*cannot assign requested address/ });
   t.false(k.cluster.enabled);
   t.is(k.cluster.serverName, 'none');
   t.is(k.store.backendKind, 'sqlite');

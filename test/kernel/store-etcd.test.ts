@@ -22,7 +22,7 @@ if (!hasEtcd) {
   });
 }
 
-const storeOn = async (i: number) => DocumentStore.over(new EtcdBackend(etcd!.members[i]!.connect()));
+const storeOn = async (i: number) => DocumentStore.over(new EtcdBackend((await etcd!.members[i]!.connect())));
 const until = async (check: () => Promise<boolean> | boolean, ms = 3000) => {
   const end = Date.now() + ms;
   while (Date.now() < end) {
@@ -33,7 +33,7 @@ const until = async (check: () => Promise<boolean> | boolean, ms = 3000) => {
 };
 
 serial('two members see each other\'s writes through get, list, the change feed and the cache', async (t) => {
-  await etcd!.members[0]!.connect().client.delete().all();
+  await (await etcd!.members[0]!.connect()).client.delete().all();
   const a = await storeOn(0);
   const b = await storeOn(1);
   const seen: StoreChange[] = [];
@@ -120,7 +120,7 @@ serial('migrations run once per cluster even when every member migrates at once'
 });
 
 serial('a switch from sqlite to etcd copies (revisions and schema versions kept) or discards (changes published)', async (t) => {
-  await etcd!.members[0]!.connect().client.delete().all();
+  await (await etcd!.members[0]!.connect()).client.delete().all();
   const local = await DocumentStore.open(':memory:');
   const ns = local.namespace('profiles');
   await ns.migrate([{ version: 3, description: 'x', up: async () => undefined }]);
@@ -128,7 +128,7 @@ serial('a switch from sqlite to etcd copies (revisions and schema versions kept)
   await c.put('default', 'default', { v: 1 });
   await c.put('default', 'default', { v: 2 });
   await c.put('default', 'other', { v: 1 });
-  const previous = await local.switchBackend(new EtcdBackend(etcd!.members[0]!.connect()), 'copy');
+  const previous = await local.switchBackend(new EtcdBackend((await etcd!.members[0]!.connect())), 'copy');
   await previous.close();
   t.is(local.backendKind, 'etcd');
   t.deepEqual((await c.list('default')).map((d) => [d.name, d.rev, d.doc.v]), [['default', 2, 2], ['other', 1, 1]], 'the same view reads etcd now');
@@ -146,7 +146,7 @@ serial('a switch from sqlite to etcd copies (revisions and schema versions kept)
   await jc.put('default', 'mine', { v: 1 });
   const heard: string[] = [];
   joiner.namespace('profiles').onChange((ch) => heard.push(`${ch.kind}:${ch.name}@${ch.rev}`));
-  await (await joiner.switchBackend(new EtcdBackend(etcd!.members[2]!.connect()), 'discard')).close();
+  await (await joiner.switchBackend(new EtcdBackend((await etcd!.members[2]!.connect())), 'discard')).close();
   t.deepEqual(heard.sort(), ['delete:mine@1', 'put:default@2', 'put:other@1']);
   t.is(await jc.get('default', 'mine'), undefined);
   t.is((await jc.get('default', 'default'))?.doc.v, 2);
@@ -172,7 +172,7 @@ serial('a document write on a 3-member cluster takes a median under 10 ms', asyn
 });
 
 serial('writes stall under 2.5 s when the etcd leader\'s member is killed, and none acknowledged is lost', async (t) => {
-  const probe = etcd!.members[0]!.connect();
+  const probe = (await etcd!.members[0]!.connect());
   const status = await probe.client.maintenance.status();
   const list = await probe.client.cluster.memberList({});
   const leaderName = list.members.find((m) => m.ID === status.leader)!.name;

@@ -35,14 +35,14 @@ let etcd: TestEtcdCluster | undefined;
 const etcdKit: Kit = {
   label: 'etcd',
   async open() {
-    const conn = etcd!.members[0]!.connect();
+    const conn = (await etcd!.members[0]!.connect());
     await conn.client.delete().all();
     return DocumentStore.over(new EtcdBackend(conn));
   },
   async withStore(fn) {
     const store = await etcdKit.open();
     try {
-      await fn(store, () => DocumentStore.over(new EtcdBackend(etcd!.members[0]!.connect())));
+      await fn(store, async () => DocumentStore.over(new EtcdBackend(await etcd!.members[0]!.connect())));
     } finally {
       await store.close().catch(() => undefined);
     }
