@@ -53,6 +53,7 @@ export default definePlugin({
     ctx.keys.register({
       key: 'core.metrics_address',
       scope: 'server',
+      member: true,
       type: 'address',
       live: true,
       extension: 'metrics',
