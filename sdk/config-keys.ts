@@ -28,11 +28,6 @@ export interface ConfigKeyDescriptor {
   secret?: boolean;
   /** Server scope: turn the value a client sent into the form stored and applied (a password's salted hash). */
   encode?: (value: string) => string | Promise<string>;
-  /**
-   * Server scope: the value belongs to this member alone (its listen addresses, its volumes): kept in the
-   * data dir, never in the store a cluster shares, as the reference keeps such keys per member.
-   */
-  member?: boolean;
   /** Server scope: put a new value into effect. Throwing refuses the change and restores the old value. */
   apply?: (value: string, previous: string) => void | Promise<void>;
 }

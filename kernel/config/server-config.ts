@@ -1,10 +1,7 @@
 /**
  * The server configuration: validated through the key registry, applied live key by key (a failed
- * apply rolls back the keys already applied), then stored. Keys that belong to one member (`member`:
- * listen addresses…) live in a file of the data dir; the others in the store, which a cluster shares:
- * another member's change arrives through the store's change feed and is applied here too.
+ * apply rolls back the keys already applied), then stored.
  */
-import { readFile, rename, writeFile } from 'node:fs/promises';
 import { badRequest, type ServerConfig, type Store } from '../../sdk/index.js';
 import type { KeyRegistry } from './key-registry.js';
 
@@ -15,71 +12,15 @@ interface ConfigDoc {
 export class ServerConfigStore implements ServerConfig {
   private values: Readonly<Record<string, string>> = Object.freeze({});
   private readonly listeners: ((changed: Record<string, string>) => void)[] = [];
-  /** The shared document as this member last wrote it. */
-  private lastWritten: string | undefined;
 
   /** Told when restoring a key's previous value failed too (the kernel raises a warning). */
   onRollbackFailure?: (key: string, err: Error) => void;
 
-  /** `memberFile`: where this member's own keys are kept (none: they stay in the store, as in test kernels). */
-  constructor(private readonly store: Store, private readonly keys: KeyRegistry, private readonly memberFile?: string) {}
-
-  private isMemberKey(key: string): boolean {
-    return this.memberFile !== undefined && this.keys.lookup('server', key)?.member === true;
-  }
+  constructor(private readonly store: Store, private readonly keys: KeyRegistry) {}
 
   async load(): Promise<void> {
     const stored = await this.store.collection<ConfigDoc>('server').get('', 'config');
-    const shared = { ...(stored?.doc.config ?? {}) };
-    const own = await this.readMemberFile();
-    // Member keys stored before they were kept apart move to the file, once.
-    const moved = Object.keys(shared).filter((key) => this.isMemberKey(key));
-    if (moved.length) {
-      for (const key of moved) {
-        own[key] ??= shared[key]!;
-        delete shared[key];
-      }
-      await this.writeMemberFile(own);
-      await this.store.collection<ConfigDoc>('server').put('', 'config', { config: shared });
-    }
-    this.values = Object.freeze({ ...shared, ...own });
-    this.store.onChange((change) => {
-      if (change.collection === 'server' && change.name === 'config') void this.follow();
-    });
-  }
-
-  /** Another member (or a store switch) changed the shared keys: apply what differs from what this member holds. */
-  private async follow(): Promise<void> {
-    const stored = await this.store.collection<ConfigDoc>('server').get('', 'config').catch(() => undefined);
-    if (!stored || JSON.stringify(stored.doc.config) === this.lastWritten) return;
-    const previous = this.values;
-    const next: Record<string, string> = {};
-    for (const [key, value] of Object.entries(previous)) if (this.isMemberKey(key)) next[key] = value;
-    for (const [key, value] of Object.entries(stored.doc.config)) if (!this.isMemberKey(key)) next[key] = value;
-    const changed: Record<string, string> = {};
-    for (const key of new Set([...Object.keys(previous), ...Object.keys(next)])) {
-      if ((previous[key] ?? '') !== (next[key] ?? '')) changed[key] = next[key] ?? '';
-    }
-    if (Object.keys(changed).length === 0) return;
-    this.values = Object.freeze(next);
-    for (const [key, value] of Object.entries(changed)) {
-      await Promise.resolve(this.keys.lookup('server', key)?.apply?.(value, previous[key] ?? '')).catch((err: Error) => this.onRollbackFailure?.(key, err));
-    }
-    for (const listener of this.listeners) listener(changed);
-  }
-
-  private async readMemberFile(): Promise<Record<string, string>> {
-    if (!this.memberFile) return {};
-    const text = await readFile(this.memberFile, 'utf8').catch(() => undefined);
-    if (!text) return {};
-    return { ...((JSON.parse(text) as ConfigDoc).config ?? {}) };
-  }
-
-  private async writeMemberFile(config: Record<string, string>): Promise<void> {
-    if (!this.memberFile) return;
-    const temp = `${this.memberFile}.tmp`;
-    await writeFile(temp, JSON.stringify({ config }, null, 2), { mode: 0o600 });
-    await rename(temp, this.memberFile);
+    this.values = Object.freeze({ ...(stored?.doc.config ?? {}) });
   }
 
   get(key: string): string {
@@ -145,13 +86,7 @@ export class ServerConfigStore implements ServerConfig {
         applied.push(key);
         await this.keys.lookup('server', key)?.apply?.(value, previous[key] ?? '');
       }
-      const shared: Record<string, string> = {};
-      const own: Record<string, string> = {};
-      for (const [key, value] of Object.entries(cleaned)) (this.isMemberKey(key) ? own : shared)[key] = value;
-      // The change feed brings this write back: follow() knows it by its content.
-      this.lastWritten = JSON.stringify(shared);
-      await this.store.collection<ConfigDoc>('server').put('', 'config', { config: shared });
-      if (Object.keys(changed).some((key) => this.isMemberKey(key))) await this.writeMemberFile(own);
+      await this.store.collection<ConfigDoc>('server').put('', 'config', { config: cleaned });
     } catch (err) {
       for (const key of applied.reverse()) {
         await Promise.resolve(this.keys.lookup('server', key)?.apply?.(previous[key] ?? '', changed[key]!)).catch((rollbackErr: Error) =>

@@ -23,7 +23,6 @@ export function registerClusterKeys(keys: ConfigKeyRegistry, opts: { clustered: 
   keys.register({
     key: Keys.httpsAddress,
     scope: 'server',
-    member: true,
     type: 'address',
     live: true,
     extension: 'clustering_server_address',
@@ -31,7 +30,8 @@ export function registerClusterKeys(keys: ConfigKeyRegistry, opts: { clustered: 
     validate: isListenAddress,
     apply: (value, previous) => {
       // Members, tokens and the etcd peer URLs all carry the address: moving it is not supported, as in the
-      // reference. At boot (`previous` empty) the stored value is applied as is.
+      // reference. At boot (`previous` empty) the stored value is applied as is: the server configuration is
+      // one document for all members until the kernel keeps member-local keys apart.
       if (opts.clustered() && previous !== '' && value !== opts.currentAddress()) throw new Error('Changing cluster.https_address is currently not supported');
     },
   });

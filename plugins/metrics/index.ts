@@ -53,7 +53,6 @@ export default definePlugin({
     ctx.keys.register({
       key: 'core.metrics_address',
       scope: 'server',
-      member: true,
       type: 'address',
       live: true,
       extension: 'metrics',
