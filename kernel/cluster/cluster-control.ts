@@ -21,8 +21,8 @@ import { etcdTlsFromCluster, hostOf } from './etcd-pki.js';
 import { etcdDir, readClusterState, removeClusterState, writeClusterState } from './cluster-state.js';
 
 const LEASE_PREFIX = '/corral/lease/';
-/** A learner must catch up with the leader before etcd promotes it: ask again for this long. */
-const PROMOTE_BOUND_MS = 10_000;
+/** etcd refuses some membership changes for a while (a learner catching up, members connected too recently). */
+const MEMBERSHIP_BOUND_MS = 10_000;
 
 export interface ClusterControlDeps {
   dataDir: string;
@@ -47,6 +47,8 @@ export class KernelClusterControl implements ClusterControl {
   private running: Running | undefined;
   /** One reconfiguration at a time (bootstrap, join, leave). */
   private busy = false;
+  /** Leases this member keeps alive, stopped at shutdown (they then lapse after their TTL). */
+  private readonly leases = new Set<{ stop(): void }>();
 
   constructor(private readonly deps: ClusterControlDeps) {}
 
@@ -119,22 +121,30 @@ export class KernelClusterControl implements ClusterControl {
   }
 
   async promoteEtcdMember(memberId: string): Promise<void> {
-    const conn = this.conn();
-    const giveUp = Date.now() + PROMOTE_BOUND_MS;
-    for (;;) {
-      try {
-        await conn.call((c) => c.cluster.memberPromote({ ID: memberId }));
-        return;
-      } catch (err) {
-        // etcd promotes only a learner that has caught up with the leader.
-        if (!/not in sync|learner/i.test((err as Error).message) || Date.now() > giveUp) throw err;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
+    // etcd promotes only a learner that has caught up with the leader.
+    await this.membershipChange('promote', /not in sync|learner/i, (c) => c.cluster.memberPromote({ ID: memberId }));
   }
 
   async removeEtcdMember(memberId: string): Promise<void> {
-    await this.conn().call((c) => c.cluster.memberRemove({ ID: memberId }));
+    // etcd refuses to remove a voter until the others have been connected a few seconds (its health interval).
+    await this.membershipChange('remove', /unhealthy cluster/i, (c) => c.cluster.memberRemove({ ID: memberId }));
+  }
+
+  /** A membership call, asked again while etcd answers `wait` (bounded); then a 503 that says why. */
+  private async membershipChange(what: string, wait: RegExp, fn: (c: EtcdConnection['client']) => Promise<unknown>): Promise<void> {
+    const conn = this.conn();
+    const giveUp = Date.now() + MEMBERSHIP_BOUND_MS;
+    for (;;) {
+      try {
+        await conn.call(fn);
+        return;
+      } catch (err) {
+        const message = (err as Error).message;
+        if (!wait.test(message)) throw err;
+        if (Date.now() > giveUp) throw unavailable(`The cluster database refused to ${what} the member: ${message.replace(/^.*etcdserver: /, '')}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
   }
 
   async etcdMembers(): Promise<EtcdMemberStatus[]> {
@@ -151,14 +161,22 @@ export class KernelClusterControl implements ClusterControl {
 
   leave(): Promise<void> {
     return this.reconfigure(async () => {
-      if (!this.running) return;
+      const running = this.running;
+      if (!running) return;
+      // What the cluster held, for telling listeners it is gone (unreadable when this member was removed first).
+      const before = await this.deps.store().dumpBackend().catch(() => undefined);
+      // Still a member of the database: take this member out, so the others keep their quorum count right.
+      const self = await running.conn.call((c) => c.maintenance.status()).then((s) => s.header.member_id, () => undefined);
+      if (self) await this.removeEtcdMember(self).catch((err: Error) => this.deps.log.warn({ err }, 'could not remove this member from the cluster database'));
       // A fresh standalone store: what this member held belongs to the cluster.
       if (this.deps.storeFile !== ':memory:') {
         for (const suffix of ['', '-wal', '-shm']) await rm(this.deps.storeFile + suffix, { force: true });
       }
       const fresh = await SqliteBackend.open(this.deps.storeFile);
-      const previous = await this.deps.store().switchBackend(fresh, 'discard');
+      const previous = await this.deps.store().switchBackend(fresh, 'discard', before ?? { docs: [], versions: new Map() });
       await previous.close().catch(() => undefined);
+      for (const lease of this.leases) lease.stop();
+      this.leases.clear();
       await this.stopMember(true);
       await removeClusterState(this.deps.dataDir);
       this.deps.view.setMembers([]);
@@ -203,9 +221,23 @@ export class KernelClusterControl implements ClusterControl {
       });
       await conn.call(() => next.put(fullKey).value(value).exec());
     };
-    await grant();
+    const entry = {
+      stop: () => {
+        released = true;
+        lease?.release();
+      },
+    };
+    this.leases.add(entry);
+    try {
+      await grant();
+    } catch (err) {
+      entry.stop();
+      this.leases.delete(entry);
+      throw err;
+    }
     return async () => {
       released = true;
+      this.leases.delete(entry);
       await lease?.revoke().catch(() => undefined);
     };
   }
@@ -237,6 +269,8 @@ export class KernelClusterControl implements ClusterControl {
 
   /** Kernel shutdown: etcd stops after the store closed (its data stays for the next start). */
   async shutdown(): Promise<void> {
+    for (const lease of this.leases) lease.stop();
+    this.leases.clear();
     await this.stopMember(false);
   }
 

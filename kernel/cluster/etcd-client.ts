@@ -97,11 +97,13 @@ export class EtcdConnection {
 
 /** Errors that mean the cluster cannot answer now (as opposed to a refused request). */
 export function isUnreachable(err: unknown): boolean {
+  // etcd refusing a membership change to protect its quorum (as UNAVAILABLE) is an answer, not an outage.
+  if (/unhealthy cluster|not supported for learner|not in sync/.test((err as Error | undefined)?.message ?? '')) return false;
   if (err instanceof GRPCDeadlineExceededError || err instanceof GRPCUnavailableError) return true;
   if (err instanceof ClientClosedError) return true;
   const message = (err as Error | undefined)?.message ?? '';
   if (err instanceof EtcdError || /etcdserver:/.test(message)) {
-    return /no leader|request timed out|leader changed|not capable|timed out|too many requests|unhealthy cluster/.test(message);
+    return /no leader|request timed out|leader changed|timed out|too many requests/.test(message);
   }
   return /deadline exceeded|unavailable|ECONNREFUSED|connection/i.test(message);
 }

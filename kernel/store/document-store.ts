@@ -5,7 +5,7 @@
  * switched while the daemon runs: plugins keep their Store objects, which always reach the current one.
  */
 import { conflict, RevisionMismatch, type Collection, type Migration, type Store, type StoreChange, type StoredDoc } from '../../sdk/index.js';
-import { addressKey, type BackendReader, type BackendWriter, type DocAddress, type Row, type StoreBackend } from './backend.js';
+import { addressKey, type BackendDump, type BackendReader, type BackendWriter, type DocAddress, type Row, type StoreBackend } from './backend.js';
 import { SqliteBackend } from './sqlite-backend.js';
 import { Mutex } from './mutex.js';
 
@@ -66,11 +66,31 @@ export class DocumentStore {
    * `copy` loads every document and schema version into `next` (revisions kept); `discard` keeps what
    * `next` holds and publishes a change for every document that differs, so plugins' caches follow.
    * Returns the previous backend, still open (the caller closes or keeps it). On failure nothing changed.
+   * `known` stands for the previous backend's content when it can no longer be read.
    */
-  switchBackend(next: StoreBackend, mode: SwitchMode): Promise<StoreBackend> {
+  async switchBackend(next: StoreBackend, mode: SwitchMode, known?: BackendDump): Promise<StoreBackend> {
+    const previous = await this.swap(next, mode, known);
+    // Data left behind: the namespaces' migrations run on what the new backend holds (a fresh store gets
+    // its seed documents; a cluster that already ran them is skipped by their versions).
+    if (mode === 'discard') {
+      for (const [namespace, steps] of this.migrations) await this.namespace(namespace).migrate(steps);
+    }
+    return previous;
+  }
+
+  /** Every namespace's migrations as last run, for running them again on a new backend. */
+  private readonly migrations = new Map<string, Migration[]>();
+
+  /** @internal */
+  recordMigrations(namespace: string, steps: Migration[]): void {
+    this.migrations.set(namespace, steps);
+  }
+
+  private swap(next: StoreBackend, mode: SwitchMode, known?: BackendDump): Promise<StoreBackend> {
     return this.mutex.run(async () => {
       const previous = this.backend;
-      const before = await previous.dump();
+      // `known`: what the caller read before the previous backend went away (a member leaving its cluster).
+      const before = known ?? await previous.dump();
       if (mode === 'copy') await next.load(before);
       // Other writers' changes from now on are held until the switch and then published.
       await this.follow(next);
@@ -92,6 +112,11 @@ export class DocumentStore {
       this.flushHeld(next);
       return previous;
     });
+  }
+
+  /** Every document of the current backend (a member about to leave its cluster keeps this to diff against). */
+  dumpBackend(): Promise<BackendDump> {
+    return this.backend.dump();
   }
 
   private held = new Map<StoreBackend, StoreChange[]>();
@@ -200,6 +225,7 @@ class NamespaceView implements Store {
   }
 
   async migrate(steps: Migration[]): Promise<void> {
+    this.core.recordMigrations(this.namespace, steps);
     const ordered = [...steps].sort((a, b) => a.version - b.version);
     for (const step of ordered) {
       // The version is read and written in the step's transaction: on etcd, two members migrating at

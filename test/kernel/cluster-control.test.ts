@@ -158,3 +158,67 @@ serial('without quorum requests fail at once with 503, and recover by themselves
   t.true(await until(async () => (await call(a, 'GET', '/1.0/profiles/from-a')).status === 200, 10_000));
   t.is((await call(a, 'PUT', '/1.0/profiles/from-a', { config: {} })).status, 200);
 });
+
+serial('rename takes the new name at once and after a restart', async (t) => {
+  control(b).rename('m2b');
+  t.is(b.cluster.serverName, 'm2b');
+  await new Promise((r) => setTimeout(r, 100));
+  await stop(b);
+  b = await start('b');
+  t.is(b.cluster.serverName, 'm2b');
+  // Two voters: the other one had no quorum while this one restarted.
+  t.true(await until(async () => (await call(a, 'GET', '/1.0/profiles/from-a')).status === 200, 10_000));
+});
+
+serial('a member leaves: out of the database, standalone again on a fresh store, its etcd gone', async (t) => {
+  const heard: StoreChange[] = [];
+  b.store.namespace('profiles').onChange((c) => heard.push(c));
+  await control(b).leave();
+  t.false(b.cluster.enabled);
+  t.is(b.cluster.serverName, 'none');
+  t.is(b.store.backendKind, 'sqlite');
+  t.deepEqual(etcdOf('b'), []);
+  t.false(existsSync(path.join(b.dataDir, 'cluster', 'state.json')));
+  t.true(heard.some((c) => c.name === 'from-a' && c.kind === 'delete'), 'listeners heard the cluster\'s data go');
+  t.is((await call(b, 'GET', '/1.0/profiles/from-a')).status, 404);
+  t.is((await call(b, 'POST', '/1.0/profiles', { name: 'alone', config: {} })).status, 200);
+  // The remaining member has its quorum alone.
+  t.deepEqual((await control(a).etcdMembers()).map((m) => m.name), ['m1']);
+  t.is((await call(a, 'POST', '/1.0/profiles', { name: 'still', config: {} })).status, 200);
+  await stop(b);
+  b = await start('b');
+  t.false(b.cluster.enabled);
+  t.is((await call(b, 'GET', '/1.0/profiles/alone')).status, 200);
+});
+
+serial('replaceCertificate switches the live HTTPS listener to the new pair and keeps it after a restart', async (t) => {
+  const { connect } = await import('node:tls');
+  const { X509Certificate } = await import('node:crypto');
+  const dataDir = path.join(root, 'cert');
+  const { mkdirSync } = await import('node:fs');
+  mkdirSync(dataDir, { recursive: true });
+  const boot = () => Kernel.start({
+    dataDir, storeFile: path.join(dataDir, 'state.db'), registryFile: path.join(projectRoot, 'plugin-registry.json'),
+    plugins: PLUGINS, compiledRoot: distRoot, logLevel: 'fatal',
+  });
+  let k = await boot();
+  kernels.add(k);
+  t.is((await call(k, 'PATCH', '/1.0', { config: { 'core.https_address': '127.0.19.12:8443' } })).status, 200);
+  const served = () => new Promise<string>((resolve, reject) => {
+    const socket = connect({ host: '127.0.19.12', port: 8443, rejectUnauthorized: false }, () => {
+      resolve(new X509Certificate(socket.getPeerCertificate(true).raw).fingerprint256);
+      socket.end();
+    });
+    socket.on('error', reject);
+  });
+  const fingerprint = (pem: string) => new X509Certificate(pem).fingerprint256;
+  t.not(await served(), fingerprint(clusterCert.cert));
+  await control(k).replaceCertificate(clusterCert.cert, clusterCert.key);
+  t.is(await served(), fingerprint(clusterCert.cert));
+  t.is(control(k).certificate()?.cert, clusterCert.cert);
+  await stop(k);
+  k = await boot();
+  kernels.add(k);
+  t.is(await served(), fingerprint(clusterCert.cert));
+  await stop(k);
+});

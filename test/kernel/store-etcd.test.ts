@@ -152,3 +152,62 @@ serial('a switch from sqlite to etcd copies (revisions and schema versions kept)
   t.is((await jc.get('default', 'default'))?.doc.v, 2);
   await Promise.all([local.close(), other.close(), joiner.close()]);
 });
+
+const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+
+serial('a document write on a 3-member cluster takes a median under 10 ms', async (t) => {
+  const s = await storeOn(1);
+  const c = s.namespace('bench').collection<{ config: Record<string, string> }>('instances');
+  let rev = (await c.put('default', 'c1', { config: {} })).rev;
+  const times: number[] = [];
+  for (let i = 0; i < 200; i++) {
+    const started = process.hrtime.bigint();
+    rev = (await c.put('default', 'c1', { config: { 'user.i': String(i) } }, rev)).rev;
+    times.push(Number(process.hrtime.bigint() - started) / 1e6);
+  }
+  const m = median(times);
+  t.log(`median write ${m.toFixed(2)} ms, p90 ${[...times].sort((x, y) => x - y)[180]!.toFixed(2)} ms (200 CAS writes through a follower)`);
+  t.true(m < 10);
+  await s.close();
+});
+
+serial('writes stall under 2.5 s when the etcd leader\'s member is killed, and none acknowledged is lost', async (t) => {
+  const probe = etcd!.members[0]!.connect();
+  const status = await probe.client.maintenance.status();
+  const list = await probe.client.cluster.memberList({});
+  const leaderName = list.members.find((m) => m.ID === status.leader)!.name;
+  const leaderIndex = etcd!.members.findIndex((m) => m.name === leaderName);
+  const survivor = (leaderIndex + 1) % 3;
+  const s = await storeOn(survivor);
+  const c = s.namespace('stall').collection<{ n: number }>('c');
+  const acked: number[] = [];
+  let lastOk = Date.now();
+  let worst = 0;
+  let stop = false;
+  const writers = Array.from({ length: 8 }, (_, w) => (async () => {
+    for (let i = 0; !stop; i++) {
+      const n = w * 1_000_000 + i;
+      try {
+        await c.put('', `k${n}`, { n });
+        acked.push(n);
+        const now = Date.now();
+        worst = Math.max(worst, now - lastOk);
+        lastOk = now;
+      } catch {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
+  })());
+  await new Promise((r) => setTimeout(r, 500));
+  const pid = etcd!.members[leaderIndex]!.member.pid!;
+  process.kill(pid, 'SIGKILL');
+  lastOk = Date.now();
+  await new Promise((r) => setTimeout(r, 3000));
+  stop = true;
+  await Promise.all(writers);
+  t.log(`leader ${leaderName} killed: longest gap between acknowledged writes ${worst} ms, ${acked.length} writes acknowledged`);
+  t.true(worst < 2500);
+  const stored = new Set((await c.list('')).map((d) => d.doc.n));
+  t.deepEqual(acked.filter((n) => !stored.has(n)), [], 'every acknowledged write is there');
+  await s.close();
+});
