@@ -30,7 +30,11 @@ export class Membership {
     private readonly control: () => ClusterControl | undefined,
     private readonly log: Logger,
   ) {
-    this.health = new Health(() => void this.publish());
+    // A member coming online may be a learner to promote: no need to wait for the next round.
+    this.health = new Health(() => {
+      void this.publish();
+      void this.rebalance();
+    });
   }
 
   async list(): Promise<MemberRecord[]> {
