@@ -10,7 +10,7 @@ import { canonicalAddress, isWildcard, splitAddress } from './address.js';
 import { checkBare } from './bare.js';
 import { currentCertificate, etcdTls, requireControl, type Clustering } from './context.js';
 import { nameOrRefusal } from './enable.js';
-import { decodeToken, type JoinToken } from './join-token.js';
+import { decodeToken } from './join-token.js';
 import { hostArchitecture, memberUrl } from './member.js';
 import { fingerprintOf, peerRequest } from './peer.js';
 
@@ -140,4 +140,3 @@ async function forgetJoiner(member: string, fingerprint: string, name: string, c
   if (res.status !== 200) throw new Error(res.body?.error ?? `answered ${res.status}`);
 }
 
-export type { JoinToken };
