@@ -139,4 +139,3 @@ async function forgetJoiner(member: string, fingerprint: string, name: string, c
   const res = await peerRequest({ address: member, fingerprint, method: 'POST', path: '/internal/cluster/forget', body: { server_name: name }, client });
   if (res.status !== 200) throw new Error(res.body?.error ?? `answered ${res.status}`);
 }
-
