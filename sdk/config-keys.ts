@@ -52,4 +52,10 @@ export interface ServerConfig {
   all(): Readonly<Record<string, string>>;
   /** Called after a change has been applied and stored. */
   onChange(listener: (changed: Record<string, string>) => void): void;
+  /**
+   * Set some keys ("" unsets) and keep the others, as `PATCH /1.0` would: validated, applied, stored,
+   * rolled back whole when one fails (a 400). For plugins whose API changes server keys as a side effect
+   * (joining a cluster makes the server listen on the address it joins with, as the reference does).
+   */
+  update(changes: Record<string, string>): Promise<Record<string, string>>;
 }

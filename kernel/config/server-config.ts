@@ -129,6 +129,13 @@ export class ServerConfigStore implements ServerConfig {
     return out;
   }
 
+  /** Set `changes` over the current values (write-only keys kept as stored); returns the keys that changed. */
+  async update(changes: Record<string, string>): Promise<Record<string, string>> {
+    const next: Record<string, string | true> = {};
+    for (const key of Object.keys(this.values)) next[key] = this.keys.lookup('server', key)?.secret ? true : this.values[key]!;
+    return this.replace({ ...next, ...changes });
+  }
+
   /** Replace the whole configuration; keys left out are unset. Returns the keys that changed. */
   async replace(next: Record<string, string | true>): Promise<Record<string, string>> {
     const previous = this.values;

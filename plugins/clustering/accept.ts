@@ -103,8 +103,12 @@ async function makeRoomForLearner(c: Clustering, control: ClusterControl): Promi
   }
 }
 
-/** How long a membership change waits out a moment without quorum (a standby just promoted, a new leader). */
-const QUORUM_WAIT_MS = 5000;
+/**
+ * How long a membership change waits out etcd's moments of refusal: no quorum (a new leader), a standby
+ * just promoted whose peers etcd does not count as healthy yet ("unhealthy cluster").
+ */
+const QUORUM_WAIT_MS = 10_000;
+const PASSING_REFUSAL = /unhealthy cluster|not in sync|too many learner|no leader/i;
 
 async function withinBound<T>(step: () => Promise<T>): Promise<T> {
   const giveUp = Date.now() + QUORUM_WAIT_MS;
@@ -112,7 +116,8 @@ async function withinBound<T>(step: () => Promise<T>): Promise<T> {
     try {
       return await step();
     } catch (err) {
-      if ((err as ApiError).status !== 503 || Date.now() > giveUp) throw err;
+      const passing = (err as ApiError).status === 503 || PASSING_REFUSAL.test((err as Error).message ?? '');
+      if (!passing || Date.now() > giveUp) throw err;
       await new Promise((r) => setTimeout(r, 200));
     }
   }

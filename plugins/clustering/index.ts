@@ -47,7 +47,9 @@ export default definePlugin({
     });
     ctx.serverConfig.onChange((changed) => {
       // A new threshold takes effect as a new lease TTL.
-      if (Keys.offlineThreshold in changed && ctx.cluster.enabled && membership.health.running) void membership.start(ctx.cluster.serverName);
+      if (Keys.offlineThreshold in changed && ctx.cluster.enabled && membership.health.running) {
+        void membership.start(ctx.cluster.serverName).catch((err: Error) => ctx.log.error({ err }, 'could not hold the lease with the new threshold'));
+      }
     });
   },
 

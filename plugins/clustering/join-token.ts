@@ -61,7 +61,8 @@ export class JoinTokens {
       class: 'token',
       description: 'Executing operation',
       resources: { cluster: [] },
-      metadata: { serverName: opts.name, secret, fingerprint: opts.fingerprint, addresses: opts.addresses, expiresAt },
+      // Keys in the reference's order (its Go map prints sorted).
+      metadata: { addresses: opts.addresses, expiresAt, fingerprint: opts.fingerprint, secret, serverName: opts.name },
       mayCancel: true,
       requestor: opts.requestor,
       // Revoked (`lxc cluster revoke-token`), expired or used: the record goes too.

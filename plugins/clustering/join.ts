@@ -10,7 +10,7 @@ import { canonicalAddress, isWildcard, splitAddress } from './address.js';
 import { checkBare } from './bare.js';
 import { currentCertificate, etcdTls, requireControl, type Clustering } from './context.js';
 import { nameOrRefusal } from './enable.js';
-import { decodeToken, type JoinToken } from './join-token.js';
+import { decodeToken } from './join-token.js';
 import { hostArchitecture, memberUrl } from './member.js';
 import { fingerprintOf, peerRequest } from './peer.js';
 
@@ -69,11 +69,18 @@ export async function joinCluster(c: Clustering, req: ApiRequest, body: JoinRequ
   const targets = body.cluster_address ? [canonicalAddress(body.cluster_address) ?? body.cluster_address] : token.addresses;
   if (targets.length === 0) throw badRequest('No cluster address to join: give cluster_address');
   const listen = c.config.get('core.https_address');
-  if (!covers(listen, address)) {
-    throw badRequest(`This server does not listen on ${address}: set core.https_address to it before joining (now "${listen}")`);
+  if (listen && !covers(listen, address)) {
+    throw badRequest(`This server listens on "${listen}", not on ${address}: change core.https_address or join with a server address it covers`);
   }
   await checkBare(c.services);
   const control = requireControl(c);
+  // Not on the network yet: listen on the address it joins with, as the reference does (lxd init sends
+  // the join before any other key). A failed join takes the address back.
+  const opened = !listen;
+  if (opened) await c.config.update({ 'core.https_address': address });
+  const closeAgain = async () => {
+    if (opened) await c.config.update({ 'core.https_address': '' }).catch((e: Error) => c.log.error({ err: e }, 'could not stop listening after a failed join'));
+  };
 
   const op = c.operations.create({
     class: 'task',
@@ -83,7 +90,12 @@ export async function joinCluster(c: Clustering, req: ApiRequest, body: JoinRequ
     requestor: req.requestor,
     run: async () => {
       const started = Date.now();
-      const { answer, member } = await askToBeAccepted(targets, fingerprint, { server_name: name, address, secret: token.secret, architecture: hostArchitecture() });
+      const accepted = await askToBeAccepted(targets, fingerprint, { server_name: name, address, secret: token.secret, architecture: hostArchitecture() })
+        .catch(async (err: Error) => {
+          await closeAgain();
+          throw err;
+        });
+      const { answer, member } = accepted;
       const previous = currentCertificate(control);
       try {
         await control.replaceCertificate(answer.cluster_certificate, answer.cluster_key);
@@ -92,6 +104,7 @@ export async function joinCluster(c: Clustering, req: ApiRequest, body: JoinRequ
         await control.replaceCertificate(previous.cert, previous.key).catch((e: Error) => c.log.error({ err: e }, 'could not restore the server certificate after a failed join'));
         await forgetJoiner(member, fingerprint, name, { cert: answer.cluster_certificate, key: answer.cluster_key }).catch((e: Error) =>
           c.log.error({ err: e, member }, 'the member that accepted this server could not be told the join failed'));
+        await closeAgain();
         throw err;
       }
       c.ownAddress = address;
@@ -126,5 +139,3 @@ async function forgetJoiner(member: string, fingerprint: string, name: string, c
   const res = await peerRequest({ address: member, fingerprint, method: 'POST', path: '/internal/cluster/forget', body: { server_name: name }, client });
   if (res.status !== 200) throw new Error(res.body?.error ?? `answered ${res.status}`);
 }
-
-export type { JoinToken };

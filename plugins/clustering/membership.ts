@@ -7,7 +7,7 @@ import type Logger from 'bunyan';
 import { unavailable, type ClusterControl, type ClusterView, type Collection, type EtcdMemberStatus, type ServerConfig } from '../../sdk/index.js';
 import { Health } from './health.js';
 import { clusterSizing } from './keys.js';
-import { DatabaseRole, memberUrl, type MemberRecord, type MemberView } from './member.js';
+import { DatabaseRole, type MemberRecord, type MemberView } from './member.js';
 import { databaseRoles, promoteLearners } from './roles.js';
 
 export const MEMBERS_COLLECTION = 'members';
@@ -30,7 +30,11 @@ export class Membership {
     private readonly control: () => ClusterControl | undefined,
     private readonly log: Logger,
   ) {
-    this.health = new Health(() => void this.publish());
+    // A member coming online may be a learner to promote: no need to wait for the next round.
+    this.health = new Health(() => {
+      void this.publish();
+      void this.rebalance();
+    });
   }
 
   async list(): Promise<MemberRecord[]> {

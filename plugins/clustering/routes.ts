@@ -1,7 +1,7 @@
 /** /1.0/cluster, its members, tokens and certificate, and the members' internal join and leave steps. */
 import Joi from 'joi';
 import {
-  async, badRequest, bodyObject, bodyShape, collection, empty, forbidden, notFound, objectBody, sync,
+  async, badRequest, conflict, bodyObject, bodyShape, collection, empty, forbidden, notFound, objectBody, sync,
   NetworksServiceRef, StorageServiceRef, truthy,
   type ApiRequest, type RouteDescriptor,
 } from '../../sdk/index.js';
@@ -97,6 +97,7 @@ export function clusterRoutes(c: Clustering, certificate: ClusterCertificate): R
       get: {
         description: 'List the cluster members',
         conventions: ['recursion', 'filter'],
+        errors: [503],
         handler: async () => {
           requireClustered(c);
           return collection(await c.membership.views(), (m) => memberUrl(m.server_name), (m) => m);
@@ -106,14 +107,14 @@ export function clusterRoutes(c: Clustering, certificate: ClusterCertificate): R
         description: 'Issue a join token for a new member (a token operation; its metadata is what lxc prints as the token)',
         access: 'admin',
         answers: ['operation'],
-        errors: [409],
+        errors: [409, 503],
         body: objectBody({ server_name: bodyShape.text }),
         handler: async (req) => {
           requireClustered(c);
           const control = requireControl(c);
           const name = nameOrRefusal(typeof req.body.server_name === 'string' ? req.body.server_name : '');
           const members = await c.membership.list();
-          if (members.some((m) => m.name === name)) throw badRequest(`The cluster already has a member with name: ${name}`);
+          if (members.some((m) => m.name === name)) throw conflict(`The cluster already has a member with name: ${name}`);
           const own = members.find((m) => m.name === c.cluster.serverName);
           // This member first: the joiner tries the addresses in order.
           const addresses = [own, ...members.filter((m) => m !== own && c.membership.health.isOnline(m.name))].filter((m) => m).map((m) => m!.address);
@@ -135,6 +136,7 @@ export function clusterRoutes(c: Clustering, certificate: ClusterCertificate): R
       current: async (req) => editable(await findView(req.params.name!)),
       get: {
         description: 'Show a cluster member',
+        errors: [503],
         handler: async (req) => {
           const view = await findView(req.params.name!);
           return sync(view, { etag: editable(view) });
@@ -143,6 +145,7 @@ export function clusterRoutes(c: Clustering, certificate: ClusterCertificate): R
       put: {
         description: 'Change a member\'s description, failure domain, assigned roles and config',
         access: 'admin',
+        errors: [412, 503],
         body: memberPutBody,
         handler: async (req) => {
           const current = await findView(req.params.name!);
@@ -153,7 +156,7 @@ export function clusterRoutes(c: Clustering, certificate: ClusterCertificate): R
       post: {
         description: 'Rename a cluster member',
         access: 'admin',
-        errors: [409],
+        errors: [409, 503],
         body: objectBody({ server_name: bodyShape.text }),
         handler: async (req) => {
           await renameMember(c, req, req.params.name!, req.body.server_name);
@@ -163,6 +166,7 @@ export function clusterRoutes(c: Clustering, certificate: ClusterCertificate): R
       delete: {
         description: 'Remove a member from the cluster (force: even when it is offline)',
         access: 'admin',
+        errors: [503],
         query: Joi.object({ force: Joi.string().allow('') }).unknown(true),
         handler: async (req) => {
           await removeMember(c, req, req.params.name!, truthy(req.query.force));
@@ -177,6 +181,7 @@ export function clusterRoutes(c: Clustering, certificate: ClusterCertificate): R
         description: 'Evacuate or restore a cluster member (the member state; moving its instances is the instances family\'s)',
         access: 'admin',
         answers: ['operation'],
+        errors: [503],
         body: objectBody({ action: bodyShape.text, mode: bodyShape.text }),
         handler: async (req) => {
           const changed = await changeState(c, req, req.params.name!, req.body.action);
@@ -191,6 +196,7 @@ export function clusterRoutes(c: Clustering, certificate: ClusterCertificate): R
       put: {
         description: 'Replace the cluster certificate on every member',
         access: 'admin',
+        errors: [503],
         body: objectBody({ cluster_certificate: bodyShape.text, cluster_certificate_key: bodyShape.text }),
         handler: async (req) => {
           requireClustered(c);

@@ -234,7 +234,30 @@ serial('a member killed with SIGKILL shows OFFLINE within the threshold, and ONL
   measured.online_after_start = Date.now() - up;
   measured.restart_to_online = Date.now() - restarted;
   t.is((await d2.request('GET', '/1.0')).json.metadata.environment.server_name, 'm2');
-  t.pass();
+
+  // A clean stop gives the lease back: OFFLINE at once, not after the TTL.
+  await d2.stop();
+  const stopped = Date.now();
+  await waitFor(async () => (await statusOf(d1, 'm2'))?.status === 'Offline', 5000, 'm2 offline after a clean stop');
+  measured.offline_after_clean_stop = Date.now() - stopped;
+  t.true(measured.offline_after_clean_stop < 2000, `${measured.offline_after_clean_stop} ms`);
+  d2 = await net.startDaemon(net.members[1]!, { dir: d2.dir });
+  await waitFor(async () => (await statusOf(d1, 'm2'))?.status === 'Online', 20_000, 'm2 online after the clean restart');
+});
+
+serial('without quorum (the only voter killed) the other member answers 503 at once, and recovers by itself', async (t) => {
+  await d1.kill9();
+  const asked = Date.now();
+  const list = await lxc(d2.socket, 'cluster', 'list');
+  const took = Date.now() - asked;
+  t.not(list.status, 0);
+  t.regex(list.stderr, /quorum/);
+  t.true(took < 3000, `answered in ${took} ms`);
+  const direct = await d2.request('GET', '/1.0/cluster/members');
+  t.is(direct.status, 503);
+  d1 = await net.startDaemon(net.members[0]!, { dir: d1.dir });
+  await waitFor(async () => (await members(d2)).filter((m) => m.status === 'Online').length === 2, 20_000, 'both online again');
+  t.regex(await lxcOk(t, d2.socket, 'cluster', 'list', '--format', 'csv'), /^m1,.*ONLINE/m);
 });
 
 serial('lxc cluster remove takes a member out; it becomes standalone', async (t) => {

@@ -66,7 +66,7 @@ test.serial('enabling needs a name and an address other members can reach', asyn
 });
 
 test.serial('a join is refused before it starts when its inputs cannot work', async (t) => {
-  const base = { server_name: 'm2', enabled: true, server_address: '127.0.19.70:8443', cluster_address: '127.0.19.71:8443' };
+  const base = { server_name: 'm2', enabled: true, server_address: '10.19.2.254:8443', cluster_address: '127.0.19.71:8443' };
   const cases: [Record<string, unknown>, RegExp][] = [
     [{ ...base }, /join token is required/],
     [{ ...base, cluster_password: 'a trust password' }, /join token is not valid/],
@@ -74,14 +74,23 @@ test.serial('a join is refused before it starts when its inputs cannot work', as
     [{ ...base, cluster_token: Buffer.from(JSON.stringify({ server_name: 'm3', secret: 'a', fingerprint: 'b', addresses: [] })).toString('base64') }, /join token is for member "m3", not "m2"/],
     [{ ...base, cluster_token: Buffer.from(JSON.stringify({ server_name: 'm2', secret: 'a', fingerprint: 'b', addresses: [], expires_at: '2000-01-01T00:00:00Z' })).toString('base64') }, /expired/],
     [{ ...base, cluster_certificate: 'not a certificate', cluster_token: Buffer.from(JSON.stringify({ server_name: 'm2', secret: 'a', fingerprint: 'b', addresses: [] })).toString('base64') }, /not a valid PEM certificate/],
-    [{ ...base, cluster_token: Buffer.from(JSON.stringify({ server_name: 'm2', secret: 'a', fingerprint: 'b', addresses: [] })).toString('base64') }, /does not listen on 127.0.19.70:8443/],
   ];
+  const token = Buffer.from(JSON.stringify({ server_name: 'm2', secret: 'a', fingerprint: 'b', addresses: [] })).toString('base64');
+  // Not on the network: the join makes it listen on server_address first, and refuses when it cannot.
+  cases.push([{ ...base, cluster_token: token }, /Cannot listen on "10.19.2.254:8443"/]);
   for (const [body, message] of cases) {
     const res = await d.request('PUT', '/1.0/cluster', body);
     t.is(res.status, 400, JSON.stringify(body));
     t.regex(res.json.error, message);
   }
   t.is((await d.request('GET', '/1.0/cluster')).json.metadata.enabled, false);
+  t.is((await d.request('GET', '/1.0')).json.metadata.config['core.https_address'], undefined, 'nothing left listening');
+  // On the network at another address: a join at server_address would not be reachable.
+  await lxcOk(t, d.socket, 'config', 'set', 'core.https_address', '127.0.0.1:18444');
+  const elsewhere = await d.request('PUT', '/1.0/cluster', { ...base, cluster_token: token });
+  t.is(elsewhere.status, 400);
+  t.regex(elsewhere.json.error, /listens on "127.0.0.1:18444", not on 10.19.2.254:8443/);
+  await lxcOk(t, d.socket, 'config', 'unset', 'core.https_address');
 });
 
 test.serial('cluster keys are checked as the reference checks them', async (t) => {
