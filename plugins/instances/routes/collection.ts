@@ -47,8 +47,8 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
           const url = `${prefix}/${encodeURIComponent(s.name)}`;
           return s.project === 'default' ? url : `${url}?project=${encodeURIComponent(s.project)}`;
         }, async (s, recursion) => {
-          const handle = await manager.handleFor(s);
-          const elsewhere = remote && remoteLocation(ctx.cluster, s.doc) !== undefined;
+          const elsewhere = remote !== undefined && remoteLocation(ctx.cluster, s.doc) !== undefined;
+          const handle = await manager.handleFor(s, { elsewhere });
           const told = elsewhere ? (await remote).get(runtimeKey(s.project, s.name)) : undefined;
           if (recursion === 2) {
             const state = elsewhere ? (told?.state as Awaited<ReturnType<typeof stateView>> | undefined) ?? UNREACHABLE_STATE : undefined;
