@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import type Hapi from '@hapi/hapi';
 import type Logger from 'bunyan';
 import {
-  type CorralPlugin, type HostTools, type PathListener, type PluginCatalog, type PluginContext, type PluginManifest, type ServiceRef, type ShutdownInfo,
+  ClusterControlRef, type CorralPlugin, type HostTools, type PathListener, type PluginCatalog, type PluginContext, type PluginManifest, type ServiceRef, type ShutdownInfo,
 } from '../sdk/index.js';
 import { createLogger, levelName, LOG_LEVELS, type LogOutputs, type LogRecord } from './logging/logger.js';
 import { createHostTools, findOnPath } from './host-tools/host-tools.js';
@@ -22,6 +22,7 @@ import { eventRoutes } from './events/routes.js';
 import { OPERATION_ABORT_GRACE_MS, OperationManager } from './operations/manager.js';
 import { withinBound } from './bounded.js';
 import { KernelClusterView } from './cluster/cluster-view.js';
+import { KernelClusterControl } from './cluster/cluster-control.js';
 import { operationRoutes } from './operations/routes.js';
 import { RoutePipeline } from './http/pipeline.js';
 import { createHapiServer, tlsCaller, UNIX_CALLER } from './http/listeners.js';
@@ -38,7 +39,7 @@ import { ROOT_PATHS, serverRoutes } from './server/routes.js';
 import { describeApi } from './openapi/document.js';
 import { openApiRoute } from './openapi/route.js';
 import { addUnixOnlyRoutes } from './server/unix-only-routes.js';
-import { ensureServerCertificate, type ServerCertificate } from './tls/server-certificate.js';
+import { ensureServerCertificate, writeServerCertificate, type ServerCertificate } from './tls/server-certificate.js';
 
 export interface KernelOptions {
   dataDir: string;
@@ -102,6 +103,7 @@ export class Kernel {
   readonly pipeline: RoutePipeline;
   readonly dataDir: string;
   store!: DocumentStore;
+  clusterControl!: KernelClusterControl;
   serverConfig!: ServerConfigStore;
   info!: ServerInfo;
   private certificate: ServerCertificate | undefined;
@@ -155,7 +157,19 @@ export class Kernel {
 
   private async boot(manifests: PluginManifest[], kernelExtensions: string[]): Promise<void> {
     const started = Date.now();
-    this.store = await DocumentStore.open(this.opts.storeFile);
+    this.clusterControl = new KernelClusterControl({
+      dataDir: this.dataDir,
+      storeFile: this.opts.storeFile,
+      hostTools: this.hostTools,
+      log: this.log.child({ component: 'cluster' }),
+      view: this.cluster,
+      store: () => this.store,
+      replaceCertificate: (cert, key) => this.replaceCertificate(cert, key),
+      certificate: () => this.certificate,
+    });
+    this.services.provide(ClusterControlRef, this.clusterControl);
+    // A member that was clustered comes back on etcd, before any plugin reads the store.
+    this.store = (await this.clusterControl.resume()) ?? await DocumentStore.open(this.opts.storeFile);
     const kernelStore = this.store.namespace('kernel');
     this.serverConfig = new ServerConfigStore(kernelStore, this.keys);
     this.serverConfig.onRollbackFailure = (key, err) => {
@@ -314,6 +328,14 @@ export class Kernel {
     return server;
   }
 
+  /** Serve with a new certificate pair from now on (the cluster certificate): written, then every HTTPS listener switches to it. */
+  private async replaceCertificate(cert: string, key: string): Promise<void> {
+    const certificate = await writeServerCertificate(this.dataDir, cert, key);
+    this.certificate = certificate;
+    for (const listener of [this.tls, ...this.partial]) listener.setCertificate(cert, key);
+    this.info.invalidate();
+  }
+
   /** Dispatch a request without a socket (tests, tools), as a trusted local client. */
   async inject(options: Hapi.ServerInjectOptions | string): Promise<Hapi.ServerInjectResponse> {
     if (!this.injector) {
@@ -349,6 +371,7 @@ export class Kernel {
       for (const listener of this.partial) await step('https listener for part of the API', STEP_BOUND_MS, () => listener.stop());
       await step('inject server', STEP_BOUND_MS, async () => this.injector?.stop());
       await step('state store', STEP_BOUND_MS, async () => this.store?.close());
+      await step('cluster database member', STEP_BOUND_MS, async () => this.clusterControl?.shutdown());
     })();
     return this.stopping;
   }

@@ -43,9 +43,10 @@ fi
 # in by qemu-system-x86; there is no qemu-system-modules-spice package on this release); python3 is
 # also the helper that hands a macvtap's device to QEMU (decision 0053).
 # swtpm and swtpm-tools emulate a VM's TPM (`tpm` devices): one swtpm per VM, its state in the VM's volume.
+# etcd-server is the cluster database: each clustered daemon runs its own etcd member (decision 0055).
 RUNTIME_PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
   dnsmasq-base iproute2 btrfs-progs python3 logrotate lxd-client ca-certificates make g++ debootstrap
-  rsync socat qemu-system-x86 qemu-utils ovmf e2fsprogs cpio musl-tools swtpm swtpm-tools)
+  rsync socat qemu-system-x86 qemu-utils ovmf e2fsprogs cpio musl-tools swtpm swtpm-tools etcd-server)
 # What only the tests use: the reference daemon (lxd: the interoperability tests start a private one),
 # pylxd (the second real client), prometheus (the metrics tests scrape corral with a private server and
 # check the text with promtool), openssl and curl (client certificates, a CA and its CRL, untrusted
@@ -78,6 +79,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
     systemctl disable --now prometheus.service >/dev/null 2>&1 || true
   fi
+fi
+# Debian's etcd-server ships a system etcd that would start at boot and hold 2379/2380 on localhost:
+# corral runs its own member per daemon, so the packaged service stays masked (every run: idempotent).
+if [ -d /run/systemd/system ] && command -v systemctl >/dev/null && dpkg-query -W -f='${Status}' etcd-server 2>/dev/null | grep -q 'install ok installed'; then
+  systemctl mask --now etcd.service >/dev/null 2>&1 || true
 fi
 
 # Unprivileged containers map their ids into root's subordinate range (the reference daemon's default).

@@ -89,6 +89,11 @@ export class TlsListener {
     this.address = address;
   }
 
+  /** Serve a new certificate pair from the next handshake on; connections already open keep theirs. */
+  setCertificate(cert: string, key: string): void {
+    (this.server?.listener as import('node:https').Server | undefined)?.setSecureContext({ cert, key, minVersion: 'TLSv1.2' });
+  }
+
   async stop(): Promise<void> {
     await this.server?.stop({ timeout: 1000 });
     this.server = undefined;

@@ -1,58 +1,56 @@
 /**
- * The document store of DESIGN section 5 on sqlite (WAL, one file in the data dir): JSON documents
- * keyed by namespace, collection, project and name, each with a revision; transactions; per-namespace
- * migrations; a change feed published after commit. No SQL leaves this file and sqlite.ts.
+ * The document store of DESIGN section 5: JSON documents keyed by namespace, collection, project and
+ * name, each with a revision; compare-and-swap; transactions; per-namespace migrations; a change feed
+ * published after commit. Rows live in a backend (sqlite standalone, etcd clustered) that can be
+ * switched while the daemon runs: plugins keep their Store objects, which always reach the current one.
  */
 import { conflict, RevisionMismatch, type Collection, type Migration, type Store, type StoreChange, type StoredDoc } from '../../sdk/index.js';
-import { SqliteConnection } from './sqlite.js';
+import { addressKey, type BackendReader, type BackendWriter, type DocAddress, type Row, type StoreBackend } from './backend.js';
+import { SqliteBackend } from './sqlite-backend.js';
 import { Mutex } from './mutex.js';
 
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS documents (
-  namespace TEXT NOT NULL, collection TEXT NOT NULL, project TEXT NOT NULL, name TEXT NOT NULL,
-  rev INTEGER NOT NULL, body TEXT NOT NULL,
-  PRIMARY KEY (namespace, collection, project, name)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS schema_versions (namespace TEXT PRIMARY KEY, version INTEGER NOT NULL);
-`;
-
+/** One write in progress: what it wrote, to publish after commit. */
 interface Tx {
-  conn: SqliteConnection;
+  w: BackendWriter;
   changes: StoreChange[];
-}
-
-interface Row {
-  project: string;
-  name: string;
-  rev: number;
-  body: string;
+  /** Rows a single write (outside a plugin transaction) stored: cached once committed. */
+  written: Map<string, Row>;
+  single: boolean;
 }
 
 const toDoc = <T>(row: Row): StoredDoc<T> => ({ project: row.project, name: row.name, rev: row.rev, doc: JSON.parse(row.body) as T });
 
-/** Rows kept in memory for `get`; the store is the database's only writer, so every change passes through publish(). */
+/** Rows kept in memory for `get`; every change (own or, on etcd, another member's) passes through publish(). */
 const ROW_CACHE_MAX = 20_000;
-const rowKey = (namespace: string, collection: string, project: string, name: string) => `${namespace}\0${collection}\0${project}\0${name}`;
+
+/** How the data moves at a backend switch: copied along (enabling clustering) or left behind (joining). */
+export type SwitchMode = 'copy' | 'discard';
 
 export class DocumentStore {
+  /** Local writes one at a time: sqlite has one writer, and on etcd it keeps the cache's bookkeeping simple. */
   private readonly mutex = new Mutex();
   private readonly listeners = new Set<(change: StoreChange) => void>();
   private readonly rows = new Map<string, Row>();
   /** Bumped by every published change: a read that overlapped one does not fill the cache. */
   private changeCount = 0;
 
-  private constructor(private readonly writer: SqliteConnection, private readonly reader: SqliteConnection | undefined) {}
+  constructor(private backend: StoreBackend) {}
 
-  /** `file` is a path, or ':memory:' for tests. */
+  /** A sqlite store: `file` is a path, or ':memory:' for tests. */
   static async open(file: string): Promise<DocumentStore> {
-    const writer = await SqliteConnection.open(file);
-    if (file !== ':memory:') {
-      await writer.exec('PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=5000;');
-    }
-    await writer.exec(SCHEMA);
-    // A second connection lets reads proceed while a transaction holds the writer (WAL readers see the last commit).
-    const reader = file === ':memory:' ? undefined : await SqliteConnection.open(file, true);
-    return new DocumentStore(writer, reader);
+    return DocumentStore.over(await SqliteBackend.open(file));
+  }
+
+  /** A store over any backend (etcd when a clustered daemon boots). */
+  static async over(backend: StoreBackend): Promise<DocumentStore> {
+    const store = new DocumentStore(backend);
+    await store.follow(backend);
+    store.flushHeld(backend);
+    return store;
+  }
+
+  get backendKind(): StoreBackend['kind'] {
+    return this.backend.kind;
   }
 
   namespace(namespace: string): Store {
@@ -60,45 +58,99 @@ export class DocumentStore {
   }
 
   async close(): Promise<void> {
-    await this.mutex.run(async () => {
-      await this.reader?.close();
-      await this.writer.close();
+    await this.mutex.run(() => this.backend.close());
+  }
+
+  /**
+   * Put `next` in place of the current backend, under the store's lock (no write runs meanwhile).
+   * `copy` loads every document and schema version into `next` (revisions kept); `discard` keeps what
+   * `next` holds and publishes a change for every document that differs, so plugins' caches follow.
+   * Returns the previous backend, still open (the caller closes or keeps it). On failure nothing changed.
+   */
+  switchBackend(next: StoreBackend, mode: SwitchMode): Promise<StoreBackend> {
+    return this.mutex.run(async () => {
+      const previous = this.backend;
+      const before = await previous.dump();
+      if (mode === 'copy') await next.load(before);
+      // Other writers' changes from now on are held until the switch and then published.
+      await this.follow(next);
+      const after = mode === 'discard' ? await next.dump() : undefined;
+      this.backend = next;
+      this.rows.clear();
+      this.changeCount++;
+      if (after) {
+        const old = new Map(before.docs.map((d) => [addressKey(d), d]));
+        const changes: StoreChange[] = [];
+        for (const doc of after.docs) {
+          const was = old.get(addressKey(doc));
+          old.delete(addressKey(doc));
+          if (!was || was.rev !== doc.rev || was.body !== doc.body) changes.push(changeOf(doc, 'put', doc.rev));
+        }
+        for (const gone of old.values()) changes.push(changeOf(gone, 'delete', gone.rev));
+        this.publish(changes, undefined);
+      }
+      this.flushHeld(next);
+      return previous;
     });
+  }
+
+  private held = new Map<StoreBackend, StoreChange[]>();
+
+  /** Publish what other writers commit to `backend` while it is the current one; hold it until then. */
+  private async follow(backend: StoreBackend): Promise<void> {
+    if (!backend.watchOthers) return;
+    this.held.set(backend, []);
+    await backend.watchOthers(
+      (list) => {
+        const queue = this.held.get(backend);
+        if (queue) queue.push(...list);
+        else if (this.backend === backend) this.publish(list, undefined);
+      },
+      () => {
+        if (this.backend !== backend) return;
+        // Changes may have been missed (a watch that had to start again): forget every cached row.
+        this.rows.clear();
+        this.changeCount++;
+      },
+    );
+  }
+
+  private flushHeld(backend: StoreBackend): void {
+    const queue = this.held.get(backend);
+    this.held.delete(backend);
+    if (queue?.length) this.publish(queue, undefined);
   }
 
   /** @internal */
-  read<R>(tx: Tx | undefined, fn: (conn: SqliteConnection) => Promise<R>): Promise<R> {
-    if (tx) return fn(tx.conn);
-    if (this.reader) return fn(this.reader);
-    return this.mutex.run(() => fn(this.writer));
+  read<R>(tx: Tx | undefined, fn: (reader: BackendReader) => Promise<R>): Promise<R> {
+    if (tx) return fn(tx.w);
+    const backend = this.backend;
+    // An in-memory sqlite database has one connection: its reads wait for the writer.
+    if (backend instanceof SqliteBackend && backend.readsNeedWriter) return this.mutex.run(() => fn(this.backend));
+    return fn(backend);
   }
 
-  /** @internal A write outside a transaction holds the writer for its few statements, so compare-and-swap is atomic. */
-  write<R>(tx: Tx | undefined, fn: (conn: SqliteConnection, changes: StoreChange[]) => Promise<R>): Promise<R> {
-    if (tx) return fn(tx.conn, tx.changes);
-    return this.mutex.run(async () => {
-      const changes: StoreChange[] = [];
-      const result = await fn(this.writer, changes);
-      this.publish(changes);
-      return result;
-    });
+  /** @internal A write outside a transaction holds the store's lock for its few steps, so compare-and-swap is atomic. */
+  write<R>(tx: Tx | undefined, fn: (tx: Tx) => Promise<R>): Promise<R> {
+    if (tx) return fn(tx);
+    return this.mutex.run(() => this.commit(fn, true));
   }
 
   /** @internal */
   transaction<R>(fn: (tx: Tx) => Promise<R>): Promise<R> {
-    return this.mutex.run(async () => {
-      await this.writer.exec('BEGIN IMMEDIATE');
-      const tx: Tx = { conn: this.writer, changes: [] };
-      try {
-        const result = await fn(tx);
-        await this.writer.exec('COMMIT');
-        this.publish(tx.changes);
-        return result;
-      } catch (err) {
-        await this.writer.exec('ROLLBACK');
-        throw err;
-      }
-    });
+    return this.mutex.run(() => this.commit(fn, false));
+  }
+
+  private async commit<R>(fn: (tx: Tx) => Promise<R>, single: boolean): Promise<R> {
+    let tx!: Tx;
+    // An optimistic backend may run the work again: each run starts from nothing.
+    const result = await this.backend.write((w) => {
+      tx = { w, changes: [], written: new Map(), single };
+      return fn(tx);
+    }, single);
+    if (tx.w.committed !== undefined) for (const row of tx.written.values()) row.version = tx.w.committed;
+    this.publish(tx.changes, tx.written);
+    return result;
   }
 
   /** @internal */
@@ -107,9 +159,9 @@ export class DocumentStore {
     return () => this.listeners.delete(listener);
   }
 
-  /** @internal */
+  /** @internal Nothing from the cache while the backend cannot answer: a member cut off from its cluster must not serve what may be stale. */
   cachedRow(key: string): Row | undefined {
-    return this.rows.get(key);
+    return this.backend.reachable ? this.rows.get(key) : undefined;
   }
 
   /** @internal The change count to hand back to rememberRow() once a read finishes. */
@@ -124,22 +176,16 @@ export class DocumentStore {
     this.rows.set(key, row);
   }
 
-  /** @internal Rows a single write (outside a transaction) just stored: cached once it is published. */
-  private readonly written = new Map<string, Row>();
-
-  /** @internal */
-  noteWritten(key: string, row: Row): void {
-    this.written.set(key, row);
-  }
-
-  private publish(changes: StoreChange[]): void {
+  private publish(changes: StoreChange[], written: Map<string, Row> | undefined): void {
     if (changes.length) this.changeCount++;
-    for (const change of changes) this.rows.delete(rowKey(change.namespace, change.collection, change.project, change.name));
-    for (const [key, row] of this.written) this.rememberRow(key, row, this.changeCount);
-    this.written.clear();
+    for (const change of changes) this.rows.delete(addressKey(change));
+    if (written) for (const [key, row] of written) this.rememberRow(key, row, this.changeCount);
     for (const change of changes) for (const listener of this.listeners) listener(change);
   }
 }
+
+const changeOf = (at: DocAddress, kind: StoreChange['kind'], rev: number): StoreChange =>
+  ({ namespace: at.namespace, collection: at.collection, project: at.project, name: at.name, kind, rev });
 
 class NamespaceView implements Store {
   constructor(private readonly core: DocumentStore, readonly namespace: string, private readonly tx: Tx | undefined) {}
@@ -156,11 +202,12 @@ class NamespaceView implements Store {
   async migrate(steps: Migration[]): Promise<void> {
     const ordered = [...steps].sort((a, b) => a.version - b.version);
     for (const step of ordered) {
+      // The version is read and written in the step's transaction: on etcd, two members migrating at
+      // once conflict, and the one that runs again sees the step done.
       await this.core.transaction(async (tx) => {
-        const row = await tx.conn.get<{ version: number }>('SELECT version FROM schema_versions WHERE namespace = ?', [this.namespace]);
-        if ((row?.version ?? 0) >= step.version) return;
+        if ((await tx.w.schemaVersion(this.namespace)) >= step.version) return;
         await step.up(new NamespaceView(this.core, this.namespace, tx));
-        await tx.conn.run('INSERT OR REPLACE INTO schema_versions (namespace, version) VALUES (?, ?)', [this.namespace, step.version]);
+        await tx.w.setSchemaVersion(this.namespace, step.version);
       });
     }
   }
@@ -180,98 +227,80 @@ class CollectionView<T> implements Collection<T> {
     private readonly tx: Tx | undefined,
   ) {}
 
-  private key(project: string, name: string): unknown[] {
-    return [this.namespace, this.name, project, name];
+  private at(project: string, name: string): DocAddress {
+    return { namespace: this.namespace, collection: this.name, project, name };
   }
 
   get(project: string, name: string): Promise<StoredDoc<T> | undefined> {
     // Inside a transaction the transaction's own writes count: no cache there.
-    const cacheKey = this.tx ? undefined : rowKey(this.namespace, this.name, project, name);
+    const at = this.at(project, name);
+    const cacheKey = this.tx ? undefined : addressKey(at);
     const hit = cacheKey && this.core.cachedRow(cacheKey);
     if (hit) return Promise.resolve(toDoc<T>(hit));
     const stamp = this.core.readStamp();
-    return this.core.read(this.tx, async (conn) => {
-      const row = await conn.get<Row>(
-        'SELECT project, name, rev, body FROM documents WHERE namespace = ? AND collection = ? AND project = ? AND name = ?',
-        this.key(project, name),
-      );
+    return this.core.read(this.tx, async (reader) => {
+      const row = await reader.get(at);
       if (row && cacheKey) this.core.rememberRow(cacheKey, row, stamp);
       return row && toDoc<T>(row);
     });
   }
 
   list(project?: string, namePrefix = ''): Promise<StoredDoc<T>[]> {
-    return this.core.read(this.tx, async (conn) => {
-      const params: unknown[] = [this.namespace, this.name];
-      let sql = 'SELECT project, name, rev, body FROM documents WHERE namespace = ? AND collection = ?';
-      if (project !== undefined) {
-        sql += ' AND project = ?';
-        params.push(project);
-      }
-      if (namePrefix) {
-        sql += " AND substr(name, 1, ?) = ?";
-        params.push(namePrefix.length, namePrefix);
-      }
-      const rows = await conn.all<Row>(`${sql} ORDER BY project, name`, params);
+    return this.core.read(this.tx, async (reader) => {
+      const rows = await reader.list(this.namespace, this.name, project, namePrefix);
       return rows.map((row) => toDoc<T>(row));
     });
   }
 
   put(project: string, name: string, doc: T, expectedRev?: number): Promise<StoredDoc<T>> {
-    return this.core.write(this.tx, async (conn, changes) => {
-      // Outside a transaction the writer lock is held and the cache holds only committed rows:
-      // a cached row's revision is the current one, and the read can be skipped.
-      const cacheKey = this.tx ? undefined : rowKey(this.namespace, this.name, project, name);
-      const cached = cacheKey ? this.core.cachedRow(cacheKey) : undefined;
-      const current = cached ?? await conn.get<{ rev: number }>(
-        'SELECT rev FROM documents WHERE namespace = ? AND collection = ? AND project = ? AND name = ?',
-        this.key(project, name),
-      );
+    return this.core.write(this.tx, async (tx) => {
+      const at = this.at(project, name);
+      const current = await this.current(tx, at);
       this.checkRevision(name, current?.rev, expectedRev);
       const rev = (current?.rev ?? 0) + 1;
       const body = JSON.stringify(doc);
-      await conn.run(
-        'INSERT OR REPLACE INTO documents (namespace, collection, project, name, rev, body) VALUES (?, ?, ?, ?, ?, ?)',
-        [...this.key(project, name), rev, body],
-      );
-      changes.push({ namespace: this.namespace, collection: this.name, project, name, kind: 'put', rev });
-      if (cacheKey) this.core.noteWritten(cacheKey, { project, name, rev, body });
+      await tx.w.put(at, rev, body);
+      tx.changes.push(changeOf(at, 'put', rev));
+      if (tx.single) tx.written.set(addressKey(at), { project, name, rev, body });
       return { project, name, rev, doc };
     });
   }
 
+  /**
+   * The stored row before a write. A single write holds the store's lock and the cache holds only
+   * committed rows, so a cached row is the current one (on etcd its version is checked again at commit).
+   */
+  private async current(tx: Tx, at: DocAddress): Promise<Row | undefined> {
+    const cached = tx.single && !tx.w.retry ? this.core.cachedRow(addressKey(at)) : undefined;
+    if (cached && tx.w.assume(at, cached)) return cached;
+    return tx.w.get(at);
+  }
+
   delete(project: string, name: string, expectedRev?: number): Promise<boolean> {
-    return this.core.write(this.tx, async (conn, changes) => {
-      const current = await conn.get<{ rev: number }>(
-        'SELECT rev FROM documents WHERE namespace = ? AND collection = ? AND project = ? AND name = ?',
-        this.key(project, name),
-      );
+    return this.core.write(this.tx, async (tx) => {
+      const at = this.at(project, name);
+      const current = await tx.w.get(at);
       if (!current) return false;
       this.checkRevision(name, current.rev, expectedRev);
-      await conn.run('DELETE FROM documents WHERE namespace = ? AND collection = ? AND project = ? AND name = ?', this.key(project, name));
-      changes.push({ namespace: this.namespace, collection: this.name, project, name, kind: 'delete', rev: current.rev });
+      await tx.w.delete(at);
+      tx.changes.push(changeOf(at, 'delete', current.rev));
       return true;
     });
   }
 
   rename(project: string, name: string, newProject: string, newName: string): Promise<StoredDoc<T>> {
-    return this.core.write(this.tx, async (conn, changes) => {
-      const row = await conn.get<Row>(
-        'SELECT project, name, rev, body FROM documents WHERE namespace = ? AND collection = ? AND project = ? AND name = ?',
-        this.key(project, name),
-      );
+    // Two rows change: always a transaction, even for sqlite's single writes.
+    const run = <R>(fn: (tx: Tx) => Promise<R>) => (this.tx ? fn(this.tx) : this.core.transaction(fn));
+    return run(async (tx) => {
+      const from = this.at(project, name);
+      const to = this.at(newProject, newName);
+      const row = await tx.w.get(from);
       if (!row) throw new RevisionMismatch(`"${name}"`);
-      const taken = await conn.get<{ rev: number }>(
-        'SELECT rev FROM documents WHERE namespace = ? AND collection = ? AND project = ? AND name = ?',
-        this.key(newProject, newName),
-      );
-      if (taken) throw conflict(`"${newName}" already exists`);
-      await conn.run(
-        'UPDATE documents SET project = ?, name = ?, rev = rev + 1 WHERE namespace = ? AND collection = ? AND project = ? AND name = ?',
-        [newProject, newName, ...this.key(project, name)],
-      );
-      changes.push({ namespace: this.namespace, collection: this.name, project, name, kind: 'delete', rev: row.rev });
-      changes.push({ namespace: this.namespace, collection: this.name, project: newProject, name: newName, kind: 'put', rev: row.rev + 1 });
+      if (await tx.w.get(to)) throw conflict(`"${newName}" already exists`);
+      await tx.w.delete(from);
+      await tx.w.put(to, row.rev + 1, row.body);
+      tx.changes.push(changeOf(from, 'delete', row.rev));
+      tx.changes.push(changeOf(to, 'put', row.rev + 1));
       return { project: newProject, name: newName, rev: row.rev + 1, doc: JSON.parse(row.body) as T };
     });
   }

@@ -1,8 +1,8 @@
 /**
  * A self-signed X.509 certificate built with node:crypto alone (ECDSA P-384, SHA-384), so the first
- * start needs no child process. Only the DER needed for a TLS server certificate is encoded here.
+ * start needs no child process. Only the DER needed for TLS certificates and a small CA is encoded here.
  */
-import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
+import { generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto';
 
 const der = (tag: number, ...parts: Buffer[]): Buffer => {
   const body = Buffer.concat(parts);
@@ -60,11 +60,40 @@ export interface SelfSigned {
 
 export function createSelfSignedCertificate(opts: { organization: string; commonName: string; dnsNames: string[]; ips: string[]; days: number }): SelfSigned {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'secp384r1' });
-  const algorithm = seq(oid('1.2.840.10045.4.3.3')); // ecdsa-with-SHA384
-  const name = seq(
-    set(seq(oid('2.5.4.10'), utf8(opts.organization))),
-    set(seq(oid('2.5.4.3'), utf8(opts.commonName))),
-  );
+  const cert = issueCertificate({
+    subject: { organization: opts.organization, commonName: opts.commonName },
+    publicKey, signer: { name: { organization: opts.organization, commonName: opts.commonName }, key: privateKey },
+    dnsNames: opts.dnsNames, ips: opts.ips, days: opts.days, ca: false,
+  });
+  return { cert, key: privateKey.export({ type: 'pkcs8', format: 'pem' }) as string };
+}
+
+export interface CertificateName {
+  organization: string;
+  commonName: string;
+}
+
+const nameOf = (n: CertificateName) => seq(
+  set(seq(oid('2.5.4.10'), utf8(n.organization))),
+  set(seq(oid('2.5.4.3'), utf8(n.commonName))),
+);
+
+/** The signature algorithm for the signer's key type: ECDSA with SHA-384, or RSA with SHA-256. */
+function signatureAlgorithm(key: KeyObject): { id: Buffer; hash: string } {
+  if (key.asymmetricKeyType === 'ec') return { id: seq(oid('1.2.840.10045.4.3.3')), hash: 'sha384' };
+  if (key.asymmetricKeyType === 'rsa') return { id: seq(oid('1.2.840.113549.1.1.11'), der(0x05)), hash: 'sha256' };
+  throw new Error(`cannot sign certificates with a ${key.asymmetricKeyType} key`);
+}
+
+/**
+ * A certificate for `publicKey`, signed by `signer` (itself for a self-signed one): a CA (`ca`: may sign
+ * certificates) or a TLS server and client certificate with the given names.
+ */
+export function issueCertificate(opts: {
+  subject: CertificateName; publicKey: KeyObject; signer: { name: CertificateName; key: KeyObject };
+  dnsNames: string[]; ips: string[]; days: number; ca: boolean;
+}): string {
+  const algorithm = signatureAlgorithm(opts.signer.key);
   const now = new Date();
   const notBefore = new Date(now.getTime() - 60_000);
   const notAfter = new Date(now.getTime() + opts.days * 86_400_000);
@@ -72,26 +101,30 @@ export function createSelfSignedCertificate(opts: { organization: string; common
     ...opts.dnsNames.map((n) => der(0x82, Buffer.from(n))),
     ...opts.ips.map((ip) => der(0x87, ipBytes(ip))),
   );
-  const extensions = explicit(3, seq(
-    seq(oid('2.5.29.19'), bool(true), octets(seq())), // basicConstraints: not a CA
-    seq(oid('2.5.29.15'), bool(true), octets(der(0x03, Buffer.from([0x05, 0xa0])))), // keyUsage: digitalSignature, keyEncipherment
-    seq(oid('2.5.29.37'), octets(seq(oid('1.3.6.1.5.5.7.3.1'), oid('1.3.6.1.5.5.7.3.2')))), // serverAuth, clientAuth
-    seq(oid('2.5.29.17'), octets(altNames)),
-  ));
+  const extensions = explicit(3, seq(...(opts.ca
+    ? [
+      seq(oid('2.5.29.19'), bool(true), octets(seq(bool(true)))), // basicConstraints: a CA
+      seq(oid('2.5.29.15'), bool(true), octets(der(0x03, Buffer.from([0x01, 0x86])))), // keyUsage: digitalSignature, keyCertSign, cRLSign
+    ]
+    : [
+      seq(oid('2.5.29.19'), bool(true), octets(seq())), // basicConstraints: not a CA
+      seq(oid('2.5.29.15'), bool(true), octets(der(0x03, Buffer.from([0x05, 0xa0])))), // keyUsage: digitalSignature, keyEncipherment
+      seq(oid('2.5.29.37'), octets(seq(oid('1.3.6.1.5.5.7.3.1'), oid('1.3.6.1.5.5.7.3.2')))), // serverAuth, clientAuth
+      ...(opts.dnsNames.length || opts.ips.length ? [seq(oid('2.5.29.17'), octets(altNames))] : []),
+    ])));
   const serial = randomBytes(16);
   serial[0]! &= 0x7f;
   const tbs = seq(
     explicit(0, integer(Buffer.from([2]))), // v3
     integer(serial),
-    algorithm,
-    name,
+    algorithm.id,
+    nameOf(opts.signer.name),
     seq(time(notBefore), time(notAfter)),
-    name,
-    publicKey.export({ type: 'spki', format: 'der' }),
+    nameOf(opts.subject),
+    opts.publicKey.export({ type: 'spki', format: 'der' }),
     extensions,
   );
-  const signature = sign('sha384', tbs, privateKey);
-  const certificate = seq(tbs, algorithm, bits(signature));
-  const pem = `-----BEGIN CERTIFICATE-----\n${certificate.toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '')}\n-----END CERTIFICATE-----\n`;
-  return { cert: pem, key: privateKey.export({ type: 'pkcs8', format: 'pem' }) as string };
+  const signature = sign(algorithm.hash, tbs, opts.signer.key);
+  const certificate = seq(tbs, algorithm.id, bits(signature));
+  return `-----BEGIN CERTIFICATE-----\n${certificate.toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '')}\n-----END CERTIFICATE-----\n`;
 }

@@ -26,6 +26,13 @@ export async function ensureServerCertificate(dataDir: string): Promise<ServerCe
   return { cert, key, fingerprint: fingerprintOf(cert) };
 }
 
+/** Replace the server's certificate pair in the data dir (the key first: a crash leaves no pair that disagrees for long). */
+export async function writeServerCertificate(dataDir: string, cert: string, key: string): Promise<ServerCertificate> {
+  await writeFile(path.join(dataDir, 'server.key'), key, { mode: 0o600 });
+  await writeFile(path.join(dataDir, 'server.crt'), cert, { mode: 0o644 });
+  return { cert, key, fingerprint: fingerprintOf(cert) };
+}
+
 /** SHA-256 of the certificate's DER bytes (the base64 body of the PEM). */
 export function fingerprintOf(pem: string): string {
   const body = pem.replace(/-----(BEGIN|END) CERTIFICATE-----/g, '').replace(/\s+/g, '');

@@ -179,10 +179,15 @@ async function startInNamespace(member: NetMember, dir: string, opts: { plugins?
   child.stdout!.on('data', (c: Buffer) => (output += c));
   child.stderr!.on('data', (c: Buffer) => (output += c));
   let exited = false;
-  const exitedPromise = new Promise<number | null>((resolve) => child.once('exit', (code) => { exited = true; resolve(code); }));
+  let how = '';
+  const exitedPromise = new Promise<number | null>((resolve) => child.once('exit', (code, signal) => {
+    exited = true;
+    how = signal ? `killed by ${signal}` : `exit code ${code}`;
+    resolve(code);
+  }));
   // A socket file left by an earlier daemon of this dir must not count as this one being up.
   await waitFor(async () => {
-    if (exited) throw new Error(`corrald in ${member.ns} exited early: ${output}`);
+    if (exited) throw new Error(`corrald in ${member.ns} exited early (${how}): ${output}`);
     if (!existsSync(socket)) return false;
     return unixRequest(socket, 'GET', '/1.0').then((r) => r.status === 200 && r.json?.metadata?.environment?.server_pid === child.pid, () => false);
   }, 45_000, `the daemon socket in ${member.ns}`).catch((err) => {

@@ -1,0 +1,309 @@
+/**
+ * The kernel's ClusterControl (sdk/cluster.ts), driven by the clustering plugin: the etcd member beside
+ * the daemon, the store's switch between sqlite and etcd, this server's identity, leases for health.
+ * Every multi-step change undoes what it did when a step fails.
+ */
+import { readFile, rm } from 'node:fs/promises';
+import type Logger from 'bunyan';
+import type { Lease, Watcher } from 'etcd3';
+import {
+  conflict, unavailable, type ClusterControl, type ClusterMemberInfo, type EtcdMemberStatus, type EtcdMemberUrls, type EtcdTls, type HostTools,
+} from '../../sdk/index.js';
+import { DocumentStore } from '../store/document-store.js';
+import { EtcdBackend } from '../store/etcd-backend.js';
+import { SqliteBackend } from '../store/sqlite-backend.js';
+import { prefixEnd } from '../store/etcd-keys.js';
+import type { KernelClusterView } from './cluster-view.js';
+import { STANDALONE_NAME } from './cluster-view.js';
+import { EtcdConnection } from './etcd-client.js';
+import { EtcdMember, ETCD_CLIENT_PORT, etcdUrls } from './etcd-member.js';
+import { etcdTlsFromCluster, hostOf } from './etcd-pki.js';
+import { etcdDir, readClusterState, removeClusterState, writeClusterState } from './cluster-state.js';
+
+const LEASE_PREFIX = '/corral/lease/';
+/** A learner must catch up with the leader before etcd promotes it: ask again for this long. */
+const PROMOTE_BOUND_MS = 10_000;
+
+export interface ClusterControlDeps {
+  dataDir: string;
+  /** The sqlite file a standalone server uses (':memory:' in test kernels). */
+  storeFile: string;
+  hostTools: HostTools;
+  log: Logger;
+  view: KernelClusterView;
+  store: () => DocumentStore;
+  /** Serve with a new certificate (written to the data dir; every HTTPS listener switches). */
+  replaceCertificate: (cert: string, key: string) => Promise<void>;
+  certificate: () => { cert: string; key: string } | undefined;
+}
+
+interface Running {
+  member: EtcdMember;
+  conn: EtcdConnection;
+  urls: EtcdMemberUrls;
+}
+
+export class KernelClusterControl implements ClusterControl {
+  private running: Running | undefined;
+  /** One reconfiguration at a time (bootstrap, join, leave). */
+  private busy = false;
+
+  constructor(private readonly deps: ClusterControlDeps) {}
+
+  /** At boot, before plugins register: a member that was clustered starts etcd and opens the store on it. */
+  async resume(): Promise<DocumentStore | undefined> {
+    const state = await readClusterState(this.deps.dataDir);
+    if (!state) return undefined;
+    const dir = etcdDir(this.deps.dataDir);
+    const tls = await readTls(dir);
+    const member = this.member(state.etcd, state.etcd.initialCluster, state.etcd.state);
+    await member.start(tls);
+    let conn: EtcdConnection;
+    try {
+      conn = await EtcdConnection.open(state.etcd.clientUrl, otherClientUrls(state.etcd.initialCluster, state.etcd.name), tls);
+    } catch (err) {
+      await member.stop();
+      throw err;
+    }
+    this.running = { member, conn, urls: state.etcd };
+    this.deps.view.setIdentity(true, state.serverName);
+    this.deps.log.info({ serverName: state.serverName }, 'clustered: the store is on etcd');
+    return DocumentStore.over(new EtcdBackend(conn));
+  }
+
+  etcdUrlsFor(name: string, address: string): EtcdMemberUrls {
+    return etcdUrls(name, hostOf(address));
+  }
+
+  bootstrap(opts: { serverName: string; address: string; tls: EtcdTls }): Promise<void> {
+    return this.reconfigure(async (undo) => {
+      if (this.deps.view.enabled) throw conflict('This server is already clustered');
+      const urls = this.etcdUrlsFor(opts.serverName, opts.address);
+      const initialCluster = `${urls.name}=${urls.peerUrl}`;
+      await this.startMember(urls, initialCluster, 'new', opts.tls, undo);
+      const previous = await this.deps.store().switchBackend(new EtcdBackend(this.running!.conn), 'copy');
+      undo.push(async () => {
+        await this.deps.store().switchBackend(previous, 'discard');
+      });
+      await writeClusterState(this.deps.dataDir, { serverName: opts.serverName, address: opts.address, etcd: { ...urls, initialCluster, state: 'new' } });
+      // Past the last step that can fail: the sqlite copy is no longer this server's data.
+      await previous.close().catch(() => undefined);
+      this.deps.view.setIdentity(true, opts.serverName);
+    });
+  }
+
+  async addEtcdMember(urls: EtcdMemberUrls, learner: boolean): Promise<{ initialCluster: string; memberId: string }> {
+    const conn = this.conn();
+    const res = await conn.call((c) => c.cluster.memberAdd({ peerURLs: [urls.peerUrl], isLearner: learner }));
+    const initialCluster = res.members
+      .map((m) => `${m.ID === res.member.ID ? urls.name : m.name}=${m.peerURLs[0]}`)
+      .join(',');
+    return { initialCluster, memberId: res.member.ID };
+  }
+
+  join(opts: { serverName: string; address: string; tls: EtcdTls; initialCluster: string }): Promise<void> {
+    return this.reconfigure(async (undo) => {
+      if (this.deps.view.enabled) throw conflict('This server is already clustered');
+      const urls = this.etcdUrlsFor(opts.serverName, opts.address);
+      await this.startMember(urls, opts.initialCluster, 'existing', opts.tls, undo);
+      const previous = await this.deps.store().switchBackend(new EtcdBackend(this.running!.conn), 'discard');
+      undo.push(async () => {
+        await this.deps.store().switchBackend(previous, 'discard');
+      });
+      await writeClusterState(this.deps.dataDir, {
+        serverName: opts.serverName, address: opts.address, etcd: { ...urls, initialCluster: opts.initialCluster, state: 'existing' },
+      });
+      await previous.close().catch(() => undefined);
+      this.deps.view.setIdentity(true, opts.serverName);
+    });
+  }
+
+  async promoteEtcdMember(memberId: string): Promise<void> {
+    const conn = this.conn();
+    const giveUp = Date.now() + PROMOTE_BOUND_MS;
+    for (;;) {
+      try {
+        await conn.call((c) => c.cluster.memberPromote({ ID: memberId }));
+        return;
+      } catch (err) {
+        // etcd promotes only a learner that has caught up with the leader.
+        if (!/not in sync|learner/i.test((err as Error).message) || Date.now() > giveUp) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  }
+
+  async removeEtcdMember(memberId: string): Promise<void> {
+    await this.conn().call((c) => c.cluster.memberRemove({ ID: memberId }));
+  }
+
+  async etcdMembers(): Promise<EtcdMemberStatus[]> {
+    const conn = this.conn();
+    const [list, status] = await Promise.all([
+      conn.call((c) => c.cluster.memberList({ linearizable: true } as never)),
+      conn.call((c) => c.maintenance.status()),
+    ]);
+    return list.members.map((m) => ({
+      id: m.ID, name: m.name, peerUrl: m.peerURLs[0] ?? '', clientUrl: m.clientURLs[0] ?? '',
+      learner: Boolean(m.isLearner), leader: m.ID === status.leader,
+    }));
+  }
+
+  leave(): Promise<void> {
+    return this.reconfigure(async () => {
+      if (!this.running) return;
+      // A fresh standalone store: what this member held belongs to the cluster.
+      if (this.deps.storeFile !== ':memory:') {
+        for (const suffix of ['', '-wal', '-shm']) await rm(this.deps.storeFile + suffix, { force: true });
+      }
+      const fresh = await SqliteBackend.open(this.deps.storeFile);
+      const previous = await this.deps.store().switchBackend(fresh, 'discard');
+      await previous.close().catch(() => undefined);
+      await this.stopMember(true);
+      await removeClusterState(this.deps.dataDir);
+      this.deps.view.setMembers([]);
+      this.deps.view.setIdentity(false, STANDALONE_NAME);
+    });
+  }
+
+  async replaceCertificate(cert: string, key: string): Promise<void> {
+    await this.deps.replaceCertificate(cert, key);
+  }
+
+  certificate(): { cert: string; key: string } | undefined {
+    return this.deps.certificate();
+  }
+
+  rename(serverName: string): void {
+    this.deps.view.setIdentity(this.deps.view.enabled, serverName);
+    void readClusterState(this.deps.dataDir)
+      .then((state) => state && writeClusterState(this.deps.dataDir, { ...state, serverName }))
+      .catch((err: Error) => this.deps.log.error({ err }, 'could not record the new member name'));
+  }
+
+  publishMembers(members: ClusterMemberInfo[]): void {
+    this.deps.view.setMembers(members);
+  }
+
+  async holdLease(key: string, value: string, ttlSeconds: number): Promise<() => Promise<void>> {
+    const conn = this.conn();
+    const fullKey = LEASE_PREFIX + key;
+    let released = false;
+    let lease: Lease | undefined;
+    const grant = async (): Promise<void> => {
+      const next = conn.client.lease(ttlSeconds, { autoKeepAlive: true });
+      lease = next;
+      // A lease lost (the cluster unreachable longer than its TTL) is taken again once it answers.
+      next.on('lost', () => {
+        if (released || lease !== next) return;
+        const retry = () => void grant().catch(() => {
+          if (!released) setTimeout(retry, 500).unref();
+        });
+        retry();
+      });
+      await conn.call(() => next.put(fullKey).value(value).exec());
+    };
+    await grant();
+    return async () => {
+      released = true;
+      await lease?.revoke().catch(() => undefined);
+    };
+  }
+
+  async watchLeases(prefix: string, listener: (held: ReadonlyMap<string, string>) => void): Promise<() => void> {
+    const conn = this.conn();
+    const fullPrefix = LEASE_PREFIX + prefix;
+    const held = new Map<string, string>();
+    const watcher: Watcher = await conn.client.watch().prefix(fullPrefix).create();
+    const load = async () => {
+      const res = await conn.call((c) => c.kv.range({ key: Buffer.from(fullPrefix), range_end: prefixEnd(fullPrefix) }));
+      held.clear();
+      for (const kv of res.kvs) held.set(kv.key.toString().slice(LEASE_PREFIX.length), kv.value.toString());
+      listener(new Map(held));
+    };
+    watcher.on('put', (kv) => {
+      held.set(kv.key.toString().slice(LEASE_PREFIX.length), kv.value.toString());
+      listener(new Map(held));
+    });
+    watcher.on('delete', (kv) => {
+      held.delete(kv.key.toString().slice(LEASE_PREFIX.length));
+      listener(new Map(held));
+    });
+    // After a reconnect the watch resumes where it was; reading again also covers a compacted gap.
+    watcher.on('connected', () => void load().catch(() => undefined));
+    await load();
+    return () => void watcher.cancel().catch(() => undefined);
+  }
+
+  /** Kernel shutdown: etcd stops after the store closed (its data stays for the next start). */
+  async shutdown(): Promise<void> {
+    await this.stopMember(false);
+  }
+
+  /** The etcd member's process id (tests, diagnostics). */
+  get etcdPid(): number | undefined {
+    return this.running?.member.pid;
+  }
+
+  private conn(): EtcdConnection {
+    if (!this.running) throw unavailable('This server is not clustered: it has no cluster database');
+    return this.running.conn;
+  }
+
+  private member(urls: EtcdMemberUrls, initialCluster: string, state: 'new' | 'existing'): EtcdMember {
+    const member = new EtcdMember(this.deps.hostTools, this.deps.log.child({ component: 'etcd' }), etcdDir(this.deps.dataDir), { urls, initialCluster, state });
+    member.onGiveUp = (reason) => this.deps.log.error({ reason }, 'the cluster database member stays down');
+    return member;
+  }
+
+  /** Fresh etcd files from the cluster certificate, then the member started; undone by stopping and wiping it. */
+  private async startMember(urls: EtcdMemberUrls, initialCluster: string, state: 'new' | 'existing', cluster: EtcdTls, undo: (() => Promise<void>)[]): Promise<void> {
+    const dir = etcdDir(this.deps.dataDir);
+    const tls = etcdTlsFromCluster(cluster.cert, cluster.key, hostOf(urls.clientUrl.replace(/^https:\/\//, '')));
+    await rm(dir, { recursive: true, force: true });
+    await EtcdMember.writeTls(dir, tls);
+    const member = this.member(urls, initialCluster, state);
+    undo.push(async () => {
+      await this.stopMember(true);
+    });
+    this.running = { member, conn: undefined as unknown as EtcdConnection, urls };
+    await member.start(tls);
+    this.running.conn = await EtcdConnection.open(urls.clientUrl, otherClientUrls(initialCluster, urls.name), tls);
+  }
+
+  private async stopMember(wipe: boolean): Promise<void> {
+    const running = this.running;
+    this.running = undefined;
+    running?.conn?.close();
+    if (running) await (wipe ? running.member.wipe() : running.member.stop());
+  }
+
+  /** One reconfiguration at a time; on failure every recorded undo step runs, last first. */
+  private async reconfigure(work: (undo: (() => Promise<void>)[]) => Promise<void>): Promise<void> {
+    if (this.busy) throw conflict('Another cluster change is in progress');
+    this.busy = true;
+    const undo: (() => Promise<void>)[] = [];
+    try {
+      await work(undo);
+    } catch (err) {
+      for (const step of undo.reverse()) {
+        await step().catch((e: Error) => this.deps.log.error({ err: e }, 'could not undo a step of a failed cluster change'));
+      }
+      throw err;
+    } finally {
+      this.busy = false;
+    }
+  }
+}
+
+/** Client URLs of the other members of an etcd --initial-cluster value (every member serves clients on its peer host). */
+function otherClientUrls(initialCluster: string, self: string): string[] {
+  return initialCluster.split(',').map((entry) => entry.split('=')).filter(([name]) => name !== self)
+    .map(([, peer]) => new URL(peer!)).map((u) => `https://${u.hostname}:${ETCD_CLIENT_PORT}`);
+}
+
+async function readTls(dir: string): Promise<EtcdTls> {
+  const files = EtcdMember.files(dir);
+  const [ca, cert, key] = await Promise.all([readFile(files.ca, 'utf8'), readFile(files.cert, 'utf8'), readFile(files.key, 'utf8')]);
+  return { ca, cert, key };
+}

@@ -1,0 +1,119 @@
+/**
+ * The member's side of a join (`/internal/cluster/accept`): the joiner proves it holds a valid token
+ * for its name; the member records it and adds its etcd member as a learner (a voter added before its
+ * etcd runs would cost the cluster its quorum; the leader promotes it once it caught up), and answers
+ * the cluster certificate pair and the etcd peers. A failed etcd step takes the record back and
+ * restores the token.
+ */
+import { ApiError, conflict, forbidden, type ClusterControl, type Collection } from '../../sdk/index.js';
+import { canonicalAddress, isWildcard, splitAddress } from './address.js';
+import { currentCertificate, requireClustered, requireControl, type Clustering } from './context.js';
+import { nameOrRefusal } from './enable.js';
+import { TOKENS_COLLECTION, type TokenRecord } from './join-token.js';
+import type { AcceptAnswer, AcceptRequest } from './join.js';
+import { MEMBERS_COLLECTION } from './membership.js';
+import type { MemberRecord } from './member.js';
+import { etcdMemberOf } from './roles.js';
+import { clusterSizing } from './keys.js';
+
+export async function acceptMember(c: Clustering, body: AcceptRequest): Promise<AcceptAnswer> {
+  requireClustered(c);
+  const control = requireControl(c);
+  const name = nameOrRefusal(body.server_name);
+  const found = await c.tokens.find(name, body.secret);
+  if ('refused' in found) throw forbidden(found.refused);
+  const address = canonicalAddress(body.address);
+  if (!address || isWildcard(address)) throw new ApiError(400, `Invalid member address "${body.address}"`);
+  const members = await c.membership.list();
+  if (members.some((m) => m.name === name)) throw conflict(`The cluster already has a member with name: ${name}`);
+  const host = splitAddress(address)!.host;
+  if (members.some((m) => m.address === address || splitAddress(m.address)?.host === host)) throw conflict(`The cluster already has a member with address: ${address}`);
+
+  await makeRoomForLearner(c, control);
+
+  const record: MemberRecord = {
+    name,
+    address,
+    description: '',
+    failure_domain: 'default',
+    architecture: typeof body.architecture === 'string' && body.architecture ? body.architecture : 'unknown',
+    config: {},
+    roles: [],
+    state: 'normal',
+    joined_at: new Date().toISOString(),
+  };
+  // The token is used up and the member recorded in one step: two joiners with one token cannot both pass.
+  await c.store.transaction(async (tx) => {
+    await tx.collection<TokenRecord>(TOKENS_COLLECTION).delete('', name, found.rev);
+    await tx.collection<MemberRecord>(MEMBERS_COLLECTION).put('', name, record, 0);
+  }).catch((err: ApiError) => {
+    if (err.status === 412 || err.status === 409) throw forbidden(`The join token for member "${name}" was used or replaced meanwhile`);
+    throw err;
+  });
+  let added: { initialCluster: string; memberId: string };
+  try {
+    added = await withinBound(() => control.addEtcdMember(control.etcdUrlsFor(name, address), true));
+  } catch (err) {
+    await c.store.transaction(async (tx) => {
+      await tx.collection<MemberRecord>(MEMBERS_COLLECTION).delete('', name);
+      await tx.collection<TokenRecord>(TOKENS_COLLECTION).put('', name, found.record, 0);
+    }).catch((e: Error) => c.log.error({ err: e, member: name }, 'could not undo the record of a member whose etcd member was not added'));
+    throw new ApiError(503, `Could not add the etcd member of "${name}": ${(err as Error).message}`);
+  }
+  const pair = currentCertificate(control);
+  return { cluster_certificate: pair.cert, cluster_key: pair.key, initial_cluster: added.initialCluster, member_id: added.memberId };
+}
+
+/** Take a member out: its record, then its etcd member (the record comes back when etcd refuses). */
+export async function dropMember(c: Clustering, control: ClusterControl, records: Collection<MemberRecord>, name: string): Promise<void> {
+  const stored = await records.get('', name);
+  if (!stored) return;
+  const etcd = etcdMemberOf([stored.doc], await control.etcdMembers()).get(name);
+  await records.delete('', name, stored.rev);
+  if (!etcd) return;
+  try {
+    await control.removeEtcdMember(etcd.id);
+  } catch (err) {
+    await records.put('', name, stored.doc, 0).catch((e: Error) => c.log.error({ err: e, member: name }, 'could not restore the record of a member etcd kept'));
+    throw new ApiError(503, `Could not remove the etcd member of "${name}": ${(err as Error).message}`);
+  }
+}
+
+/**
+ * etcd 3.4 keeps at most one learner: a standby waiting to vote is promoted before a new member is added
+ * as a learner (briefly an even number of voters, all online, until the leader's round promotes the new one).
+ */
+async function makeRoomForLearner(c: Clustering, control: ClusterControl): Promise<void> {
+  const etcd = await control.etcdMembers();
+  const learner = etcd.find((e) => e.learner);
+  if (!learner) return;
+  const records = await c.membership.list();
+  const owner = records.find((r) => etcdMemberOf([r], [learner]).has(r.name));
+  const maxVoters = clusterSizing(c.config).maxVoters;
+  if (etcd.filter((e) => !e.learner).length >= maxVoters) {
+    throw new ApiError(400, `The cluster cannot take another member: ${maxVoters} members vote (cluster.max_voters) and etcd keeps one standby at most (${owner?.name ?? learner.name}); raise cluster.max_voters`);
+  }
+  if (!owner || !c.membership.health.isOnline(owner.name)) {
+    throw new ApiError(503, `The standby member ${owner?.name ?? learner.name} is offline: it must vote before another member joins (remove it, or bring it back)`);
+  }
+  try {
+    await control.promoteEtcdMember(learner.id);
+  } catch (err) {
+    throw new ApiError(503, `The standby member ${owner.name} could not be promoted before the join: ${(err as Error).message}`);
+  }
+}
+
+/** How long a membership change waits out a moment without quorum (a standby just promoted, a new leader). */
+const QUORUM_WAIT_MS = 5000;
+
+async function withinBound<T>(step: () => Promise<T>): Promise<T> {
+  const giveUp = Date.now() + QUORUM_WAIT_MS;
+  for (;;) {
+    try {
+      return await step();
+    } catch (err) {
+      if ((err as ApiError).status !== 503 || Date.now() > giveUp) throw err;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}

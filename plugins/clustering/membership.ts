@@ -1,0 +1,153 @@
+/**
+ * The cluster's members as this member sees them: the records in the cluster store, who is online
+ * (Health), the database roles (etcd), published to the kernel on every change so that forwarding and
+ * `ctx.cluster.members()` follow. While this member's etcd leads, it also promotes learners.
+ */
+import type Logger from 'bunyan';
+import { unavailable, type ClusterControl, type ClusterView, type Collection, type EtcdMemberStatus, type ServerConfig } from '../../sdk/index.js';
+import { Health } from './health.js';
+import { clusterSizing } from './keys.js';
+import { DatabaseRole, memberUrl, type MemberRecord, type MemberView } from './member.js';
+import { databaseRoles, promoteLearners } from './roles.js';
+
+export const MEMBERS_COLLECTION = 'members';
+/** How often the leader looks for learners to promote (a join also triggers a round at once). */
+const REBALANCE_INTERVAL_MS = 1000;
+/** Bound on one etcd membership query; past it roles are shown as last known. */
+const ETCD_QUERY_MS = 2000;
+
+export class Membership {
+  readonly health: Health;
+  private lastEtcd: EtcdMemberStatus[] = [];
+  private rebalanceTimer: NodeJS.Timeout | undefined;
+  private rebalancing = false;
+  private published = '';
+
+  constructor(
+    readonly records: Collection<MemberRecord>,
+    private readonly cluster: ClusterView,
+    private readonly config: ServerConfig,
+    private readonly control: () => ClusterControl | undefined,
+    private readonly log: Logger,
+  ) {
+    this.health = new Health(() => void this.publish());
+  }
+
+  async list(): Promise<MemberRecord[]> {
+    // The key is the name (a record moved by a rename keeps its key authoritative).
+    return (await this.records.list('')).map((r) => ({ ...r.doc, name: r.name }));
+  }
+
+  async get(name: string): Promise<{ doc: MemberRecord; rev: number } | undefined> {
+    const found = await this.records.get('', name);
+    return found ? { doc: { ...found.doc, name: found.name }, rev: found.rev } : undefined;
+  }
+
+  /** The etcd membership, bounded; the last answer when etcd cannot say now (no quorum). */
+  async etcdMembers(): Promise<EtcdMemberStatus[]> {
+    const control = this.control();
+    if (!control) return [];
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      this.lastEtcd = await Promise.race([
+        control.etcdMembers(),
+        new Promise<never>((_, reject) => { timer = setTimeout(() => reject(unavailable('etcd did not answer')), ETCD_QUERY_MS); }),
+      ]);
+    } catch (err) {
+      this.log.debug({ err }, 'etcd membership unavailable; using the last one known');
+    } finally {
+      clearTimeout(timer);
+    }
+    return this.lastEtcd;
+  }
+
+  async views(): Promise<MemberView[]> {
+    const records = await this.list();
+    const roles = databaseRoles(records, await this.etcdMembers(), clusterSizing(this.config).maxStandby);
+    return records.map((r) => this.render(r, roles.get(r.name) ?? []));
+  }
+
+  async view(name: string): Promise<MemberView | undefined> {
+    return (await this.views()).find((v) => v.server_name === name);
+  }
+
+  private render(record: MemberRecord, database: string[]): MemberView {
+    const health = this.health.of(record.name);
+    const online = health.online || (!this.health.running && record.name === this.cluster.serverName);
+    return {
+      roles: [...database, ...record.roles],
+      failure_domain: record.failure_domain || 'default',
+      description: record.description,
+      config: record.config,
+      groups: ['default'],
+      server_name: record.name,
+      url: `https://${record.address}`,
+      database: database.includes(DatabaseRole.voter),
+      status: !online ? 'Offline' : record.state === 'evacuated' ? 'Evacuated' : 'Online',
+      message: online ? (record.state === 'evacuated' ? 'Unavailable due to maintenance' : 'Fully operational') : health.message,
+      architecture: record.architecture,
+    };
+  }
+
+  /** Tell the kernel who is where and who is online (only when that changed). */
+  async publish(): Promise<void> {
+    const control = this.control();
+    if (!control || !this.cluster.enabled) return;
+    let records: MemberRecord[];
+    try {
+      records = await this.list();
+    } catch (err) {
+      this.log.warn({ err }, 'could not read the cluster members to publish them');
+      return;
+    }
+    const members = records.map((r) => ({
+      name: r.name,
+      address: r.address,
+      online: this.health.isOnline(r.name) || (!this.health.running && r.name === this.cluster.serverName),
+    }));
+    const text = JSON.stringify(members);
+    if (text === this.published) return;
+    this.published = text;
+    control.publishMembers(members);
+  }
+
+  /** Start holding this member's lease, watching everybody's, and the leader's promotion rounds. */
+  async start(name: string): Promise<void> {
+    const control = this.control();
+    if (!control) return;
+    await this.health.start(control, name, clusterSizing(this.config).offlineThreshold);
+    this.published = '';
+    await this.publish();
+    this.rebalanceTimer ??= setInterval(() => void this.rebalance(), REBALANCE_INTERVAL_MS);
+    this.rebalanceTimer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.rebalanceTimer) clearInterval(this.rebalanceTimer);
+    this.rebalanceTimer = undefined;
+    await this.health.stop();
+    this.published = '';
+  }
+
+  /** One round on the etcd leader's member: promote caught-up learners while voters are missing. */
+  async rebalance(): Promise<void> {
+    const control = this.control();
+    if (!control || !this.cluster.enabled || this.rebalancing) return;
+    this.rebalancing = true;
+    try {
+      const etcd = await this.etcdMembers();
+      const records = await this.list();
+      const me = records.find((r) => r.name === this.cluster.serverName);
+      const leader = etcd.find((e) => e.leader);
+      if (!me || !leader || !(leader.name === me.name || new URL(leader.peerUrl).hostname === new URL(`https://${me.address}`).hostname)) return;
+      const promoted = await promoteLearners(control, records, etcd, clusterSizing(this.config).maxVoters, (n) => this.health.isOnline(n));
+      if (promoted.length) this.log.info({ promoted }, 'learners promoted to etcd voters');
+    } catch (err) {
+      this.log.debug({ err }, 'promotion round failed');
+    } finally {
+      this.rebalancing = false;
+    }
+  }
+}
+
+
