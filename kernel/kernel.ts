@@ -22,6 +22,7 @@ import { eventRoutes } from './events/routes.js';
 import { OPERATION_ABORT_GRACE_MS, OperationManager } from './operations/manager.js';
 import { withinBound } from './bounded.js';
 import { KernelClusterView } from './cluster/cluster-view.js';
+import { ClusterTraffic } from './cluster/forwarding.js';
 import { KernelClusterControl } from './cluster/cluster-control.js';
 import { operationRoutes } from './operations/routes.js';
 import { RoutePipeline } from './http/pipeline.js';
@@ -101,6 +102,8 @@ export class Kernel {
   private readonly logOutputs: LogOutputs;
   readonly hostTools: HostTools;
   readonly pipeline: RoutePipeline;
+  /** Forwarding, member-to-member requests, other members' operations and events. */
+  readonly clusterTraffic: ClusterTraffic;
   readonly dataDir: string;
   store!: DocumentStore;
   clusterControl!: KernelClusterControl;
@@ -128,12 +131,14 @@ export class Kernel {
     this.hostTools = opts.hostTools ?? createHostTools(this.log.child({ component: 'host-tools' }));
     for (const { ref, impl } of opts.serviceOverrides ?? []) this.services.override(ref, impl);
     this.operations = new OperationManager(this.events, () => this.cluster.serverName);
+    this.clusterTraffic = new ClusterTraffic(this.cluster, this.events, () => this.certificate, this.log);
     this.pipeline = new RoutePipeline({
       log: this.log,
       checkProject: (req) => (this.hooks.hasProjectCheck ? this.hooks.checkProject.promise(req) : Promise.resolve()),
       projectsChecked: () => this.hooks.hasProjectCheck,
       clustered: () => this.cluster.enabled,
       serverName: () => this.cluster.serverName,
+      forwarding: this.clusterTraffic.forwarding,
     });
     this.tls = new TlsListener((host, port) => this.startTls(host, port));
   }
@@ -190,7 +195,7 @@ export class Kernel {
     this.extensions.claim('the kernel', kernelExtensions);
     this.registerKernelKeys();
     const apiDescription = openApiRoute(() => this.describeApi(), () => this.pipeline.sealed);
-    for (const route of [...serverRoutes(this.info, this.serverConfig, this.events), ...operationRoutes(this.operations), ...eventRoutes(this.events), apiDescription]) {
+    for (const route of [...serverRoutes(this.info, this.serverConfig, this.events), ...operationRoutes(this.operations, { enabled: () => this.cluster.enabled, owners: this.clusterTraffic.owners }), ...eventRoutes(this.events), apiDescription]) {
       this.pipeline.add('kernel', route);
     }
 
@@ -240,6 +245,7 @@ export class Kernel {
     this.pipeline.seal();
 
     if (this.opts.socketPath) await this.listenUnix(this.opts.socketPath);
+    this.clusterTraffic.start();
     this.log.info({ plugins: this.plugins.map((p) => p.manifest.id), ms: Date.now() - started }, 'corral is ready');
   }
 
@@ -319,7 +325,7 @@ export class Kernel {
       allowedOrigin: () => this.http.allowedOrigin,
     });
     const authenticate = (raw: import('node:http').IncomingMessage, access: string) =>
-      tlsCaller(raw, access, (client) => this.hooks.authenticate.promise(client));
+      tlsCaller(raw, access, (client) => this.hooks.authenticate.promise(client), (fingerprint) => this.clusterTraffic.isPeer(fingerprint));
     this.pipeline.install(server, (request, access) => authenticate(request.raw.req, access), only);
     // A listener for part of the API has no websockets (events, exec): an upgrade there is a plain 404.
     if (!only) attachWebsockets(server.listener, this.pipeline, authenticate, this.log, () => this.http.allowedOrigin);
@@ -364,6 +370,7 @@ export class Kernel {
       for (const { manifest, plugin, ctx } of [...this.plugins].reverse()) {
         await step(`plugin ${manifest.id}`, STEP_BOUND_MS, async () => plugin.shutdown?.(ctx));
       }
+      this.clusterTraffic.stop();
       closeAllWebsockets();
       // hapi ends idle keep-alive connections at once and cuts the rest after its timeout.
       await step('unix listener', STEP_BOUND_MS, async () => this.unix?.stop({ timeout: LISTENER_DRAIN_MS }));

@@ -10,6 +10,8 @@ export interface EventListener {
   project?: string;
   /** A restricted listener's projects: it gets their events only, and no server-wide ones. */
   restrictedTo?: readonly string[];
+  /** Another member's link: it gets this member's own events only, never those relayed from others. */
+  localOnly?: boolean;
   send(frame: string): void;
 }
 
@@ -38,6 +40,17 @@ export class EventHub implements EventsService {
     const frame = JSON.stringify(event);
     for (const socket of this.sockets) {
       if (socket.types.has(type) && admits(socket, project)) socket.send(frame);
+    }
+  }
+
+  /**
+   * An event another member emitted (its `location` kept), for this member's own listeners: in-process
+   * subscribers and other members' links do not get it (each member hears every other one itself).
+   */
+  relay(frame: string, type: EventType, project: string | undefined): void {
+    if (this.watchers[type] === 0) return;
+    for (const socket of this.sockets) {
+      if (!socket.localOnly && socket.types.has(type) && admits(socket, project)) socket.send(frame);
     }
   }
 

@@ -2,6 +2,8 @@
 import Joi from 'joi';
 import { badRequest, type EventType, type RouteDescriptor } from '../../sdk/index.js';
 import { EVENT_TYPES, type EventHub } from './hub.js';
+import { LOCAL_EVENTS_HEADER } from '../cluster/peer-headers.js';
+import type { KernelRequest } from '../http/api-request.js';
 
 /** Above this many queued bytes a listener is too slow to keep; it is dropped rather than buffered without bound. */
 const MAX_BUFFERED = 64 * 1024 * 1024;
@@ -32,6 +34,8 @@ export function eventRoutes(hub: EventHub): RouteDescriptor[] {
             types: parseTypes(req.query.type),
             project: req.allProjects ? undefined : req.project,
             restrictedTo: req.restrictedTo,
+            // Only a cluster peer can say this (the header is removed from anyone else's request).
+            localOnly: (req as KernelRequest).caller.peer === true && req.headers[LOCAL_EVENTS_HEADER] === '1',
             send: (frame) => {
               if (socket.bufferedAmount > MAX_BUFFERED) socket.terminate();
               else socket.send(frame);

@@ -14,6 +14,10 @@ export interface Caller {
   metrics?: boolean;
   /** PEM of the TLS client certificate, if one was presented. */
   certificate?: string;
+  /** The client presented the cluster certificate: another member of this cluster. */
+  peer?: boolean;
+  /** A peer forwarded this request for the caller described here (never forwarded again). */
+  forwardedBy?: string;
 }
 
 export class KernelRequest implements ApiRequest {

@@ -14,6 +14,7 @@ import { bodyLeft, drainBody } from './request-body.js';
 import { acceptProxyHeaders, proxiedSource } from './proxy-protocol.js';
 import { crossOriginRefusal } from './cross-origin.js';
 import type { Caller } from './api-request.js';
+import { peerCaller } from '../cluster/peer-headers.js';
 
 /** Everyone who can open the unix socket is trusted (spec part 5.1); mode 0660 limits who can. */
 export const UNIX_CALLER: Caller = Object.freeze({
@@ -147,8 +148,15 @@ function peerIdentity(socket: TLSSocket): PeerIdentity {
 }
 
 /** Who a TLS client is: the certificates family decides through the `authenticate` hook; untrusted otherwise. */
-export async function tlsCaller(raw: IncomingMessage, access: string, authenticate: Authenticator): Promise<Caller> {
+/**
+ * `isClusterPeer`: whether a certificate fingerprint is the cluster certificate's; such a client is
+ * another member, trusted, and speaks for the caller it forwarded (peer-headers.ts).
+ */
+export async function tlsCaller(raw: IncomingMessage, access: string, authenticate: Authenticator, isClusterPeer?: (fingerprint: string) => boolean): Promise<Caller> {
   const { address, fingerprint, certificate } = peerIdentity(raw.socket as TLSSocket);
+  if (fingerprint && isClusterPeer?.(fingerprint)) {
+    return peerCaller(raw.headers, { trusted: true, requestor: { username: fingerprint, protocol: 'tls', address }, certificate });
+  }
   const decision = await authenticate({ address, access, path: raw.url ?? '/', fingerprint, certificate });
   return {
     trusted: decision?.trusted ?? false,

@@ -6,11 +6,11 @@
 import type Hapi from '@hapi/hapi';
 import type { Request, ResponseToolkit } from '@hapi/hapi';
 import type { Readable } from 'node:stream';
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type Logger from 'bunyan';
 import {
   KeyedLock, badRequest, checkShape, forbidden, isApiError, mergePatch, notFound, objectBody, parseJsonText,
-  type AnswerKind, type ApiResponse, type ErrorStatus, type RouteDescriptor, type VerbSpec, type WebsocketSpec,
+  type AnswerKind, type ApiResponse, type ClusterMemberInfo, type ErrorStatus, type RouteDescriptor, type VerbSpec, type WebsocketSpec,
 } from '../../sdk/index.js';
 import { errorStatuses } from '../openapi/error-answers.js';
 import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } from '../filter/index.js';
@@ -18,6 +18,7 @@ import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
 import { asyncBody, etagOf, syncBody } from './envelope.js';
 import { checkDeclaredLength, readBody } from './request-body.js';
 import { servedPaths } from './route-paths.js';
+import { stripPeerHeaders } from '../cluster/peer-headers.js';
 
 const VERBS = ['get', 'put', 'patch', 'post', 'delete'] as const;
 type Verb = (typeof VERBS)[number];
@@ -45,10 +46,25 @@ export interface PipelineOptions {
   /** Whether `?target=` can name anything (clustering tapped in). */
   clustered: () => boolean;
   serverName: () => string;
+  /** Forwarding to other cluster members (kernel/cluster); absent: every request is answered here. */
+  forwarding?: Forwarding;
+}
+
+/** What the pipeline asks of the cluster layer before a handler runs or a websocket is accepted. */
+export interface Forwarding {
+  /** Whether this server is clustered now (nothing else is asked when it is not). */
+  active(): boolean;
+  /** The member that must answer `req` when it is another one (`locate`, else `?target=`). */
+  target(locate: RouteDescriptor['locate'], req: KernelRequest): Promise<ClusterMemberInfo | undefined>;
+  /** Proxy the request to `member` and stream its answer to `res` (resolves once the answer has begun). */
+  proxy(member: ClusterMemberInfo, raw: IncomingMessage, body: NodeJS.ReadableStream, res: ServerResponse, caller: Caller): Promise<void>;
+  /** Open the websocket the request asks for on `member`, for `caller`. */
+  openWebsocket(member: ClusterMemberInfo, raw: IncomingMessage, caller: Caller): Promise<import('ws').WebSocket>;
 }
 
 interface WebsocketRoute {
   path: string;
+  locate: RouteDescriptor['locate'];
   fixed: Readonly<Record<string, string>>;
   pattern: RegExp;
   names: string[];
@@ -74,6 +90,11 @@ export class RoutePipeline {
 
   constructor(private readonly opts: PipelineOptions) {}
 
+  /** The cluster layer, when this server is clustered now (websocket upgrades ask it too). */
+  get forwarding(): Forwarding | undefined {
+    return this.opts.forwarding?.active() ? this.opts.forwarding : undefined;
+  }
+
   add(owner: string, route: RouteDescriptor): void {
     if (this.isSealed) throw new Error(`${owner}: route ${route.path} added after boot (routes are sealed once the daemon is up)`);
     for (const { path, fixed } of servedPaths(route)) {
@@ -82,7 +103,7 @@ export class RoutePipeline {
       const other = this.owners.get(key);
       if (other) throw new Error(`route ${path} is registered by both ${other} and ${owner}`);
       this.owners.set(key, owner);
-      if (route.websocket) this.websockets.push(compileWebsocketRoute(path, fixed, route.websocket));
+      if (route.websocket) this.websockets.push(compileWebsocketRoute(path, fixed, route.websocket, route.locate));
     }
     this.routes.push({ owner, route });
   }
@@ -167,14 +188,35 @@ export class RoutePipeline {
   ) {
     const access = spec.access ?? 'trusted';
     const caller = await authenticate(request, access);
+    if (!caller.peer) stripPeerHeaders(request.raw.req.headers);
+    const build = (body: unknown) => this.buildRequest(request.method, request.path, request.params as Record<string, string>, fixed, request.query as Record<string, unknown>,
+      request.headers as Record<string, string | undefined>, caller, body, spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined,
+      request.raw.res);
+    const forwarding = this.forwarding;
+    // In a cluster the caller's access is checked here, then the request may go, body unread, to the member that answers it.
+    const early = forwarding ? build(undefined) : undefined;
+    if (early) {
+      checkAccess(caller, access, early.project, early.allProjects);
+      await this.checkProject(early);
+      const member = await forwarding!.target(route.locate, early);
+      if (member) {
+        await forwarding!.proxy(member, request.raw.req, (request.payload as Readable | undefined) ?? request.raw.req, request.raw.res, caller);
+        return h.abandon;
+      }
+    }
     const limit = spec.maxBytes ?? DEFAULT_MAX_BYTES;
     if (spec.rawBody) checkDeclaredLength(request.raw.req.headers, limit);
     const payload = spec.rawBody || verb === 'get' ? undefined : await readBody(request.payload as Readable, request.raw.req.headers, limit);
-    const req = this.buildRequest(request.method, request.path, request.params as Record<string, string>, fixed, request.query as Record<string, unknown>,
-      request.headers as Record<string, string | undefined>, caller, spec.rawBody ? undefined : parseJsonBody(payload), spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined,
-      request.raw.res);
-    checkAccess(caller, access, req.project, req.allProjects);
-    await this.checkProject(req);
+    const body = spec.rawBody ? undefined : parseJsonBody(payload);
+    let req: KernelRequest;
+    if (early) {
+      req = early;
+      req.body = body;
+    } else {
+      req = build(body);
+      checkAccess(caller, access, req.project, req.allProjects);
+      await this.checkProject(req);
+    }
 
     if (spec.query) checkShape(spec.query, req.query, 'query', true);
     if (spec.body && !spec.rawBody) req.body = checkShape(spec.body, req.body, 'request body');
@@ -373,13 +415,13 @@ function writeKey(route: RouteDescriptor, req: KernelRequest): string {
   return JSON.stringify([route.path, req.project, req.params]);
 }
 
-function compileWebsocketRoute(path: string, fixed: Readonly<Record<string, string>>, spec: WebsocketSpec): WebsocketRoute {
+function compileWebsocketRoute(path: string, fixed: Readonly<Record<string, string>>, spec: WebsocketSpec, locate: RouteDescriptor['locate']): WebsocketRoute {
   const names: string[] = [];
   const pattern = new RegExp('^' + path.replace(/[.+^$()|[\]\\]/g, '\\$&').replace(/\{(\w+)\}/g, (_, name: string) => {
     names.push(name);
     return '([^/]+)';
   }) + '/?$');
-  return { path, fixed, pattern, names, spec };
+  return { path, fixed, pattern, names, spec, locate };
 }
 
 export function matchWebsocket(routes: WebsocketRoute[], pathname: string): { route: WebsocketRoute; params: Record<string, string> } | undefined {

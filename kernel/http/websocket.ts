@@ -13,6 +13,8 @@ import { requestTarget } from './request-target.js';
 import { isWebsocketUpgrade, serveIgnoringUpgrade } from './ignored-upgrade.js';
 import { crossOriginRefusal } from './cross-origin.js';
 import type { Caller } from './api-request.js';
+import { stripPeerHeaders } from '../cluster/peer-headers.js';
+import { bridgeWebsockets } from '../cluster/forward-websocket.js';
 
 export type AuthenticateUpgrade = (raw: IncomingMessage, access: string) => Promise<Caller>;
 
@@ -78,12 +80,26 @@ async function upgrade(
   const spec = match.route.spec;
   const access = spec.access ?? 'trusted';
   const caller = await authenticate(raw, access);
+  if (!caller.peer) stripPeerHeaders(raw.headers);
   const req = pipeline.buildRequest('GET', path, match.params, match.route.fixed, Object.fromEntries(url.searchParams), raw.headers, caller, undefined);
   checkAccess(caller, access, req.project, req.allProjects);
   await pipeline.checkProject(req);
   if (spec.query) {
     const result = spec.query.validate(req.query);
     if (result.error) throw badRequest(`Invalid query: ${result.error.message}`);
+  }
+  // In a cluster the socket may belong to another member: it is opened there first, so its refusal is the caller's answer.
+  const forwarding = pipeline.forwarding;
+  const member = forwarding && await forwarding.target(match.route.locate, req);
+  if (member) {
+    const upstream = await forwarding!.openWebsocket(member, raw, caller);
+    const server = await websocketServer();
+    if (socket.destroyed) return upstream.terminate();
+    server.handleUpgrade(raw, socket, head, (ws) => {
+      ws.on('error', () => ws.terminate());
+      bridgeWebsockets(ws, upstream);
+    });
+    return;
   }
   await spec.accept?.(req);
   const server = await websocketServer();

@@ -3,8 +3,25 @@ import Joi from 'joi';
 import { badRequest, empty, forbidden, notFound, sameSecret, sync, type ApiRequest, type RouteDescriptor } from '../../sdk/index.js';
 import type { OperationManager } from './manager.js';
 import type { OperationRecord } from './operation.js';
+import type { KernelRequest } from '../http/api-request.js';
+import type { OperationOwners } from '../cluster/operation-owners.js';
 
-export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
+/** In a cluster: where other members' operations are found (kernel/cluster/operation-owners.ts). */
+export interface ClusterOperations {
+  enabled(): boolean;
+  owners: OperationOwners;
+}
+
+export function operationRoutes(ops: OperationManager, cluster?: ClusterOperations): RouteDescriptor[] {
+  /**
+   * Another member's operation is answered by that member (the pipeline forwards there). A request
+   * another member forwarded is answered here, found or not: it is never searched for again.
+   */
+  const locate = (req: ApiRequest): Promise<string | undefined> | undefined => {
+    const id = req.params.id!;
+    if (!cluster || ops.get(id) || (req as KernelRequest).caller.forwardedBy !== undefined) return undefined;
+    return cluster.owners.find(id);
+  };
   /** A restricted client does not learn that another project's operation exists. */
   const find = (id: string, req?: ApiRequest): OperationRecord => {
     const op = ops.get(id);
@@ -28,12 +45,20 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
         conventions: ['recursion'],
         // A restricted caller lists only its own projects' operations: none, in a project not its own.
         access: 'filtered',
-        handler: (req) => {
+        handler: async (req) => {
           const grouped: Record<string, unknown[]> = {};
           for (const op of ops.list(req.allProjects ? undefined : req.project)) {
             if (req.restrictedTo && !req.restrictedTo.includes(op.project)) continue;
             const view = op.view();
             (grouped[view.status.toLowerCase()] ??= []).push(req.recursion === 0 ? op.url : view);
+          }
+          // In a cluster the listing is every member's (each asked for its own, as this caller), unless a member was named.
+          const caller = (req as KernelRequest).caller;
+          if (cluster?.enabled() && caller.forwardedBy === undefined && req.target === undefined) {
+            const scope = req.allProjects ? 'all-projects=true' : `project=${encodeURIComponent(req.project)}`;
+            for (const other of await cluster.owners.gather(`recursion=${req.recursion === 0 ? 0 : 1}&${scope}`, caller)) {
+              for (const [status, items] of Object.entries(other)) if (Array.isArray(items)) (grouped[status] ??= []).push(...items);
+            }
           }
           return sync(grouped);
         },
@@ -41,6 +66,7 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
     },
     {
       path: '/1.0/operations/{id}',
+      locate,
       get: { handler: (req) => sync(find(req.params.id!, req).view()) },
       delete: {
         handler: async (req) => {
@@ -51,6 +77,7 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
     },
     {
       path: '/1.0/operations/{id}/wait',
+      locate,
       get: {
         // An untrusted caller waits with the secret the operation carries (a daemon pushing an image), as for the reference.
         access: 'untrusted',
@@ -69,6 +96,7 @@ export function operationRoutes(ops: OperationManager): RouteDescriptor[] {
     },
     {
       path: '/1.0/operations/{id}/websocket',
+      locate,
       // The secret is the credential here, as for the reference.
       websocket: {
         access: 'untrusted',
