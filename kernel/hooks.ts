@@ -1,6 +1,6 @@
 /** The kernel's tapable hooks: created once, frozen, and handed to plugins as tap-only facades. */
-import { AsyncSeriesBailHook, AsyncSeriesHook, SyncWaterfallHook } from 'tapable';
-import type { ApiRequest, AuthDecision, KernelHooks, ShutdownInfo, TlsClient } from '../sdk/index.js';
+import { AsyncSeriesBailHook, AsyncSeriesHook, AsyncSeriesWaterfallHook, SyncWaterfallHook } from 'tapable';
+import type { ApiRequest, AuthDecision, ClusterJoinInfo, KernelHooks, MemberConfigEntry, ShutdownInfo, TlsClient } from '../sdk/index.js';
 
 export class KernelHookSet {
   readonly environment = new SyncWaterfallHook<[Record<string, unknown>]>(['environment']);
@@ -9,6 +9,8 @@ export class KernelHookSet {
   readonly checkProject = new AsyncSeriesHook<[ApiRequest]>(['request']);
   readonly ready = new AsyncSeriesHook<[]>([]);
   readonly shutdown = new AsyncSeriesHook<[ShutdownInfo]>(['info']);
+  readonly memberConfigKeys = new AsyncSeriesWaterfallHook<[MemberConfigEntry[]]>(['entries']);
+  readonly clusterJoined = new AsyncSeriesHook<[ClusterJoinInfo]>(['info']);
 
   constructor() {
     Object.freeze(this);
@@ -24,6 +26,8 @@ export class KernelHookSet {
       checkProject: { tap: (fn, o) => this.checkProject.tapPromise(tapOptions(o?.stage), fn) },
       ready: { tap: (fn, o) => this.ready.tapPromise(tapOptions(o?.stage), fn) },
       shutdown: { tap: (fn, o) => this.shutdown.tapPromise(tapOptions(o?.stage), fn) },
+      memberConfigKeys: { tap: (fn, o) => this.memberConfigKeys.tapPromise(tapOptions(o?.stage), fn) },
+      clusterJoined: { tap: (fn, o) => this.clusterJoined.tapPromise(tapOptions(o?.stage), fn) },
     } satisfies KernelHooks);
   }
 

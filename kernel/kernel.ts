@@ -176,7 +176,7 @@ export class Kernel {
     // A member that was clustered comes back on etcd, before any plugin reads the store.
     this.store = (await this.clusterControl.resume()) ?? await DocumentStore.open(this.opts.storeFile);
     const kernelStore = this.store.namespace('kernel');
-    this.serverConfig = new ServerConfigStore(kernelStore, this.keys);
+    this.serverConfig = new ServerConfigStore(kernelStore, this.keys, this.dataDir);
     this.serverConfig.onRollbackFailure = (key, err) => {
       this.log.error({ err, key }, 'could not restore the previous value of a server key');
       void warningsFacade(this.services, this.log).raise({ type: 'Server configuration not applied', message: `${key}: ${err.message}`, severity: 'high' });
@@ -263,6 +263,7 @@ export class Kernel {
     this.keys.register({
       key: 'core.https_address',
       scope: 'server',
+      member: true,
       type: 'address',
       live: true,
       validate: validateListenAddress,

@@ -31,6 +31,34 @@ export interface ClusterView {
    * answer in time, or is offline, rejects with a 503 ApiError naming it.
    */
   request(member: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
+  /**
+   * Write what a GET of `path` on another member answers (raw bytes: image files) into `file`, the same
+   * way as `request`. Rejects with a 404 ApiError when the member answers 404, with a 503 when it stalls.
+   */
+  download(member: string, path: string, file: string): Promise<void>;
+}
+
+/**
+ * A member-specific key of one of the cluster's objects (a storage pool's `source`): GET /1.0/cluster
+ * lists the ones a joining server must give (`member_config`, value empty), and the joiner sends them back
+ * with values in its PUT /1.0/cluster.
+ */
+export interface MemberConfigEntry {
+  /** `storage-pool` or `network`, as the reference names them. */
+  entity: string;
+  name: string;
+  key: string;
+  value: string;
+  description: string;
+}
+
+/** What the `clusterJoined` kernel hook tells families. */
+export interface ClusterJoinInfo {
+  serverName: string;
+  /** True on the first member (its own data became the cluster's); false on a joiner (its data was discarded). */
+  bootstrap: boolean;
+  /** The joiner's member-specific keys (empty on the first member). */
+  memberConfig: MemberConfigEntry[];
 }
 
 /** TLS material of the etcd member beside the daemon (PEM). */
@@ -66,16 +94,19 @@ export interface ClusterControl {
    * document and migration version of the sqlite store into it, switch the store, and take `serverName`.
    */
   bootstrap(opts: { serverName: string; address: string; tls: EtcdTls }): Promise<void>;
+  // bootstrap and join run the kernel's `clusterJoined` hook once the store is on etcd; a tap that throws reverts the step.
   /**
    * On an existing member, for a joiner: add its etcd member (as a learner when `learner`) and answer
    * what the joiner needs to start its own etcd (`initialCluster` as etcd's `--initial-cluster` value).
    */
   addEtcdMember(urls: EtcdMemberUrls, learner: boolean): Promise<{ initialCluster: string; memberId: string }>;
   /** On the joiner: start its etcd member in the existing cluster, switch the store (its own data is discarded). */
-  join(opts: { serverName: string; address: string; tls: EtcdTls; initialCluster: string }): Promise<void>;
+  join(opts: { serverName: string; address: string; tls: EtcdTls; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void>;
   promoteEtcdMember(memberId: string): Promise<void>;
   removeEtcdMember(memberId: string): Promise<void>;
   etcdMembers(): Promise<EtcdMemberStatus[]>;
+  /** The member-specific keys a joiner must give, from every family (the kernel's `memberConfigKeys` hook). */
+  memberConfigKeys(): Promise<MemberConfigEntry[]>;
   /** Leave the cluster: stop and wipe this member's etcd; the daemon goes back to a fresh standalone store. */
   leave(): Promise<void>;
   /**

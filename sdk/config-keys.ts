@@ -30,6 +30,11 @@ export interface ConfigKeyDescriptor {
   encode?: (value: string) => string | Promise<string>;
   /** Server scope: put a new value into effect. Throwing refuses the change and restores the old value. */
   apply?: (value: string, previous: string) => void | Promise<void>;
+  /**
+   * Server scope: each cluster member keeps its own value (a listen address, a volume on its own pool),
+   * as the reference's member-local keys; the others are shared by the whole cluster.
+   */
+  member?: boolean;
 }
 
 export interface ConfigKeyRegistry {

@@ -2,7 +2,7 @@
 
 /**
  * HTTP statuses the spec allows in an error envelope (part 7), and 503, which the reference answers
- * when a cluster member or the cluster's database cannot be reached (decision 0055).
+ * when a cluster member or the cluster's database cannot be reached (decision 0059).
  */
 export const ALLOWED_ERROR_STATUSES = [400, 401, 403, 404, 409, 412, 500, 503] as const;
 export type ErrorStatus = (typeof ALLOWED_ERROR_STATUSES)[number];

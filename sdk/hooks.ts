@@ -4,6 +4,7 @@
  * registration order.
  */
 import type { ApiRequest } from './routes.js';
+import type { ClusterJoinInfo, MemberConfigEntry } from './cluster.js';
 
 /** Hook classes for families that publish their own hook sets (see `createHookSetRef`). */
 export { SyncHook, SyncBailHook, SyncWaterfallHook, AsyncSeriesHook, AsyncSeriesBailHook, AsyncSeriesWaterfallHook, AsyncParallelHook, HookMap } from 'tapable';
@@ -69,6 +70,14 @@ export interface KernelHooks {
   ready: Tappable<[], Promise<void>>;
   /** Runs on clean shutdown, before listeners close; later stages run later. */
   shutdown: Tappable<[ShutdownInfo], Promise<void>>;
+  /** In a cluster: add the member-specific keys a joining server must give (GET /1.0/cluster `member_config`). */
+  memberConfigKeys: Tappable<[MemberConfigEntry[]], Promise<MemberConfigEntry[]>>;
+  /**
+   * This server just became a cluster member, its store now on etcd: families split their records into
+   * cluster-wide and member parts (first member) or create their member-local parts (joiner). A throw
+   * reverts the enable or the join.
+   */
+  clusterJoined: Tappable<[ClusterJoinInfo], Promise<void>>;
 }
 
 /** How a follower names its tap on a family's hook, and where it runs among the others (`Stage`). */

@@ -7,6 +7,8 @@ import { ApiError, type ClusterMemberInfo, type ClusterView } from '../../sdk/in
 /** Event `location` and member name of a server that is not clustered, as the reference reports it. */
 export const STANDALONE_NAME = 'none';
 
+export type MemberDownload = (member: ClusterMemberInfo, path: string, file: string) => Promise<void>;
+
 export type MemberRequest = (member: ClusterMemberInfo, method: string, path: string, body?: unknown) => Promise<{ status: number; body: any }>;
 
 export class KernelClusterView implements ClusterView {
@@ -15,6 +17,7 @@ export class KernelClusterView implements ClusterView {
   private readonly listeners = new Set<() => void>();
   /** Set by the forwarding layer once it exists; until then no member can be asked. */
   sender: MemberRequest | undefined;
+  downloader: MemberDownload | undefined;
 
   get enabled(): boolean {
     return this.state.enabled;
@@ -38,11 +41,22 @@ export class KernelClusterView implements ClusterView {
   }
 
   async request(member: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+    const info = this.reachable(member);
+    if (!this.sender) throw new ApiError(503, 'This server cannot reach other cluster members');
+    return this.sender(info, method, path, body);
+  }
+
+  async download(member: string, path: string, file: string): Promise<void> {
+    const info = this.reachable(member);
+    if (!this.downloader) throw new ApiError(503, 'This server cannot reach other cluster members');
+    return this.downloader(info, path, file);
+  }
+
+  private reachable(member: string): ClusterMemberInfo {
     const info = this.member(member);
     if (!info) throw new ApiError(404, `Cluster member "${member}" not found`);
     if (!info.online) throw new ApiError(503, `Cluster member "${member}" is offline`);
-    if (!this.sender) throw new ApiError(503, 'This server cannot reach other cluster members');
-    return this.sender(info, method, path, body);
+    return info;
   }
 
   /** Kernel only: a new identity (enable, join, rename, leave). */

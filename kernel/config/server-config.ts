@@ -1,13 +1,22 @@
 /**
  * The server configuration: validated through the key registry, applied live key by key (a failed
- * apply rolls back the keys already applied), then stored.
+ * apply rolls back the keys already applied), then stored. Shared keys live in the store (in a
+ * cluster, every member's); member keys (`member: true`: listen addresses, volumes on its own pools)
+ * live in a file of this server's data dir, which enabling or joining a cluster leaves alone. A change
+ * another member writes to the shared keys reaches this one through the store's change feed and is
+ * applied here too.
  */
+import { readFileSync } from 'node:fs';
+import { rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
 import { badRequest, type ServerConfig, type Store } from '../../sdk/index.js';
 import type { KeyRegistry } from './key-registry.js';
 
 interface ConfigDoc {
   config: Record<string, string>;
 }
+
+const MEMBER_FILE = 'server-member.json';
 
 export class ServerConfigStore implements ServerConfig {
   private values: Readonly<Record<string, string>> = Object.freeze({});
@@ -16,11 +25,84 @@ export class ServerConfigStore implements ServerConfig {
   /** Told when restoring a key's previous value failed too (the kernel raises a warning). */
   onRollbackFailure?: (key: string, err: Error) => void;
 
-  constructor(private readonly store: Store, private readonly keys: KeyRegistry) {}
+  /** `dataDir` undefined (tests): member keys are kept with the others. */
+  constructor(private readonly store: Store, private readonly keys: KeyRegistry, private readonly dataDir?: string) {}
+
+  private get memberFile(): string | undefined {
+    return this.dataDir && path.join(this.dataDir, MEMBER_FILE);
+  }
+
+  private isMemberKey(key: string): boolean {
+    return this.memberFile !== undefined && this.keys.lookup('server', key)?.member === true;
+  }
 
   async load(): Promise<void> {
     const stored = await this.store.collection<ConfigDoc>('server').get('', 'config');
-    this.values = Object.freeze({ ...(stored?.doc.config ?? {}) });
+    const shared = { ...(stored?.doc.config ?? {}) };
+    const own = this.readMemberFile();
+    // Member keys a former version kept with the shared ones move to the file once.
+    const strays = Object.keys(shared).filter((key) => this.isMemberKey(key));
+    if (strays.length && !this.memberFileExists) {
+      for (const key of strays) own[key] = shared[key]!;
+      await this.writeMemberFile(own);
+    }
+    for (const key of strays) delete shared[key];
+    this.values = Object.freeze({ ...shared, ...own });
+    this.store.onChange((change) => {
+      if (change.collection === 'server' && change.name === 'config') void this.follow();
+    });
+  }
+
+  private memberFileExists = false;
+
+  private readMemberFile(): Record<string, string> {
+    if (!this.memberFile) return {};
+    try {
+      const parsed = JSON.parse(readFileSync(this.memberFile, 'utf8')) as ConfigDoc;
+      this.memberFileExists = true;
+      return { ...parsed.config };
+    } catch {
+      return {};
+    }
+  }
+
+  private async writeMemberFile(config: Record<string, string>): Promise<void> {
+    if (!this.memberFile) return;
+    const staged = `${this.memberFile}.new`;
+    await writeFile(staged, JSON.stringify({ config }), { mode: 0o600 });
+    await rename(staged, this.memberFile);
+    this.memberFileExists = true;
+  }
+
+  /** Split a full configuration into what the store keeps and what this member's file keeps. */
+  private split(config: Record<string, string>): { shared: Record<string, string>; own: Record<string, string> } {
+    const shared: Record<string, string> = {};
+    const own: Record<string, string> = {};
+    for (const [key, value] of Object.entries(config)) (this.isMemberKey(key) ? own : shared)[key] = value;
+    return { shared, own };
+  }
+
+  /** Another member (or this one) wrote the shared keys: apply what differs from what is in effect here. */
+  private following: Promise<void> = Promise.resolve();
+  private follow(): Promise<void> {
+    this.following = this.following.then(async () => {
+      const stored = await this.store.collection<ConfigDoc>('server').get('', 'config');
+      const shared = this.split(stored?.doc.config ?? {}).shared;
+      const current = this.values;
+      const next: Record<string, string> = { ...shared };
+      for (const [key, value] of Object.entries(current)) if (this.isMemberKey(key)) next[key] = value;
+      const changed: Record<string, string> = {};
+      for (const key of new Set([...Object.keys(current), ...Object.keys(next)])) {
+        if ((current[key] ?? '') !== (next[key] ?? '')) changed[key] = next[key] ?? '';
+      }
+      if (!Object.keys(changed).length) return;
+      this.values = Object.freeze(next);
+      for (const [key, value] of Object.entries(changed)) {
+        await Promise.resolve(this.keys.lookup('server', key)?.apply?.(value, current[key] ?? '')).catch((err: Error) => this.onRollbackFailure?.(key, err));
+      }
+      for (const listener of this.listeners) listener(changed);
+    }).catch(() => undefined);
+    return this.following;
   }
 
   get(key: string): string {
@@ -79,8 +161,14 @@ export class ServerConfigStore implements ServerConfig {
         applied.push(key);
         await this.keys.lookup('server', key)?.apply?.(value, previous[key] ?? '');
       }
-      await this.store.collection<ConfigDoc>('server').put('', 'config', { config: cleaned });
+      const { shared, own } = this.split(cleaned);
+      // In effect before the write: the change feed then finds nothing new to apply for it.
+      this.values = Object.freeze(cleaned);
+      if (Object.keys(changed).some((key) => this.isMemberKey(key))) await this.writeMemberFile(own);
+      if (Object.keys(changed).some((key) => !this.isMemberKey(key))) await this.store.collection<ConfigDoc>('server').put('', 'config', { config: shared });
     } catch (err) {
+      this.values = previous;
+      if (Object.keys(changed).some((key) => this.isMemberKey(key))) await this.writeMemberFile(this.split(previous).own).catch(() => undefined);
       for (const key of applied.reverse()) {
         await Promise.resolve(this.keys.lookup('server', key)?.apply?.(previous[key] ?? '', changed[key]!)).catch((rollbackErr: Error) =>
           this.onRollbackFailure?.(key, rollbackErr));

@@ -87,7 +87,7 @@ export async function joinCluster(c: Clustering, req: ApiRequest, body: JoinRequ
       const previous = currentCertificate(control);
       try {
         await control.replaceCertificate(answer.cluster_certificate, answer.cluster_key);
-        await control.join({ serverName: name, address, tls: etcdTls({ cert: answer.cluster_certificate, key: answer.cluster_key }), initialCluster: answer.initial_cluster });
+        await control.join({ serverName: name, address, tls: etcdTls({ cert: answer.cluster_certificate, key: answer.cluster_key }), initialCluster: answer.initial_cluster, memberConfig: [] });
       } catch (err) {
         await control.replaceCertificate(previous.cert, previous.key).catch((e: Error) => c.log.error({ err: e }, 'could not restore the server certificate after a failed join'));
         await forgetJoiner(member, fingerprint, name, { cert: answer.cluster_certificate, key: answer.cluster_key }).catch((e: Error) =>

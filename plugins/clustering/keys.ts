@@ -23,6 +23,7 @@ export function registerClusterKeys(keys: ConfigKeyRegistry, opts: { clustered: 
   keys.register({
     key: Keys.httpsAddress,
     scope: 'server',
+    member: true,
     type: 'address',
     live: true,
     extension: 'clustering_server_address',

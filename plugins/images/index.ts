@@ -19,6 +19,7 @@ import { UrlImageFetcher } from './url-source.js';
 import { aliasRoutes } from './routes/aliases.js';
 import { imageRoutes } from './routes/images.js';
 import { createImagesService } from './service.js';
+import { ClusterImageFiles } from './cluster-files.js';
 import { ImageSources } from './sources.js';
 
 /** Per daemon (a test process may run several): what boot needs from register. */
@@ -28,6 +29,7 @@ export default definePlugin({
   register(ctx) {
     const catalog = new ImageCatalog(ctx.store);
     const files = new ImageFiles(ctx);
+    const clusterFiles = new ClusterImageFiles(ctx, catalog, files);
     const lock = new KeyedLock();
     const sources = new ImageSources();
     const installer = new ImageInstaller(ctx, catalog, files, lock);
@@ -44,9 +46,10 @@ export default definePlugin({
     ctx.hooks.shutdown.tap(() => tasks.stop());
     for (const key of IMAGE_KEYS) ctx.keys.register(key);
     const imageProject = (project: string) => featureProjectOf(ctx.services, project, 'images');
-    ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools, sources, imageProject, puller, (project) => autoUpdateCached(ctx, project)));
+    ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools, sources, imageProject, puller, (project) => autoUpdateCached(ctx, project), clusterFiles));
+    ctx.routes.add(clusterFiles.route());
     // A project without its own images (features.images=false) sees and adds to those of `default`.
-    for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock, secrets: new ImageSecrets(ctx.operations), refresher }), ...aliasRoutes(ctx, catalog)]) {
+    for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock, secrets: new ImageSecrets(ctx.operations), refresher, clusterFiles }), ...aliasRoutes(ctx, catalog)]) {
       ctx.routes.add(featureScopedRoute(ctx.services, 'images', route));
     }
   },

@@ -13,11 +13,12 @@ import { isRemoteImageSource, parseRemoteImageSource } from './remote-source.js'
 import type { ImageSources } from './sources.js';
 import { apiTime } from './times.js';
 import { unpackImage } from './unpack.js';
+import type { ClusterImageFiles } from './cluster-files.js';
 
 /** `imageProject` maps a project to the one holding its images (`features.images`). */
 export function createImagesService(
   catalog: ImageCatalog, files: ImageFiles, tools: HostTools, sources: ImageSources, imageProject: (project: string) => Promise<string>,
-  puller: ImagePuller, autoUpdateCached: (project: string) => Promise<boolean>,
+  puller: ImagePuller, autoUpdateCached: (project: string) => Promise<boolean>, clusterFiles: ClusterImageFiles,
 ): ImagesService {
   return {
     usedBy: createUsedByRegistry(),
@@ -60,12 +61,14 @@ export function createImagesService(
       // Files are per fingerprint: any project's record describes them.
       const record = (await catalog.images.list()).find((r) => r.name === fingerprint);
       if (!record) throw notFound('Image not found');
+      await clusterFiles.ensureLocal(record.doc);
       await unpackImage(tools, files, record.doc, dir, onProgress);
     },
 
     async files(fingerprint) {
       const record = (await catalog.images.list()).find((r) => r.name === fingerprint);
       if (!record) throw notFound('Image not found');
+      await clusterFiles.ensureLocal(record.doc);
       const described = record.doc.files;
       const stat = async (file: string) => {
         try {

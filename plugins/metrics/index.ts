@@ -52,6 +52,7 @@ export default definePlugin({
     const listener = ctx.listeners.forPaths([METRICS_PATH]);
     ctx.keys.register({
       key: 'core.metrics_address',
+      member: true,
       scope: 'server',
       type: 'address',
       live: true,

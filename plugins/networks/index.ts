@@ -8,7 +8,6 @@ import {
 } from '../../sdk/index.js';
 import { NetworkDriverTable } from './drivers.js';
 import { NetworkManager } from './manager.js';
-import { networkInfo } from './network.js';
 import { networkRoutes } from './routes.js';
 import { addDeviceUsers } from './used-by.js';
 
@@ -27,7 +26,7 @@ export default definePlugin({
       const home = await featureProjectOf(ctx.services, project, 'networks');
       const { doc } = await manager.get(home, name);
       manager.driverOf(doc);
-      return networkInfo(home, doc);
+      return manager.info(home, doc);
     };
     const nicSettings = async (project: string, name: string): Promise<NetworkNicSettings> => {
       const net = await resolve(project, name);
@@ -59,6 +58,9 @@ export default definePlugin({
     for (const route of networkRoutes(manager, ctx.hostTools, ctx.services)) ctx.routes.add(featureScopedRoute(ctx.services, 'networks', route));
     // Late: instances stop first on a host shutdown, then their networks go.
     ctx.hooks.shutdown.tap((info) => manager.shutdown(info.hostShutdown), { stage: Stage.LATE });
+    // Becoming a cluster member: the first member's networks become the cluster's; a joiner brings up its part of each.
+    ctx.hooks.clusterJoined.tap((info) => (info.bootstrap ? manager.parts.split() : manager.parts.join(info.memberConfig)));
+    ctx.hooks.memberConfigKeys.tap(async (entries) => [...entries, ...(await manager.parts.keysForJoiners())]);
   },
 
   async boot(ctx) {

@@ -11,7 +11,8 @@ import {
 import type { NetworkDriverTable } from './drivers.js';
 import { hostInterfaceExists } from './host-interfaces.js';
 import { checkNetworkName } from './names.js';
-import { networkInfo, type NetworkRecord, type NetworkStatus } from './network.js';
+import { isMemberKey, networkInfo, type NetworkRecord, type NetworkStatus } from './network.js';
+import { clusterStatus, MemberParts, type MemberPart } from '../../sdk/lib/cluster/index.js';
 
 export interface NetworkEdit {
   description: string;
@@ -34,6 +35,61 @@ export class NetworkManager {
     readonly usedBy: UsedByRegistry,
   ) {
     this.records = ctx.store.collection<NetworkRecord>('networks');
+    this.parts = new MemberParts<NetworkRecord>({
+      cluster: ctx.cluster,
+      records: this.records,
+      collection: 'networks',
+      onChange: (listener) => ctx.store.onChange(listener),
+      what: 'Network',
+      entity: 'network',
+      isMemberKey,
+      // An uplink is the member's own business; a bridge without one needs nothing from a joiner.
+      joinKeys: (rec) => (rec.type === 'bridge' ? [] : ['parent']),
+      log: ctx.log,
+      make: (project, rec, part) => this.lock.run(LOCK, () => this.makePart(project, rec, part)),
+      remove: (project, rec) => this.lock.run(LOCK, () => this.removeLocal(project, rec)),
+      changed: (project, name, part) => {
+        if (part?.state === 'Created') this.unavailable.delete(`${project}/${name}`);
+      },
+    });
+  }
+
+  /** A cluster's networks: defined and made member by member. */
+  readonly parts: MemberParts<NetworkRecord>;
+
+  /** This member's name in a cluster; undefined standalone (records then hold every key). */
+  private member(): string | undefined {
+    return this.ctx.cluster.enabled ? this.ctx.cluster.serverName : undefined;
+  }
+
+  /** The network as this server's host uses it. */
+  info(project: string, rec: NetworkRecord): NetworkInfo {
+    return networkInfo(project, rec, this.member());
+  }
+
+  /** Bring this member's part of a cluster's network up (the shared keys were settled by the member that created it). */
+  private async makePart(project: string, rec: NetworkRecord, part: MemberPart): Promise<Record<string, string>> {
+    const driver = this.driverOf(rec);
+    const net = networkInfo(project, { ...rec, members: { [this.ctx.cluster.serverName]: part } }, this.ctx.cluster.serverName);
+    const others = await this.others({ project, name: rec.name });
+    await driver.validate(net, others);
+    await driver.start(net);
+    try {
+      await this.applyPolicies(net);
+    } catch (err) {
+      await this.undo(driver, net, 'stop');
+      throw err;
+    }
+    return part.config;
+  }
+
+  private async removeLocal(project: string, rec: NetworkRecord): Promise<void> {
+    const driver = this.driverOf(rec);
+    const net = this.info(project, rec);
+    for (const p of this.policies) await p.removed?.(net);
+    await driver.stop(net);
+    await driver.delete(net);
+    this.unavailable.delete(`${project}/${rec.name}`);
   }
 
   async find(project: string, name: string) {
@@ -47,11 +103,15 @@ export class NetworkManager {
   }
 
   async list(project?: string): Promise<NetworkInfo[]> {
-    return (await this.records.list(project)).map((s) => networkInfo(s.project, s.doc));
+    const member = this.member();
+    // A cluster's network this member has no part of yet is not on this host.
+    const here = (await this.records.list(project)).filter((s) => member === undefined || s.doc.members?.[member]?.state === 'Created');
+    return here.map((s) => networkInfo(s.project, s.doc, member));
   }
 
-  status(project: string, name: string): NetworkStatus {
-    return this.unavailable.has(`${project}/${name}`) ? 'Unavailable' : 'Created';
+  status(project: string, name: string, rec?: NetworkRecord): NetworkStatus {
+    if (this.unavailable.has(`${project}/${name}`)) return 'Unavailable';
+    return rec?.members ? clusterStatus(rec) : 'Created';
   }
 
   /** The driver of an existing network: 400 when its type is not enabled in this build. */
@@ -73,10 +133,16 @@ export class NetworkManager {
     if (hostInterfaceExists(name)) throw badRequest(`The name "${name}" is already used by a host network interface`);
   }
 
-  async create(project: string, body: NetworkRecord, requestor?: Requestor): Promise<void> {
+  /** `target`: in a cluster, define only that member's part (the kernel forwarded the request to it). */
+  async create(project: string, body: NetworkRecord, requestor?: Requestor, target?: string): Promise<void> {
     const name = checkNetworkName(body.name);
     const driver = this.drivers.require(body.type);
     if (project !== 'default' && !driver.projects) throw badRequest(`Network type "${body.type}" cannot be used in a project other than "default"`);
+    if (this.member() !== undefined) {
+      await this.createInCluster(project, { ...body, name }, driver, target);
+      if (!target) this.ctx.events.lifecycle('network-created', networkUrl(project, name), { project, requestor });
+      return;
+    }
     this.drivers.validate(body.type, body.config);
     await this.lock.run(LOCK, async () => {
       await this.checkFreeName(project, name);
@@ -102,6 +168,24 @@ export class NetworkManager {
       }
     });
     this.ctx.events.lifecycle('network-created', networkUrl(project, name), { project, requestor });
+  }
+
+  private async createInCluster(project: string, body: NetworkRecord, driver: NetworkDriver, target: string | undefined): Promise<void> {
+    const same = (defined: NetworkRecord) => {
+      if (defined.type !== body.type) throw badRequest(`Network "${body.name}" is defined with type "${defined.type}", not "${body.type}"`);
+    };
+    if (target) {
+      await this.parts.define(project, body, same);
+      return;
+    }
+    // Shared keys ("auto" subnets) are settled once, here, against this member's view of the others.
+    const net: NetworkInfo = { project, name: body.name, type: body.type, description: body.description, config: { ...body.config } };
+    await this.lock.run(LOCK, async () => {
+      await driver.fillDefaults?.(net, await this.others({ project, name: body.name }), 'create');
+    });
+    for (const [key, value] of Object.entries(net.config)) if (value === '') delete net.config[key];
+    this.drivers.validate(net.type, net.config);
+    await this.parts.createEverywhere(project, { ...body, config: net.config }, same);
   }
 
   private async checkPolicies(net: NetworkInfo): Promise<void> {
@@ -142,6 +226,8 @@ export class NetworkManager {
     await this.lock.run(LOCK, async () => {
       const { rev, doc } = await this.get(project, name);
       const driver = this.driverOf(doc);
+      // Each member would have to apply the change on its host; until members reconcile edits, refuse it.
+      if (doc.members) throw badRequest('Changing the configuration of a cluster\'s network is not supported yet');
       const config = { ...edit.config };
       for (const [key, value] of Object.entries(config)) if (value === '') delete config[key];
       this.drivers.validate(doc.type, config);
@@ -175,6 +261,7 @@ export class NetworkManager {
     await this.lock.run(LOCK, async () => {
       const { doc } = await this.get(project, name);
       const driver = this.driverOf(doc);
+      if (doc.members) throw badRequest('A cluster\'s network cannot be renamed');
       if ((await this.usedBy.collect(project, name)).length > 0) throw badRequest('A network that is in use cannot be renamed');
       await this.checkFreeName(project, newName);
       const before = networkInfo(project, doc);
@@ -208,7 +295,14 @@ export class NetworkManager {
   }
 
   async delete(project: string, name: string, requestor?: Requestor): Promise<void> {
-    await this.lock.run(LOCK, async () => {
+    const found = await this.get(project, name);
+    if (found.doc.members) {
+      this.driverOf(found.doc);
+      if ((await this.usedBy.collect(project, name)).length > 0) throw badRequest('The network is currently in use');
+      // Each member removes its part under its own lock (MemberParts.remove).
+      await this.parts.deleteEverywhere(project, name);
+    } else {
+      await this.lock.run(LOCK, async () => {
       const { rev, doc } = await this.get(project, name);
       const driver = this.driverOf(doc);
       if ((await this.usedBy.collect(project, name)).length > 0) throw badRequest('The network is currently in use');
@@ -218,13 +312,21 @@ export class NetworkManager {
       await driver.delete(net);
       await this.records.delete(project, name, rev);
       this.unavailable.delete(`${project}/${name}`);
-    });
+      });
+    }
     await this.ctx.warnings.resolve(UNAVAILABLE_WARNING, networkUrl(project, name));
     this.ctx.events.lifecycle('network-deleted', networkUrl(project, name), { project, requestor });
   }
 
   /** Boot: remove leftovers, then bring every network up; one that cannot be is reported unavailable. */
   async startAll(): Promise<void> {
+    // A cluster's networks this member has not made yet are made by MemberParts.
+    const member = this.member();
+    if (member !== undefined) {
+      for (const { project, name, doc } of await this.records.list()) {
+        if (doc.members?.[member] && doc.members[member]!.state !== 'Created') await this.parts.reconcile(project, name).catch(() => undefined);
+      }
+    }
     const nets = await this.list();
     for (const driver of this.drivers.all()) {
       if (!driver.cleanup) continue;

@@ -35,6 +35,9 @@ const ifindex = (name: string): number => {
 
 type Entry = { managed: NetworkRecord } | { unmanaged: string };
 
+/** In a cluster `?target=` shows that member's own keys too (the kernel forwarded the request to it). */
+const configFor = (req: ApiRequest, rec: NetworkRecord) => (req.target && rec.members ? { ...rec.config, ...rec.members[req.target]?.config } : rec.config);
+
 export function networkRoutes(manager: NetworkManager, tools: HostTools, services: ServiceRegistry): RouteDescriptor[] {
   const entryName = (e: Entry) => ('managed' in e ? e.managed.name : e.unmanaged);
 
@@ -43,7 +46,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools, service
     const project = req.project;
     const usedBy = visibleUrls(await manager.usedBy.collect(project, entryName(e), memo), req.restrictedTo);
     return 'managed' in e
-      ? managedView(e.managed, manager.status(project, e.managed.name), usedBy)
+      ? managedView(e.managed, manager.status(project, e.managed.name, e.managed), usedBy, configFor(req, e.managed))
       : unmanagedView(e.unmanaged, hostInterfaceType(e.unmanaged), usedBy);
   };
 
@@ -100,7 +103,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools, service
         body: describedConfigBody({ name: bodyShape.text, type: bodyShape.text }),
         handler: async (req) => {
           const rec = createBody(req);
-          await manager.create(req.project, rec, req.requestor);
+          await manager.create(req.project, rec, req.requestor, req.target);
           return sync({}, { location: networkUrl(req.project, rec.name) });
         },
       },

@@ -63,6 +63,9 @@ export default definePlugin({
     ctx.hooks.environment.tap(storageEnvironment(drivers, pools));
     // Late: instances stop first on a host shutdown. Loop-backed pools give their loop device back.
     ctx.hooks.shutdown.tap(() => pools.unmountAll(), { stage: Stage.LATE });
+    // Becoming a cluster member: the first member's pools become the cluster's; a joiner makes its part of each.
+    ctx.hooks.clusterJoined.tap((info) => (info.bootstrap ? pools.parts.split() : pools.parts.join(info.memberConfig)));
+    ctx.hooks.memberConfigKeys.tap(async (entries) => [...entries, ...(await pools.parts.keysForJoiners())]);
     volumeApis.set(ctx, registerVolumeApi(ctx, pools, volumes, locks));
   },
 

@@ -11,7 +11,9 @@ import {
 } from '../../sdk/index.js';
 import type { DriverTable } from './drivers.js';
 import { FIXED_KEYS } from './keys.js';
-import { POOL_PROJECT, poolInfo, poolUrl, type PoolRecord, type PoolStatus } from './pool.js';
+import { POOL_PROJECT, clusterStatus, isMemberKey, poolInfo, poolUrl, type PoolRecord, type PoolStatus } from './pool.js';
+import type { MemberParts } from '../../sdk/lib/cluster/index.js';
+import { poolParts } from './member-parts.js';
 import type { SharedLock } from './shared-lock.js';
 
 export interface PoolEdit {
@@ -25,6 +27,11 @@ interface Availability {
 }
 
 const UNAVAILABLE_WARNING = 'Storage pool unavailable';
+
+/** A pool defined on other members first must have been defined with the same driver. */
+const sameDriver = (body: PoolRecord) => (defined: PoolRecord) => {
+  if (defined.driver !== body.driver) throw badRequest(`Storage pool "${body.name}" is defined with driver "${defined.driver}", not "${body.driver}"`);
+};
 
 export const poolLockKey = (name: string) => `pool/${name}`;
 
@@ -47,6 +54,34 @@ export class PoolManager {
     ctx.store.onChange((change) => {
       if (change.collection === 'pools') this.cache.delete(change.name);
     });
+    this.parts = poolParts(ctx, this, drivers);
+  }
+
+  /** A cluster's pools: defined and made member by member. */
+  readonly parts: MemberParts<PoolRecord>;
+
+  /** This member's name in a cluster; undefined standalone (records then hold every key). */
+  private member(): string | undefined {
+    return this.ctx.cluster.enabled ? this.ctx.cluster.serverName : undefined;
+  }
+
+  /** The pool as this server's driver sees it. */
+  info(doc: PoolRecord): PoolInfo {
+    return poolInfo(doc, this.member());
+  }
+
+  /** @internal This member's part was just made (MemberParts). */
+  markCreated(name: string): void {
+    this.availability.set(name, { status: 'Created' });
+    this.ctx.refreshServerInfo();
+  }
+
+  /** @internal This member's part was just removed (MemberParts). */
+  forget(name: string): void {
+    this.cache.delete(name);
+    this.driverOf.delete(name);
+    this.availability.delete(name);
+    this.ctx.refreshServerInfo();
   }
 
   private async load(): Promise<void> {
@@ -90,8 +125,10 @@ export class PoolManager {
     return [...new Set(this.driverOf.values())].sort();
   }
 
-  status(name: string): PoolStatus {
-    return this.availability.get(name)?.status ?? 'Created';
+  status(name: string, doc?: PoolRecord): PoolStatus {
+    const local = this.availability.get(name)?.status;
+    if (local === 'Unavailable' || !doc?.members) return local ?? 'Created';
+    return clusterStatus(doc);
   }
 
   /** A pool volume work may use: 404 when absent, 400 when unavailable. */
@@ -102,7 +139,11 @@ export class PoolManager {
     if (!driver || state?.status === 'Unavailable') {
       throw badRequest(`Storage pool "${name}" is unavailable: ${state?.reason ?? `storage driver "${doc.driver}" is not enabled in this build`}`);
     }
-    return { info: poolInfo(doc), driver };
+    const member = this.member();
+    if (member !== undefined && doc.members?.[member]?.state !== 'Created') {
+      throw badRequest(`Storage pool "${name}" is not created on this member (${member}) yet`);
+    }
+    return { info: this.info(doc), driver };
   }
 
   /** The pool's driver even when the pool could not be mounted (paths stay computable). */
@@ -110,10 +151,21 @@ export class PoolManager {
     const { doc } = await this.get(name);
     const driver = this.drivers.get(doc.driver);
     if (!driver) throw badRequest(`Storage pool "${name}" is unavailable: storage driver "${doc.driver}" is not enabled in this build`);
-    return { info: poolInfo(doc), driver };
+    return { info: this.info(doc), driver };
   }
 
-  async create(body: PoolRecord, requestor?: Requestor): Promise<void> {
+  /** `target`: in a cluster, define only that member's part (the kernel forwarded the request to it). */
+  async create(body: PoolRecord, requestor?: Requestor, target?: string): Promise<void> {
+    if (this.member() !== undefined) {
+      if (target) {
+        this.drivers.require(body.driver);
+        await this.parts.define(POOL_PROJECT, body, sameDriver(body));
+        return;
+      }
+      await this.parts.createEverywhere(POOL_PROJECT, body, sameDriver(body));
+      this.ctx.events.lifecycle('storage-pool-created', poolUrl(body.name), { project: 'default', requestor });
+      return;
+    }
     const driver = this.drivers.require(body.driver);
     if (this.reserved.has(body.name) || (await this.find(body.name))) throw conflict(`Storage pool "${body.name}" already exists`);
     this.drivers.validate(body.driver, body.config);
@@ -145,6 +197,10 @@ export class PoolManager {
     await this.locks.exclusive(poolLockKey(name), async () => {
       const { rev, doc } = await this.get(name);
       const config = { ...edit.config };
+      if (doc.members) {
+        const own = Object.keys(config).filter((key) => isMemberKey(key) && config[key] !== '');
+        if (own.length) throw badRequest(`Config key "${own[0]}" is member-specific and cannot be changed on a cluster's pool`);
+      }
       for (const key of FIXED_KEYS) {
         // Clients that send the config without a fixed key mean to keep it, not to unset it.
         if (!(key in config) || config[key] === '') {
@@ -178,6 +234,11 @@ export class PoolManager {
       if ((await this.usedBy.collect('default', name)).length > 0) throw badRequest('The storage pool is currently in use');
       const driver = this.drivers.get(doc.driver);
       if (!driver) throw badRequest(`Storage pool "${name}" cannot be deleted: storage driver "${doc.driver}" is not enabled in this build`);
+      if (doc.members) {
+        await this.parts.deleteEverywhere(POOL_PROJECT, name);
+        this.forget(name);
+        return;
+      }
       await driver.delete(poolInfo(doc));
       await this.records.delete(POOL_PROJECT, name, rev);
       this.cache.delete(name);
@@ -195,21 +256,27 @@ export class PoolManager {
     await Promise.all(pools.map(async (pool) => {
       const driver = this.drivers.get(pool.driver);
       if (!driver?.unmount || this.status(pool.name) === 'Unavailable') return;
-      await driver.unmount(poolInfo(pool)).catch((err) => this.ctx.log.warn({ err, pool: pool.name }, 'unmounting a storage pool failed'));
+      await driver.unmount(this.info(pool)).catch((err) => this.ctx.log.warn({ err, pool: pool.name }, 'unmounting a storage pool failed'));
     }));
   }
 
   /** Boot: make every pool usable; one that cannot be is reported unavailable and the daemon goes on. */
   async mountAll(): Promise<void> {
     const pools = await this.list();
+    const member = this.member();
     await Promise.all(pools.map(async (pool) => {
       const driver = this.drivers.get(pool.driver);
+      // A cluster's pool this member has not made yet is made by MemberParts, not mounted.
+      if (member !== undefined && pool.members?.[member]?.state !== 'Created') {
+        await this.parts.reconcile(POOL_PROJECT, pool.name).catch((err) => this.ctx.log.error({ err, pool: pool.name }, 'making this member\'s part of a storage pool failed'));
+        return;
+      }
       let reason: string | undefined;
       if (!driver) {
         reason = `storage driver "${pool.driver}" is not enabled in this build`;
       } else {
         try {
-          await driver.mount(poolInfo(pool));
+          await driver.mount(this.info(pool));
         } catch (err) {
           reason = (err as Error).message;
         }

@@ -24,7 +24,9 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
   // Pools are shared by all projects: a restricted caller sees them, but only its own projects' users of them.
   // Its config (host paths, sizes) is the server's business: a restricted caller gets none, as from the reference.
   const render = async (req: ApiRequest, pool: PoolRecord, memo?: UsedByMemo) => {
-    const view = poolView(pool, pools.status(pool.name), visibleUrls(await pools.usedBy.collect('default', pool.name, memo), req.restrictedTo));
+    // In a cluster `?target=` shows that member's own keys too (the kernel forwarded the request to it).
+    const config = req.target && pool.members ? { ...pool.config, ...pool.members[req.target]?.config } : pool.config;
+    const view = poolView(pool, pools.status(pool.name, pool), visibleUrls(await pools.usedBy.collect('default', pool.name, memo), req.restrictedTo), config);
     return req.restrictedTo ? { ...view, config: null } : view;
   };
 
@@ -48,7 +50,7 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
         body: describedConfigBody({ name: bodyShape.text, driver: bodyShape.text }),
         handler: async (req) => {
           const pool = createBody(req);
-          await pools.create(pool, req.requestor);
+          await pools.create(pool, req.requestor, req.target);
           return sync({}, { location: poolUrl(pool.name) });
         },
       },

@@ -7,6 +7,7 @@ import {
 import type { ImageCatalog } from '../catalog.js';
 import type { ImageCreator } from '../create.js';
 import { exportResponse } from '../export.js';
+import type { ClusterImageFiles } from '../cluster-files.js';
 import { exportPostBody, pushExport, type ExportPost } from '../push-export.js';
 import type { ImageFiles } from '../files.js';
 import { editableOf, imageUrl, imageView, type StoredImage } from '../image.js';
@@ -37,9 +38,10 @@ export interface ImageRouteDeps {
   lock: KeyedLock;
   secrets: ImageSecrets;
   refresher: ImageRefresher;
+  clusterFiles: ClusterImageFiles;
 }
 
-export function imageRoutes({ ctx, catalog, files, creator, lock, secrets, refresher }: ImageRouteDeps): RouteDescriptor[] {
+export function imageRoutes({ ctx, catalog, files, creator, lock, secrets, refresher, clusterFiles }: ImageRouteDeps): RouteDescriptor[] {
   const find = (req: ApiRequest) => catalog.find(req.project, req.params.fingerprint!);
   /**
    * What an untrusted client may see: public images, and a private one whose secret it gives (the
@@ -149,6 +151,7 @@ export function imageRoutes({ ctx, catalog, files, creator, lock, secrets, refre
         access: 'untrusted',
         handler: async (req) => {
           const { doc } = await findFor(req, true);
+          await clusterFiles.ensureLocal(doc);
           const response = exportResponse(doc, files);
           imageLifecycle(ctx.events, req, 'image-retrieved', (project) => imageUrl(project, doc.fingerprint));
           return response;

@@ -99,6 +99,8 @@ export class DaemonStorage implements DaemonStorageService {
   keys(): ConfigKeyDescriptor[] {
     return DAEMON_STORAGE_KINDS.map((kind) => ({
       key: daemonStorageKey(kind),
+      // A volume on this member's own pool.
+      member: true,
       scope: 'server',
       type: 'string',
       live: true,

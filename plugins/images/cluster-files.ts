@@ -1,0 +1,108 @@
+/**
+ * Image files in a cluster: the records are shared, the files are not. A member that needs an image's
+ * files it does not hold (to unpack it for an instance, to export it) fetches them from a member that
+ * does, checks them against the fingerprint, and keeps them; a deleted image's files go from every member.
+ */
+import { createReadStream } from 'node:fs';
+import { access, rm } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import path from 'node:path';
+import {
+  isApiError, notFound, raw, unavailable,
+  type PluginContext, type RouteDescriptor,
+} from '../../sdk/index.js';
+import type { ImageCatalog } from './catalog.js';
+import type { ImageFiles } from './files.js';
+import type { StoredImage } from './image.js';
+
+const FILES_PATH = '/internal/cluster/image-files';
+const PARTS = ['metadata', 'rootfs'] as const;
+type Part = (typeof PARTS)[number];
+
+const exists = (file: string) => access(file).then(() => true, () => false);
+
+export class ClusterImageFiles {
+  private readonly fetching = new Map<string, Promise<void>>();
+
+  constructor(private readonly ctx: PluginContext, private readonly catalog: ImageCatalog, private readonly files: ImageFiles) {
+    // Another member deleted the last record of an image: its files here go too.
+    ctx.store.onChange((change) => {
+      if (!ctx.cluster.enabled || change.kind !== 'delete' || change.collection !== 'images') return;
+      void this.dropIfUnrecorded(change.name);
+    });
+  }
+
+  /** The route other members fetch files from (trusted cluster peers only: `admin`). */
+  route(): RouteDescriptor {
+    return {
+      path: `${FILES_PATH}/{fingerprint}/{part}`,
+      get: {
+        access: 'admin',
+        description: 'One file of an image, for another cluster member that needs it',
+        answers: ['raw'],
+        errors: [404],
+        handler: async (req) => {
+          const part = req.params.part as Part;
+          const fp = req.params.fingerprint!;
+          if (!PARTS.includes(part) || !/^[0-9a-f]{64}$/.test(fp)) throw notFound('Image file not found');
+          const file = part === 'metadata' ? this.files.metadataFile(fp) : this.files.rootfsFile(fp);
+          if (!(await exists(file))) throw notFound('Image file not found');
+          return raw(createReadStream(file), 'application/octet-stream');
+        },
+      },
+    };
+  }
+
+  /** Make sure this member holds the image's files (a no-op standalone or when they are here). */
+  ensureLocal(image: StoredImage): Promise<void> {
+    if (!this.ctx.cluster.enabled) return Promise.resolve();
+    const fp = image.fingerprint;
+    const running = this.fetching.get(fp);
+    if (running) return running;
+    const work = this.fetch(image).finally(() => this.fetching.delete(fp));
+    this.fetching.set(fp, work);
+    return work;
+  }
+
+  private async fetch(image: StoredImage): Promise<void> {
+    const fp = image.fingerprint;
+    const wanted: Part[] = image.files.rootfs ? ['metadata', 'rootfs'] : ['metadata'];
+    const local = (part: Part) => (part === 'metadata' ? this.files.metadataFile(fp) : this.files.rootfsFile(fp));
+    if ((await Promise.all(wanted.map((part) => exists(local(part))))).every(Boolean)) return;
+    const self = this.ctx.cluster.serverName;
+    const others = this.ctx.cluster.members().filter((m) => m.name !== self && m.online);
+    const problems: string[] = [];
+    for (const member of others) {
+      const area = await this.files.stagingArea();
+      try {
+        const staged = (part: Part) => path.join(area, part);
+        for (const part of wanted) await this.ctx.cluster.download(member.name, `${FILES_PATH}/${fp}/${part}`, staged(part));
+        const digest = await sha256Of(wanted.map(staged));
+        if (digest !== fp) {
+          problems.push(`${member.name}: the files it sent do not match the fingerprint`);
+          continue;
+        }
+        await this.files.install(fp, staged('metadata'), image.files.rootfs ? staged('rootfs') : undefined);
+        this.ctx.log.info({ fingerprint: fp, from: member.name }, 'image files fetched from another cluster member');
+        return;
+      } catch (err) {
+        if (!(isApiError(err) && err.status === 404)) problems.push(`${member.name}: ${(err as Error).message}`);
+      } finally {
+        await rm(area, { recursive: true, force: true });
+      }
+    }
+    throw unavailable(`The files of image ${fp} are on no reachable cluster member${problems.length ? ` (${problems.join('; ')})` : ''}`);
+  }
+
+  private async dropIfUnrecorded(fingerprint: string): Promise<void> {
+    const still = (await this.catalog.images.list()).some((r) => r.name === fingerprint);
+    if (!still) await this.files.remove(fingerprint).catch((err) => this.ctx.log.warn({ err, fingerprint }, 'removing a deleted image\'s files failed'));
+  }
+}
+
+/** The fingerprint of an image: SHA-256 over its files in order (metadata, then rootfs). */
+async function sha256Of(files: string[]): Promise<string> {
+  const hash = createHash('sha256');
+  for (const file of files) for await (const chunk of createReadStream(file)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
