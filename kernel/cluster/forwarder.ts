@@ -22,7 +22,9 @@ export const REQUEST_BOUND_MS = 10_000;
 const MAX_PAYLOAD = 16 * 1024 * 1024;
 
 /** Headers that describe one connection, not the message: never passed on by a proxy (RFC 9110 7.6.1). */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host',
+  // This member already told the caller to go on (node answers 100 Continue); the body is on its way.
+  'expect']);
 /** A websocket client makes its own handshake headers. */
 const HANDSHAKE = new Set(['sec-websocket-key', 'sec-websocket-version', 'sec-websocket-extensions', 'sec-websocket-accept']);
 

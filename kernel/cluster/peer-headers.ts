@@ -23,6 +23,8 @@ interface ForwardedCaller {
   address: string;
   projects?: string[];
   metrics?: boolean;
+  /** The caller's own TLS client certificate (PEM), for handlers that read it (adding oneself with a token). */
+  certificate?: string;
 }
 
 /** The header value that carries `caller` from member `by` to another member. */
@@ -36,6 +38,7 @@ export function encodeCaller(caller: Caller, by: string): string {
   };
   if (caller.projects) forwarded.projects = [...caller.projects];
   if (caller.metrics) forwarded.metrics = true;
+  if (caller.certificate) forwarded.certificate = caller.certificate;
   return Buffer.from(JSON.stringify(forwarded)).toString('base64url');
 }
 
@@ -54,6 +57,7 @@ export function peerCaller(headers: IncomingHttpHeaders, peer: Caller): Caller {
     requestor: { username: forwarded.username, protocol: forwarded.protocol, address: forwarded.address },
     ...(forwarded.projects ? { projects: forwarded.projects } : {}),
     ...(forwarded.metrics ? { metrics: true } : {}),
+    ...(typeof forwarded.certificate === 'string' ? { certificate: forwarded.certificate } : {}),
     peer: true,
     forwardedBy: forwarded.by,
   };

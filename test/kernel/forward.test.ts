@@ -79,6 +79,8 @@ test('the caller travels to the member intact, restriction included', (t) => {
   const peer: Caller = { trusted: true, requestor: { username: 'cluster-fp', protocol: 'tls', address: '10.19.3.1:4000' } };
   const received = peerCaller({ [FORWARDED_CALLER_HEADER]: header }, peer);
   t.deepEqual(received, { trusted: true, projects: ['p1', 'p2'], requestor: restricted.requestor, peer: true, forwardedBy: 'm1' });
+  const withCert = peerCaller({ [FORWARDED_CALLER_HEADER]: encodeCaller({ ...restricted, certificate: 'PEM' }, 'm1') }, peer);
+  t.is(withCert.certificate, 'PEM', 'the caller\'s own certificate, not the member\'s');
   const untrusted = peerCaller({ [FORWARDED_CALLER_HEADER]: encodeCaller({ trusted: false, requestor: { username: '', protocol: 'tls', address: 'x' } }, 'm2') }, peer);
   t.false(untrusted.trusted, 'an untrusted caller stays untrusted on the member (operation secrets decide there)');
 });
