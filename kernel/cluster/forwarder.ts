@@ -5,6 +5,8 @@
  * The original caller travels in a header only a peer may send (peer-headers.ts).
  */
 import https from 'node:https';
+import { createWriteStream } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type WebSocket from 'ws';
@@ -124,6 +126,33 @@ export class Forwarder {
    * Ask `member` directly, as this member or for `caller`, with a JSON body and answer; bounded by
    * `boundMs`, and a member that cannot be reached is a 503 naming it.
    */
+  /**
+   * `ClusterView.download`: what a GET of `path` on the member answers, written to `file` (image files).
+   * 404 from the member is a 404; no answer within the request bound, or a stream that stalls as long, a 503.
+   */
+  download(member: ClusterMemberInfo, path: string, file: string, boundMs = REQUEST_BOUND_MS): Promise<void> {
+    const { host, port } = parseMemberAddress(member.address);
+    const agent = this.agents.agentFor(member);
+    const headers: OutgoingHttpHeaders = { [FORWARDED_CALLER_HEADER]: encodeCaller(this.memberCaller(), this.self()) };
+    return new Promise((resolve, reject) => {
+      const upstream = https.request({ agent, host, port, method: 'GET', path, headers });
+      // Idle bound: reset by every chunk, so a large file may take as long as it keeps coming.
+      upstream.setTimeout(boundMs, () => upstream.destroy(unavailable(`Cluster member "${member.name}" stalled sending ${path}`)));
+      upstream.on('error', (err) => reject(unreachable(member, err)));
+      upstream.on('response', (answer) => {
+        if (answer.statusCode !== 200) {
+          answer.resume();
+          const status = answer.statusCode === 404 ? 404 : 503;
+          reject(new ApiError(status, `Cluster member "${member.name}" answered ${answer.statusCode} for ${path}`));
+          return;
+        }
+        const out = createWriteStream(file);
+        pipeline(answer, out).then(() => resolve(), (err) => reject(unreachable(member, err)));
+      });
+      upstream.end();
+    });
+  }
+
   request(member: ClusterMemberInfo, method: string, path: string, body?: unknown, caller?: Caller, boundMs = REQUEST_BOUND_MS): Promise<{ status: number; body: any }> {
     const { host, port } = parseMemberAddress(member.address);
     const agent = this.agents.agentFor(member);

@@ -31,6 +31,7 @@ export class ClusterTraffic {
     this.forwarder.onOperation = (id, member) => this.owners.remember(id, member);
     this.memberEvents = new MemberEvents(view, events, this.forwarder, clusterLog);
     view.sender = (member, method, path, body) => this.forwarder.request(member, method, path, body);
+    view.downloader = (member, path, file) => this.forwarder.download(member, path, file);
     this.forwarding = {
       active: () => view.enabled,
       target: (locate, req) => forwardTarget(view, locate, req),
