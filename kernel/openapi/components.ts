@@ -14,6 +14,7 @@ const ERROR_MEANINGS: Record<number, string> = {
   409: 'Conflict: the name is in use or the object is busy',
   412: 'Precondition failed: If-Match names another version of the object',
   500: 'Internal error',
+  503: 'Service unavailable: a cluster member, or the cluster database\'s quorum, cannot be reached now',
 };
 
 export const ERROR_RESPONSE = (code: number): Record<string, unknown> => ({ $ref: `#/components/responses/Error${code}` });
