@@ -92,6 +92,9 @@ serial('lxc launch --target places the instance there; lxc list from every membe
   const c1 = full.find((i: any) => i.name === 'c1');
   t.is(c1.state.status, 'Running');
   t.true(c1.state.pid > 0, 'the pid as m2 sees it');
+  // The instances' volumes name their member too.
+  const volumes = JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/storage-pools/default/volumes/container?recursion=1'));
+  t.deepEqual(volumes.map((v: any) => `${v.name}@${v.location}`).sort(), ['c1@m2', 'c2@m1']);
   // The state route of another member's instance answers from that member.
   const state = JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/instances/c1/state'));
   t.is(state.status, 'Running');
