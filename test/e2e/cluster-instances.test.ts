@@ -9,10 +9,10 @@ import test from 'ava';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { clusterNetUnavailable, makeClusterNet, type ClusterNet, type NetDaemon } from '../helpers/cluster-net.js';
-import { lxc, lxcOk } from '../helpers/clients.js';
+import { lxc, lxcOk, python } from '../helpers/clients.js';
 import { buildBusyboxImage } from '../helpers/busybox-image.js';
 import { importImage } from '../helpers/api.js';
-import { distRoot, killContainers, waitFor } from '../helpers/daemon.js';
+import { distRoot, killContainers, projectRoot, waitFor } from '../helpers/daemon.js';
 
 // Until the clustering plugin and the store on etcd are merged into this build, there is no cluster to make.
 const skip = clusterNetUnavailable() ?? (existsSync(path.join(distRoot, 'plugins', 'clustering', 'index.js')) ? undefined : 'this build has no clustering plugin');
@@ -151,6 +151,16 @@ serial('lxc move --target moves a stopped instance, and a running one (stopped, 
   const same = await lxc(d1.socket, 'move', 'c1', '--target', 'm1');
   t.not(same.status, 0);
   t.regex(same.stderr, /different than instance's current location/);
+});
+
+serial('pylxd creates on the member it names and lists every member\'s containers with their location', async (t) => {
+  const [, d2] = d as [NetDaemon, NetDaemon];
+  const run = await python(path.join(projectRoot, 'test', 'e2e', 'pylxd_cluster_instances.py'), [d2.socket, 'm3']);
+  t.is(run.status, 0, run.stderr);
+  const seen = JSON.parse(run.stdout.trim().split('\n').pop()!);
+  t.is(seen.location, 'm3');
+  t.is(seen.listed.py1, 'm3');
+  t.is(seen.listed.c1, 'm1');
 });
 
 serial('GET /1.0/instances?recursion=1 over three members', async (t) => {
