@@ -202,6 +202,29 @@ serial('lxc cluster evacuate stops or migrates the member\'s instances per clust
   await lxcOk(t, d1.socket, 'stop', 'c4', '--force');
 });
 
+serial('evacuating a member with two running and one stopped container (mode migrate), then restoring it', async (t) => {
+  const [d1, d2] = d as [NetDaemon, NetDaemon];
+  await lxcOk(t, d1.socket, 'delete', 'c5');
+  await lxcOk(t, d1.socket, 'launch', 'bb', 'e1', '--target', 'm2');
+  await lxcOk(t, d1.socket, 'launch', 'bb', 'e2', '--target', 'm2');
+  await lxcOk(t, d1.socket, 'init', 'bb', 'e3', '--target', 'm2');
+  let started = Date.now();
+  await lxcOk(t, d1.socket, 'query', '--wait', '-X', 'POST', '-d', JSON.stringify({ action: 'evacuate', mode: 'migrate' }), '/1.0/cluster/members/m2/state');
+  measured.evacuate_2_running_1_stopped_ms = Date.now() - started;
+  const away = await listed(t, d2);
+  t.false(away.some((r) => r.endsWith(',m2')), away.join('\n'));
+  t.true(away.some((r) => /^e1,RUNNING,m[13]$/.test(r)) && away.some((r) => /^e2,RUNNING,m[13]$/.test(r)) && away.some((r) => /^e3,STOPPED,m[13]$/.test(r)), away.join('\n'));
+  started = Date.now();
+  await lxcOk(t, d1.socket, 'query', '--wait', '-X', 'POST', '-d', JSON.stringify({ action: 'restore' }), '/1.0/cluster/members/m2/state');
+  measured.restore_2_running_1_stopped_ms = Date.now() - started;
+  const back = await listed(t, d1);
+  for (const row of ['e1,RUNNING,m2', 'e2,RUNNING,m2', 'e3,STOPPED,m2']) t.true(back.includes(row), back.join('\n'));
+  const bad = await lxc(d1.socket, 'query', '-X', 'POST', '-d', JSON.stringify({ action: 'evacuate', mode: 'teleport' }), '/1.0/cluster/members/m2/state');
+  t.not(bad.status, 0);
+  t.regex(bad.stderr, /Unknown evacuation mode/);
+  for (const name of ['e1', 'e2', 'e3']) await lxcOk(t, d1.socket, 'delete', name, '--force');
+});
+
 serial('a member that is down has its instances listed as errors at once, never a hang', async (t) => {
   const [d1, d2, d3] = d as [NetDaemon, NetDaemon, NetDaemon];
   await d3.kill9();
