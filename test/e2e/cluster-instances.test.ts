@@ -6,12 +6,15 @@
  * is down shows its instances as errors at once, and evacuation and restore.
  */
 import test from 'ava';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { clusterNetUnavailable, makeClusterNet, type ClusterNet, type NetDaemon } from '../helpers/cluster-net.js';
 import { lxc, lxcOk, python } from '../helpers/clients.js';
 import { buildBusyboxImage } from '../helpers/busybox-image.js';
 import { importImage } from '../helpers/api.js';
+import { selfSigned } from '../helpers/pki.js';
+import { tlsRequest } from '../helpers/tls-client.js';
 import { distRoot, killContainers, projectRoot, waitFor } from '../helpers/daemon.js';
 
 // Until the clustering plugin and the store on etcd are merged into this build, there is no cluster to make.
@@ -161,6 +164,37 @@ serial('pylxd creates on the member it names and lists every member\'s container
   t.is(seen.location, 'm3');
   t.is(seen.listed.py1, 'm3');
   t.is(seen.listed.c1, 'm1');
+});
+
+serial('restricted.cluster.target: a restricted client may not pick the member unless the project allows it; placement still works for it', async (t) => {
+  const [d1] = d as [NetDaemon];
+  const dir = mkdtempSync(path.join(tmpdir(), 'corral-place-'));
+  try {
+    const client = selfSigned(dir, 'tenant');
+    await lxcOk(t, d1.socket, 'project', 'create', 'p1', '-c', 'restricted=true', '-c', 'features.images=false');
+    await lxcOk(t, d1.socket, 'profile', 'device', 'add', 'default', 'root', 'disk', 'path=/', 'pool=default', '--project', 'p1');
+    await lxcOk(t, d1.socket, 'config', 'trust', 'add', client.certFile, '--restricted', '--projects', 'p1', '--name', 'tenant');
+    const m1 = { host: d1.member.address, port: 8443 };
+    const body = { name: 'r1', source: { type: 'image', alias: 'bb' } };
+    const refused = await tlsRequest(m1, client, 'POST', '/1.0/instances?project=p1&target=m2', body);
+    t.is(refused.status, 403, refused.body);
+    t.regex(refused.json.error, /restricted.cluster.target/);
+    // No target: placed, and made on the member chosen (forwarded there for this client).
+    const placed = await tlsRequest(m1, client, 'POST', '/1.0/instances?project=p1', body);
+    t.is(placed.status, 202, placed.body);
+    await tlsRequest(m1, client, 'GET', `${placed.json.operation}/wait?timeout=30`);
+    t.regex(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/instances/r1?project=p1')).location, /^m[123]$/);
+    await lxcOk(t, d1.socket, 'project', 'set', 'p1', 'restricted.cluster.target', 'allow');
+    const allowed = await tlsRequest(m1, client, 'POST', '/1.0/instances?project=p1&target=m2', { ...body, name: 'r2' });
+    t.is(allowed.status, 202, allowed.body);
+    await tlsRequest(m1, client, 'GET', `${allowed.json.operation}/wait?timeout=30`);
+    t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/instances/r2?project=p1')).location, 'm2');
+    for (const name of ['r1', 'r2']) await lxcOk(t, d1.socket, 'delete', name, '--project', 'p1');
+    await lxcOk(t, d1.socket, 'config', 'trust', 'remove', client.fingerprint);
+    await lxcOk(t, d1.socket, 'project', 'delete', 'p1');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 serial('GET /1.0/instances?recursion=1 over three members', async (t) => {
