@@ -156,6 +156,22 @@ serial('lxc move --target moves a stopped instance, and a running one (stopped, 
   t.regex(same.stderr, /different than instance's current location/);
 });
 
+serial('lxc copy of another member\'s instance: the new member pulls it, snapshots included (cluster_internal_copy)', async (t) => {
+  const [d1, d2] = d as [NetDaemon, NetDaemon];
+  // c3 is m3's.
+  await lxcOk(t, d1.socket, 'config', 'set', 'c3', 'user.mark', 'copied');
+  await lxcOk(t, d1.socket, 'snapshot', 'c3', 's1');
+  await lxcOk(t, d2.socket, 'copy', 'c3', 'c3copy', '--target', 'm1');
+  const copy = JSON.parse(await lxcOk(t, d2.socket, 'query', '/1.0/instances/c3copy?recursion=1'));
+  t.is(copy.location, 'm1');
+  t.is(copy.config['user.mark'], 'copied');
+  t.deepEqual(copy.snapshots.map((s: any) => s.name), ['s1']);
+  t.not(copy.config['volatile.uuid'], JSON.parse(await lxcOk(t, d2.socket, 'query', '/1.0/instances/c3')).config['volatile.uuid'], 'a copy gets fresh volatile keys');
+  t.is(d1.member.exec(['test', '-d', `${d1.dir}/storage-pools/default/containers/c3copy/rootfs/bin`]).status, 0, 'the files are on m1');
+  await lxcOk(t, d1.socket, 'delete', 'c3copy');
+  await lxcOk(t, d1.socket, 'delete', 'c3/s1');
+});
+
 serial('pylxd creates on the member it names and lists every member\'s containers with their location', async (t) => {
   const [, d2] = d as [NetDaemon, NetDaemon];
   const run = await python(path.join(projectRoot, 'test', 'e2e', 'pylxd_cluster_instances.py'), [d2.socket, 'm3']);
