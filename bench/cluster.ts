@@ -51,6 +51,8 @@ async function form(net: ClusterNet, image: string): Promise<{ members: NetDaemo
     const d = await net.startDaemon(member);
     const token = joinToken((await d1.request('POST', '/1.0/cluster/members', { server_name: name })).json?.metadata?.metadata);
     const required = (await d1.request('GET', '/1.0/cluster')).json?.metadata?.member_config ?? [];
+    // A joiner must listen on the address it gives (as `lxd init` sets it before joining).
+    await call(d, 'PATCH', '/1.0', { config: { 'core.https_address': address(d) } });
     joinMs.push(await timed(() => call(d, 'PUT', '/1.0/cluster', {
       server_name: name, enabled: true, server_address: address(d), cluster_address: address(d1), cluster_token: token, member_config: required,
     })));

@@ -172,6 +172,7 @@ export class Kernel {
       store: () => this.store,
       replaceCertificate: (cert, key) => this.replaceCertificate(cert, key),
       certificate: () => this.certificate,
+      hooks: this.hooks,
     });
     this.services.provide(ClusterControlRef, this.clusterControl);
     // A member that was clustered comes back on etcd, before any plugin reads the store.

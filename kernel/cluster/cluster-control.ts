@@ -7,6 +7,7 @@ import { readFile, rm } from 'node:fs/promises';
 import type Logger from 'bunyan';
 import type { Lease, Watcher } from 'etcd3';
 import {
+  type ClusterJoinInfo, type MemberConfigEntry,
   conflict, unavailable, type ClusterControl, type ClusterMemberInfo, type EtcdMemberStatus, type EtcdMemberUrls, type EtcdTls, type HostTools,
 } from '../../sdk/index.js';
 import { DocumentStore } from '../store/document-store.js';
@@ -35,6 +36,11 @@ export interface ClusterControlDeps {
   /** Serve with a new certificate (written to the data dir; every HTTPS listener switches). */
   replaceCertificate: (cert: string, key: string) => Promise<void>;
   certificate: () => { cert: string; key: string } | undefined;
+  /** The kernel hooks families tap: member-specific keys for joiners, and their parts made once on etcd. */
+  hooks?: {
+    memberConfigKeys: { promise(entries: MemberConfigEntry[]): Promise<MemberConfigEntry[]> };
+    clusterJoined: { promise(info: ClusterJoinInfo): Promise<void> };
+  };
 }
 
 interface Running {
@@ -88,9 +94,12 @@ export class KernelClusterControl implements ClusterControl {
         await this.deps.store().switchBackend(previous, 'discard');
       });
       await writeClusterState(this.deps.dataDir, { serverName: opts.serverName, address: opts.address, etcd: { ...urls, initialCluster, state: 'new' } });
+      // Families make their member parts under the new name, on etcd; a tap that throws reverts the step.
+      this.deps.view.setIdentity(true, opts.serverName);
+      undo.push(async () => this.deps.view.setIdentity(false, STANDALONE_NAME));
+      await this.deps.hooks?.clusterJoined.promise({ serverName: opts.serverName, bootstrap: true, memberConfig: [] });
       // Past the last step that can fail: the sqlite copy is no longer this server's data.
       await previous.close().catch(() => undefined);
-      this.deps.view.setIdentity(true, opts.serverName);
     });
   }
 
@@ -103,7 +112,11 @@ export class KernelClusterControl implements ClusterControl {
     return { initialCluster, memberId: res.member.ID };
   }
 
-  join(opts: { serverName: string; address: string; tls: EtcdTls; initialCluster: string }): Promise<void> {
+  memberConfigKeys(): Promise<MemberConfigEntry[]> {
+    return this.deps.hooks ? this.deps.hooks.memberConfigKeys.promise([]) : Promise.resolve([]);
+  }
+
+  join(opts: { serverName: string; address: string; tls: EtcdTls; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void> {
     return this.reconfigure(async (undo) => {
       if (this.deps.view.enabled) throw conflict('This server is already clustered');
       const urls = this.etcdUrlsFor(opts.serverName, opts.address);
@@ -115,8 +128,10 @@ export class KernelClusterControl implements ClusterControl {
       await writeClusterState(this.deps.dataDir, {
         serverName: opts.serverName, address: opts.address, etcd: { ...urls, initialCluster: opts.initialCluster, state: 'existing' },
       });
-      await previous.close().catch(() => undefined);
       this.deps.view.setIdentity(true, opts.serverName);
+      undo.push(async () => this.deps.view.setIdentity(false, STANDALONE_NAME));
+      await this.deps.hooks?.clusterJoined.promise({ serverName: opts.serverName, bootstrap: false, memberConfig: opts.memberConfig });
+      await previous.close().catch(() => undefined);
     });
   }
 

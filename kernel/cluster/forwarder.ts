@@ -20,8 +20,6 @@ import { parseMemberAddress, type PeerAgents } from './peer-agents.js';
 export const CONNECT_BOUND_MS = 3_000;
 /** A member's answer to a direct question (`ClusterView.request`, fan-outs) must come within this. */
 export const REQUEST_BOUND_MS = 10_000;
-/** A download from a member (image files) fails when no byte came for this long. */
-const DOWNLOAD_STALL_MS = 30_000;
 /** Largest websocket message passed on (as the kernel's own websocket server accepts). */
 const MAX_PAYLOAD = 16 * 1024 * 1024;
 
@@ -129,43 +127,27 @@ export class Forwarder {
    * `boundMs`, and a member that cannot be reached is a 503 naming it.
    */
   /**
-   * A GET of `path` on `member`, its body streamed into `file` (image files): bounded by a stall
-   * (no byte for DOWNLOAD_STALL_MS), not by the size; the member's 404 stays a 404, other answers are a 503.
+   * `ClusterView.download`: what a GET of `path` on the member answers, written to `file` (image files).
+   * 404 from the member is a 404; no answer within the request bound, or a stream that stalls as long, a 503.
    */
-  download(member: ClusterMemberInfo, path: string, file: string): Promise<void> {
+  download(member: ClusterMemberInfo, path: string, file: string, boundMs = REQUEST_BOUND_MS): Promise<void> {
     const { host, port } = parseMemberAddress(member.address);
+    const agent = this.agents.agentFor(member);
     const headers: OutgoingHttpHeaders = { [FORWARDED_CALLER_HEADER]: encodeCaller(this.memberCaller(), this.self()) };
     return new Promise((resolve, reject) => {
-      const upstream = https.request({ agent: this.agents.agentFor(member), host, port, method: 'GET', path, headers });
-      let timer: NodeJS.Timeout | undefined;
-      const stalled = () => {
-        upstream.destroy();
-        reject(unavailable(`Cluster member "${member.name}" stopped sending ${path} for ${DOWNLOAD_STALL_MS / 1000}s`));
-      };
-      const arm = () => {
-        clearTimeout(timer);
-        timer = setTimeout(stalled, DOWNLOAD_STALL_MS);
-      };
-      arm();
-      upstream.on('error', (err) => {
-        clearTimeout(timer);
-        reject(unreachable(member, err));
-      });
+      const upstream = https.request({ agent, host, port, method: 'GET', path, headers });
+      // Idle bound: reset by every chunk, so a large file may take as long as it keeps coming.
+      upstream.setTimeout(boundMs, () => upstream.destroy(unavailable(`Cluster member "${member.name}" stalled sending ${path}`)));
+      upstream.on('error', (err) => reject(unreachable(member, err)));
       upstream.on('response', (answer) => {
         if (answer.statusCode !== 200) {
-          clearTimeout(timer);
           answer.resume();
-          reject(answer.statusCode === 404 ? new ApiError(404, `Cluster member "${member.name}" has no ${path}`) : unavailable(`Cluster member "${member.name}" answered ${answer.statusCode} for ${path}`));
+          const status = answer.statusCode === 404 ? 404 : 503;
+          reject(new ApiError(status, `Cluster member "${member.name}" answered ${answer.statusCode} for ${path}`));
           return;
         }
-        answer.on('data', arm);
-        pipeline(answer, createWriteStream(file, { mode: 0o600 })).then(() => {
-          clearTimeout(timer);
-          resolve();
-        }, (err: Error) => {
-          clearTimeout(timer);
-          reject(unreachable(member, err));
-        });
+        const out = createWriteStream(file);
+        pipeline(answer, out).then(() => resolve(), (err) => reject(unreachable(member, err)));
       });
       upstream.end();
     });

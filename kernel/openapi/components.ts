@@ -15,7 +15,6 @@ const ERROR_MEANINGS: Record<number, string> = {
   412: 'Precondition failed: If-Match names another version of the object',
   503: 'Unavailable: a cluster member, or the quorum of the cluster\'s database, cannot be reached now (nothing was changed)',
   500: 'Internal error',
-  503: 'Unavailable: a cluster member or the cluster database cannot answer now (try again)',
 };
 
 export const ERROR_RESPONSE = (code: number): Record<string, unknown> => ({ $ref: `#/components/responses/Error${code}` });

@@ -5,7 +5,7 @@
  * certificate and starts its etcd member in the cluster; its store switches to the cluster's. Each
  * step is undone when a later one fails: the server stays standalone and the member forgets it.
  */
-import { async, badRequest, ApiError, type ApiRequest, type ApiResponse } from '../../sdk/index.js';
+import { async, badRequest, ApiError, type ApiRequest, type ApiResponse, type MemberConfigEntry } from '../../sdk/index.js';
 import { canonicalAddress, isWildcard, splitAddress } from './address.js';
 import { checkBare } from './bare.js';
 import { currentCertificate, etcdTls, requireControl, type Clustering } from './context.js';
@@ -99,7 +99,7 @@ export async function joinCluster(c: Clustering, req: ApiRequest, body: JoinRequ
       const previous = currentCertificate(control);
       try {
         await control.replaceCertificate(answer.cluster_certificate, answer.cluster_key);
-        await control.join({ serverName: name, address, tls: etcdTls({ cert: answer.cluster_certificate, key: answer.cluster_key }), initialCluster: answer.initial_cluster, memberConfig: [] });
+        await control.join({ serverName: name, address, tls: etcdTls({ cert: answer.cluster_certificate, key: answer.cluster_key }), initialCluster: answer.initial_cluster, memberConfig: memberConfigOf(body) });
       } catch (err) {
         await control.replaceCertificate(previous.cert, previous.key).catch((e: Error) => c.log.error({ err: e }, 'could not restore the server certificate after a failed join'));
         await forgetJoiner(member, fingerprint, name, { cert: answer.cluster_certificate, key: answer.cluster_key }).catch((e: Error) =>
@@ -138,4 +138,13 @@ async function askToBeAccepted(targets: string[], fingerprint: string, request: 
 async function forgetJoiner(member: string, fingerprint: string, name: string, client: { cert: string; key: string }): Promise<void> {
   const res = await peerRequest({ address: member, fingerprint, method: 'POST', path: '/internal/cluster/forget', body: { server_name: name }, client });
   if (res.status !== 200) throw new Error(res.body?.error ?? `answered ${res.status}`);
+}
+
+
+/** The joiner's member-specific keys as its PUT /1.0/cluster gave them (`member_config`). */
+function memberConfigOf(body: JoinRequest): MemberConfigEntry[] {
+  const given = (body as { member_config?: unknown }).member_config;
+  if (!Array.isArray(given)) return [];
+  return given.filter((e): e is MemberConfigEntry => !!e && typeof e === 'object' && typeof e.entity === 'string' && typeof e.name === 'string' && typeof e.key === 'string')
+    .map((e) => ({ entity: e.entity, name: e.name, key: e.key, value: typeof e.value === 'string' ? e.value : '', description: typeof e.description === 'string' ? e.description : '' }));
 }

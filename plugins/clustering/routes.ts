@@ -1,6 +1,7 @@
 /** /1.0/cluster, its members, tokens and certificate, and the members' internal join and leave steps. */
 import Joi from 'joi';
 import {
+  InstanceEvacuationRef,
   async, badRequest, conflict, bodyObject, bodyShape, collection, empty, forbidden, notFound, objectBody, sync,
   NetworksServiceRef, StorageServiceRef, truthy,
   type ApiRequest, type RouteDescriptor,
@@ -66,7 +67,7 @@ export function clusterRoutes(c: Clustering, certificate: ClusterCertificate): R
         handler: async () => sync({
           server_name: c.cluster.enabled ? c.cluster.serverName : '',
           enabled: c.cluster.enabled,
-          member_config: await memberConfigKeys(c.services.get(StorageServiceRef), c.services.get(NetworksServiceRef)),
+          member_config: c.cluster.enabled ? await requireControl(c).memberConfigKeys() : await memberConfigKeys(c.services.get(StorageServiceRef), c.services.get(NetworksServiceRef)),
         }),
       },
       put: {
@@ -177,15 +178,26 @@ export function clusterRoutes(c: Clustering, certificate: ClusterCertificate): R
     {
       path: '/1.0/cluster/members/{name}/state',
       extension: 'clustering_evacuation',
+      // Served by the member named: its instances are the ones the instances family stops or moves.
+      locate: (req) => (c.cluster.members().some((m) => m.name === req.params.name) ? req.params.name : undefined),
       post: {
-        description: 'Evacuate or restore a cluster member (the member state; moving its instances is the instances family\'s)',
+        description: 'Evacuate or restore a cluster member (the member state here; its instances through InstanceEvacuationRef)',
         access: 'admin',
         answers: ['operation'],
         errors: [503],
         body: objectBody({ action: bodyShape.text, mode: bodyShape.text }),
         handler: async (req) => {
+          const mode = req.body.mode || undefined;
+          if (mode !== undefined && !['auto', 'stop', 'migrate'].includes(mode)) throw badRequest(`Unknown evacuation mode "${mode}" (auto, stop or migrate)`);
           const changed = await changeState(c, req, req.params.name!, req.body.action);
-          const op = c.operations.create({ class: 'task', description: changed!.description, resources: { cluster: [] }, request: req, requestor: req.requestor, run: async () => {} });
+          const evacuation = c.services.get(InstanceEvacuationRef);
+          const op = c.operations.create({
+            class: 'task', description: changed!.description, resources: { cluster: [] }, request: req, requestor: req.requestor,
+            run: async (o) => {
+              if (req.body.action === 'evacuate') await evacuation?.evacuate({ mode, signal: o.signal });
+              else await evacuation?.restore({ signal: o.signal });
+            },
+          });
           return async(op);
         },
       },

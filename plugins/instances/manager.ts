@@ -113,12 +113,13 @@ export class InstanceManager implements InstanceAccess {
     return names.map((n) => this.profileCache.get(`${project}/${n}`)!);
   }
 
-  async handleFor(stored: StoredDoc<InstanceRecord>): Promise<InstanceHandle> {
+  /** `elsewhere`: the instance is another member's; its volume is not here, so no path is looked up (listings). */
+  async handleFor(stored: StoredDoc<InstanceRecord>, opts: { elsewhere?: boolean } = {}): Promise<InstanceHandle> {
     const record = stored.doc;
     const project = stored.project;
     const profiles = await this.loadProfiles(project, record.profiles).catch(() => [] as Profile[]);
     // A pool whose driver is absent must not break listings: the instance then reports an error status.
-    const volumePath = await this.deps.storage.volumePath(record.pool, { type: record.type, project, name: record.name }).catch(() => '');
+    const volumePath = opts.elsewhere ? '' : await this.deps.storage.volumePath(record.pool, { type: record.type, project, name: record.name }).catch(() => '');
     const inst: DriverInstance = {
       project,
       name: record.name,

@@ -3,13 +3,19 @@
  * member-specific keys such as `source`), defined with `--target` and made when the pool is created
  * cluster-wide (sdk/lib/cluster). This file says what making and removing a pool's part means here.
  */
-import { badRequest, type PluginContext } from '../../sdk/index.js';
+import { badRequest, type Collection, type PluginContext } from '../../sdk/index.js';
 import { MemberParts } from '../../sdk/lib/cluster/index.js';
 import type { DriverTable } from './drivers.js';
 import { isMemberKey, poolInfo, type PoolRecord } from './pool.js';
-import type { PoolManager } from './pools.js';
 
-export function poolParts(ctx: PluginContext, pools: PoolManager, drivers: DriverTable): MemberParts<PoolRecord> {
+/** What the member parts need of the pool manager (an interface, not the class: pools.ts imports this file). */
+export interface PoolPartsHost {
+  readonly records: Collection<PoolRecord>;
+  markCreated(name: string): void;
+  forget(name: string): void;
+}
+
+export function poolParts(ctx: PluginContext, pools: PoolPartsHost, drivers: DriverTable): MemberParts<PoolRecord> {
   const driverFor = (pool: PoolRecord) => {
     const driver = drivers.get(pool.driver);
     if (!driver) throw badRequest(`storage driver "${pool.driver}" is not enabled in this build`);

@@ -6,13 +6,16 @@
  * is down shows its instances as errors at once, and evacuation and restore.
  */
 import test from 'ava';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { clusterNetUnavailable, makeClusterNet, type ClusterNet, type NetDaemon } from '../helpers/cluster-net.js';
-import { lxc, lxcOk } from '../helpers/clients.js';
+import { lxc, lxcOk, python } from '../helpers/clients.js';
 import { buildBusyboxImage } from '../helpers/busybox-image.js';
 import { importImage } from '../helpers/api.js';
-import { distRoot, killContainers, waitFor } from '../helpers/daemon.js';
+import { selfSigned } from '../helpers/pki.js';
+import { tlsRequest } from '../helpers/tls-client.js';
+import { distRoot, killContainers, projectRoot, waitFor } from '../helpers/daemon.js';
 
 // Until the clustering plugin and the store on etcd are merged into this build, there is no cluster to make.
 const skip = clusterNetUnavailable() ?? (existsSync(path.join(distRoot, 'plugins', 'clustering', 'index.js')) ? undefined : 'this build has no clustering plugin');
@@ -92,6 +95,9 @@ serial('lxc launch --target places the instance there; lxc list from every membe
   const c1 = full.find((i: any) => i.name === 'c1');
   t.is(c1.state.status, 'Running');
   t.true(c1.state.pid > 0, 'the pid as m2 sees it');
+  // The instances' volumes name their member too.
+  const volumes = JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/storage-pools/default/volumes/container?recursion=1'));
+  t.deepEqual(volumes.map((v: any) => `${v.name}@${v.location}`).sort(), ['c1@m2', 'c2@m1']);
   // The state route of another member's instance answers from that member.
   const state = JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/instances/c1/state'));
   t.is(state.status, 'Running');
@@ -150,6 +156,63 @@ serial('lxc move --target moves a stopped instance, and a running one (stopped, 
   t.regex(same.stderr, /different than instance's current location/);
 });
 
+serial('lxc copy of another member\'s instance: the new member pulls it, snapshots included (cluster_internal_copy)', async (t) => {
+  const [d1, d2] = d as [NetDaemon, NetDaemon];
+  // c3 is m3's.
+  await lxcOk(t, d1.socket, 'config', 'set', 'c3', 'user.mark', 'copied');
+  await lxcOk(t, d1.socket, 'snapshot', 'c3', 's1');
+  await lxcOk(t, d2.socket, 'copy', 'c3', 'c3copy', '--target', 'm1');
+  const copy = JSON.parse(await lxcOk(t, d2.socket, 'query', '/1.0/instances/c3copy?recursion=1'));
+  t.is(copy.location, 'm1');
+  t.is(copy.config['user.mark'], 'copied');
+  t.deepEqual(copy.snapshots.map((s: any) => s.name), ['s1']);
+  t.not(copy.config['volatile.uuid'], JSON.parse(await lxcOk(t, d2.socket, 'query', '/1.0/instances/c3')).config['volatile.uuid'], 'a copy gets fresh volatile keys');
+  t.is(d1.member.exec(['test', '-d', `${d1.dir}/storage-pools/default/containers/c3copy/rootfs/bin`]).status, 0, 'the files are on m1');
+  await lxcOk(t, d1.socket, 'delete', 'c3copy');
+  await lxcOk(t, d1.socket, 'delete', 'c3/s1');
+});
+
+serial('pylxd creates on the member it names and lists every member\'s containers with their location', async (t) => {
+  const [, d2] = d as [NetDaemon, NetDaemon];
+  const run = await python(path.join(projectRoot, 'test', 'e2e', 'pylxd_cluster_instances.py'), [d2.socket, 'm3']);
+  t.is(run.status, 0, run.stderr);
+  const seen = JSON.parse(run.stdout.trim().split('\n').pop()!);
+  t.is(seen.location, 'm3');
+  t.is(seen.listed.py1, 'm3');
+  t.is(seen.listed.c1, 'm1');
+});
+
+serial('restricted.cluster.target: a restricted client may not pick the member unless the project allows it; placement still works for it', async (t) => {
+  const [d1] = d as [NetDaemon];
+  const dir = mkdtempSync(path.join(tmpdir(), 'corral-place-'));
+  try {
+    const client = selfSigned(dir, 'tenant');
+    await lxcOk(t, d1.socket, 'project', 'create', 'p1', '-c', 'restricted=true', '-c', 'features.images=false');
+    await lxcOk(t, d1.socket, 'profile', 'device', 'add', 'default', 'root', 'disk', 'path=/', 'pool=default', '--project', 'p1');
+    await lxcOk(t, d1.socket, 'config', 'trust', 'add', client.certFile, '--restricted', '--projects', 'p1', '--name', 'tenant');
+    const m1 = { host: d1.member.address, port: 8443 };
+    const body = { name: 'r1', source: { type: 'image', alias: 'bb' } };
+    const refused = await tlsRequest(m1, client, 'POST', '/1.0/instances?project=p1&target=m2', body);
+    t.is(refused.status, 403, refused.body);
+    t.regex(refused.json.error, /restricted.cluster.target/);
+    // No target: placed, and made on the member chosen (forwarded there for this client).
+    const placed = await tlsRequest(m1, client, 'POST', '/1.0/instances?project=p1', body);
+    t.is(placed.status, 202, placed.body);
+    await tlsRequest(m1, client, 'GET', `${placed.json.operation}/wait?timeout=30`);
+    t.regex(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/instances/r1?project=p1')).location, /^m[123]$/);
+    await lxcOk(t, d1.socket, 'project', 'set', 'p1', 'restricted.cluster.target', 'allow');
+    const allowed = await tlsRequest(m1, client, 'POST', '/1.0/instances?project=p1&target=m2', { ...body, name: 'r2' });
+    t.is(allowed.status, 202, allowed.body);
+    await tlsRequest(m1, client, 'GET', `${allowed.json.operation}/wait?timeout=30`);
+    t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/instances/r2?project=p1')).location, 'm2');
+    for (const name of ['r1', 'r2']) await lxcOk(t, d1.socket, 'delete', name, '--project', 'p1');
+    await lxcOk(t, d1.socket, 'config', 'trust', 'remove', client.fingerprint);
+    await lxcOk(t, d1.socket, 'project', 'delete', 'p1');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 serial('GET /1.0/instances?recursion=1 over three members', async (t) => {
   const [d1] = d as [NetDaemon];
   const times: number[] = [];
@@ -187,6 +250,29 @@ serial('lxc cluster evacuate stops or migrates the member\'s instances per clust
   t.true(back.includes('c4,RUNNING,m1'), back.join('\n'));
   t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/instances/c1')).config['volatile.evacuate.origin'], undefined);
   await lxcOk(t, d1.socket, 'stop', 'c4', '--force');
+});
+
+serial('evacuating a member with two running and one stopped container (mode migrate), then restoring it', async (t) => {
+  const [d1, d2] = d as [NetDaemon, NetDaemon];
+  await lxcOk(t, d1.socket, 'delete', 'c5');
+  await lxcOk(t, d1.socket, 'launch', 'bb', 'e1', '--target', 'm2');
+  await lxcOk(t, d1.socket, 'launch', 'bb', 'e2', '--target', 'm2');
+  await lxcOk(t, d1.socket, 'init', 'bb', 'e3', '--target', 'm2');
+  let started = Date.now();
+  await lxcOk(t, d1.socket, 'query', '--wait', '-X', 'POST', '-d', JSON.stringify({ action: 'evacuate', mode: 'migrate' }), '/1.0/cluster/members/m2/state');
+  measured.evacuate_2_running_1_stopped_ms = Date.now() - started;
+  const away = await listed(t, d2);
+  t.false(away.some((r) => r.endsWith(',m2')), away.join('\n'));
+  t.true(away.some((r) => /^e1,RUNNING,m[13]$/.test(r)) && away.some((r) => /^e2,RUNNING,m[13]$/.test(r)) && away.some((r) => /^e3,STOPPED,m[13]$/.test(r)), away.join('\n'));
+  started = Date.now();
+  await lxcOk(t, d1.socket, 'query', '--wait', '-X', 'POST', '-d', JSON.stringify({ action: 'restore' }), '/1.0/cluster/members/m2/state');
+  measured.restore_2_running_1_stopped_ms = Date.now() - started;
+  const back = await listed(t, d1);
+  for (const row of ['e1,RUNNING,m2', 'e2,RUNNING,m2', 'e3,STOPPED,m2']) t.true(back.includes(row), back.join('\n'));
+  const bad = await lxc(d1.socket, 'query', '-X', 'POST', '-d', JSON.stringify({ action: 'evacuate', mode: 'teleport' }), '/1.0/cluster/members/m2/state');
+  t.not(bad.status, 0);
+  t.regex(bad.stderr, /Unknown evacuation mode/);
+  for (const name of ['e1', 'e2', 'e3']) await lxcOk(t, d1.socket, 'delete', name, '--force');
 });
 
 serial('a member that is down has its instances listed as errors at once, never a hang', async (t) => {

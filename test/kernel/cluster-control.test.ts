@@ -101,7 +101,7 @@ serial('bootstrap keeps the standalone data; a second server joins, loses its ow
   t.regex(initialCluster, /m2=https:\/\/127\.0\.19\.11:2380/);
   const heard: StoreChange[] = [];
   b.store.namespace('profiles').onChange((c) => heard.push(c));
-  await control(b).join({ serverName: 'm2', address: '127.0.19.11:8443', tls, initialCluster });
+  await control(b).join({ serverName: 'm2', address: '127.0.19.11:8443', tls, initialCluster, memberConfig: [] });
   await control(a).promoteEtcdMember(memberId);
   t.log(`join (add learner, start, switch, promote): ${Date.now() - joinStarted} ms`);
   t.is(b.cluster.serverName, 'm2');

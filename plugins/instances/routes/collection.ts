@@ -13,6 +13,7 @@ import { fullView, instanceView, prefetchChildren, stateView, UNREACHABLE_STATE,
 import { remoteRuntime, runtimeKey } from '../cluster-runtime.js';
 import { remoteLocation } from '../location.js';
 import { vettedTarget } from '../placement.js';
+import { copyFromMember } from '../cluster-copy.js';
 import { collectionPath, instancePaths, operationResources, routeType } from './paths.js';
 import { acceptBackupUploads } from '../backups/instance-post.js';
 import { stateBody } from './state.js';
@@ -47,8 +48,8 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
           const url = `${prefix}/${encodeURIComponent(s.name)}`;
           return s.project === 'default' ? url : `${url}?project=${encodeURIComponent(s.project)}`;
         }, async (s, recursion) => {
-          const handle = await manager.handleFor(s);
-          const elsewhere = remote && remoteLocation(ctx.cluster, s.doc) !== undefined;
+          const elsewhere = remote !== undefined && remoteLocation(ctx.cluster, s.doc) !== undefined;
+          const handle = await manager.handleFor(s, { elsewhere });
           const told = elsewhere ? (await remote).get(runtimeKey(s.project, s.name)) : undefined;
           if (recursion === 2) {
             const state = elsewhere ? (told?.state as Awaited<ReturnType<typeof stateView>> | undefined) ?? UNREACHABLE_STATE : undefined;
@@ -159,7 +160,7 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
   if (ctx.cluster.enabled && source.type === 'copy' && typeof source.source === 'string') {
     const from = await manager.records.get(typeof source.project === 'string' && source.project ? source.project : req.project, source.source.split('/')[0]);
     const holder = remoteLocation(ctx.cluster, from?.doc);
-    if (holder) throw badRequest(`The source instance is on cluster member "${holder}": copying between members is not supported yet; copy it there (--target ${holder})`);
+    if (holder) return copyFromMember(ctx, manager, snapshots, req, spec, source, holder);
   }
   const filled = await fillSource(manager, snapshots, req, spec, source);
   const remoteImage = filled && 'remoteImage' in filled ? filled.remoteImage : undefined;
