@@ -3,8 +3,10 @@
  * the default project, projects, networks of other projects (their projects exist by then),
  * profiles. New objects are created; existing ones get the given keys merged over theirs. Each step
  * records how to undo itself, and a failure undoes every step already taken, newest first, so a
- * half-bad preseed leaves the server as it was.
+ * half-bad preseed leaves the server as it was. The `cluster` section comes last (enabling makes the
+ * server's objects the cluster's; a joiner must be bare but for its config), and undoes itself.
  */
+import { readFile } from 'node:fs/promises';
 import { find, InitError, inProject, must, type ApiCall } from './api.js';
 import type { NetworkItem, Preseed } from './preseed.js';
 
@@ -113,6 +115,16 @@ export async function applyPreseed(api: ApiCall, preseed: Preseed): Promise<void
         devices,
       }, `updating profile "${profile.name}"`);
       undo.push({ what: `restoring profile ${profile.name}`, run: () => must(api, 'PUT', url, before, '') });
+    }
+
+    if (preseed.cluster?.enabled) {
+      const { cluster_certificate_path: certificatePath, ...body } = preseed.cluster;
+      if (certificatePath && !body.cluster_certificate) {
+        body.cluster_certificate = await readFile(certificatePath, 'utf8').catch((err: Error) => {
+          throw new InitError(`cannot read cluster.cluster_certificate_path ${certificatePath}: ${err.message}`);
+        });
+      }
+      await must(api, 'PUT', '/1.0/cluster', body, body.cluster_address ? `joining the cluster at ${body.cluster_address}` : 'enabling clustering');
     }
   } catch (err) {
     return rollback(err as Error);

@@ -12,7 +12,21 @@ export interface PoolItem { name: string; driver: string; description?: string; 
 export interface ProfileItem { name: string; description?: string; config?: Config; devices?: Record<string, Config> }
 export interface ProjectItem { name: string; description?: string; config?: Config }
 
+/** The cluster step (`PUT /1.0/cluster`'s body): enable with `server_name`, or join with `cluster_address` and a token. */
+export interface ClusterItem {
+  server_name?: string;
+  enabled: boolean;
+  server_address?: string;
+  cluster_address?: string;
+  cluster_certificate?: string;
+  cluster_certificate_path?: string;
+  cluster_password?: string;
+  cluster_token?: string;
+  member_config?: { entity: string; name: string; key: string; value: string; description?: string }[];
+}
+
 export interface Preseed {
+  cluster?: ClusterItem;
   config?: Config;
   networks?: NetworkItem[];
   storage_pools?: PoolItem[];
@@ -72,6 +86,38 @@ function item(section: string, value: unknown, index: number): Record<string, un
   return out;
 }
 
+const CLUSTER_TEXT = ['server_name', 'server_address', 'cluster_address', 'cluster_certificate', 'cluster_certificate_path', 'cluster_password', 'cluster_token'];
+const MEMBER_CONFIG_TEXT = ['entity', 'name', 'key', 'value', 'description'];
+
+function clusterSection(value: unknown): ClusterItem {
+  if (!isMap(value)) throw new InitError(`cluster must be a map, not ${describe(value)}`);
+  const out: ClusterItem = { enabled: false };
+  for (const [key, v] of Object.entries(value)) {
+    if (key === 'enabled') {
+      // parsePreseed keeps scalars as written: `true` arrives as text.
+      const flag = typeof v === 'boolean' ? String(v) : v;
+      if (flag !== 'true' && flag !== 'false') throw new InitError(`cluster.enabled must be true or false, not ${typeof v === 'string' ? `"${v}"` : describe(v)}`);
+      out.enabled = flag === 'true';
+    } else if (key === 'member_config') {
+      if (v === null || v === undefined) continue;
+      if (!Array.isArray(v)) throw new InitError(`cluster.member_config must be a list, not ${describe(v)}`);
+      out.member_config = v.map((entry, i) => {
+        if (!isMap(entry)) throw new InitError(`cluster.member_config[${i}] must be a map, not ${describe(entry)}`);
+        for (const k of Object.keys(entry)) if (!MEMBER_CONFIG_TEXT.includes(k)) throw new InitError(`cluster.member_config[${i}] has an unknown key "${k}" (known: ${MEMBER_CONFIG_TEXT.join(', ')})`);
+        for (const k of ['entity', 'name', 'key']) if (typeof entry[k] !== 'string' || entry[k] === '') throw new InitError(`cluster.member_config[${i}] needs a "${k}"`);
+        return { entity: entry.entity as string, name: entry.name as string, key: entry.key as string, value: configValue(entry.value ?? '', `cluster.member_config[${i}].value`) };
+      });
+    } else if (CLUSTER_TEXT.includes(key)) {
+      if (v === null || v === undefined || v === '') continue;
+      if (typeof v !== 'string') throw new InitError(`cluster.${key} must be a string, not ${describe(v)}`);
+      (out as unknown as Record<string, string>)[key] = v;
+    } else {
+      throw new InitError(`cluster has an unknown key "${key}" (known: enabled, member_config, ${CLUSTER_TEXT.join(', ')})`);
+    }
+  }
+  return out;
+}
+
 /** Checks a parsed document and returns it in the shape the API takes. */
 export function checkPreseed(doc: unknown): Preseed {
   if (doc === null || doc === undefined) return {};
@@ -81,7 +127,7 @@ export function checkPreseed(doc: unknown): Preseed {
     if (!SECTIONS.includes(section)) throw new InitError(`unknown preseed section "${section}" (known: ${SECTIONS.join(', ')})`);
     if (section === 'cluster') {
       // A dump from a standalone reference daemon carries `cluster: null`, which asks for nothing.
-      if (value !== null && value !== undefined) throw new InitError('the "cluster" section is not supported: this build of corral has no clustering');
+      if (value !== null && value !== undefined) out.cluster = clusterSection(value);
       continue;
     }
     if (section === 'config') {

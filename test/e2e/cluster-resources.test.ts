@@ -11,7 +11,8 @@ import { clusterNetUnavailable, makeClusterNet, type ClusterNet, type NetDaemon 
 import { lxc, lxcOk } from '../helpers/clients.js';
 import { buildBusyboxImage } from '../helpers/busybox-image.js';
 import { importImage } from '../helpers/api.js';
-import { waitFor } from '../helpers/daemon.js';
+import { corrald, nodeFlags, waitFor } from '../helpers/daemon.js';
+import { spawnSync } from 'node:child_process';
 
 const skip = clusterNetUnavailable();
 const serial = skip ? test.serial.skip : test.serial;
@@ -20,14 +21,16 @@ if (skip) console.warn(`cluster-resources skipped: ${skip}`);
 let net: ClusterNet;
 let d1: NetDaemon;
 let d2: NetDaemon;
+let d3: NetDaemon;
 const address = (d: NetDaemon) => `${d.member.address}:8443`;
 const hasLink = (d: NetDaemon, name: string) => d.member.exec(['ip', 'link', 'show', name]).status === 0;
 
 test.before(async () => {
   if (skip) return;
-  net = makeClusterNet({ subnet: '10.19.9', block: 1, members: 2 });
+  net = makeClusterNet({ subnet: '10.19.9', block: 1, members: 3 });
   d1 = await net.startDaemon(net.members[0]!, { args: ['--init', 'auto'] });
   d2 = await net.startDaemon(net.members[1]!);
+  d3 = await net.startDaemon(net.members[2]!);
 });
 
 test.after.always(async () => {
@@ -113,4 +116,31 @@ serial('an image imported on m1 is fetched by m2 when an instance there needs it
   await lxcOk(t, d1.socket, 'delete', 'c1');
   await lxcOk(t, d1.socket, 'image', 'delete', 'bb');
   await waitFor(async () => !existsSync(`${d2.dir}/images/${fp}`), 5000, 'the image files gone from m2 too');
+});
+
+serial('a third member joins with corrald init --preseed: its config, then the cluster section with a token and its member_config', async (t) => {
+  const token = (await lxcOk(t, d1.socket, 'cluster', 'add', 'm3')).trim().split('\n').pop()!.trim();
+  const preseed = [
+    'config:',
+    `  core.https_address: ${address(d3)}`,
+    'cluster:',
+    '  enabled: true',
+    '  server_name: m3',
+    `  server_address: ${address(d3)}`,
+    `  cluster_address: ${address(d1)}`,
+    `  cluster_token: ${token}`,
+    '  member_config:',
+    '  - entity: storage-pool',
+    '    name: default',
+    '    key: source',
+    `    value: ${d3.dir}/pool-default`,
+  ].join('\n');
+  const run = spawnSync(process.execPath, [...nodeFlags, corrald, 'init', '--dir', d3.dir, '--preseed', '-'], { input: preseed, encoding: 'utf8', timeout: 120_000 });
+  t.is(run.status, 0, run.stderr);
+  const pool = JSON.parse(await lxcOk(t, d3.socket, 'query', '/1.0/storage-pools/default?target=m3'));
+  t.is(pool.config.source, `${d3.dir}/pool-default`, 'the joiner made its part where its member_config said');
+  t.true(existsSync(`${d3.dir}/pool-default`));
+  t.deepEqual(pool.locations, ['m1', 'm2', 'm3']);
+  t.true(hasLink(d3, 'cbr0'));
+  t.regex(await lxcOk(t, d2.socket, 'cluster', 'list', '--format', 'csv'), /^m3,/m);
 });

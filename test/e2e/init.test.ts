@@ -229,7 +229,8 @@ const REFUSED: [string, string, RegExp][] = [
   ['a config value of the wrong type', 'storage_pools:\n- name: p\n  driver: dir\n  config:\n    size: [1, 2]\n', /storage_pools\[0\] \(p\)\.config\.size must be a string, number or boolean, not a list/],
   ['a section of the wrong type', 'networks:\n  name: x\n', /networks must be a list, not a map/],
   ['an item without its name', 'projects:\n- description: x\n', /projects\[0\] needs a "name"/],
-  ['a cluster section', 'cluster:\n  enabled: true\n', /"cluster" section is not supported: this build of corral has no clustering/],
+  ['a cluster section with an unknown key', 'cluster:\n  enabled: true\n  bogus: 1\n', /cluster has an unknown key "bogus"/],
+  ['a cluster section whose enabled is not a boolean', 'cluster:\n  enabled: maybe\n', /cluster.enabled must be true or false/],
   ['text that is not YAML', 'config: [\n', /not valid YAML/],
 ];
 
