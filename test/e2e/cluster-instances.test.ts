@@ -279,13 +279,20 @@ serial('evacuating a member with two running and one stopped container (mode mig
   for (const name of ['e1', 'e2', 'e3']) await lxcOk(t, d1.socket, 'delete', name, '--force');
 });
 
-serial('a member that is down has its instances listed as errors at once, never a hang', async (t) => {
+serial('a member that is down has its instances listed as errors at once, never a hang; removed by force, its instances go', async (t) => {
   const [d1, d2, d3] = d as [NetDaemon, NetDaemon, NetDaemon];
+  // A member holding instances is not removed without force: they live on its disks.
+  const refused = await lxc(d1.socket, 'cluster', 'remove', 'm3');
+  t.not(refused.status, 0);
+  t.regex(refused.stderr, /Member "m3" still holds instances: default\/c\d/);
   await d3.kill9();
   const start = Date.now();
   const rows = await listed(t, d1);
   t.true(Date.now() - start < 8000, `listed in ${Date.now() - start} ms`);
   t.true(rows.some((r) => r.startsWith('c3,ERROR,m3')), rows.join('\n'));
   t.true(rows.includes('c1,RUNNING,m1'));
-  t.truthy(d2);
+  await lxcOk(t, d2.socket, 'cluster', 'remove', 'm3', '--force', '--yes');
+  const left = await listed(t, d1);
+  t.false(left.some((r) => r.endsWith(',m3')), left.join('\n'));
+  t.true(left.includes('c1,RUNNING,m1'));
 });
