@@ -213,6 +213,20 @@ serial('restricted.cluster.target: a restricted client may not pick the member u
   }
 });
 
+serial('a bulk state change through one member changes every member\'s instances of the project', async (t) => {
+  const [d1, d2, d3] = d as [NetDaemon, NetDaemon, NetDaemon];
+  await lxcOk(t, d1.socket, 'project', 'create', 'bulk', '-c', 'features.profiles=false', '-c', 'features.images=false');
+  for (const [i, m] of ['m1', 'm2', 'm3'].entries()) await lxcOk(t, d1.socket, 'init', 'bb', `b${i}`, '--target', m, '--project', 'bulk');
+  await lxcOk(t, d2.socket, 'query', '--wait', '-X', 'PUT', '-d', JSON.stringify({ state: { action: 'start' } }), '/1.0/instances?project=bulk');
+  const running = (await lxcOk(t, d3.socket, 'list', '--project', 'bulk', '--format', 'csv', '-c', 'nsL')).trim().split('\n').sort();
+  t.deepEqual(running, ['b0,RUNNING,m1', 'b1,RUNNING,m2', 'b2,RUNNING,m3']);
+  await lxcOk(t, d1.socket, 'query', '--wait', '-X', 'PUT', '-d', JSON.stringify({ state: { action: 'stop', force: true } }), '/1.0/instances?project=bulk');
+  const stopped = (await lxcOk(t, d2.socket, 'list', '--project', 'bulk', '--format', 'csv', '-c', 'ns')).trim().split('\n').sort();
+  t.deepEqual(stopped, ['b0,STOPPED', 'b1,STOPPED', 'b2,STOPPED']);
+  for (const i of [0, 1, 2]) await lxcOk(t, d1.socket, 'delete', `b${i}`, '--project', 'bulk');
+  await lxcOk(t, d1.socket, 'project', 'delete', 'bulk');
+});
+
 serial('GET /1.0/instances?recursion=1 over three members', async (t) => {
   const [d1] = d as [NetDaemon];
   const times: number[] = [];
