@@ -14,6 +14,11 @@ export interface ClusterMemberInfo {
   address: string;
   /** The clustering plugin's verdict from the member's etcd lease; requests to an offline member fail fast (503). */
   online: boolean;
+  /**
+   * False when new instances go there only when asked by name (`?target=`): the member is evacuated, or its
+   * `scheduler.instance` is `manual`. Absent means placeable.
+   */
+  placeable?: boolean;
 }
 
 /** What any plugin sees of the cluster. Standalone: `enabled` false, `serverName` "none", no members. */

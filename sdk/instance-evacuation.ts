@@ -1,8 +1,8 @@
 /**
- * What the instances family does when a cluster member is evacuated or restored
- * (`POST /1.0/cluster/members/<name>/state`, the clustering plugin's route). Both run on the member
- * named, over the instances it holds; both end when every instance was handled, and fail naming the
- * instances that could not be (those handled stay handled).
+ * What the instances family does for the clustering plugin's member operations: evacuate and restore
+ * (`POST /1.0/cluster/members/<name>/state`) run on the member named, over the instances it holds, end
+ * when every instance was handled, and fail naming the instances that could not be (those handled stay
+ * handled); removal (`DELETE /1.0/cluster/members/<name>`) asks which instances a member holds.
  */
 import { createServiceRef } from './services.js';
 
@@ -26,6 +26,10 @@ export interface InstanceEvacuation {
   evacuate(opts?: EvacuationOptions): Promise<void>;
   /** Bring back every instance whose `volatile.evacuate.origin` names this member, and start those that ran. */
   restore(opts?: Omit<EvacuationOptions, 'mode'>): Promise<void>;
+  /** The instances `member` holds, as `project/name` (a member that holds any is removed only by force). */
+  instancesOn(member: string): Promise<string[]>;
+  /** A member removed by force is gone with its volumes: its instances' records (and snapshots') go too. */
+  forgetMember(member: string): Promise<void>;
 }
 
 export const InstanceEvacuationRef = createServiceRef<InstanceEvacuation>('instances.evacuation');

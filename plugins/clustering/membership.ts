@@ -108,6 +108,8 @@ export class Membership {
       name: r.name,
       address: r.address,
       online: this.health.isOnline(r.name) || (!this.health.running && r.name === this.cluster.serverName),
+      // Placement passes over an evacuated member and one that takes instances only by name.
+      placeable: r.state !== 'evacuated' && r.config?.['scheduler.instance'] !== 'manual',
     }));
     const text = JSON.stringify(members);
     if (text === this.published) return;

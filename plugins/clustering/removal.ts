@@ -3,7 +3,7 @@
  * to leave (stop and wipe its etcd member, go back to a fresh standalone store). An offline member is
  * removed only with `force`, and then is not told anything: it is expected never to come back as is.
  */
-import { badRequest, notFound, type ApiRequest } from '../../sdk/index.js';
+import { badRequest, InstanceEvacuationRef, notFound, type ApiRequest } from '../../sdk/index.js';
 import { currentCertificate, requireClustered, requireControl, type Clustering } from './context.js';
 import { dropMember } from './accept.js';
 import { memberUrl } from './member.js';
@@ -19,8 +19,13 @@ export async function removeMember(c: Clustering, req: ApiRequest, name: string,
   const self = name === c.cluster.serverName;
   const online = self || c.membership.health.isOnline(name);
   if (!online && !force) throw badRequest(`Member "${name}" is offline: remove it with force (lxc cluster remove --force) if it is not coming back`);
+  // Its instances live on its disks: move them away first (lxc move --target, or evacuate), or force.
+  const instances = c.services.get(InstanceEvacuationRef);
+  const held = (await instances?.instancesOn(name)) ?? [];
+  if (held.length && !force) throw badRequest(`Member "${name}" still holds instances: ${held.join(', ')} (move or delete them first, or remove with force)`);
 
   await dropMember(c, control, c.membership.records, name);
+  if (held.length) await instances?.forgetMember(name);
   c.events.lifecycle('cluster-member-removed', memberUrl(name), { requestor: req.requestor });
   if (self) {
     // Answer first: leaving switches this daemon's store away under the request.

@@ -106,6 +106,18 @@ export function provideEvacuation(ctx: PluginContext, manager: InstanceManager, 
       }, signal);
       if (failures.length) throw new Error(`Failed to restore: ${failures.join('; ')}`);
     },
+
+    async instancesOn(member) {
+      return (await manager.records.list()).filter((s) => s.doc.location === member).map((s) => `${s.project}/${s.name}`);
+    },
+
+    async forgetMember(member) {
+      for (const s of await manager.records.list()) {
+        if (s.doc.location !== member) continue;
+        await manager.forgetRecords(s.project, s.name);
+        ctx.log.warn({ instance: s.name, project: s.project, member }, 'forgot an instance of a member removed by force');
+      }
+    },
   };
   ctx.services.provide(InstanceEvacuationRef, evacuation);
 }

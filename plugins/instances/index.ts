@@ -42,6 +42,7 @@ import { registerImageSources } from './publish.js';
 import { collectMetrics } from './metrics.js';
 import { locateInstanceRoute } from './routes/locate.js';
 import { runtimeRoute } from './cluster-runtime.js';
+import { bulkStateRoute } from './cluster-bulk-state.js';
 import { provideEvacuation } from './evacuation.js';
 import { locationOf } from './location.js';
 import { claimUnplaced, followClusterIdentity } from './location-claim.js';
@@ -155,6 +156,7 @@ export default definePlugin({
       ...setupBackups(ctx, manager),
     ]) ctx.routes.add(guardRouteType(locateInstanceRoute(ctx, manager, route), async (project, name) => (await manager.records.get(project, name))?.doc.type));
     ctx.routes.add(runtimeRoute(manager, power, ctx));
+    ctx.routes.add(bulkStateRoute(ctx, manager, power));
     provideEvacuation(ctx, manager, power, snapshots);
     const unfollow = followClusterIdentity(ctx, manager);
 

@@ -361,6 +361,11 @@ export class InstanceManager implements InstanceAccess {
     return this.load(project, newName);
   }
 
+  /** Forget an instance whose member is gone for good (a member removed by force): records only. */
+  async forgetRecords(project: string, name: string): Promise<void> {
+    await this.deleteRecords(project, name);
+  }
+
   /** The instance record and its snapshot records, together. */
   private async deleteRecords(project: string, name: string): Promise<void> {
     if (!(await this.ctx.store.collection('snapshots').list(project, `${name}/`)).length) {

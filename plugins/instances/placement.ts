@@ -8,11 +8,14 @@ import { ApiError, badRequest, notFound, truthy, ProjectsServiceRef, type ApiReq
 import type { InstanceManager } from './manager.js';
 import { locationOf } from './location.js';
 
-/** The online member with the fewest instances; ties go to the member listed first. Undefined when none is online. */
+/**
+ * The online, placeable member with the fewest instances; ties go to the member listed first. Undefined
+ * when there is none. (Evacuated members and `scheduler.instance=manual` ones take instances by name only.)
+ */
 export function leastLoaded(members: readonly ClusterMemberInfo[], instancesOn: ReadonlyMap<string, number>): string | undefined {
   let best: { name: string; count: number } | undefined;
   for (const m of members) {
-    if (!m.online) continue;
+    if (!m.online || m.placeable === false) continue;
     const count = instancesOn.get(m.name) ?? 0;
     if (!best || count < best.count) best = { name: m.name, count };
   }

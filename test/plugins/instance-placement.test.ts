@@ -17,6 +17,11 @@ test('the online member with the fewest instances is chosen; an offline one neve
   t.is(leastLoaded(members, new Map()), 'm1');
 });
 
+test('a member that takes instances by name only (evacuated, scheduler.instance=manual) is passed over', (t) => {
+  t.is(leastLoaded([{ ...members[0]!, placeable: false }, members[1]!], new Map([['m2', 9]])), 'm2');
+  t.is(leastLoaded([{ ...members[0]!, placeable: false }], new Map()), undefined);
+});
+
 test('no online member: no choice', (t) => {
   t.is(leastLoaded(members.map((m) => ({ ...m, online: false })), new Map()), undefined);
   t.is(leastLoaded([], new Map()), undefined);

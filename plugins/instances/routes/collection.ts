@@ -11,7 +11,8 @@ import { instanceTypeLimits } from '../instance-types.js';
 import { bulkStateBody, deviceMap, instanceCreateBody, optionalBool, optionalString, profileList, stringMap } from '../shape.js';
 import { fullView, instanceView, prefetchChildren, stateView, UNREACHABLE_STATE, type PrefetchedChildren } from '../render.js';
 import { remoteRuntime, runtimeKey } from '../cluster-runtime.js';
-import { remoteLocation } from '../location.js';
+import { isHere, remoteLocation } from '../location.js';
+import { askMemberToChange, changeHeldInstances } from '../cluster-bulk-state.js';
 import { vettedTarget } from '../placement.js';
 import { copyFromMember } from '../cluster-copy.js';
 import { collectionPath, instancePaths, operationResources, routeType } from './paths.js';
@@ -73,24 +74,22 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
       body: bulkStateBody,
       handler: async (req) => {
         const { action, opts } = stateBody(req.body?.state);
-        // In a cluster, the instances this member holds (the others' members change theirs).
-        const stored = await manager.localRecords(req.project);
+        const all = await manager.records.list(req.project);
+        // In a cluster, each member changes the instances it holds: this one its own, the others when asked.
+        const stored = ctx.cluster.enabled ? all.filter((s) => isHere(ctx.cluster, s.doc)) : all;
+        const others = [...new Set(all.map((s) => remoteLocation(ctx.cluster, s.doc)).filter((m): m is string => m !== undefined))];
         const op = ctx.operations.create({
           class: 'task',
           description: BULK_DESCRIPTIONS[action] ?? 'Changing the state of instances',
           project: req.project,
           requestor: req.requestor,
-          resources: { instances: stored.map((s) => `/1.0/instances/${s.name}`) },
-          run: async () => {
-            const failures: string[] = [];
-            await Promise.all(stored.map((s) => manager.lock.run(`${s.project}/${s.name}`, async () => {
-              const handle = await manager.load(s.project, s.name).catch(() => undefined);
-              if (!handle) return;
-              const status = await power.status(handle);
-              if (skipBulk(action, status)) return;
-              await power.change(handle, action, opts, req).catch((err: Error) => failures.push(`${s.name}: ${err.message}`));
-            })));
-            if (failures.length) throw new Error(failures.join('; '));
+          resources: { instances: all.map((s) => `/1.0/instances/${s.name}`) },
+          run: async (control) => {
+            const failures = await Promise.all([
+              changeHeldInstances(manager, power, req, action, opts, stored),
+              ...others.map((member) => askMemberToChange(ctx, member, req, control.signal).then(() => [], (err: Error) => [err.message])),
+            ]);
+            if (failures.flat().length) throw new Error(failures.flat().join('; '));
           },
         });
         return async(op);
@@ -99,12 +98,6 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
   };
 }
 
-/** In a bulk change, instances already in the wanted state are left alone. */
-function skipBulk(action: PowerAction, status: string): boolean {
-  return (action === 'start' && status === 'Running') || (action === 'stop' && status === 'Stopped')
-    || (action === 'freeze' && status !== 'Running') || (action === 'unfreeze' && status !== 'Frozen')
-    || (action === 'restart' && status === 'Stopped');
-}
 
 /** The directory the new instance's volume goes into (for progress). */
 async function poolDir(manager: InstanceManager, pool: string, spec: CreateSpec): Promise<string> {
