@@ -2,13 +2,15 @@
  * Image files in a cluster: the records are shared, the files are not. A member that needs an image's
  * files it does not hold (to unpack it for an instance, to export it) fetches them from a member that
  * does, checks them against the fingerprint, and keeps them; a deleted image's files go from every member.
+ * A new image's files are also copied at once to as many members as `cluster.images_minimal_replica`
+ * asks (the member that installed it counts; -1: every member), so losing one member loses no image.
  */
 import { createReadStream } from 'node:fs';
 import { access, rm } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import {
-  isApiError, notFound, raw, unavailable,
+  isApiError, notFound, raw, sync, unavailable,
   type PluginContext, type RouteDescriptor,
 } from '../../sdk/index.js';
 import type { ImageCatalog } from './catalog.js';
@@ -16,6 +18,9 @@ import type { ImageFiles } from './files.js';
 import type { StoredImage } from './image.js';
 
 const FILES_PATH = '/internal/cluster/image-files';
+/** The clustering plugin's key; read here by name (images does not depend on that plugin). */
+const MINIMAL_REPLICA_KEY = 'cluster.images_minimal_replica';
+const DEFAULT_MINIMAL_REPLICA = 3;
 const PARTS = ['metadata', 'rootfs'] as const;
 type Part = (typeof PARTS)[number];
 
@@ -32,8 +37,44 @@ export class ClusterImageFiles {
     });
   }
 
-  /** The route other members fetch files from (trusted cluster peers only: `admin`). */
-  route(): RouteDescriptor {
+  /** The routes other members use: fetch one file, or ask this member to hold an image's files (trusted cluster peers only: `admin`). */
+  routes(): RouteDescriptor[] {
+    return [this.fileRoute(), {
+      path: `${FILES_PATH}/{fingerprint}`,
+      post: {
+        access: 'admin',
+        description: 'Hold the files of an image here (another cluster member asks, to keep images_minimal_replica copies)',
+        errors: [404],
+        handler: async (req) => {
+          const fp = req.params.fingerprint!;
+          const record = (await this.catalog.images.list()).find((r) => r.name === fp);
+          if (!record) throw notFound('Image not found');
+          await this.ensureLocal(record.doc);
+          return sync({});
+        },
+      },
+    }];
+  }
+
+  /**
+   * After this member installed a new image: copy its files to other online members until
+   * `cluster.images_minimal_replica` members hold them. In the background: the upload is answered
+   * without waiting, and a member that cannot take them now fetches them when it needs them.
+   */
+  replicate(image: StoredImage): void {
+    if (!this.ctx.cluster.enabled) return;
+    const wanted = Number(this.ctx.serverConfig.get(MINIMAL_REPLICA_KEY) || DEFAULT_MINIMAL_REPLICA);
+    const self = this.ctx.cluster.serverName;
+    const others = this.ctx.cluster.members().filter((m) => m.name !== self && m.online);
+    const chosen = wanted < 0 ? others : others.slice(0, Math.max(0, wanted - 1));
+    for (const member of chosen) {
+      void this.ctx.cluster.request(member.name, 'POST', `${FILES_PATH}/${image.fingerprint}`).then((answer) => {
+        if (answer.status !== 200) this.ctx.log.warn({ fingerprint: image.fingerprint, member: member.name, status: answer.status }, 'a cluster member did not take a copy of a new image');
+      }, (err: Error) => this.ctx.log.warn({ err, fingerprint: image.fingerprint, member: member.name }, 'a cluster member could not be asked to copy a new image'));
+    }
+  }
+
+  private fileRoute(): RouteDescriptor {
     return {
       path: `${FILES_PATH}/{fingerprint}/{part}`,
       get: {

@@ -32,7 +32,7 @@ export default definePlugin({
     const clusterFiles = new ClusterImageFiles(ctx, catalog, files);
     const lock = new KeyedLock();
     const sources = new ImageSources();
-    const installer = new ImageInstaller(ctx, catalog, files, lock);
+    const installer = new ImageInstaller(ctx, catalog, files, lock, (image) => clusterFiles.replicate(image));
     const publisher = new ImagePublisher(ctx, files, installer, sources);
     const puller = new ImagePuller(ctx, catalog, files, installer);
     const creator = new ImageCreator(ctx, files, new PushTokens(ctx.operations), installer, publisher, puller, new UrlImageFetcher(ctx, catalog, puller));
@@ -47,7 +47,7 @@ export default definePlugin({
     for (const key of IMAGE_KEYS) ctx.keys.register(key);
     const imageProject = (project: string) => featureProjectOf(ctx.services, project, 'images');
     ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools, sources, imageProject, puller, (project) => autoUpdateCached(ctx, project), clusterFiles));
-    ctx.routes.add(clusterFiles.route());
+    for (const route of clusterFiles.routes()) ctx.routes.add(route);
     // A project without its own images (features.images=false) sees and adds to those of `default`.
     for (const route of [...imageRoutes({ ctx, catalog, files, creator, lock, secrets: new ImageSecrets(ctx.operations), refresher, clusterFiles }), ...aliasRoutes(ctx, catalog)]) {
       ctx.routes.add(featureScopedRoute(ctx.services, 'images', route));

@@ -28,6 +28,8 @@ export class ImageInstaller {
     private readonly catalog: ImageCatalog,
     private readonly files: ImageFiles,
     private readonly lock: KeyedLock,
+    /** Told when an image's files were put in place here for the first time (cluster replication). */
+    private readonly installed: (image: StoredImage) => void = () => {},
   ) {}
 
   /**
@@ -77,6 +79,7 @@ export class ImageInstaller {
         if (!filesExisted && !(await this.catalog.fingerprintInUse(fp))) await this.files.remove(fp);
         throw err;
       }
+      if (!filesExisted) this.installed(image);
     });
     const events = this.ctx.events;
     imageLifecycle(events, req, 'image-created', (named) => imageUrl(named, fp), { type: image.type });

@@ -33,6 +33,11 @@ test.before(async () => {
   d3 = await net.startDaemon(net.members[2]!);
 });
 
+test.afterEach.always((t) => {
+  // What the members said, for a failure: their own errors are the first thing to read.
+  if (!t.passed) for (const d of [d1, d2, d3]) if (d) t.log(`${d.member.ns}: ${d.output().slice(-3000)}`);
+});
+
 test.after.always(async () => {
   if (net) await net.teardown();
 });
@@ -143,4 +148,19 @@ serial('a third member joins with corrald init --preseed: its config, then the c
   t.deepEqual(pool.locations, ['m1', 'm2', 'm3']);
   t.true(hasLink(d3, 'cbr0'));
   t.regex(await lxcOk(t, d2.socket, 'cluster', 'list', '--format', 'csv'), /^m3,/m);
+});
+
+serial('a new image is copied at once to cluster.images_minimal_replica members, or to every member with -1', async (t) => {
+  const holders = (fp: string) => [d1, d2, d3].filter((d) => existsSync(`${d.dir}/images/${fp}`)).length;
+  await lxcOk(t, d1.socket, 'config', 'set', 'cluster.images_minimal_replica', '2');
+  const two = buildBusyboxImage('xz');
+  const fpTwo = await importImage(d2, two.unified, 'two');
+  await waitFor(async () => holders(fpTwo) === 2, 10_000, 'two members holding the image');
+  await new Promise((r) => setTimeout(r, 500));
+  t.is(holders(fpTwo), 2, 'no more than two copies');
+  await lxcOk(t, d1.socket, 'config', 'set', '--', 'cluster.images_minimal_replica', '-1');
+  const all = buildBusyboxImage('bzip2');
+  const fpAll = await importImage(d3, all.unified, 'all');
+  await waitFor(async () => holders(fpAll) === 3, 10_000, 'every member holding the image');
+  t.pass();
 });
