@@ -150,7 +150,7 @@ serial('a third member joins with corrald init --preseed: its config, then the c
   t.regex(await lxcOk(t, d2.socket, 'cluster', 'list', '--format', 'csv'), /^m3,/m);
 });
 
-serial('a new image is copied at once to cluster.images_minimal_replica members, or to every member with -1', async (t) => {
+serial('a new image is copied at once to cluster.images_minimal_replica members, or to every member with -1 (clustering_image_replication)', async (t) => {
   const holders = (fp: string) => [d1, d2, d3].filter((d) => existsSync(`${d.dir}/images/${fp}`)).length;
   await lxcOk(t, d1.socket, 'config', 'set', 'cluster.images_minimal_replica', '2');
   const two = buildBusyboxImage('xz');
