@@ -30,6 +30,8 @@ export class EtcdConnection {
   private probes = 0;
   private readonly switchListeners = new Set<() => void>();
   private closed = false;
+  /** Every watch started here, to take off the client's watch manager at close. */
+  private readonly watchers = new Set<Watcher>();
 
   /** `local`: the member beside the daemon; `others`: the other members' client URLs as last known. */
   private constructor(private readonly local: string, private others: string[], private readonly tls: EtcdTls) {
@@ -110,7 +112,10 @@ export class EtcdConnection {
       timer = setTimeout(() => reject(unavailable(NO_QUORUM)), ETCD_CALL_BOUND_MS);
     });
     try {
-      return await Promise.race([pending, late]);
+      const watcher = await Promise.race([pending, late]);
+      this.watchers.add(watcher);
+      watcher.once('end', () => this.watchers.delete(watcher));
+      return watcher;
     } catch (err) {
       // A watch that arrives after all is not left running.
       void pending.then((w) => w.cancel()).catch(() => undefined);
@@ -182,6 +187,16 @@ export class EtcdConnection {
     clearInterval(this.probe);
     this.probe = undefined;
     this.switchListeners.clear();
+    // etcd3 1.1.2 keeps reconnecting the watch stream of a closed client while watchers are attached
+    // (a ref'd timer, forever): take them off its manager first.
+    for (const watcher of this.watchers) {
+      const manager = (watcher as unknown as { manager?: { watchers: Watcher[]; expectedClosers: Set<Watcher> } }).manager;
+      if (manager) {
+        manager.watchers = manager.watchers.filter((w) => w !== watcher);
+        manager.expectedClosers.delete(watcher);
+      }
+    }
+    this.watchers.clear();
     for (const client of this.clients.values()) client.close();
     this.clients.clear();
   }

@@ -94,7 +94,15 @@ export class DocumentStore {
       if (mode === 'copy') await next.load(before);
       // Other writers' changes from now on are held until the switch and then published.
       await this.follow(next);
-      const after = mode === 'discard' ? await next.dump() : undefined;
+      let after: BackendDump | undefined;
+      try {
+        after = mode === 'discard' ? await next.dump() : undefined;
+      } catch (err) {
+        // Nothing switched: the new backend stops following.
+        this.held.delete(next);
+        await next.close().catch(() => undefined);
+        throw err;
+      }
       this.backend = next;
       this.rows.clear();
       this.changeCount++;
