@@ -23,7 +23,7 @@ import { OPERATION_ABORT_GRACE_MS, OperationManager } from './operations/manager
 import { withinBound } from './bounded.js';
 import { KernelClusterView } from './cluster/cluster-view.js';
 import { ClusterTraffic } from './cluster/forwarding.js';
-import { KernelClusterControl } from './cluster/cluster-control.js';
+import { LazyClusterControl } from './cluster/lazy-cluster-control.js';
 import { operationRoutes } from './operations/routes.js';
 import { RoutePipeline } from './http/pipeline.js';
 import { createHapiServer, tlsCaller, UNIX_CALLER } from './http/listeners.js';
@@ -106,7 +106,7 @@ export class Kernel {
   readonly clusterTraffic: ClusterTraffic;
   readonly dataDir: string;
   store!: DocumentStore;
-  clusterControl!: KernelClusterControl;
+  clusterControl!: LazyClusterControl;
   serverConfig!: ServerConfigStore;
   info!: ServerInfo;
   private certificate: ServerCertificate | undefined;
@@ -163,7 +163,7 @@ export class Kernel {
 
   private async boot(manifests: PluginManifest[], kernelExtensions: string[]): Promise<void> {
     const started = Date.now();
-    this.clusterControl = new KernelClusterControl({
+    this.clusterControl = new LazyClusterControl({
       dataDir: this.dataDir,
       storeFile: this.opts.storeFile,
       hostTools: this.hostTools,

@@ -11,8 +11,7 @@ import { Etcd3 } from 'etcd3';
 import { noop } from 'cockatiel';
 import type { EtcdMemberUrls, EtcdTls, HostProcess, HostTools } from '../../sdk/index.js';
 
-export const ETCD_CLIENT_PORT = 2379;
-export const ETCD_PEER_PORT = 2380;
+export { ETCD_CLIENT_PORT, ETCD_PEER_PORT, etcdUrls } from './etcd-urls.js';
 /**
  * Raft timing (decision 0055): members sit on one LAN or loopback, so a 50 ms heartbeat and a 500 ms
  * election timeout keep the write stall of a lost leader near half a second.
@@ -30,11 +29,6 @@ export interface EtcdMemberConfig {
   /** etcd's --initial-cluster: `name=peerUrl,...` (only read at the first start of a data dir). */
   initialCluster: string;
   state: 'new' | 'existing';
-}
-
-export function etcdUrls(name: string, host: string): EtcdMemberUrls {
-  const h = host.includes(':') ? `[${host}]` : host;
-  return { name, peerUrl: `https://${h}:${ETCD_PEER_PORT}`, clientUrl: `https://${h}:${ETCD_CLIENT_PORT}` };
 }
 
 export class EtcdMember {
