@@ -228,13 +228,22 @@ export class KernelClusterControl implements ClusterControl {
       lease = next;
       // A lease lost (the cluster unreachable longer than its TTL) is taken again once it answers.
       next.on('lost', () => {
+        // A lost lease is let go here: etcd3 would otherwise keep trying to keep it alive (a ref'd timer).
+        next.release();
         if (released || lease !== next) return;
         const retry = () => void grant().catch(() => {
           if (!released) setTimeout(retry, 500).unref();
         });
         retry();
       });
-      await conn.call(() => next.put(fullKey).value(value).exec());
+      try {
+        await conn.call(() => next.put(fullKey).value(value).exec());
+      } catch (err) {
+        // A lease that never took its key is given up, or its keep-alive would run on forever.
+        next.release();
+        throw err;
+      }
+      if (released) next.release();
     };
     const entry = {
       stop: () => {

@@ -16,6 +16,7 @@ import { serialUnless } from '../helpers/needs.js';
 import { processesWith } from '../helpers/processes.js';
 import { distRoot, projectRoot } from '../helpers/daemon.js';
 
+
 const serial = serialUnless(hasEtcd);
 const PLUGINS = 'warnings,projects,profiles';
 const root = mkdtempSync(path.join(tmpdir(), 'corral-cluster-control-'));

@@ -16,6 +16,7 @@ import { serialUnless } from '../helpers/needs.js';
 import { processesWith } from '../helpers/processes.js';
 import { distRoot, projectRoot } from '../helpers/daemon.js';
 
+
 const serial = serialUnless(hasEtcd);
 const root = mkdtempSync(path.join(tmpdir(), 'corral-cluster-leases-'));
 const clusterCert = createSelfSignedCertificate({ organization: 'corral', commonName: 'test cluster', dnsNames: [], ips: [], days: 2 });

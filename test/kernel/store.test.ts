@@ -7,6 +7,7 @@ import { EtcdBackend } from '../../kernel/store/etcd-backend.js';
 import { ApiError, type StoreChange } from '../../sdk/index.js';
 import { hasEtcd, startEtcdCluster, type TestEtcdCluster } from '../helpers/etcd-cluster.js';
 
+
 /** One backend under the same contract: a fresh store, and a store with a way to open it again. */
 interface Kit {
   label: string;
