@@ -303,15 +303,11 @@ export class NetworkManager {
       await this.parts.deleteEverywhere(project, name);
     } else {
       await this.lock.run(LOCK, async () => {
-      const { rev, doc } = await this.get(project, name);
-      const driver = this.driverOf(doc);
-      if ((await this.usedBy.collect(project, name)).length > 0) throw badRequest('The network is currently in use');
-      const net = networkInfo(project, doc);
-      for (const p of this.policies) await p.removed?.(net);
-      await driver.stop(net);
-      await driver.delete(net);
-      await this.records.delete(project, name, rev);
-      this.unavailable.delete(`${project}/${name}`);
+        const { rev, doc } = await this.get(project, name);
+        this.driverOf(doc);
+        if ((await this.usedBy.collect(project, name)).length > 0) throw badRequest('The network is currently in use');
+        await this.removeLocal(project, doc);
+        await this.records.delete(project, name, rev);
       });
     }
     await this.ctx.warnings.resolve(UNAVAILABLE_WARNING, networkUrl(project, name));

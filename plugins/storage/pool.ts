@@ -1,6 +1,6 @@
 /** The stored pool record and how the API shows it. */
 import type { PoolInfo } from '../../sdk/index.js';
-import { clusterStatus as partsStatus, memberConfig, type MemberPartsRecord } from '../../sdk/lib/cluster/index.js';
+import { memberConfig, type MemberPartsRecord } from '../../sdk/lib/cluster/index.js';
 
 /** Pools are server-wide: every record lives under this store project. */
 export const POOL_PROJECT = '';
@@ -45,6 +45,3 @@ export const poolInfo = (pool: PoolRecord, member?: string): PoolInfo => ({
   driver: pool.driver,
   config: memberConfig(pool, member),
 });
-
-/** The pool's state across the cluster. */
-export const clusterStatus = (pool: PoolRecord): PoolStatus => partsStatus(pool);

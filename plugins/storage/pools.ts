@@ -11,8 +11,8 @@ import {
 } from '../../sdk/index.js';
 import type { DriverTable } from './drivers.js';
 import { FIXED_KEYS } from './keys.js';
-import { POOL_PROJECT, clusterStatus, isMemberKey, poolInfo, poolUrl, type PoolRecord, type PoolStatus } from './pool.js';
-import type { MemberParts } from '../../sdk/lib/cluster/index.js';
+import { clusterStatus, type MemberParts } from '../../sdk/lib/cluster/index.js';
+import { POOL_PROJECT, isMemberKey, poolInfo, poolUrl, type PoolRecord, type PoolStatus } from './pool.js';
 import { poolParts } from './member-parts.js';
 import type { SharedLock } from './shared-lock.js';
 

@@ -14,8 +14,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { corrald, nodeFlags, unixRequest, unixWebsocket, waitFor, killContainers, type Daemon } from './daemon.js';
-import type WebSocket from 'ws';
+import { corrald, nodeFlags, superviseDaemon, killContainers, type Daemon } from './daemon.js';
 
 export interface NetMember {
   /** 1-based index in the network. */
@@ -175,55 +174,15 @@ async function startInNamespace(member: NetMember, dir: string, opts: { plugins?
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, CORRAL_INIT_NETWORK: 'none', ...opts.env },
   });
-  let output = '';
-  child.stdout!.on('data', (c: Buffer) => (output += c));
-  child.stderr!.on('data', (c: Buffer) => (output += c));
-  let exited = false;
-  let how = '';
-  const exitedPromise = new Promise<number | null>((resolve) => child.once('exit', (code, signal) => {
-    exited = true;
-    how = signal ? `killed by ${signal}` : `exit code ${code}`;
-    resolve(code);
-  }));
-  // A socket file left by an earlier daemon of this dir must not count as this one being up.
-  await waitFor(async () => {
-    if (exited) throw new Error(`corrald in ${member.ns} exited early (${how}): ${output}`);
-    if (!existsSync(socket)) return false;
-    return unixRequest(socket, 'GET', '/1.0').then((r) => r.status === 200 && r.json?.metadata?.environment?.server_pid === child.pid, () => false);
-  }, 45_000, `the daemon socket in ${member.ns}`).catch((err) => {
-    if (!exited) child.kill('SIGKILL');
-    throw err;
-  });
-  const sockets: WebSocket[] = [];
-  const daemon: NetDaemon = {
+  const { daemon, exited, hasExited } = await superviseDaemon(child, { dir, socket, where: ` in ${member.ns}`, stopBoundMs: 30_000, samePid: true });
+  return {
+    ...daemon,
     member,
-    dir,
-    socket,
-    child,
-    output: () => output,
-    request: (method, url, body, headers) => unixRequest(socket, method, url, body, headers),
-    websocket: async (url) => {
-      const ws = await unixWebsocket(socket, url);
-      sockets.push(ws);
-      return ws;
-    },
     async kill9() {
-      if (!exited) child.kill('SIGKILL');
-      await exitedPromise;
-    },
-    async stop() {
-      for (const ws of sockets) ws.terminate();
-      if (!exited) {
-        child.kill('SIGTERM');
-        // Bounded: a daemon that will not stop must not keep the test worker alive.
-        const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-        await exitedPromise;
-        clearTimeout(timer);
-      }
-      return child.exitCode;
+      if (!hasExited()) child.kill('SIGKILL');
+      await exited;
     },
   };
-  return daemon;
 }
 
 /** Whether this host can make namespaces and bridges (root with iproute2): tests skip with the reason otherwise. */

@@ -99,16 +99,43 @@ export async function startDaemon(opts: { plugins?: string; dir?: string; args?:
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, CORRAL_INIT_NETWORK: 'none', ...opts.env },
   });
+  const supervised = await superviseDaemon(child, { dir, socket, where: '', stopBoundMs: 60_000 });
+  const daemon: Daemon = {
+    ...supervised.daemon,
+    async stop() {
+      running.delete(daemon);
+      const code = await supervised.daemon.stop();
+      if (!opts.dir) removeDataDir(dir);
+      return code;
+    },
+  };
+  running.add(daemon);
+  return daemon;
+}
+
+/**
+ * A corrald child process as tests drive it: its output kept, its socket awaited (45 s, and answered by
+ * this very process when `samePid`: a socket an earlier daemon of the dir left must not count), and a
+ * bounded stop (SIGTERM, SIGKILL after `stopBoundMs`). `where` names it in errors (" in <netns>").
+ */
+export async function superviseDaemon(child: ChildProcess, opts: { dir: string; socket: string; where: string; stopBoundMs: number; samePid?: boolean }): Promise<{ daemon: Daemon; exited: Promise<number | null>; hasExited: () => boolean }> {
+  const { dir, socket } = opts;
   let output = '';
   child.stdout!.on('data', (c: Buffer) => (output += c));
   child.stderr!.on('data', (c: Buffer) => (output += c));
   let exited = false;
-  child.on('exit', () => (exited = true));
+  let how = '';
+  const exitedPromise = new Promise<number | null>((resolve) => child.once('exit', (code, signal) => {
+    exited = true;
+    how = signal ? `killed by ${signal}` : `exit code ${code}`;
+    resolve(code);
+  }));
   await waitFor(async () => {
-    if (exited) throw new Error(`corrald exited early: ${output}`);
+    if (exited) throw new Error(`corrald${opts.where} exited early (${how}): ${output}`);
     if (!existsSync(socket)) return false;
-    return unixRequest(socket, 'GET', '/1.0').then((r) => r.status === 200, () => false);
-  }, 45000, 'the daemon socket').catch((err) => {
+    return unixRequest(socket, 'GET', '/1.0')
+      .then((r) => r.status === 200 && (!opts.samePid || r.json?.metadata?.environment?.server_pid === child.pid), () => false);
+  }, 45_000, `the daemon socket${opts.where}`).catch((err) => {
     // A daemon too slow to come up (a loaded machine) would otherwise outlive the test.
     if (!exited) child.kill('SIGKILL');
     throw err;
@@ -126,24 +153,17 @@ export async function startDaemon(opts: { plugins?: string; dir?: string; args?:
       return ws;
     },
     async stop() {
-      running.delete(daemon);
       for (const ws of sockets) ws.terminate();
-      if (!exited) {
-        const done = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-        child.kill('SIGTERM');
-        // Bounded: a daemon that will not stop must not keep the test worker (and the run) alive.
-        const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
-        const code = await done;
-        clearTimeout(timer);
-        if (!opts.dir) removeDataDir(dir);
-        return code;
-      }
-      if (!opts.dir) removeDataDir(dir);
-      return child.exitCode;
+      if (exited) return child.exitCode;
+      child.kill('SIGTERM');
+      // Bounded: a daemon that will not stop must not keep the test worker (and the run) alive.
+      const timer = setTimeout(() => child.kill('SIGKILL'), opts.stopBoundMs);
+      const code = await exitedPromise;
+      clearTimeout(timer);
+      return code;
     },
   };
-  running.add(daemon);
-  return daemon;
+  return { daemon, exited: exitedPromise, hasExited: () => exited };
 }
 
 /**
