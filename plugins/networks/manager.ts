@@ -12,7 +12,7 @@ import type { NetworkDriverTable } from './drivers.js';
 import { hostInterfaceExists } from './host-interfaces.js';
 import { checkNetworkName } from './names.js';
 import { isMemberKey, networkInfo, type NetworkRecord, type NetworkStatus } from './network.js';
-import { clusterStatus, MemberParts, type MemberPart } from '../../sdk/lib/cluster/index.js';
+import { clusterStatus, memberConfig, MemberParts, type MemberPart } from '../../sdk/lib/cluster/index.js';
 
 export interface NetworkEdit {
   description: string;
@@ -26,6 +26,8 @@ export class NetworkManager {
   readonly records: Collection<NetworkRecord>;
   private readonly lock = new KeyedLock();
   private readonly unavailable = new Map<string, string>();
+  /** What this host runs of each network (`project/name`): the `previous` of the next change a cluster edit brings. */
+  private readonly running = new Map<string, NetworkInfo>();
   /** Plugins following network changes (ACLs, forwards), in registration order. */
   readonly policies: NetworkPolicy[] = [];
 
@@ -47,6 +49,7 @@ export class NetworkManager {
       joinKeys: (rec) => (rec.type === 'bridge' ? [] : ['parent']),
       log: ctx.log,
       make: (project, rec, part) => this.lock.run(LOCK, () => this.makePart(project, rec, part)),
+      apply: (project, rec) => this.lock.run(LOCK, () => this.applyPart(project, rec)),
       remove: (project, rec) => this.lock.run(LOCK, () => this.removeLocal(project, rec)),
       changed: (project, name, part) => {
         if (part?.state === 'Created') this.unavailable.delete(`${project}/${name}`);
@@ -80,7 +83,31 @@ export class NetworkManager {
       await this.undo(driver, net, 'stop');
       throw err;
     }
+    this.running.set(`${project}/${rec.name}`, net);
     return part.config;
+  }
+
+  /** Bring this member's part in line with the record after a cluster-wide edit; a failure puts the host back. */
+  private async applyPart(project: string, rec: NetworkRecord): Promise<void> {
+    const driver = this.driverOf(rec);
+    const next = this.info(project, rec);
+    const previous = this.running.get(`${project}/${rec.name}`) ?? next;
+    await driver.validate(next, await this.others({ project, name: rec.name }));
+    await this.checkPolicies(next);
+    await this.changeHost(driver, previous, next);
+    this.running.set(`${project}/${rec.name}`, next);
+  }
+
+  /** Change the host from `previous` to `next`, all or nothing. */
+  private async changeHost(driver: NetworkDriver, previous: NetworkInfo, next: NetworkInfo): Promise<void> {
+    try {
+      await driver.update(previous, next);
+      await this.applyPolicies(next, previous);
+    } catch (err) {
+      // Part of the change may be in place: put the host back the way it was.
+      await driver.update(next, previous).catch((undo) => this.ctx.log.error({ err: undo, network: next.name }, 'undoing a network update failed'));
+      throw err;
+    }
   }
 
   private async removeLocal(project: string, rec: NetworkRecord): Promise<void> {
@@ -90,6 +117,7 @@ export class NetworkManager {
     await driver.stop(net);
     await driver.delete(net);
     this.unavailable.delete(`${project}/${rec.name}`);
+    this.running.delete(`${project}/${rec.name}`);
   }
 
   async find(project: string, name: string) {
@@ -222,12 +250,22 @@ export class NetworkManager {
     }
   }
 
-  async update(project: string, name: string, edit: NetworkEdit, requestor?: Requestor): Promise<void> {
+  /**
+   * In a cluster, without `target` the shared keys change on every member; with it (the kernel forwarded
+   * the request to that member) only that member's own keys change, on its host alone.
+   */
+  async update(project: string, name: string, edit: NetworkEdit, requestor?: Requestor, target?: string): Promise<void> {
+    const found = await this.get(project, name);
+    if (found.doc.members) {
+      this.driverOf(found.doc);
+      if (target) await this.updateOwnPart(project, name, edit);
+      else await this.updateShared(project, name, edit);
+      this.ctx.events.lifecycle('network-updated', networkUrl(project, name), { project, requestor });
+      return;
+    }
     await this.lock.run(LOCK, async () => {
       const { rev, doc } = await this.get(project, name);
       const driver = this.driverOf(doc);
-      // Each member would have to apply the change on its host; until members reconcile edits, refuse it.
-      if (doc.members) throw badRequest('Changing the configuration of a cluster\'s network is not supported yet');
       const config = { ...edit.config };
       for (const [key, value] of Object.entries(config)) if (value === '') delete config[key];
       this.drivers.validate(doc.type, config);
@@ -237,14 +275,7 @@ export class NetworkManager {
       await driver.fillDefaults?.(next, others, 'update');
       await driver.validate(next, others);
       await this.checkPolicies(next);
-      try {
-        await driver.update(previous, next);
-        await this.applyPolicies(next, previous);
-      } catch (err) {
-        // Part of the change may be in place: put the host back the way the stored record says.
-        await driver.update(next, previous).catch((undo) => this.ctx.log.error({ err: undo, network: name }, 'undoing a network update failed'));
-        throw err;
-      }
+      await this.changeHost(driver, previous, next);
       try {
         await this.records.put(project, name, { ...doc, description: edit.description, config: next.config }, rev);
       } catch (err) {
@@ -256,12 +287,73 @@ export class NetworkManager {
     this.ctx.events.lifecycle('network-updated', networkUrl(project, name), { project, requestor });
   }
 
+  /** The shared keys of a cluster's network, settled here ("auto" addresses) and applied by every member. */
+  private async updateShared(project: string, name: string, edit: NetworkEdit): Promise<void> {
+    const { rev, doc } = await this.get(project, name);
+    const driver = this.driverOf(doc);
+    const config: Record<string, string> = {};
+    for (const [key, value] of Object.entries(edit.config)) {
+      if (isMemberKey(key)) throw badRequest(`Config key "${key}" is member-specific: change it with --target for each member`);
+      if (value !== '') config[key] = value;
+    }
+    this.drivers.validate(doc.type, config);
+    // Checked as this member's host would use it (its own keys merged), as the reference does.
+    const next = this.info(project, { ...doc, description: edit.description, config });
+    await this.lock.run(LOCK, async () => {
+      const others = await this.others({ project, name });
+      await driver.fillDefaults?.(next, others, 'update');
+      await driver.validate(next, others);
+      await this.checkPolicies(next);
+    });
+    const shared = Object.fromEntries(Object.entries(next.config).filter(([key]) => !isMemberKey(key)));
+    await this.parts.editEverywhere(project, name, { description: edit.description, config: shared }, rev);
+  }
+
+  /** `--target`: this member's own keys of a cluster's network; the shared ones must be left as they are. */
+  private async updateOwnPart(project: string, name: string, edit: NetworkEdit): Promise<void> {
+    const self = this.ctx.cluster.serverName;
+    await this.lock.run(LOCK, async () => {
+      const { rev, doc } = await this.get(project, name);
+      const driver = this.driverOf(doc);
+      const part = doc.members?.[self];
+      if (part?.state !== 'Created') throw badRequest(`Network "${name}" is not created on member "${self}"`);
+      const current = memberConfig(doc, self);
+      const own: Record<string, string> = {};
+      for (const [key, value] of Object.entries(edit.config)) {
+        if (isMemberKey(key)) {
+          if (value !== '') own[key] = value;
+        } else if (current[key] !== value) {
+          throw badRequest(`Config key "${key}" may not be used as member-specific key`);
+        }
+      }
+      const record: NetworkRecord = { ...doc, members: { ...doc.members, [self]: { ...part, config: own } } };
+      const previous = this.info(project, doc);
+      const next = this.info(project, record);
+      this.drivers.validate(doc.type, next.config);
+      await driver.validate(next, await this.others({ project, name }));
+      await this.checkPolicies(next);
+      await this.changeHost(driver, previous, next);
+      try {
+        await this.records.put(project, name, record, rev);
+      } catch (err) {
+        await this.changeHost(driver, next, previous).catch((undo) => this.ctx.log.error({ err: undo, network: name }, 'undoing a network update failed'));
+        throw err;
+      }
+      this.running.set(`${project}/${name}`, next);
+    });
+  }
+
+  /** The reference renames no network of a cluster (each member's bridge would have to follow). */
+  checkRenamable(): void {
+    if (this.member() !== undefined) throw badRequest('Renaming a cluster\'s network is not supported');
+  }
+
   async rename(project: string, name: string, newName: string, requestor?: Requestor): Promise<void> {
     checkNetworkName(newName);
     await this.lock.run(LOCK, async () => {
       const { doc } = await this.get(project, name);
       const driver = this.driverOf(doc);
-      if (doc.members) throw badRequest('A cluster\'s network cannot be renamed');
+      this.checkRenamable();
       if ((await this.usedBy.collect(project, name)).length > 0) throw badRequest('A network that is in use cannot be renamed');
       await this.checkFreeName(project, newName);
       const before = networkInfo(project, doc);

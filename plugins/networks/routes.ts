@@ -111,12 +111,15 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools, service
     {
       path: '/1.0/networks/{name}',
       extension: 'network',
-      current: async (req) => editableView(await managedOnly(req)),
+      current: async (req) => {
+        const rec = await managedOnly(req);
+        return { ...editableView(rec), config: configFor(req, rec) };
+      },
       get: {
         description: 'Show a network',
         handler: async (req) => {
           const e = await entry(req);
-          return sync(await render(req, e), 'managed' in e ? { etag: editableView(e.managed) } : {});
+          return sync(await render(req, e), 'managed' in e ? { etag: { ...editableView(e.managed), config: configFor(req, e.managed) } } : {});
         },
       },
       put: {
@@ -124,7 +127,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools, service
         body: describedConfigBody(),
         handler: async (req) => {
           await managedOnly(req);
-          await manager.update(req.project, req.params.name!, editBody(req), req.requestor);
+          await manager.update(req.project, req.params.name!, editBody(req), req.requestor, req.target);
           return empty();
         },
       },
@@ -133,6 +136,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools, service
         errors: [409],
         body: renameBody,
         handler: async (req) => {
+          manager.checkRenamable();
           await managedOnly(req);
           const newName = optionalString(bodyObject(req.body).name, 'name') ?? '';
           if (newName === '') throw badRequest('No name provided');

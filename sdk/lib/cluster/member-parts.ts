@@ -6,7 +6,7 @@
  * makes its part when it comes back. Deletion goes the same way.
  */
 import {
-  badRequest, conflict, unavailable,
+  badRequest, conflict, preconditionFailed, unavailable,
   type ClusterView, type Collection, type MemberConfigEntry, type StoreChange,
 } from '../../index.js';
 
@@ -17,8 +17,10 @@ export interface MemberPart {
   /** Its member-specific keys. */
   config: Record<string, string>;
   state: MemberPartState;
-  /** Why the part could not be made (`Errored`). */
+  /** Why the part could not be made (`Errored`), or why the last cluster-wide edit failed on this member. */
   error?: string;
+  /** The record's `generation` this member's host was last brought in line with (absent: 0). */
+  applied?: number;
 }
 
 /** The fields a record of such an object carries in a cluster (absent standalone). */
@@ -31,6 +33,14 @@ export interface MemberPartsRecord {
   created?: boolean;
   /** A cluster-wide delete was asked: each member removes its part and its entry. */
   deleting?: boolean;
+  /** Counts cluster-wide edits of the shared keys: each member applies them and records it in its part's `applied`. */
+  generation?: number;
+}
+
+/** What a cluster-wide edit replaces. */
+export interface SharedEdit {
+  description: string;
+  config: Record<string, string>;
 }
 
 /** The status the reference shows: pending until made everywhere, errored when a member failed. */
@@ -59,6 +69,11 @@ export interface MemberPartsOptions<R extends MemberPartsRecord> {
   joinKeys(record: R): string[];
   /** Make this member's part on its host; answers its member-specific keys as made (defaults filled). */
   make(project: string, record: R, part: MemberPart): Promise<Record<string, string>>;
+  /**
+   * Bring this member's host in line with the record's keys after a cluster-wide edit (absent: the object's
+   * edits need nothing on the hosts). Throws, having undone what it changed, when this host cannot take them.
+   */
+  apply?(project: string, record: R, part: MemberPart): Promise<void>;
   /** Remove this member's part from its host. */
   remove(project: string, record: R): Promise<void>;
   /** Told after this member's part was made or removed (caches, server info). */
@@ -187,14 +202,80 @@ export class MemberParts<R extends MemberPartsRecord> {
       this.opts.changed?.(project, name, undefined);
       return;
     }
-    if (!stored.doc.created || part.state !== 'Pending') return;
-    await this.writePart(project, name, await this.makePart(project, stored.doc, part));
+    if (!stored.doc.created) return;
+    if (part.state === 'Pending') {
+      await this.writePart(project, name, await this.makePart(project, stored.doc, part));
+      return;
+    }
+    const generation = stored.doc.generation ?? 0;
+    if (part.state !== 'Created' || !this.opts.apply || (part.applied ?? 0) >= generation) return;
+    let error: string | undefined;
+    try {
+      await this.opts.apply(project, stored.doc, part);
+    } catch (err) {
+      this.opts.log.error({ err, name }, `applying a change of a ${this.opts.what.toLowerCase()} on this member failed`);
+      error = (err as Error).message;
+    }
+    await this.writePart(project, name, (current) => {
+      const next: MemberPart = { ...current, applied: generation };
+      if (error === undefined) delete next.error;
+      else next.error = error;
+      return next;
+    });
+  }
+
+  /**
+   * The cluster-wide edit of the shared keys and description: the record is written with the next
+   * generation, each member applies it on its host (`apply`) and records that in its part, and this waits
+   * (bounded) for all. When a member fails, or one does not answer, every member goes back to the keys
+   * before the edit and the failure is reported.
+   */
+  async editEverywhere(project: string, name: string, edit: SharedEdit, rev: number): Promise<void> {
+    const { what } = this.opts;
+    const stored = await this.opts.records.get(project, name);
+    if (!stored || !stored.doc.members) throw badRequest(`${what} "${name}" is not a cluster's`);
+    if (stored.rev !== rev) throw preconditionFailed(`${what} "${name}" changed meanwhile`);
+    if (clusterStatus(stored.doc) !== 'Created') throw badRequest(`${what} "${name}" is not created on every member`);
+    this.checkOnline(Object.keys(stored.doc.members), 'changed');
+    const before: SharedEdit = { description: stored.doc.description, config: stored.doc.config };
+    const generation = (stored.doc.generation ?? 0) + 1;
+    await this.opts.records.put(project, name, { ...stored.doc, ...edit, generation }, stored.rev);
+    let failure: string;
+    try {
+      const final = await this.waitFor(project, name, (r) => !r || Object.values(r.members ?? {}).every((p) => (p.applied ?? 0) >= generation));
+      const failed = Object.entries(final?.members ?? {}).filter(([, p]) => p.applied === generation && p.error !== undefined);
+      if (!failed.length) return;
+      failure = failed.map(([member, p]) => `member "${member}": ${p.error}`).join('; ');
+    } catch (err) {
+      failure = (err as Error).message;
+    }
+    await this.revertEdit(project, name, before);
+    throw badRequest(`${what} "${name}" could not be changed on ${failure}`);
+  }
+
+  /** Put the shared keys back as they were before a failed edit, on every member (bounded; a failure is logged). */
+  private async revertEdit(project: string, name: string, before: SharedEdit): Promise<void> {
+    for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
+      const now = await this.opts.records.get(project, name);
+      if (!now) return;
+      const generation = (now.doc.generation ?? 0) + 1;
+      try {
+        await this.opts.records.put(project, name, { ...now.doc, ...before, generation }, now.rev);
+      } catch (err) {
+        if ((err as { status?: number }).status === 412) continue;
+        this.opts.log.error({ err, name }, `reverting a failed change of a ${this.opts.what.toLowerCase()} failed`);
+        return;
+      }
+      await this.waitFor(project, name, (r) => !r || Object.values(r.members ?? {}).every((p) => (p.applied ?? 0) >= generation))
+        .catch((err) => this.opts.log.error({ err, name }, `a member did not revert a failed change of a ${this.opts.what.toLowerCase()}`));
+      return;
+    }
   }
 
   private async makePart(project: string, record: R, part: MemberPart): Promise<MemberPart> {
     let made: MemberPart;
     try {
-      made = { config: await this.opts.make(project, record, part), state: 'Created' };
+      made = { config: await this.opts.make(project, record, part), state: 'Created', applied: record.generation ?? 0 };
     } catch (err) {
       this.opts.log.error({ err, name: record.name }, `making this member's part of a ${this.opts.what.toLowerCase()} failed`);
       made = { ...part, state: 'Errored', error: (err as Error).message };
@@ -203,13 +284,19 @@ export class MemberParts<R extends MemberPartsRecord> {
     return made;
   }
 
-  /** Record this member's part (or its removal), retrying when another member wrote in between. */
-  private async writePart(project: string, name: string, part: MemberPart | undefined): Promise<void> {
+  /**
+   * Record this member's part (or its removal), retrying when another member wrote in between; a function
+   * derives the part from the one stored at the time of the write.
+   */
+  private async writePart(project: string, name: string, part: MemberPart | undefined | ((current: MemberPart) => MemberPart)): Promise<void> {
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
       const stored = await this.opts.records.get(project, name);
       if (!stored) return;
       const members = { ...stored.doc.members };
-      if (part) members[this.self] = part;
+      const current = members[this.self];
+      const next = typeof part === 'function' ? (current && part(current)) : part;
+      if (typeof part === 'function' && !current) return;
+      if (next) members[this.self] = next;
       else delete members[this.self];
       try {
         await this.opts.records.put(project, name, { ...stored.doc, members }, stored.rev);

@@ -1,0 +1,146 @@
+/**
+ * Editing a cluster's network through the real `lxc`, on 3 members in network namespaces: shared keys
+ * change on every member's host (bridge address, dnsmasq), member-specific keys only with `--target` and
+ * only on that member, a change one member's host refuses is reported and undone everywhere, and a
+ * rename is refused as the reference refuses it. The bridges live in the members' namespaces, without NAT.
+ */
+import test from 'ava';
+import { existsSync, readFileSync } from 'node:fs';
+import { clusterNetUnavailable, makeClusterNet, type ClusterNet, type NetDaemon } from '../helpers/cluster-net.js';
+import { lxcOk, lxcRefused } from '../helpers/clients.js';
+
+const skip = clusterNetUnavailable();
+const serial = skip ? test.serial.skip : test.serial;
+if (skip) console.warn(`cluster-network-edit skipped: ${skip}`);
+
+let net: ClusterNet;
+let members: NetDaemon[] = [];
+const address = (d: NetDaemon) => `${d.member.address}:8443`;
+
+/** The bridge's global IPv4 addresses in the member's namespace. */
+function bridgeAddresses(d: NetDaemon, name: string): string[] {
+  const out = d.member.exec(['ip', '-j', '-4', 'addr', 'show', 'dev', name]);
+  if (out.status !== 0) return [];
+  return (JSON.parse(out.stdout) as { addr_info: { local: string; prefixlen: number }[] }[])
+    .flatMap((l) => l.addr_info.map((a) => `${a.local}/${a.prefixlen}`));
+}
+
+const dnsmasqConf = (d: NetDaemon, name: string) => {
+  const file = `${d.dir}/networks/${name}/dnsmasq.conf`;
+  return existsSync(file) ? readFileSync(file, 'utf8') : '';
+};
+
+/** The bridge a host interface is a port of, in the member's namespace. */
+function masterOf(d: NetDaemon, ifname: string): string | undefined {
+  const out = d.member.exec(['ip', '-j', 'link', 'show', 'dev', ifname]);
+  return out.status === 0 ? (JSON.parse(out.stdout) as { master?: string }[])[0]?.master : undefined;
+}
+
+test.before(async () => {
+  if (skip) return;
+  net = makeClusterNet({ subnet: '10.19.14', block: 1, members: 3 });
+  const [d1, d2, d3] = [
+    await net.startDaemon(net.members[0]!, { args: ['--init', 'auto'] }),
+    await net.startDaemon(net.members[1]!),
+    await net.startDaemon(net.members[2]!),
+  ];
+  members = [d1!, d2!, d3!];
+  const ok = { is: (a: unknown, b: unknown, m?: string) => { if (a !== b) throw new Error(m); } };
+  await lxcOk(ok, d1!.socket, 'network', 'create', 'ebr0', 'ipv4.address=10.214.1.1/24', 'ipv4.nat=false', 'ipv6.address=none');
+  await lxcOk(ok, d1!.socket, 'config', 'set', 'core.https_address', address(d1!));
+  await lxcOk(ok, d1!.socket, 'cluster', 'enable', 'm1');
+  const required = JSON.parse(await lxcOk(ok, d1!.socket, 'query', '/1.0/cluster')).member_config;
+  for (const [i, d] of [[2, d2!], [3, d3!]] as const) {
+    const token = (await lxcOk(ok, d1!.socket, 'cluster', 'add', `m${i}`)).trim().split('\n').pop()!.trim();
+    await lxcOk(ok, d.socket, 'config', 'set', 'core.https_address', address(d));
+    const body = { server_name: `m${i}`, enabled: true, server_address: address(d), cluster_address: address(d1!), cluster_token: token, member_config: required };
+    await lxcOk(ok, d.socket, 'query', '--wait', '-X', 'PUT', '-d', JSON.stringify(body), '/1.0/cluster');
+  }
+});
+
+test.afterEach.always((t) => {
+  if (!t.passed) for (const d of members) t.log(`${d.member.ns}: ${d.output().slice(-3000)}`);
+});
+
+test.after.always(async () => {
+  if (net) await net.teardown();
+});
+
+serial('a shared key set or unset through any member changes every member\'s bridge and dnsmasq', async (t) => {
+  const [d1, d2, d3] = members as [NetDaemon, NetDaemon, NetDaemon];
+  for (const d of members) t.deepEqual(bridgeAddresses(d, 'ebr0'), ['10.214.1.1/24'], d.member.ns);
+
+  await lxcOk(t, d2.socket, 'network', 'set', 'ebr0', 'ipv4.address=10.214.2.1/24', 'ipv4.dhcp.ranges=10.214.2.50-10.214.2.60');
+  for (const d of members) {
+    t.deepEqual(bridgeAddresses(d, 'ebr0'), ['10.214.2.1/24'], `${d.member.ns} has the new address`);
+    t.regex(dnsmasqConf(d, 'ebr0'), /10\.214\.2\.50,10\.214\.2\.60/, `${d.member.ns}'s dnsmasq serves the new range`);
+  }
+  t.is((await lxcOk(t, d3.socket, 'network', 'get', 'ebr0', 'ipv4.dhcp.ranges')).trim(), '10.214.2.50-10.214.2.60');
+  const shown = JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/networks/ebr0'));
+  t.is(shown.status, 'Created');
+  t.deepEqual(shown.locations, ['m1', 'm2', 'm3']);
+
+  await lxcOk(t, d3.socket, 'network', 'unset', 'ebr0', 'ipv4.dhcp.ranges');
+  for (const d of members) t.notRegex(dnsmasqConf(d, 'ebr0'), /10\.214\.2\.50,10\.214\.2\.60/, `${d.member.ns}'s dnsmasq dropped the range`);
+
+  // PATCH merges into the shared keys, as `lxc network edit` and other clients may send.
+  await lxcOk(t, d1.socket, 'query', '-X', 'PATCH', '-d', JSON.stringify({ config: { 'ipv4.dhcp.expiry': '2h' } }), '/1.0/networks/ebr0');
+  for (const d of members) t.regex(dnsmasqConf(d, 'ebr0'), /,2h\b/, `${d.member.ns}'s dnsmasq has the new lease time`);
+  t.is((await lxcOk(t, d2.socket, 'network', 'get', 'ebr0', 'ipv4.address')).trim(), '10.214.2.1/24', 'PATCH kept the other keys');
+});
+
+serial('a member-specific key changes only with --target, on that member alone; a shared key is refused with --target', async (t) => {
+  const [d1, d2] = members as [NetDaemon, NetDaemon, NetDaemon];
+  const without = await lxcRefused(t, d1.socket, 'network', 'set', 'ebr0', 'bridge.external_interfaces=ex0');
+  t.regex(without, /member-specific/);
+
+  t.is(d2.member.exec(['ip', 'link', 'add', 'ex0', 'type', 'veth', 'peer', 'name', 'ex1']).status, 0);
+  await lxcOk(t, d1.socket, 'network', 'set', 'ebr0', 'bridge.external_interfaces=ex0', '--target', 'm2');
+  t.is(masterOf(d2, 'ex0'), 'ebr0', 'm2\'s interface is a port of its bridge');
+  const onM2 = JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/networks/ebr0?target=m2'));
+  t.is(onM2.config['bridge.external_interfaces'], 'ex0');
+  const onM1 = JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/networks/ebr0?target=m1'));
+  t.is(onM1.config['bridge.external_interfaces'], undefined, 'm1 keeps its own keys');
+  const shared = JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/networks/ebr0'));
+  t.is(shared.config['bridge.external_interfaces'], undefined, 'the cluster-wide view has no member-specific keys');
+
+  const sharedWithTarget = await lxcRefused(t, d1.socket, 'network', 'set', 'ebr0', 'ipv4.dhcp.expiry=3h', '--target', 'm2');
+  t.regex(sharedWithTarget, /Config key "ipv4\.dhcp\.expiry" may not be used as member-specific key/);
+
+  // A shared edit afterwards keeps m2's own keys.
+  await lxcOk(t, d1.socket, 'network', 'set', 'ebr0', 'ipv4.dhcp.expiry=4h');
+  t.is(masterOf(d2, 'ex0'), 'ebr0', 'a shared edit left m2\'s port alone');
+  t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/networks/ebr0?target=m2')).config['bridge.external_interfaces'], 'ex0');
+
+  await lxcOk(t, d1.socket, 'network', 'unset', 'ebr0', 'bridge.external_interfaces', '--target', 'm2');
+  t.is(masterOf(d2, 'ex0'), undefined, 'the port left m2\'s bridge');
+  d2.member.exec(['ip', 'link', 'del', 'ex0']);
+});
+
+serial('a change one member\'s host cannot take is reported with that member and undone on every member', async (t) => {
+  const [d1, , d3] = members as [NetDaemon, NetDaemon, NetDaemon];
+  // Only m3's host already uses this subnet.
+  t.is(d3.member.exec(['ip', 'addr', 'add', '10.214.3.5/24', 'dev', 'lo']).status, 0);
+  try {
+    const refused = await lxcRefused(t, d1.socket, 'network', 'set', 'ebr0', 'ipv4.address=10.214.3.1/24');
+    t.regex(refused, /member "m3"/);
+    t.regex(refused, /overlaps/);
+    for (const d of members) t.deepEqual(bridgeAddresses(d, 'ebr0'), ['10.214.2.1/24'], `${d.member.ns} is back on the address before`);
+    t.is((await lxcOk(t, d1.socket, 'network', 'get', 'ebr0', 'ipv4.address')).trim(), '10.214.2.1/24');
+    t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/networks/ebr0')).status, 'Created');
+  } finally {
+    d3.member.exec(['ip', 'addr', 'del', '10.214.3.5/24', 'dev', 'lo']);
+  }
+  // The same change goes through once the host allows it.
+  await lxcOk(t, d1.socket, 'network', 'set', 'ebr0', 'ipv4.address=10.214.3.1/24');
+  for (const d of members) t.deepEqual(bridgeAddresses(d, 'ebr0'), ['10.214.3.1/24'], d.member.ns);
+});
+
+serial('renaming a cluster\'s network is refused, as the reference refuses it', async (t) => {
+  const [d1, d2] = members as [NetDaemon, NetDaemon, NetDaemon];
+  const refused = await lxcRefused(t, d1.socket, 'network', 'rename', 'ebr0', 'ebr9');
+  t.regex(refused, /Renaming a cluster's network is not supported/);
+  t.deepEqual(bridgeAddresses(d2, 'ebr0'), ['10.214.3.1/24'], 'the bridge is still there under its name');
+  await lxcOk(t, d1.socket, 'network', 'delete', 'ebr0');
+  for (const d of members) t.deepEqual(bridgeAddresses(d, 'ebr0'), [], `${d.member.ns} has no bridge left`);
+});
