@@ -3,7 +3,8 @@
  * files it does not hold (to unpack it for an instance, to export it) fetches them from a member that
  * does, checks them against the fingerprint, and keeps them; a deleted image's files go from every member.
  * A new image's files are also copied at once to as many members as `cluster.images_minimal_replica`
- * asks (the member that installed it counts; -1: every member), so losing one member loses no image.
+ * asks (the member that installed it counts; -1: every member), so losing one member loses no image;
+ * the replica pass (replica-pass.ts) restores that count when holders go.
  */
 import { createReadStream } from 'node:fs';
 import { access, rm } from 'node:fs/promises';
@@ -37,9 +38,16 @@ export class ClusterImageFiles {
     });
   }
 
-  /** The routes other members use: fetch one file, or ask this member to hold an image's files (trusted cluster peers only: `admin`). */
+  /** The routes other members use: list or fetch files, or ask this member to hold an image's files (trusted cluster peers only: `admin`). */
   routes(): RouteDescriptor[] {
-    return [this.fileRoute(), {
+    return [{
+      path: FILES_PATH,
+      get: {
+        access: 'admin',
+        description: 'Fingerprints of the images whose files this member holds (the replica pass counts copies with it)',
+        handler: async () => sync([...(await this.files.present())].sort()),
+      },
+    }, this.fileRoute(), {
       path: `${FILES_PATH}/{fingerprint}`,
       post: {
         access: 'admin',
@@ -56,22 +64,43 @@ export class ClusterImageFiles {
     }];
   }
 
+  /** How many members should hold each image's files (-1: every member). */
+  minimalReplica(): number {
+    const value = Number(this.ctx.serverConfig.get(MINIMAL_REPLICA_KEY) || DEFAULT_MINIMAL_REPLICA);
+    return Number.isInteger(value) ? value : DEFAULT_MINIMAL_REPLICA;
+  }
+
+  /** The fingerprints whose files another member holds (bounded by the cluster request's bound). */
+  async heldBy(member: string): Promise<Set<string>> {
+    const answer = await this.ctx.cluster.request(member, 'GET', FILES_PATH);
+    if (answer.status !== 200 || !Array.isArray(answer.body?.metadata)) throw unavailable(`Cluster member "${member}" did not list its image files (status ${answer.status})`);
+    return new Set((answer.body.metadata as unknown[]).filter((fp): fp is string => typeof fp === 'string'));
+  }
+
+  /** Ask another member to hold an image's files; answers whether it took them (a refusal is logged). */
+  async askToHold(member: string, fingerprint: string): Promise<boolean> {
+    try {
+      const answer = await this.ctx.cluster.request(member, 'POST', `${FILES_PATH}/${fingerprint}`);
+      if (answer.status === 200) return true;
+      this.ctx.log.warn({ fingerprint, member, status: answer.status }, 'a cluster member did not take a copy of an image');
+    } catch (err) {
+      this.ctx.log.warn({ err, fingerprint, member }, 'a cluster member could not be asked to copy an image');
+    }
+    return false;
+  }
+
   /**
    * After this member installed a new image: copy its files to other online members until
    * `cluster.images_minimal_replica` members hold them. In the background: the upload is answered
-   * without waiting, and a member that cannot take them now fetches them when it needs them.
+   * without waiting; what is missed here the replica pass (replica-pass.ts) makes up later.
    */
   replicate(image: StoredImage): void {
     if (!this.ctx.cluster.enabled) return;
-    const wanted = Number(this.ctx.serverConfig.get(MINIMAL_REPLICA_KEY) || DEFAULT_MINIMAL_REPLICA);
+    const wanted = this.minimalReplica();
     const self = this.ctx.cluster.serverName;
     const others = this.ctx.cluster.members().filter((m) => m.name !== self && m.online);
     const chosen = wanted < 0 ? others : others.slice(0, Math.max(0, wanted - 1));
-    for (const member of chosen) {
-      void this.ctx.cluster.request(member.name, 'POST', `${FILES_PATH}/${image.fingerprint}`).then((answer) => {
-        if (answer.status !== 200) this.ctx.log.warn({ fingerprint: image.fingerprint, member: member.name, status: answer.status }, 'a cluster member did not take a copy of a new image');
-      }, (err: Error) => this.ctx.log.warn({ err, fingerprint: image.fingerprint, member: member.name }, 'a cluster member could not be asked to copy a new image'));
-    }
+    for (const member of chosen) void this.askToHold(member.name, image.fingerprint);
   }
 
   private fileRoute(): RouteDescriptor {

@@ -20,6 +20,7 @@ import { aliasRoutes } from './routes/aliases.js';
 import { imageRoutes } from './routes/images.js';
 import { createImagesService } from './service.js';
 import { ClusterImageFiles } from './cluster-files.js';
+import { ImageReplicaPass } from './replica-pass.js';
 import { ImageSources } from './sources.js';
 
 /** Per daemon (a test process may run several): what boot needs from register. */
@@ -38,12 +39,18 @@ export default definePlugin({
     const creator = new ImageCreator(ctx, files, new PushTokens(ctx.operations), installer, publisher, puller, new UrlImageFetcher(ctx, catalog, puller));
     const refresher = new ImageRefresher(ctx, catalog, files, lock, puller);
     const tasks = new ImageTasks(ctx, catalog, files, lock, refresher);
+    const replicaPass = new ImageReplicaPass(ctx, catalog, files, clusterFiles);
     state.set(ctx, { catalog, files });
     // The schedule starts once every plugin has booted (its passes remove pool volumes), as the reference starts its tasks after start-up.
     ctx.hooks.ready.tap(async () => {
-      if (daemonStorageAvailable(ctx, 'images')) tasks.start();
+      if (!daemonStorageAvailable(ctx, 'images')) return;
+      tasks.start();
+      replicaPass.start();
     });
-    ctx.hooks.shutdown.tap(() => tasks.stop());
+    ctx.hooks.shutdown.tap(async () => {
+      await replicaPass.stop();
+      await tasks.stop();
+    });
     for (const key of IMAGE_KEYS) ctx.keys.register(key);
     const imageProject = (project: string) => featureProjectOf(ctx.services, project, 'images');
     ctx.services.provide(ImagesServiceRef, createImagesService(catalog, files, ctx.hostTools, sources, imageProject, puller, (project) => autoUpdateCached(ctx, project), clusterFiles));
