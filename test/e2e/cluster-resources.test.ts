@@ -47,6 +47,8 @@ serial('the first member\'s pool and network become the cluster\'s; a joiner mak
   await lxcOk(t, d1.socket, 'network', 'create', 'cbr0', 'ipv4.address=10.219.91.1/24', 'ipv4.nat=false', 'ipv6.address=none');
   await lxcOk(t, d1.socket, 'config', 'set', 'core.https_address', address(d1));
   await lxcOk(t, d1.socket, 'cluster', 'enable', 'm1');
+  // One copy per image: the on-demand fetch below must find m2 without one (the replica pass would give it one).
+  await lxcOk(t, d1.socket, 'config', 'set', 'cluster.images_minimal_replica', '1');
 
   const pool = JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/storage-pools/default'));
   t.deepEqual(pool.locations, ['m1']);
