@@ -40,6 +40,16 @@ export function poolParts(ctx: PluginContext, pools: PoolPartsHost, drivers: Dri
       for (const [key, value] of Object.entries(info.config)) if (isMemberKey(key)) own[key] = value;
       return own;
     },
+    // A cluster-wide edit of the shared keys: this member's driver takes what changed (a remount...).
+    async apply(_project, pool) {
+      const driver = driverFor(pool);
+      const before = pool.before?.config ?? pool.config;
+      const changed: Record<string, string> = {};
+      for (const key of new Set([...Object.keys(before), ...Object.keys(pool.config)])) {
+        if (before[key] !== pool.config[key]) changed[key] = pool.config[key] ?? '';
+      }
+      if (driver.update && Object.keys(changed).length) await driver.update(poolInfo(pool, ctx.cluster.serverName), changed);
+    },
     async remove(_project, pool) {
       await driverFor(pool).delete(poolInfo(pool, ctx.cluster.serverName));
     },

@@ -11,7 +11,7 @@ import {
 } from '../../sdk/index.js';
 import type { DriverTable } from './drivers.js';
 import { FIXED_KEYS } from './keys.js';
-import { clusterStatus, type MemberParts } from '../../sdk/lib/cluster/index.js';
+import { clusterStatus, memberConfig, type MemberParts } from '../../sdk/lib/cluster/index.js';
 import { POOL_PROJECT, isMemberKey, poolInfo, poolUrl, type PoolRecord, type PoolStatus } from './pool.js';
 import { poolParts } from './member-parts.js';
 import type { SharedLock } from './shared-lock.js';
@@ -193,14 +193,20 @@ export class PoolManager {
     this.ctx.events.lifecycle('storage-pool-created', poolUrl(body.name), { project: 'default', requestor });
   }
 
-  async update(name: string, edit: PoolEdit, requestor?: Requestor): Promise<void> {
+  /**
+   * In a cluster, without `target` the shared keys change on every member (each member's driver takes
+   * them); with it (the kernel forwarded the request to that member) only that member's own keys change.
+   */
+  async update(name: string, edit: PoolEdit, requestor?: Requestor, target?: string): Promise<void> {
     await this.locks.exclusive(poolLockKey(name), async () => {
       const { rev, doc } = await this.get(name);
-      const config = { ...edit.config };
       if (doc.members) {
-        const own = Object.keys(config).filter((key) => isMemberKey(key) && config[key] !== '');
-        if (own.length) throw badRequest(`Config key "${own[0]}" is member-specific and cannot be changed on a cluster's pool`);
+        if (target) await this.updateOwnPart(name, edit);
+        else await this.updateShared(name, edit);
+        this.cache.delete(name);
+        return;
       }
+      const config = { ...edit.config };
       for (const key of FIXED_KEYS) {
         // Clients that send the config without a fixed key mean to keep it, not to unset it.
         if (!(key in config) || config[key] === '') {
@@ -226,6 +232,60 @@ export class PoolManager {
       this.cache.set(name, { rev: stored.rev, doc: stored.doc });
     });
     this.ctx.events.lifecycle('storage-pool-updated', poolUrl(name), { project: 'default', requestor });
+  }
+
+  /** The shared keys of a cluster's pool: every member's driver takes the change, or none keeps it. */
+  private async updateShared(name: string, edit: PoolEdit): Promise<void> {
+    const stored = await this.records.get(POOL_PROJECT, name);
+    if (!stored) throw notFound('Storage pool not found');
+    const config: Record<string, string> = {};
+    for (const [key, value] of Object.entries(edit.config)) {
+      if (isMemberKey(key)) {
+        if (value !== '') throw badRequest(`Config key "${key}" is member-specific: change it with --target for each member`);
+        continue;
+      }
+      if (value !== '') config[key] = value;
+    }
+    this.drivers.validate(stored.doc.driver, config);
+    await this.parts.editEverywhere(POOL_PROJECT, name, { description: edit.description, config }, stored.rev);
+  }
+
+  /** `--target`: this member's own keys (a loop file's `size`...); shared keys must be left as they are. */
+  private async updateOwnPart(name: string, edit: PoolEdit): Promise<void> {
+    const self = this.ctx.cluster.serverName;
+    const stored = await this.records.get(POOL_PROJECT, name);
+    if (!stored) throw notFound('Storage pool not found');
+    const { doc } = stored;
+    const part = doc.members?.[self];
+    if (part?.state !== 'Created') throw badRequest(`Storage pool "${name}" is not created on member "${self}"`);
+    const current = memberConfig(doc, self);
+    const own: Record<string, string> = {};
+    for (const [key, value] of Object.entries(edit.config)) {
+      if (isMemberKey(key)) {
+        if (value !== '') own[key] = value;
+      } else if (current[key] !== value) {
+        throw badRequest(`Config key "${key}" may not be used as member-specific key`);
+      }
+    }
+    for (const key of FIXED_KEYS) {
+      if (!(key in own)) {
+        if (part.config[key] !== undefined) own[key] = part.config[key]!;
+      } else if (own[key] !== part.config[key]) {
+        throw badRequest(`The "${key}" of a storage pool cannot be changed once it is created`);
+      }
+    }
+    const config = { ...doc.config, ...own };
+    this.drivers.validate(doc.driver, config);
+    const changed: Record<string, string> = {};
+    for (const key of new Set([...Object.keys(own), ...Object.keys(part.config)])) {
+      if (own[key] !== part.config[key]) changed[key] = own[key] ?? '';
+    }
+    const driver = this.drivers.get(doc.driver);
+    if (driver?.update && Object.keys(changed).length) {
+      const { info } = await this.usable(name);
+      await driver.update({ ...info, config }, changed);
+    }
+    await this.records.put(POOL_PROJECT, name, { ...doc, members: { ...doc.members, [self]: { ...part, config: own } } }, stored.rev);
   }
 
   async delete(name: string, requestor?: Requestor): Promise<void> {

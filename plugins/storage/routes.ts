@@ -20,13 +20,14 @@ function editBody(req: ApiRequest): PoolEdit {
   return { description: optionalString(body.description, 'description') ?? '', config: stringMap(body.config, 'config') };
 }
 
+/** In a cluster `?target=` shows that member's own keys too (the kernel forwarded the request to it). */
+const configFor = (req: ApiRequest, pool: PoolRecord) => (req.target && pool.members ? { ...pool.config, ...pool.members[req.target]?.config } : pool.config);
+
 export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
   // Pools are shared by all projects: a restricted caller sees them, but only its own projects' users of them.
   // Its config (host paths, sizes) is the server's business: a restricted caller gets none, as from the reference.
   const render = async (req: ApiRequest, pool: PoolRecord, memo?: UsedByMemo) => {
-    // In a cluster `?target=` shows that member's own keys too (the kernel forwarded the request to it).
-    const config = req.target && pool.members ? { ...pool.config, ...pool.members[req.target]?.config } : pool.config;
-    const view = poolView(pool, pools.status(pool.name, pool), visibleUrls(await pools.usedBy.collect('default', pool.name, memo), req.restrictedTo), config);
+    const view = poolView(pool, pools.status(pool.name, pool), visibleUrls(await pools.usedBy.collect('default', pool.name, memo), req.restrictedTo), configFor(req, pool));
     return req.restrictedTo ? { ...view, config: null } : view;
   };
 
@@ -58,13 +59,16 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
     {
       path: '/1.0/storage-pools/{name}',
       extension: 'storage',
-      current: async (req) => editableView((await pools.get(req.params.name!)).doc),
+      current: async (req) => {
+        const { doc } = await pools.get(req.params.name!);
+        return { ...editableView(doc), config: configFor(req, doc) };
+      },
       get: {
         description: 'Show a storage pool',
         access: 'filtered',
         handler: async (req) => {
           const { doc } = await pools.get(req.params.name!);
-          return sync(await render(req, doc), { etag: editableView(doc) });
+          return sync(await render(req, doc), { etag: { ...editableView(doc), config: configFor(req, doc) } });
         },
       },
       put: {
@@ -72,7 +76,7 @@ export function poolRoutes(pools: PoolManager): RouteDescriptor[] {
         description: 'Replace the configuration of a storage pool',
         body: describedConfigBody(),
         handler: async (req) => {
-          await pools.update(req.params.name!, editBody(req), req.requestor);
+          await pools.update(req.params.name!, editBody(req), req.requestor, req.target);
           return empty();
         },
       },

@@ -35,6 +35,8 @@ export interface MemberPartsRecord {
   deleting?: boolean;
   /** Counts cluster-wide edits of the shared keys: each member applies them and records it in its part's `applied`. */
   generation?: number;
+  /** The shared keys and description before the last cluster-wide edit, so that a member can tell what changed. */
+  before?: SharedEdit;
 }
 
 /** What a cluster-wide edit replaces. */
@@ -239,7 +241,7 @@ export class MemberParts<R extends MemberPartsRecord> {
     this.checkOnline(Object.keys(stored.doc.members), 'changed');
     const before: SharedEdit = { description: stored.doc.description, config: stored.doc.config };
     const generation = (stored.doc.generation ?? 0) + 1;
-    await this.opts.records.put(project, name, { ...stored.doc, ...edit, generation }, stored.rev);
+    await this.opts.records.put(project, name, { ...stored.doc, ...edit, generation, before }, stored.rev);
     let failure: string;
     try {
       const final = await this.waitFor(project, name, (r) => !r || Object.values(r.members ?? {}).every((p) => (p.applied ?? 0) >= generation));
@@ -259,8 +261,9 @@ export class MemberParts<R extends MemberPartsRecord> {
       const now = await this.opts.records.get(project, name);
       if (!now) return;
       const generation = (now.doc.generation ?? 0) + 1;
+      const failed: SharedEdit = { description: now.doc.description, config: now.doc.config };
       try {
-        await this.opts.records.put(project, name, { ...now.doc, ...before, generation }, now.rev);
+        await this.opts.records.put(project, name, { ...now.doc, ...before, generation, before: failed }, now.rev);
       } catch (err) {
         if ((err as { status?: number }).status === 412) continue;
         this.opts.log.error({ err, name }, `reverting a failed change of a ${this.opts.what.toLowerCase()} failed`);

@@ -1,17 +1,19 @@
 /**
- * Editing a cluster's network through the real `lxc`, on 3 members in network namespaces: shared keys
- * change on every member's host (bridge address, dnsmasq), member-specific keys only with `--target` and
- * only on that member, a change one member's host refuses is reported and undone everywhere, and a
- * rename is refused as the reference refuses it. The bridges live in the members' namespaces, without NAT.
+ * Editing a cluster's networks and storage pools through the real `lxc`, on 3 members in network
+ * namespaces: shared keys change on every member's host (bridge address, dnsmasq; a btrfs pool's mount
+ * options), member-specific keys only with `--target` and only on that member (a bridge's external
+ * interface; a loop pool's size), a change one member's host refuses is reported and undone everywhere,
+ * and a network rename is refused as the reference refuses it. The bridges live in the members'
+ * namespaces, without NAT.
  */
 import test from 'ava';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { clusterNetUnavailable, makeClusterNet, type ClusterNet, type NetDaemon } from '../helpers/cluster-net.js';
 import { lxcOk, lxcRefused } from '../helpers/clients.js';
 
 const skip = clusterNetUnavailable();
 const serial = skip ? test.serial.skip : test.serial;
-if (skip) console.warn(`cluster-network-edit skipped: ${skip}`);
+if (skip) console.warn(`cluster-parts-edit skipped: ${skip}`);
 
 let net: ClusterNet;
 let members: NetDaemon[] = [];
@@ -34,6 +36,13 @@ const dnsmasqConf = (d: NetDaemon, name: string) => {
 function masterOf(d: NetDaemon, ifname: string): string | undefined {
   const out = d.member.exec(['ip', '-j', 'link', 'show', 'dev', ifname]);
   return out.status === 0 ? (JSON.parse(out.stdout) as { master?: string }[])[0]?.master : undefined;
+}
+
+/** The mount options of a pool's mount point, as the daemon sees it (`ip netns exec` gave it its own mount namespace). */
+function mountOptions(d: NetDaemon, pool: string): string[] {
+  const target = `${d.dir}/storage-pools/${pool}`;
+  const line = readFileSync(`/proc/${d.child.pid}/mountinfo`, 'utf8').split('\n').find((l) => l.split(' ')[4] === target);
+  return line ? line.split(' ')[5]!.split(',') : [];
 }
 
 test.before(async () => {
@@ -143,4 +152,30 @@ serial('renaming a cluster\'s network is refused, as the reference refuses it', 
   t.deepEqual(bridgeAddresses(d2, 'ebr0'), ['10.214.3.1/24'], 'the bridge is still there under its name');
   await lxcOk(t, d1.socket, 'network', 'delete', 'ebr0');
   for (const d of members) t.deepEqual(bridgeAddresses(d, 'ebr0'), [], `${d.member.ns} has no bridge left`);
+});
+
+serial('a pool\'s shared key is applied by every member\'s driver; its size changes only with --target, on that member', async (t) => {
+  const [d1, d2, d3] = members as [NetDaemon, NetDaemon, NetDaemon];
+  for (const [d, m] of [[d1, 'm1'], [d2, 'm2'], [d3, 'm3']] as const) await lxcOk(t, d.socket, 'storage', 'create', 'bp', 'btrfs', 'size=1GiB', '--target', m);
+  await lxcOk(t, d1.socket, 'storage', 'create', 'bp', 'btrfs');
+  for (const d of members) t.false(mountOptions(d, 'bp').includes('noatime'), `${d.member.ns} mounted without noatime`);
+
+  await lxcOk(t, d2.socket, 'storage', 'set', 'bp', 'btrfs.mount_options=user_subvol_rm_allowed,noatime');
+  for (const d of members) t.true(mountOptions(d, 'bp').includes('noatime'), `${d.member.ns} remounted its part: ${mountOptions(d, 'bp')}`);
+  t.is((await lxcOk(t, d3.socket, 'storage', 'get', 'bp', 'btrfs.mount_options')).trim(), 'user_subvol_rm_allowed,noatime');
+
+  t.regex(await lxcRefused(t, d1.socket, 'storage', 'set', 'bp', 'size=2GiB'), /member-specific/);
+  t.regex(await lxcRefused(t, d1.socket, 'storage', 'set', 'bp', 'rsync.bwlimit=1M', '--target', 'm2'), /Config key "rsync\.bwlimit" may not be used as member-specific key/);
+
+  const sourceOf = async (m: string) => JSON.parse(await lxcOk(t, d1.socket, 'query', `/1.0/storage-pools/bp?target=${m}`)).config.source as string;
+  await lxcOk(t, d1.socket, 'storage', 'set', 'bp', 'size=2GiB', '--target', 'm2');
+  t.is(statSync(await sourceOf('m2')).size, 2 * 1024 ** 3, 'm2\'s loop file grew');
+  t.is(statSync(await sourceOf('m1')).size, 1024 ** 3, 'm1\'s loop file did not');
+  t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/storage-pools/bp?target=m2')).config.size, '2GiB');
+  t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/storage-pools/bp?target=m1')).config.size, '1GiB');
+  t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/storage-pools/bp')).config.size, undefined, 'the cluster-wide view has no member-specific keys');
+  t.regex(await lxcRefused(t, d1.socket, 'storage', 'set', 'bp', 'source=/tmp/elsewhere', '--target', 'm2'), /cannot be changed/);
+
+  await lxcOk(t, d1.socket, 'storage', 'delete', 'bp');
+  for (const d of members) t.deepEqual(mountOptions(d, 'bp'), [], `${d.member.ns} unmounted its part`);
 });
