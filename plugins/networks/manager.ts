@@ -12,7 +12,7 @@ import type { NetworkDriverTable } from './drivers.js';
 import { hostInterfaceExists } from './host-interfaces.js';
 import { checkNetworkName } from './names.js';
 import { isMemberKey, networkInfo, type NetworkRecord, type NetworkStatus } from './network.js';
-import { clusterStatus, memberConfig, MemberParts, type MemberPart } from '../../sdk/lib/cluster/index.js';
+import { clusterStatus, MemberParts, type MemberPart } from '../../sdk/lib/cluster/index.js';
 
 export interface NetworkEdit {
   description: string;
@@ -291,11 +291,7 @@ export class NetworkManager {
   private async updateShared(project: string, name: string, edit: NetworkEdit): Promise<void> {
     const { rev, doc } = await this.get(project, name);
     const driver = this.driverOf(doc);
-    const config: Record<string, string> = {};
-    for (const [key, value] of Object.entries(edit.config)) {
-      if (isMemberKey(key)) throw badRequest(`Config key "${key}" is member-specific: change it with --target for each member`);
-      if (value !== '') config[key] = value;
-    }
+    const config = this.parts.sharedKeysOf(edit.config);
     this.drivers.validate(doc.type, config);
     // Checked as this member's host would use it (its own keys merged), as the reference does.
     const next = this.info(project, { ...doc, description: edit.description, config });
@@ -317,15 +313,7 @@ export class NetworkManager {
       const driver = this.driverOf(doc);
       const part = doc.members?.[self];
       if (part?.state !== 'Created') throw badRequest(`Network "${name}" is not created on member "${self}"`);
-      const current = memberConfig(doc, self);
-      const own: Record<string, string> = {};
-      for (const [key, value] of Object.entries(edit.config)) {
-        if (isMemberKey(key)) {
-          if (value !== '') own[key] = value;
-        } else if (current[key] !== value) {
-          throw badRequest(`Config key "${key}" may not be used as member-specific key`);
-        }
-      }
+      const own = this.parts.ownKeysOf(doc, edit.config);
       const record: NetworkRecord = { ...doc, members: { ...doc.members, [self]: { ...part, config: own } } };
       const previous = this.info(project, doc);
       const next = this.info(project, record);

@@ -1,5 +1,5 @@
 /** Pool config keys every driver shares (scope `pool`); drivers add theirs through `configKeys`. */
-import { isBool, type ConfigKeyDescriptor } from '../../sdk/index.js';
+import { badRequest, isBool, type ConfigKeyDescriptor } from '../../sdk/index.js';
 
 const SIZE = /^\d+(\.\d+)?\s*([kKMGTPE]i?B|B)?$/;
 
@@ -34,3 +34,20 @@ const BWLIMIT = /^\d+(\.\d+)?([KMGTPkmgtp]([iI]?[bB])?)?$/;
 
 /** Keys that only make sense when a pool is created. */
 export const FIXED_KEYS = ['source'];
+
+/**
+ * An edit's config with the fixed keys as `stored` has them: clients that send the config without a fixed
+ * key (or with '') mean to keep it, not to unset it; another value is refused.
+ */
+export function keepFixedKeys(config: Record<string, string>, stored: Record<string, string>): Record<string, string> {
+  const kept = { ...config };
+  for (const key of FIXED_KEYS) {
+    if (!(key in kept) || kept[key] === '') {
+      if (stored[key] !== undefined) kept[key] = stored[key];
+      else delete kept[key];
+    } else if (kept[key] !== stored[key]) {
+      throw badRequest(`The "${key}" of a storage pool cannot be changed once it is created`);
+    }
+  }
+  return kept;
+}

@@ -6,7 +6,7 @@
 import { badRequest, type Collection, type PluginContext } from '../../sdk/index.js';
 import { MemberParts } from '../../sdk/lib/cluster/index.js';
 import type { DriverTable } from './drivers.js';
-import { isMemberKey, poolInfo, type PoolRecord } from './pool.js';
+import { changedKeys, isMemberKey, poolInfo, type PoolRecord } from './pool.js';
 
 /** What the member parts need of the pool manager (an interface, not the class: pools.ts imports this file). */
 export interface PoolPartsHost {
@@ -43,11 +43,7 @@ export function poolParts(ctx: PluginContext, pools: PoolPartsHost, drivers: Dri
     // A cluster-wide edit of the shared keys: this member's driver takes what changed (a remount...).
     async apply(_project, pool) {
       const driver = driverFor(pool);
-      const before = pool.before?.config ?? pool.config;
-      const changed: Record<string, string> = {};
-      for (const key of new Set([...Object.keys(before), ...Object.keys(pool.config)])) {
-        if (before[key] !== pool.config[key]) changed[key] = pool.config[key] ?? '';
-      }
+      const changed = changedKeys(pool.before?.config ?? pool.config, pool.config);
       if (driver.update && Object.keys(changed).length) await driver.update(poolInfo(pool, ctx.cluster.serverName), changed);
     },
     async remove(_project, pool) {

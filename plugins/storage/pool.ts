@@ -45,3 +45,12 @@ export const poolInfo = (pool: PoolRecord, member?: string): PoolInfo => ({
   driver: pool.driver,
   config: memberConfig(pool, member),
 });
+
+/** The keys whose value differs from `before` to `after`, with their new value ('' for a key unset). */
+export function changedKeys(before: Record<string, string>, after: Record<string, string>): Record<string, string> {
+  const changed: Record<string, string> = {};
+  for (const key of new Set([...Object.keys(before), ...Object.keys(after)])) {
+    if (before[key] !== after[key]) changed[key] = after[key] ?? '';
+  }
+  return changed;
+}

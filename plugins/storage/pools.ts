@@ -10,9 +10,9 @@ import {
   type Collection, type PluginContext, type PoolInfo, type Requestor, type StorageDriver, type UsedByRegistry,
 } from '../../sdk/index.js';
 import type { DriverTable } from './drivers.js';
-import { FIXED_KEYS } from './keys.js';
-import { clusterStatus, memberConfig, type MemberParts } from '../../sdk/lib/cluster/index.js';
-import { POOL_PROJECT, isMemberKey, poolInfo, poolUrl, type PoolRecord, type PoolStatus } from './pool.js';
+import { keepFixedKeys } from './keys.js';
+import { clusterStatus, type MemberParts } from '../../sdk/lib/cluster/index.js';
+import { changedKeys, POOL_PROJECT, poolInfo, poolUrl, type PoolRecord, type PoolStatus } from './pool.js';
 import { poolParts } from './member-parts.js';
 import type { SharedLock } from './shared-lock.js';
 
@@ -206,46 +206,30 @@ export class PoolManager {
         this.cache.delete(name);
         return;
       }
-      const config = { ...edit.config };
-      for (const key of FIXED_KEYS) {
-        // Clients that send the config without a fixed key mean to keep it, not to unset it.
-        if (!(key in config) || config[key] === '') {
-          if (doc.config[key] !== undefined) config[key] = doc.config[key];
-          else delete config[key];
-        } else if (config[key] !== doc.config[key]) {
-          throw badRequest(`The "${key}" of a storage pool cannot be changed once it is created`);
-        }
-      }
+      const config = keepFixedKeys(edit.config, doc.config);
       // An empty value unsets the key.
       for (const [key, value] of Object.entries(config)) if (value === '') delete config[key];
       this.drivers.validate(doc.driver, config);
-      const changed: Record<string, string> = {};
-      for (const key of new Set([...Object.keys(config), ...Object.keys(doc.config)])) {
-        if (config[key] !== doc.config[key]) changed[key] = config[key] ?? '';
-      }
-      const driver = this.drivers.get(doc.driver);
-      if (driver?.update && Object.keys(changed).length) {
-        const { info } = await this.usable(name);
-        await driver.update({ ...info, config }, changed);
-      }
+      await this.driverTakes(name, config, changedKeys(doc.config, config));
       const stored = await this.records.put(POOL_PROJECT, name, { ...doc, description: edit.description, config }, rev);
       this.cache.set(name, { rev: stored.rev, doc: stored.doc });
     });
     this.ctx.events.lifecycle('storage-pool-updated', poolUrl(name), { project: 'default', requestor });
   }
 
+  /** The live pool takes a change of its config before it is stored (a driver without `update` takes it at next mount). */
+  private async driverTakes(name: string, config: Record<string, string>, changed: Record<string, string>): Promise<void> {
+    const driver = this.drivers.get((await this.get(name)).doc.driver);
+    if (!driver?.update || !Object.keys(changed).length) return;
+    const { info } = await this.usable(name);
+    await driver.update({ ...info, config }, changed);
+  }
+
   /** The shared keys of a cluster's pool: every member's driver takes the change, or none keeps it. */
   private async updateShared(name: string, edit: PoolEdit): Promise<void> {
     const stored = await this.records.get(POOL_PROJECT, name);
     if (!stored) throw notFound('Storage pool not found');
-    const config: Record<string, string> = {};
-    for (const [key, value] of Object.entries(edit.config)) {
-      if (isMemberKey(key)) {
-        if (value !== '') throw badRequest(`Config key "${key}" is member-specific: change it with --target for each member`);
-        continue;
-      }
-      if (value !== '') config[key] = value;
-    }
+    const config = this.parts.sharedKeysOf(edit.config);
     this.drivers.validate(stored.doc.driver, config);
     await this.parts.editEverywhere(POOL_PROJECT, name, { description: edit.description, config }, stored.rev);
   }
@@ -258,34 +242,12 @@ export class PoolManager {
     const { doc } = stored;
     const part = doc.members?.[self];
     if (part?.state !== 'Created') throw badRequest(`Storage pool "${name}" is not created on member "${self}"`);
-    const current = memberConfig(doc, self);
-    const own: Record<string, string> = {};
-    for (const [key, value] of Object.entries(edit.config)) {
-      if (isMemberKey(key)) {
-        if (value !== '') own[key] = value;
-      } else if (current[key] !== value) {
-        throw badRequest(`Config key "${key}" may not be used as member-specific key`);
-      }
-    }
-    for (const key of FIXED_KEYS) {
-      if (!(key in own)) {
-        if (part.config[key] !== undefined) own[key] = part.config[key]!;
-      } else if (own[key] !== part.config[key]) {
-        throw badRequest(`The "${key}" of a storage pool cannot be changed once it is created`);
-      }
-    }
-    const config = { ...doc.config, ...own };
+    const own = this.parts.ownKeysOf(doc, edit.config);
+    const kept = keepFixedKeys(own, part.config);
+    const config = { ...doc.config, ...kept };
     this.drivers.validate(doc.driver, config);
-    const changed: Record<string, string> = {};
-    for (const key of new Set([...Object.keys(own), ...Object.keys(part.config)])) {
-      if (own[key] !== part.config[key]) changed[key] = own[key] ?? '';
-    }
-    const driver = this.drivers.get(doc.driver);
-    if (driver?.update && Object.keys(changed).length) {
-      const { info } = await this.usable(name);
-      await driver.update({ ...info, config }, changed);
-    }
-    await this.records.put(POOL_PROJECT, name, { ...doc, members: { ...doc.members, [self]: { ...part, config: own } } }, stored.rev);
+    await this.driverTakes(name, config, changedKeys(part.config, kept));
+    await this.records.put(POOL_PROJECT, name, { ...doc, members: { ...doc.members, [self]: { ...part, config: kept } } }, stored.rev);
   }
 
   async delete(name: string, requestor?: Requestor): Promise<void> {

@@ -226,6 +226,36 @@ export class MemberParts<R extends MemberPartsRecord> {
     });
   }
 
+  /** The shared keys of an edit without `target`: a member key is refused (it needs `--target`), '' unsets. */
+  sharedKeysOf(config: Record<string, string>): Record<string, string> {
+    const shared: Record<string, string> = {};
+    for (const [k, value] of Object.entries(config)) {
+      if (this.opts.isMemberKey(k)) {
+        if (value !== '') throw badRequest(`Config key "${k}" is member-specific: change it with --target for each member`);
+        continue;
+      }
+      if (value !== '') shared[k] = value;
+    }
+    return shared;
+  }
+
+  /**
+   * This member's own keys in an edit with `target`: shared keys may only come with their current value
+   * (clients send the whole config they read), as the reference checks; '' unsets.
+   */
+  ownKeysOf(record: R, config: Record<string, string>): Record<string, string> {
+    const current = memberConfig(record, this.self);
+    const own: Record<string, string> = {};
+    for (const [k, value] of Object.entries(config)) {
+      if (this.opts.isMemberKey(k)) {
+        if (value !== '') own[k] = value;
+      } else if (current[k] !== value) {
+        throw badRequest(`Config key "${k}" may not be used as member-specific key`);
+      }
+    }
+    return own;
+  }
+
   /**
    * The cluster-wide edit of the shared keys and description: the record is written with the next
    * generation, each member applies it on its host (`apply`) and records that in its part, and this waits
