@@ -19,10 +19,10 @@ import { remoteLocation } from './location.js';
 import { operationResources } from './routes/paths.js';
 
 /** The holder's route that opens the migration source, and what it is asked. */
-function sourceRequest(origin: CopyOrigin, instanceOnly: boolean): { url: string; body: Record<string, unknown> } {
+function sourceRequest(origin: CopyOrigin, instanceOnly: boolean, name: string): { url: string; body: Record<string, unknown> } {
   const base = `/1.0/instances/${encodeURIComponent(origin.handle.name)}`;
   if (origin.snapshot) {
-    return { url: withProject(`${base}/snapshots/${encodeURIComponent(origin.snapshot.name)}`, origin.handle.project), body: { migration: true, live: false } };
+    return { url: withProject(`${base}/snapshots/${encodeURIComponent(origin.snapshot.name)}`, origin.handle.project), body: { migration: true, live: false, name } };
   }
   return { url: withProject(base, origin.handle.project), body: { migration: true, live: false, instance_only: instanceOnly } };
 }
@@ -42,7 +42,7 @@ export async function copyFromMember(
   if (!member?.online) throw new ApiError(503, `Cluster member "${holder}" holding the source instance is offline`);
   // A snapshot goes alone: the new instance has no snapshots.
   const instanceOnly = origin.snapshot !== undefined || source.instance_only === true || source.container_only === true;
-  const asking = sourceRequest(origin, instanceOnly);
+  const asking = sourceRequest(origin, instanceOnly, spec.name);
   const asked = await ctx.cluster.request(holder, 'POST', asking.url, asking.body);
   const view = asked.body?.metadata;
   if (asked.status >= 400 || !view?.id) throw new ApiError(asked.status >= 400 && asked.status < 600 ? asked.status as 400 : 500, `Cluster member "${holder}" could not send the source instance: ${asked.body?.error ?? asked.status}`);

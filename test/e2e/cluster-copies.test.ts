@@ -197,7 +197,7 @@ serial('a copy that fails on the target member leaves no instance and no volume 
   t.regex(await lxcRefused(t, d1.socket, 'copy', 'c1/s0', 'bad', '--target', 'm3', '--refresh'), /only be used with instances/);
   // A bad key of the copy's config: refused by the target before anything moves.
   t.regex(await lxcRefused(t, d1.socket, 'copy', 'c1/s0', 'bad', '--target', 'm3', '-c', 'limits.memory=lots'), /limits.memory/);
-  // The target cannot make the volume (its place is taken on m3's disk): the copy fails in its operation.
+  // The target cannot make the volume (its place is taken on m3's disk): refused before anything moves.
   const planted = containerPath(d3, 'bad');
   t.is(d3.member.exec(['sh', '-c', `mkdir -p "$(dirname ${planted})" && echo planted > ${planted}`]).status, 0);
   const failed = await lxcRefused(t, d1.socket, 'copy', 'c1', 'bad', '--target', 'm3');

@@ -75,6 +75,6 @@ test.serial('an unknown snapshot is refused by the source (404) and nothing is m
   t.not(res.status, 0);
   t.regex(res.stderr, /not found/i);
   t.deepEqual(JSON.parse(await ok(t, 'query', 'r2:/1.0/instances')), []);
-  const direct = await source.request('POST', '/1.0/instances/c1/snapshots/nope', { migration: true });
+  const direct = await source.request('POST', '/1.0/instances/c1/snapshots/nope', { migration: true, name: 'copied' });
   t.is(direct.status, 404);
 });

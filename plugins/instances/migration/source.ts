@@ -70,7 +70,8 @@ export async function migrationSourceOperation(
   // Push mode (a target object): we connect to the target's operation; pull mode: it connects to ours
   // (and a client may cancel while it waits).
   return linkedOperation(ctx.operations, ctx.dataDir, {
-    ...common, mayCancel: !ask.target, peer: ask.target ? pushTarget(ask.target) : undefined,
+    // A snapshot's source is not cancellable, as in the reference (it ends when its peer fails to connect in time).
+    ...common, mayCancel: !ask.target && ask.snapshot === undefined, peer: ask.target ? pushTarget(ask.target) : undefined,
     work: (link, op) => sendInstance(ctx, manager, power, snapshots, handle, ask, link, op.signal),
   });
 }

@@ -99,6 +99,8 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, pow
           // A migration source for the snapshot alone (a copy of it to another server or cluster member):
           // pulled by the target, or pushed to the `target` object's operation.
           if (body.migration === true) {
+            // The name the copy will have: clients send it, and the reference refuses a request without it.
+            if (typeof body.name !== 'string' || body.name === '') throw badRequest('A migration of a snapshot needs the name of the instance it becomes ("name")');
             const pushTo = body.target && typeof body.target === 'object' ? body.target as Record<string, unknown> : undefined;
             return async(await migrationSourceOperation(ctx, manager, power, snapshots, req, handle, {
               live: body.live === true, instanceOnly: true, target: pushTo, snapshot: req.params.snapshot,
