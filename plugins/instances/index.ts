@@ -152,7 +152,7 @@ export default definePlugin({
       metadataTemplateRoutes(ctx, manager),
       filesRoutes(ctx, manager),
       ...logsRoutes(ctx, manager),
-      ...snapshotRoutes(ctx, manager, snapshots),
+      ...snapshotRoutes(ctx, manager, power, snapshots),
       ...setupBackups(ctx, manager),
     ]) ctx.routes.add(guardRouteType(locateInstanceRoute(ctx, manager, route), async (project, name) => (await manager.records.get(project, name))?.doc.type));
     ctx.routes.add(runtimeRoute(manager, power, ctx));

@@ -105,4 +105,5 @@ export const bulkStateBody = objectBody({ state: bodyShape.object });
 /** Snapshot create, edit and rename. */
 export const snapshotCreateBody = objectBody({ name: bodyShape.text, stateful: bodyShape.flag, expires_at: bodyShape.text });
 export const snapshotEditBody = objectBody({ expires_at: bodyShape.text });
-export const snapshotMoveBody = objectBody({ name: bodyShape.text, migration: bodyShape.flag, live: bodyShape.flag });
+/** POST /1.0/instances/{name}/snapshots/{snapshot}: rename, or a migration source (`target`: a push-mode target). */
+export const snapshotMoveBody = objectBody({ name: bodyShape.text, migration: bodyShape.flag, live: bodyShape.flag, target: bodyShape.object });

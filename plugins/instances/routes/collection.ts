@@ -14,7 +14,7 @@ import { remoteRuntime, runtimeKey } from '../cluster-runtime.js';
 import { isHere, remoteLocation } from '../location.js';
 import { askMemberToChange, changeHeldInstances } from '../cluster-bulk-state.js';
 import { vettedTarget } from '../placement.js';
-import { copyFromMember } from '../cluster-copy.js';
+import { copyFromMember, refreshOnMember } from '../cluster-copy.js';
 import { collectionPath, instancePaths, operationResources, routeType } from './paths.js';
 import { acceptBackupUploads } from '../backups/instance-post.js';
 import { stateBody } from './state.js';
@@ -150,6 +150,10 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
     extraConfig: {},
   };
   if (source.type === 'migration') return migrationTargetOperation(ctx, manager, snapshots, req, spec, source);
+  if (ctx.cluster.enabled && source.type === 'copy' && source.refresh === true) {
+    const copyHolder = remoteLocation(ctx.cluster, (await manager.records.get(req.project, name))?.doc);
+    if (copyHolder) return refreshOnMember(ctx, req, copyHolder, name);
+  }
   if (ctx.cluster.enabled && source.type === 'copy' && typeof source.source === 'string') {
     const from = await manager.records.get(typeof source.project === 'string' && source.project ? source.project : req.project, source.source.split('/')[0]);
     const holder = remoteLocation(ctx.cluster, from?.doc);

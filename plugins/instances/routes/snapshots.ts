@@ -6,6 +6,8 @@ import { parseExpiresAt, type SnapshotManager } from '../snapshots/manager.js';
 import { checkSnapshotName } from '../../../sdk/lib/snapshots/pattern.js';
 import { instancePaths, operationResources, subresourcePath } from './paths.js';
 import { snapshotCreateBody, snapshotEditBody, snapshotMoveBody } from '../shape.js';
+import type { PowerControl } from '../power.js';
+import { migrationSourceOperation } from '../migration/source.js';
 
 function bodyOf(req: ApiRequest): Record<string, unknown> {
   const body = req.body ?? {};
@@ -13,7 +15,7 @@ function bodyOf(req: ApiRequest): Record<string, unknown> {
   return body;
 }
 
-export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, snapshots: SnapshotManager): RouteDescriptor[] {
+export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, power: PowerControl, snapshots: SnapshotManager): RouteDescriptor[] {
   /** Snapshot work runs as an operation under the instance's lock, on a fresh read of the instance. */
   const task = (req: ApiRequest, handle: InstanceHandle, description: string, run: (fresh: InstanceHandle) => Promise<void>) => async(ctx.operations.create({
     class: 'task', description, project: req.project, requestor: req.requestor, resources: operationResources(handle.name),
@@ -92,9 +94,18 @@ export function snapshotRoutes(ctx: PluginContext, manager: InstanceManager, sna
         errors: [409],
         handler: async (req) => {
           const body = bodyOf(req);
-          if (body.migration) throw badRequest('Migrating snapshots to another server is not supported by this build');
           const handle = await manager.load(req.project, req.params.name);
           await snapshots.load(handle, req.params.snapshot);
+          // A migration source for the snapshot alone (a copy of it to another server or cluster member):
+          // pulled by the target, or pushed to the `target` object's operation.
+          if (body.migration === true) {
+            // The name the copy will have: clients send it, and the reference refuses a request without it.
+            if (typeof body.name !== 'string' || body.name === '') throw badRequest('A migration of a snapshot needs the name of the instance it becomes ("name")');
+            const pushTo = body.target && typeof body.target === 'object' ? body.target as Record<string, unknown> : undefined;
+            return async(await migrationSourceOperation(ctx, manager, power, snapshots, req, handle, {
+              live: body.live === true, instanceOnly: true, target: pushTo, snapshot: req.params.snapshot,
+            }));
+          }
           if (typeof body.name !== 'string' || body.name === '') throw badRequest('The new snapshot name ("name") is required');
           const newName = body.name;
           checkSnapshotName(newName);
