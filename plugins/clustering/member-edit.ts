@@ -29,11 +29,10 @@ export async function updateMember(c: Clustering, req: ApiRequest, name: string,
   }
   const assigned = roles.filter((r) => !DATABASE_ROLES.includes(r));
   for (const role of assigned) if (!ASSIGNABLE_ROLES.includes(role)) throw badRequest(`Invalid cluster role "${role}"`);
-  if (body.groups !== undefined && body.groups !== null) {
-    if (!Array.isArray(body.groups) || body.groups.length === 0) throw badRequest('Cluster members need to belong to at least one group');
-    if (body.groups.some((g: unknown) => g !== 'default')) throw badRequest('Cluster groups are not supported by this server: members belong to "default" only');
-  }
-  const config = body.config === undefined ? current.config : stringMap(body.config, 'config');
+  // As in the reference, a body without groups is refused (lxc always sends them).
+  const groups = await c.groups.checkMemberGroups(body.groups);
+  // `lxc cluster unset` sends the key with an empty value: the key goes.
+  const config = Object.fromEntries(Object.entries(body.config === undefined ? current.config : stringMap(body.config, 'config')).filter(([, v]) => v !== ''));
   checkMemberConfig(config);
   const next: MemberRecord = {
     ...stored.doc,
@@ -41,6 +40,7 @@ export async function updateMember(c: Clustering, req: ApiRequest, name: string,
     failure_domain: typeof body.failure_domain === 'string' && body.failure_domain ? body.failure_domain : 'default',
     config,
     roles: [...new Set(assigned)],
+    groups,
   };
   await c.membership.records.put('', name, next, stored.rev);
   c.events.lifecycle('cluster-member-updated', memberUrl(name), { requestor: req.requestor });

@@ -12,6 +12,8 @@ export interface MemberRecord {
   config: Record<string, string>;
   /** Roles a user assigned (database roles are computed, never stored). */
   roles: string[];
+  /** Cluster groups it is in, in the order it joined them (groups.ts); absent: `default` only. */
+  groups?: string[];
   /** `evacuated` once `POST .../state {"action":"evacuate"}` ran. */
   state: 'normal' | 'evacuated';
   joined_at: string;
