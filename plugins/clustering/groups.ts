@@ -7,10 +7,9 @@
  */
 import { badRequest, conflict, forbidden, notFound, type ClusterGroups, type Collection, type Store } from '../../sdk/index.js';
 import { MEMBERS_COLLECTION } from './membership.js';
-import type { MemberRecord } from './member.js';
+import { DEFAULT_GROUP, groupsOf, type MemberRecord } from './member.js';
 
 export const GROUPS_COLLECTION = 'groups';
-export const DEFAULT_GROUP = 'default';
 const DEFAULT_DESCRIPTION = 'Default cluster group';
 
 export interface GroupRecord {
@@ -28,9 +27,6 @@ export interface GroupView {
 export const editableGroup = (view: GroupView) => ({ description: view.description, members: view.members });
 
 export const groupUrl = (name: string) => `/1.0/cluster/groups/${encodeURIComponent(name)}`;
-
-/** The groups a member record is in (records made before groups existed are in `default`). */
-export const groupsOf = (record: Pick<MemberRecord, 'groups'>): string[] => record.groups ?? [DEFAULT_GROUP];
 
 /**
  * A group name the API can carry: not empty, usable as one URL path segment, and not starting with `@`

@@ -19,6 +19,12 @@ export interface MemberRecord {
   joined_at: string;
 }
 
+/** The cluster group every member is in until put elsewhere (groups.ts). */
+export const DEFAULT_GROUP = 'default';
+
+/** The groups a member record is in (records made before groups existed are in `default`). */
+export const groupsOf = (record: Pick<MemberRecord, 'groups'>): string[] => record.groups ?? [DEFAULT_GROUP];
+
 /** The wire form, fields in the reference's order (`lxc cluster show` prints them so). */
 export interface MemberView {
   roles: string[];

@@ -5,10 +5,9 @@
  */
 import type Logger from 'bunyan';
 import { unavailable, type ClusterControl, type ClusterView, type Collection, type EtcdMemberStatus, type ServerConfig } from '../../sdk/index.js';
-import { groupsOf } from './groups.js';
 import { Health } from './health.js';
 import { clusterSizing } from './keys.js';
-import { DatabaseRole, type MemberRecord, type MemberView } from './member.js';
+import { DatabaseRole, groupsOf, type MemberRecord, type MemberView } from './member.js';
 import { databaseRoles, promoteLearners } from './roles.js';
 
 export const MEMBERS_COLLECTION = 'members';
