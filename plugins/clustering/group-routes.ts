@@ -38,7 +38,8 @@ export function groupRoutes(c: Clustering): RouteDescriptor[] {
           const name = body.name as string;
           await c.groups.create(name, typeof body.description === 'string' ? body.description : '', body.members);
           c.events.lifecycle('cluster-group-created', groupUrl(name), { requestor: req.requestor });
-          return sync(null);
+          // 200 with a Location, as every creation here answers (decision 0001; the reference answers 201).
+          return sync({}, { location: groupUrl(name) });
         },
       },
     },
@@ -78,7 +79,7 @@ export function groupRoutes(c: Clustering): RouteDescriptor[] {
           requireClustered(c);
           const to = await c.groups.rename(req.params.name!, req.body.name);
           c.events.lifecycle('cluster-group-renamed', groupUrl(to), { requestor: req.requestor, context: { old_name: req.params.name } });
-          return sync(null);
+          return sync({}, { location: groupUrl(to) });
         },
       },
       delete: {

@@ -47,6 +47,10 @@ function checkNames(value: unknown, field: string): string[] {
   return [...new Set(value as string[])];
 }
 
+/** A member's groups after an edit: the ones it keeps stay where they were, new ones follow in the order asked (as the reference shows them). */
+export const reorderedGroups = (current: readonly string[], wanted: readonly string[]): string[] =>
+  [...current.filter((g) => wanted.includes(g)), ...wanted.filter((g) => !current.includes(g))];
+
 export class GroupStore implements ClusterGroups {
   constructor(private readonly store: Store) {}
 

@@ -3,7 +3,8 @@ import { badRequest, conflict, notFound, stringMap, type ApiRequest } from '../.
 import { requireClustered, requireControl, type Clustering } from './context.js';
 import { nameOrRefusal } from './enable.js';
 import { MEMBERS_COLLECTION } from './membership.js';
-import { ASSIGNABLE_ROLES, DATABASE_ROLES, memberUrl, type MemberRecord, type MemberView } from './member.js';
+import { reorderedGroups } from './groups.js';
+import { ASSIGNABLE_ROLES, DATABASE_ROLES, DatabaseRole, groupsOf, memberUrl, type MemberRecord, type MemberView } from './member.js';
 
 /** Member config keys (`clustering_config`): the scheduler's and user keys. */
 function checkMemberConfig(config: Record<string, string>): void {
@@ -22,15 +23,16 @@ export async function updateMember(c: Clustering, req: ApiRequest, name: string,
   if (!stored) throw notFound('Cluster member not found');
   const roles: string[] = body.roles ?? current.roles;
   if (!Array.isArray(roles) || !roles.every((r) => typeof r === 'string')) throw badRequest('"roles" must be a list of strings');
-  // Database roles follow etcd: a body may repeat them, never change them.
-  for (const role of DATABASE_ROLES) {
+  // Database roles follow etcd: a body may repeat them, never change them. Leadership is only shown: a
+  // body may leave it out (the reference takes `roles: [database]` from its leader).
+  for (const role of DATABASE_ROLES.filter((r) => r !== DatabaseRole.leader)) {
     if (current.roles.includes(role) && !roles.includes(role)) throw badRequest(`The "${role}" role cannot be dropped at this time`);
     if (!current.roles.includes(role) && roles.includes(role)) throw badRequest(`The "${role}" role cannot be added at this time`);
   }
   const assigned = roles.filter((r) => !DATABASE_ROLES.includes(r));
   for (const role of assigned) if (!ASSIGNABLE_ROLES.includes(role)) throw badRequest(`Invalid cluster role "${role}"`);
   // As in the reference, a body without groups is refused (lxc always sends them).
-  const groups = await c.groups.checkMemberGroups(body.groups);
+  const groups = reorderedGroups(groupsOf(stored.doc), await c.groups.checkMemberGroups(body.groups));
   // `lxc cluster unset` sends the key with an empty value: the key goes.
   const config = Object.fromEntries(Object.entries(body.config === undefined ? current.config : stringMap(body.config, 'config')).filter(([, v]) => v !== ''));
   checkMemberConfig(config);
