@@ -6,7 +6,9 @@
  * deserves; those cases are compared on meaning only.
  */
 import test from 'ava';
-import { startDaemon, type Daemon } from '../helpers/daemon.js';
+import { spawn } from 'node:child_process';
+import { lxcEnv } from '../helpers/clients.js';
+import { startDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
 import { callAndWait } from '../helpers/api.js';
 import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
 
@@ -109,4 +111,48 @@ interop('the same mistakes are refused with the same meaning; where the referenc
   t.is(ours.json.error, theirs.json.error);
   const [refEmpty, ownEmpty] = await both('PUT', '/1.0/cluster/members/m1', { description: '', failure_domain: 'default', roles: ['database'], config: {}, groups: [] });
   t.is(ownEmpty.json.error, refEmpty.json.error);
+});
+
+interop('the lifecycle events of group changes are the reference\'s: actions, sources and contexts, in order', async (t) => {
+  const watch = (socket: string) => {
+    const monitor = spawn('lxc', ['monitor', '--type', 'lifecycle', '--format', 'json'], { env: lxcEnv(socket) });
+    let out = '';
+    monitor.stdout.on('data', (c) => (out += c));
+    return { monitor, events: () => out.split('\n').filter((l) => l.trim()).map((l) => JSON.parse(l).metadata) };
+  };
+  const [theirs, ours] = [watch(ref.socket), watch(corral.socket)];
+  try {
+    // lxc monitor connects in the background: a first change shows when both listen.
+    await waitFor(async () => {
+      await both('PUT', '/1.0/cluster/groups/default', { description: 'Default cluster group', members: ['m1'] });
+      await new Promise((r) => setTimeout(r, 200));
+      return theirs.events().length > 0 && ours.events().length > 0;
+    }, 15_000, 'both monitors to listen');
+    const before = [theirs.events().length, ours.events().length];
+    const steps: [string, string, unknown?][] = [
+      ['POST', '/1.0/cluster/groups', { name: 'ev' }],
+      ['PUT', '/1.0/cluster/groups/ev', { description: 'watched', members: ['m1'] }],
+      ['POST', '/1.0/cluster/groups/ev', { name: 'ev2' }],
+      ['PUT', '/1.0/cluster/members/m1', { description: '', failure_domain: 'default', roles: ['database'], config: {}, groups: ['default'] }],
+      ['DELETE', '/1.0/cluster/groups/ev2'],
+    ];
+    for (const [method, url, body] of steps) {
+      const [a, b] = await both(method, url, body);
+      t.true(a.status < 300 && b.status < 300, `${method} ${url}: ${a.body} ${b.body}`);
+    }
+    const seen = (events: any[]) => events.map((e) => ({ action: e.action, source: e.source, context: e.context ?? {} }));
+    // The reference sends no event for a group's deletion; corral does (cluster-group-deleted, like every other delete).
+    await waitFor(() => theirs.events().length >= before[0]! + steps.length - 1 && ours.events().length >= before[1]! + steps.length, 10_000, 'the events of every step')
+      .catch((err) => {
+        t.log(JSON.stringify(seen(theirs.events())), JSON.stringify(seen(ours.events())));
+        throw err;
+      });
+    const [ref5, own5] = [seen(theirs.events().slice(before[0])), seen(ours.events().slice(before[1]))];
+    t.deepEqual(own5.slice(0, -1), ref5);
+    t.deepEqual(ref5.map((e) => e.action), ['cluster-group-created', 'cluster-group-updated', 'cluster-group-renamed', 'cluster-member-updated']);
+    t.deepEqual(own5.at(-1), { action: 'cluster-group-deleted', source: '/1.0/cluster/groups/ev2', context: {} });
+  } finally {
+    theirs.monitor.kill();
+    ours.monitor.kill();
+  }
 });
