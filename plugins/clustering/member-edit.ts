@@ -44,7 +44,11 @@ export async function updateMember(c: Clustering, req: ApiRequest, name: string,
     roles: [...new Set(assigned)],
     groups,
   };
-  await c.membership.records.put('', name, next, stored.rev);
+  // The groups are read again in the write's transaction: a group deleted meanwhile makes one of the two retry.
+  await c.store.transaction(async (tx) => {
+    await c.groups.checkMemberGroups(groups, tx);
+    await tx.collection<MemberRecord>(MEMBERS_COLLECTION).put('', name, next, stored.rev);
+  });
   c.events.lifecycle('cluster-member-updated', memberUrl(name), { requestor: req.requestor });
 }
 
