@@ -15,10 +15,15 @@ export interface ClusterMemberInfo {
   /** The clustering plugin's verdict from the member's etcd lease; requests to an offline member fail fast (503). */
   online: boolean;
   /**
-   * False when new instances go there only when asked by name (`?target=`): the member is evacuated, or its
-   * `scheduler.instance` is `manual`. Absent means placeable.
+   * False when automatic placement passes over it: the member is evacuated, or its `scheduler.instance` is
+   * `manual` (instances go there only by name) or `group` (only through `?target=@group`). Absent means placeable.
    */
   placeable?: boolean;
+  /**
+   * False when `?target=@<group>` passes over it too: evacuated, or `scheduler.instance=manual`. Absent
+   * means it may be picked for a group it belongs to.
+   */
+  placeableInGroup?: boolean;
 }
 
 /** What any plugin sees of the cluster. Standalone: `enabled` false, `serverName` "none", no members. */

@@ -11,7 +11,7 @@
  * custom volumes, daemon storage, network, images, profiles, projects, used_by. The ordered
  * extension catalog.
  */
-export const SDK_VERSION = '2.6.0';
+export const SDK_VERSION = '2.7.0';
 
 export * from './errors.js';
 export * from './responses.js';
@@ -29,6 +29,7 @@ export * from './json-request.js';
 export * from './keyed-lock.js';
 export * from './store.js';
 export * from './cluster.js';
+export * from './cluster-groups.js';
 export * from './instance-evacuation.js';
 export * from './host-tools.js';
 export * from './services.js';

@@ -46,6 +46,11 @@ export interface ApiRequest {
   readonly recursion: 0 | 1 | 2;
   readonly trusted: boolean;
   readonly requestor: Requestor;
+  /**
+   * The cluster member that forwarded this request here on its caller's behalf (the caller fields are the
+   * original client's); undefined for a request a client sent to this member itself.
+   */
+  readonly forwardedBy?: string;
   /** A restricted client's projects (it may use only these); undefined for unrestricted callers. */
   readonly restrictedTo?: readonly string[];
   /** PEM of the TLS client certificate, when the caller presented one. */

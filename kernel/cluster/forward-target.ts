@@ -10,7 +10,8 @@ import type { KernelClusterView } from './cluster-view.js';
 
 export async function forwardTarget(view: KernelClusterView, locate: RouteDescriptor['locate'], req: KernelRequest): Promise<ClusterMemberInfo | undefined> {
   if (!view.enabled) return undefined;
-  const name = locate ? await locate(req as ApiRequest) : req.target;
+  // `?target=@<group>` names a cluster group, not a member: only a route's `locate` (placement) can act on it.
+  const name = locate ? await locate(req as ApiRequest) : req.target?.startsWith('@') ? undefined : req.target;
   if (name === undefined || name === view.serverName) return undefined;
   if (req.caller.forwardedBy !== undefined) {
     throw unavailable(`Cluster member "${req.caller.forwardedBy}" forwarded this request here, but it belongs to member "${name}"; retry`);

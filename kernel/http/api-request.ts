@@ -60,6 +60,10 @@ export class KernelRequest implements ApiRequest {
     return this.caller.requestor;
   }
 
+  get forwardedBy(): string | undefined {
+    return this.caller.forwardedBy;
+  }
+
   get restrictedTo(): readonly string[] | undefined {
     return this.caller.projects;
   }

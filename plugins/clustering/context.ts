@@ -13,6 +13,7 @@ import {
   type ServiceRegistry,
   type Store,
 } from '../../sdk/index.js';
+import type { GroupStore } from './groups.js';
 import type { JoinTokens } from './join-token.js';
 import type { Membership } from './membership.js';
 
@@ -26,11 +27,12 @@ export interface Clustering {
   services: ServiceRegistry;
   membership: Membership;
   tokens: JoinTokens;
+  groups: GroupStore;
   /** This member's own cluster address, once known (its record's). */
   ownAddress: string | undefined;
 }
 
-export function clusteringOf(ctx: PluginContext, membership: Membership, tokens: JoinTokens): Clustering {
+export function clusteringOf(ctx: PluginContext, membership: Membership, tokens: JoinTokens, groups: GroupStore): Clustering {
   return {
     log: ctx.log,
     cluster: ctx.cluster,
@@ -41,6 +43,7 @@ export function clusteringOf(ctx: PluginContext, membership: Membership, tokens:
     services: ctx.services,
     membership,
     tokens,
+    groups,
     ownAddress: undefined,
   };
 }

@@ -3,9 +3,11 @@
  * The kernel runs etcd, the store on it and forwarding; this plugin drives it through ClusterControl and
  * publishes the membership back to it.
  */
-import { ClusterControlRef, definePlugin, type PluginContext, type StoreChange } from '../../sdk/index.js';
+import { ClusterControlRef, ClusterGroupsRef, definePlugin, type PluginContext, type StoreChange } from '../../sdk/index.js';
 import { ClusterCertificate, CERTIFICATE_COLLECTION, type CertificateRecord } from './cluster-certificate.js';
 import { clusteringOf, type Clustering } from './context.js';
+import { groupRoutes } from './group-routes.js';
+import { GroupStore } from './groups.js';
 import { JoinTokens, TOKENS_COLLECTION, type TokenRecord } from './join-token.js';
 import { Keys, registerClusterKeys } from './keys.js';
 import { followOwnName } from './member-edit.js';
@@ -28,12 +30,14 @@ export default definePlugin({
     const membership = new Membership(records, ctx.cluster, ctx.serverConfig, control, ctx.log);
     const tokenRecords = ctx.store.collection<TokenRecord>(TOKENS_COLLECTION);
     const tokens = new JoinTokens(tokenRecords, ctx.operations, () => ctx.cluster.serverName);
-    const c = clusteringOf(ctx, membership, tokens);
+    const groups = new GroupStore(ctx.store);
+    const c = clusteringOf(ctx, membership, tokens, groups);
+    ctx.services.provide(ClusterGroupsRef, groups);
     const certificate = new ClusterCertificate(ctx.store.collection<CertificateRecord>(CERTIFICATE_COLLECTION), control);
     states.set(ctx, { c, certificate });
 
     registerClusterKeys(ctx.keys, { clustered: () => ctx.cluster.enabled, currentAddress: () => c.ownAddress ?? '' });
-    for (const route of clusterRoutes(c, certificate)) ctx.routes.add(route);
+    for (const route of [...clusterRoutes(c, certificate), ...groupRoutes(c)]) ctx.routes.add(route);
 
     ctx.hooks.environment.tap((env) => (ctx.cluster.enabled ? { ...env, server_clustered: true, server_name: ctx.cluster.serverName } : env));
     ctx.cluster.onChange(() => ctx.refreshServerInfo());

@@ -3,7 +3,8 @@ import { badRequest, conflict, notFound, stringMap, type ApiRequest } from '../.
 import { requireClustered, requireControl, type Clustering } from './context.js';
 import { nameOrRefusal } from './enable.js';
 import { MEMBERS_COLLECTION } from './membership.js';
-import { ASSIGNABLE_ROLES, DATABASE_ROLES, memberUrl, type MemberRecord, type MemberView } from './member.js';
+import { reorderedGroups } from './groups.js';
+import { ASSIGNABLE_ROLES, DATABASE_ROLES, DatabaseRole, groupsOf, memberUrl, type MemberRecord, type MemberView } from './member.js';
 
 /** Member config keys (`clustering_config`): the scheduler's and user keys. */
 function checkMemberConfig(config: Record<string, string>): void {
@@ -22,18 +23,18 @@ export async function updateMember(c: Clustering, req: ApiRequest, name: string,
   if (!stored) throw notFound('Cluster member not found');
   const roles: string[] = body.roles ?? current.roles;
   if (!Array.isArray(roles) || !roles.every((r) => typeof r === 'string')) throw badRequest('"roles" must be a list of strings');
-  // Database roles follow etcd: a body may repeat them, never change them.
-  for (const role of DATABASE_ROLES) {
+  // Database roles follow etcd: a body may repeat them, never change them. Leadership is only shown: a
+  // body may leave it out (the reference takes `roles: [database]` from its leader).
+  for (const role of DATABASE_ROLES.filter((r) => r !== DatabaseRole.leader)) {
     if (current.roles.includes(role) && !roles.includes(role)) throw badRequest(`The "${role}" role cannot be dropped at this time`);
     if (!current.roles.includes(role) && roles.includes(role)) throw badRequest(`The "${role}" role cannot be added at this time`);
   }
   const assigned = roles.filter((r) => !DATABASE_ROLES.includes(r));
   for (const role of assigned) if (!ASSIGNABLE_ROLES.includes(role)) throw badRequest(`Invalid cluster role "${role}"`);
-  if (body.groups !== undefined && body.groups !== null) {
-    if (!Array.isArray(body.groups) || body.groups.length === 0) throw badRequest('Cluster members need to belong to at least one group');
-    if (body.groups.some((g: unknown) => g !== 'default')) throw badRequest('Cluster groups are not supported by this server: members belong to "default" only');
-  }
-  const config = body.config === undefined ? current.config : stringMap(body.config, 'config');
+  // As in the reference, a body without groups is refused (lxc always sends them).
+  const groups = reorderedGroups(groupsOf(stored.doc), await c.groups.checkMemberGroups(body.groups));
+  // `lxc cluster unset` sends the key with an empty value: the key goes.
+  const config = Object.fromEntries(Object.entries(body.config === undefined ? current.config : stringMap(body.config, 'config')).filter(([, v]) => v !== ''));
   checkMemberConfig(config);
   const next: MemberRecord = {
     ...stored.doc,
@@ -41,8 +42,13 @@ export async function updateMember(c: Clustering, req: ApiRequest, name: string,
     failure_domain: typeof body.failure_domain === 'string' && body.failure_domain ? body.failure_domain : 'default',
     config,
     roles: [...new Set(assigned)],
+    groups,
   };
-  await c.membership.records.put('', name, next, stored.rev);
+  // The groups are read again in the write's transaction: a group deleted meanwhile makes one of the two retry.
+  await c.store.transaction(async (tx) => {
+    await c.groups.checkMemberGroups(groups, tx);
+    await tx.collection<MemberRecord>(MEMBERS_COLLECTION).put('', name, next, stored.rev);
+  });
   c.events.lifecycle('cluster-member-updated', memberUrl(name), { requestor: req.requestor });
 }
 

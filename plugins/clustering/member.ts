@@ -12,10 +12,18 @@ export interface MemberRecord {
   config: Record<string, string>;
   /** Roles a user assigned (database roles are computed, never stored). */
   roles: string[];
+  /** Cluster groups it is in, in the order it joined them (groups.ts); absent: `default` only. */
+  groups?: string[];
   /** `evacuated` once `POST .../state {"action":"evacuate"}` ran. */
   state: 'normal' | 'evacuated';
   joined_at: string;
 }
+
+/** The cluster group every member is in until put elsewhere (groups.ts). */
+export const DEFAULT_GROUP = 'default';
+
+/** The groups a member record is in (records made before groups existed are in `default`). */
+export const groupsOf = (record: Pick<MemberRecord, 'groups'>): string[] => record.groups ?? [DEFAULT_GROUP];
 
 /** The wire form, fields in the reference's order (`lxc cluster show` prints them so). */
 export interface MemberView {

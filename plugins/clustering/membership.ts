@@ -7,7 +7,7 @@ import type Logger from 'bunyan';
 import { unavailable, type ClusterControl, type ClusterView, type Collection, type EtcdMemberStatus, type ServerConfig } from '../../sdk/index.js';
 import { Health } from './health.js';
 import { clusterSizing } from './keys.js';
-import { DatabaseRole, type MemberRecord, type MemberView } from './member.js';
+import { DatabaseRole, groupsOf, type MemberRecord, type MemberView } from './member.js';
 import { databaseRoles, promoteLearners } from './roles.js';
 
 export const MEMBERS_COLLECTION = 'members';
@@ -83,7 +83,7 @@ export class Membership {
       failure_domain: record.failure_domain || 'default',
       description: record.description,
       config: record.config,
-      groups: ['default'],
+      groups: groupsOf(record),
       server_name: record.name,
       url: `https://${record.address}`,
       database: database.includes(DatabaseRole.voter),
@@ -108,8 +108,10 @@ export class Membership {
       name: r.name,
       address: r.address,
       online: this.health.isOnline(r.name) || (!this.health.running && r.name === this.cluster.serverName),
-      // Placement passes over an evacuated member and one that takes instances only by name.
-      placeable: r.state !== 'evacuated' && r.config?.['scheduler.instance'] !== 'manual',
+      // Placement passes over an evacuated member, one that takes instances only by name (`manual`), and one
+      // that takes them only through its groups (`group`, placed by `?target=@<group>`).
+      placeable: r.state !== 'evacuated' && (r.config?.['scheduler.instance'] ?? 'all') === 'all',
+      placeableInGroup: r.state !== 'evacuated' && r.config?.['scheduler.instance'] !== 'manual',
     }));
     const text = JSON.stringify(members);
     if (text === this.published) return;

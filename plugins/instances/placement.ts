@@ -1,10 +1,12 @@
 /**
  * Which cluster member creates a new instance (`locate` of `POST /1.0/instances`): the one `?target=`
- * names, else the member holding the instance a copy is made from, else the online member with the
- * fewest instances. The kernel forwards the request there with `target` set, so the member that creates
- * the instance is the one that runs it.
+ * names, or the emptiest member of the group `?target=@<group>` names, else the member holding the
+ * instance a copy is made from, else the online member with the fewest instances. The kernel forwards
+ * the request there, so the member that creates the instance is the one that runs it.
  */
-import { ApiError, badRequest, notFound, truthy, ProjectsServiceRef, type ApiRequest, type ClusterMemberInfo, type PluginContext } from '../../sdk/index.js';
+import {
+  ApiError, badRequest, notFound, truthy, ClusterGroupsRef, ProjectsServiceRef, type ApiRequest, type ClusterMemberInfo, type PluginContext,
+} from '../../sdk/index.js';
 import type { InstanceManager } from './manager.js';
 import { locationOf } from './location.js';
 
@@ -12,10 +14,12 @@ import { locationOf } from './location.js';
  * The online, placeable member with the fewest instances; ties go to the member listed first. Undefined
  * when there is none. (Evacuated members and `scheduler.instance=manual` ones take instances by name only.)
  */
-export function leastLoaded(members: readonly ClusterMemberInfo[], instancesOn: ReadonlyMap<string, number>): string | undefined {
+export function leastLoaded(members: readonly ClusterMemberInfo[], instancesOn: ReadonlyMap<string, number>, inGroup?: ReadonlySet<string>): string | undefined {
   let best: { name: string; count: number } | undefined;
   for (const m of members) {
-    if (!m.online || m.placeable === false) continue;
+    if (!m.online) continue;
+    // Within a group, `scheduler.instance=group` members are candidates too; only `manual` and evacuated ones are not.
+    if (inGroup ? !inGroup.has(m.name) || m.placeableInGroup === false : m.placeable === false) continue;
     const count = instancesOn.get(m.name) ?? 0;
     if (!best || count < best.count) best = { name: m.name, count };
   }
@@ -60,12 +64,23 @@ export async function checkTargetAllowed(ctx: PluginContext, req: ApiRequest): P
  */
 export const vettedTarget = (ctx: PluginContext, req: ApiRequest): string | undefined => (ctx.cluster.enabled ? undefined : req.target);
 
+/** `?target=@<group>`: the emptiest member of the group that may take instances (400s as the reference's). */
+export async function placeInGroup(ctx: PluginContext, manager: InstanceManager, group: string): Promise<string> {
+  const members = await ctx.services.get(ClusterGroupsRef)?.membersOf(group);
+  if (!members) throw badRequest(`Cluster group "${group}" doesn't exist`);
+  const chosen = leastLoaded(ctx.cluster.members(), await instancesPerMember(ctx, manager), new Set(members));
+  if (!chosen) throw badRequest('No suitable cluster member could be found');
+  return chosen;
+}
+
 /** The member a create request goes to (see the file's comment). */
 export async function placeNewInstance(ctx: PluginContext, manager: InstanceManager, req: ApiRequest): Promise<string> {
-  // A request forwarded here by the member that placed it names this member: nothing more to decide.
-  if (req.target === ctx.cluster.serverName) return req.target;
+  // A request another member forwarded here was placed there (its caller's target judged there): it is ours.
+  if (req.forwardedBy !== undefined) return ctx.cluster.serverName;
   if (req.target) {
+    // Judged the same whoever receives it, this member named included (restricted.cluster.target).
     await checkTargetAllowed(ctx, req);
+    if (req.target.startsWith('@')) return placeInGroup(ctx, manager, req.target.slice(1));
     return checkTarget(ctx, req.target).name;
   }
   const source = req.body && typeof req.body === 'object' ? (req.body as Record<string, any>).source : undefined;
@@ -75,7 +90,9 @@ export async function placeNewInstance(ctx: PluginContext, manager: InstanceMana
     const stored = await manager.records.get(typeof source.project === 'string' && source.project ? source.project : req.project, instance);
     if (stored) return locationOf(ctx.cluster, stored.doc);
   }
-  const chosen = leastLoaded(ctx.cluster.members(), await instancesPerMember(ctx, manager));
+  const members = ctx.cluster.members();
+  const chosen = leastLoaded(members, await instancesPerMember(ctx, manager));
+  if (!chosen && members.some((m) => m.online)) throw badRequest('No suitable cluster member could be found');
   if (!chosen) throw new ApiError(503, 'No cluster member is online to create the instance on');
   return chosen;
 }
