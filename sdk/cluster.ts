@@ -66,6 +66,15 @@ export interface ClusterJoinInfo {
   memberConfig: MemberConfigEntry[];
 }
 
+/**
+ * The cluster database's CA (PEM pair): made by the first member, handed to every joiner, kept apart
+ * from the cluster certificate so that rotating that one leaves etcd's trust alone (decision 0062).
+ */
+export interface EtcdAuthority {
+  cert: string;
+  key: string;
+}
+
 /** TLS material of the etcd member beside the daemon (PEM). */
 export interface EtcdTls {
   ca: string;
@@ -97,16 +106,22 @@ export interface ClusterControl {
   /**
    * Turn this standalone server into the first member: start a one-member etcd cluster, copy every
    * document and migration version of the sqlite store into it, switch the store, and take `serverName`.
+   * The cluster database gets a CA of its own here.
    */
-  bootstrap(opts: { serverName: string; address: string; tls: EtcdTls }): Promise<void>;
+  bootstrap(opts: { serverName: string; address: string }): Promise<void>;
   // bootstrap and join run the kernel's `clusterJoined` hook once the store is on etcd; a tap that throws reverts the step.
   /**
    * On an existing member, for a joiner: add its etcd member (as a learner when `learner`) and answer
    * what the joiner needs to start its own etcd (`initialCluster` as etcd's `--initial-cluster` value).
    */
   addEtcdMember(urls: EtcdMemberUrls, learner: boolean): Promise<{ initialCluster: string; memberId: string }>;
-  /** On the joiner: start its etcd member in the existing cluster, switch the store (its own data is discarded). */
-  join(opts: { serverName: string; address: string; tls: EtcdTls; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void>;
+  /** On a member: the cluster database's CA pair, which a joiner needs to issue its etcd certificate. */
+  etcdAuthority(): Promise<EtcdAuthority>;
+  /**
+   * On the joiner: start its etcd member in the existing cluster with a certificate issued from
+   * `authority`, switch the store (its own data is discarded).
+   */
+  join(opts: { serverName: string; address: string; authority: EtcdAuthority; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void>;
   promoteEtcdMember(memberId: string): Promise<void>;
   removeEtcdMember(memberId: string): Promise<void>;
   etcdMembers(): Promise<EtcdMemberStatus[]>;

@@ -8,7 +8,7 @@ import type Logger from 'bunyan';
 import type { Lease, Watcher } from 'etcd3';
 import {
   type ClusterJoinInfo, type MemberConfigEntry,
-  conflict, unavailable, type ClusterControl, type ClusterMemberInfo, type EtcdMemberStatus, type EtcdMemberUrls, type EtcdTls, type HostTools,
+  conflict, unavailable, type ClusterControl, type ClusterMemberInfo, type EtcdAuthority, type EtcdMemberStatus, type EtcdMemberUrls, type EtcdTls, type HostTools,
 } from '../../sdk/index.js';
 import { DocumentStore } from '../store/document-store.js';
 import { EtcdBackend } from '../store/etcd-backend.js';
@@ -18,7 +18,7 @@ import type { KernelClusterView } from './cluster-view.js';
 import { STANDALONE_NAME } from './cluster-view.js';
 import { EtcdConnection } from './etcd-client.js';
 import { EtcdMember, ETCD_CLIENT_PORT, etcdUrls } from './etcd-member.js';
-import { etcdTlsFromCluster, hostOf } from './etcd-pki.js';
+import { hostOf, issueEtcdMember, newEtcdAuthority } from './etcd-pki.js';
 import { etcdDir, readClusterState, removeClusterState, writeClusterState } from './cluster-state.js';
 
 const LEASE_PREFIX = '/corral/lease/';
@@ -83,12 +83,12 @@ export class KernelClusterControl implements ClusterControl {
     return etcdUrls(name, hostOf(address));
   }
 
-  bootstrap(opts: { serverName: string; address: string; tls: EtcdTls }): Promise<void> {
+  bootstrap(opts: { serverName: string; address: string }): Promise<void> {
     return this.reconfigure(async (undo) => {
       if (this.deps.view.enabled) throw conflict('This server is already clustered');
       const urls = this.etcdUrlsFor(opts.serverName, opts.address);
       const initialCluster = `${urls.name}=${urls.peerUrl}`;
-      await this.startMember(urls, initialCluster, 'new', opts.tls, undo);
+      await this.startMember(urls, initialCluster, 'new', newEtcdAuthority(), undo);
       const previous = await this.deps.store().switchBackend(new EtcdBackend(this.running!.conn), 'copy');
       undo.push(async () => {
         await this.deps.store().switchBackend(previous, 'discard');
@@ -116,11 +116,22 @@ export class KernelClusterControl implements ClusterControl {
     return this.deps.hooks ? this.deps.hooks.memberConfigKeys.promise([]) : Promise.resolve([]);
   }
 
-  join(opts: { serverName: string; address: string; tls: EtcdTls; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void> {
+  async etcdAuthority(): Promise<EtcdAuthority> {
+    this.conn();
+    const files = EtcdMember.files(etcdDir(this.deps.dataDir));
+    try {
+      const [cert, key] = await Promise.all([readFile(files.ca, 'utf8'), readFile(files.caKey, 'utf8')]);
+      return { cert, key };
+    } catch (err) {
+      throw unavailable(`This member cannot hand out the cluster database CA (${(err as Error).message}): ask another member`);
+    }
+  }
+
+  join(opts: { serverName: string; address: string; authority: EtcdAuthority; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void> {
     return this.reconfigure(async (undo) => {
       if (this.deps.view.enabled) throw conflict('This server is already clustered');
       const urls = this.etcdUrlsFor(opts.serverName, opts.address);
-      await this.startMember(urls, opts.initialCluster, 'existing', opts.tls, undo);
+      await this.startMember(urls, opts.initialCluster, 'existing', opts.authority, undo);
       const previous = await this.deps.store().switchBackend(new EtcdBackend(this.running!.conn), 'discard');
       undo.push(async () => {
         await this.deps.store().switchBackend(previous, 'discard');
@@ -336,13 +347,13 @@ export class KernelClusterControl implements ClusterControl {
     return member;
   }
 
-  /** Fresh etcd files from the cluster certificate, then the member started; undone by stopping and wiping it. */
-  private async startMember(urls: EtcdMemberUrls, initialCluster: string, state: 'new' | 'existing', cluster: EtcdTls, undo: (() => Promise<void>)[]): Promise<void> {
+  /** Fresh etcd files issued from the cluster database CA, then the member started; undone by stopping and wiping it. */
+  private async startMember(urls: EtcdMemberUrls, initialCluster: string, state: 'new' | 'existing', authority: EtcdAuthority, undo: (() => Promise<void>)[]): Promise<void> {
     if (!(await this.deps.hostTools.which('etcd'))) throw unavailable('Clustering needs etcd, which is not installed on this server (Debian package etcd-server)');
     const dir = etcdDir(this.deps.dataDir);
-    const tls = etcdTlsFromCluster(cluster.cert, cluster.key, hostOf(urls.clientUrl.replace(/^https:\/\//, '')));
+    const tls = issueEtcdMember(authority, hostOf(urls.clientUrl.replace(/^https:\/\//, '')));
     await rm(dir, { recursive: true, force: true });
-    await EtcdMember.writeTls(dir, tls);
+    await EtcdMember.writeTls(dir, tls, authority.key);
     const member = this.member(urls, initialCluster, state);
     undo.push(async () => {
       await this.stopMember(true);

@@ -53,13 +53,14 @@ export class EtcdMember {
   }
 
   static files(dir: string) {
-    return { ca: path.join(dir, 'ca.crt'), cert: path.join(dir, 'member.crt'), key: path.join(dir, 'member.key') };
+    return { ca: path.join(dir, 'ca.crt'), caKey: path.join(dir, 'ca.key'), cert: path.join(dir, 'member.crt'), key: path.join(dir, 'member.key') };
   }
 
-  /** Write the TLS files this member will use. */
-  static async writeTls(dir: string, tls: EtcdTls): Promise<void> {
+  /** Write the TLS files this member will use (and the CA's key, which a member keeps to hand to joiners). */
+  static async writeTls(dir: string, tls: EtcdTls, caKey?: string): Promise<void> {
     await mkdir(dir, { recursive: true, mode: 0o700 });
     const files = EtcdMember.files(dir);
+    if (caKey !== undefined) await writeFile(files.caKey, caKey, { mode: 0o600 });
     await writeFile(files.ca, tls.ca, { mode: 0o644 });
     await writeFile(files.cert, tls.cert, { mode: 0o644 });
     await writeFile(files.key, tls.key, { mode: 0o600 });

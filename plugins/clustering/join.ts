@@ -8,7 +8,7 @@
 import { async, badRequest, ApiError, type ApiRequest, type ApiResponse, type MemberConfigEntry } from '../../sdk/index.js';
 import { canonicalAddress, isWildcard, splitAddress } from './address.js';
 import { checkBare } from './bare.js';
-import { currentCertificate, etcdTls, requireControl, type Clustering } from './context.js';
+import { currentCertificate, requireControl, type Clustering } from './context.js';
 import { nameOrRefusal } from './enable.js';
 import { decodeToken } from './join-token.js';
 import { hostArchitecture, memberUrl } from './member.js';
@@ -33,6 +33,9 @@ export interface AcceptRequest {
 export interface AcceptAnswer {
   cluster_certificate: string;
   cluster_key: string;
+  /** The cluster database's CA pair: the joiner issues its etcd certificate from it. */
+  etcd_ca_certificate: string;
+  etcd_ca_key: string;
   initial_cluster: string;
   member_id: string;
 }
@@ -99,7 +102,7 @@ export async function joinCluster(c: Clustering, req: ApiRequest, body: JoinRequ
       const previous = currentCertificate(control);
       try {
         await control.replaceCertificate(answer.cluster_certificate, answer.cluster_key);
-        await control.join({ serverName: name, address, tls: etcdTls({ cert: answer.cluster_certificate, key: answer.cluster_key }), initialCluster: answer.initial_cluster, memberConfig: memberConfigOf(body) });
+        await control.join({ serverName: name, address, authority: { cert: answer.etcd_ca_certificate, key: answer.etcd_ca_key }, initialCluster: answer.initial_cluster, memberConfig: memberConfigOf(body) });
       } catch (err) {
         await control.replaceCertificate(previous.cert, previous.key).catch((e: Error) => c.log.error({ err: e }, 'could not restore the server certificate after a failed join'));
         await forgetJoiner(member, fingerprint, name, { cert: answer.cluster_certificate, key: answer.cluster_key }).catch((e: Error) =>
