@@ -100,18 +100,26 @@ export async function joinCluster(c: Clustering, req: ApiRequest, body: JoinRequ
         });
       const { answer, member } = accepted;
       const previous = currentCertificate(control);
+      let joined = false;
       try {
         await control.replaceCertificate(answer.cluster_certificate, answer.cluster_key);
         await control.join({ serverName: name, address, authority: { cert: answer.etcd_ca_certificate, key: answer.etcd_ca_key }, initialCluster: answer.initial_cluster, memberConfig: memberConfigOf(body) });
+        joined = true;
+        c.ownAddress = address;
+        await c.membership.start(name);
       } catch (err) {
+        // Joined but not running as a member (its lease not taken): leave again, out of etcd too.
+        if (joined) {
+          c.ownAddress = undefined;
+          await c.membership.stop().catch(() => undefined);
+          await control.leave().catch((e: Error) => c.log.error({ err: e }, 'could not leave the cluster after a failed join'));
+        }
         await control.replaceCertificate(previous.cert, previous.key).catch((e: Error) => c.log.error({ err: e }, 'could not restore the server certificate after a failed join'));
         await forgetJoiner(member, fingerprint, name, { cert: answer.cluster_certificate, key: answer.cluster_key }).catch((e: Error) =>
           c.log.error({ err: e, member }, 'the member that accepted this server could not be told the join failed'));
         await closeAgain();
         throw err;
       }
-      c.ownAddress = address;
-      await c.membership.start(name);
       c.log.info({ member: name, via: member, ms: Date.now() - started }, 'joined the cluster');
       c.events.lifecycle('cluster-member-added', memberUrl(name), { requestor: req.requestor });
     },
