@@ -152,8 +152,25 @@ export class KernelClusterControl implements ClusterControl {
   }
 
   async removeEtcdMember(memberId: string): Promise<void> {
-    // etcd refuses to remove a voter until the others have been connected a few seconds (its health interval).
+    await this.checkQuorumWithout(memberId);
     await this.membershipChange('remove', /unhealthy cluster/i, (c) => c.cluster.memberRemove({ ID: memberId }));
+  }
+
+  /**
+   * etcd runs without its strict reconfiguration check (etcd-member.ts), so this is the check: a voter is
+   * removed only when a quorum of the voters left answers, or the cluster would stop there.
+   */
+  private async checkQuorumWithout(memberId: string): Promise<void> {
+    const conn = this.conn();
+    const list = await conn.call((c) => c.cluster.memberList({ linearizable: true } as never));
+    const target = list.members.find((m) => m.ID === memberId);
+    if (!target || target.isLearner) return;
+    const remaining = list.members.filter((m) => !m.isLearner && m.ID !== memberId);
+    const answering = (await Promise.all(remaining.map((m) => (m.clientURLs[0] ? conn.answers(m.clientURLs[0]) : false)))).filter(Boolean).length;
+    const quorum = Math.floor(remaining.length / 2) + 1;
+    if (answering < quorum) {
+      throw unavailable(`Removing this database member would leave ${remaining.length} voting members of which only ${answering} answer: the cluster would lose its quorum`);
+    }
   }
 
   /** A membership call, asked again while etcd answers `wait` (bounded); then a 503 that says why. */

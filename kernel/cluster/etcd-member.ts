@@ -78,6 +78,10 @@ export class EtcdMember {
       '--cert-file', files.cert, '--key-file', files.key, '--trusted-ca-file', files.ca, '--client-cert-auth',
       '--peer-cert-file', files.cert, '--peer-key-file', files.key, '--peer-trusted-ca-file', files.ca, '--peer-client-cert-auth',
       '--heartbeat-interval', String(HEARTBEAT_MS), '--election-timeout', String(ELECTION_MS),
+      // etcd's strict check refuses any member add until every voter has been connected for 5 s, which made
+      // a join right after another wait that long. Corral adds only learners (no quorum change), promotion
+      // still needs a caught-up learner, and removing a voter checks the quorum itself (decision 0062).
+      '--strict-reconfig-check=false',
       // A bootstrap copies a whole store in large txns; plugin transactions may touch many documents.
       '--max-txn-ops', '10000', '--max-request-bytes', String(16 * 1024 * 1024),
       '--auto-compaction-mode', 'periodic', '--auto-compaction-retention', '1h',

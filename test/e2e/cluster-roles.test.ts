@@ -85,8 +85,10 @@ serial('three members (the first joiner by the reference\'s lxd init --preseed):
   await waitFor(async () => (await members(d[0]!)).find((m) => m.server_name === 'm2')?.roles.includes('database-standby'), 10_000, 'm2 standby');
   // The token is issued by m1 and used on m2: any member checks it.
   const token = await tokenFor(d[0]!, 'm3');
+  const thirdStarted = Date.now();
   const third = await join(d[2]!, 'm3', { cluster_address: address(d[1]!), cluster_token: token });
   t.is(third.status, 0, third.stderr);
+  measured.second_join_right_after = Date.now() - thirdStarted;
   await waitFor(async () => (await members(d[2]!)).filter((m) => m.database).length === 3, 20_000, 'three voters');
   measured.three_voters_after_first_join = Date.now() - started;
   const list = await members(d[1]!);
