@@ -101,6 +101,8 @@ export interface EtcdMemberStatus extends EtcdMemberUrls {
  * did: a failed bootstrap or join leaves the server standalone on its sqlite store as it was.
  */
 export interface ClusterControl {
+  /** Load the clustering machinery ahead of a bootstrap or join (etcd's client takes a moment to load). */
+  prepare(): Promise<void>;
   /** The URLs this member's etcd would use when its cluster address is `address` (`host:port`). */
   etcdUrlsFor(name: string, address: string): EtcdMemberUrls;
   /**

@@ -79,6 +79,10 @@ export class KernelClusterControl implements ClusterControl {
     return DocumentStore.over(new EtcdBackend(conn));
   }
 
+  async prepare(): Promise<void> {
+    // Loaded already: this module is the machinery.
+  }
+
   etcdUrlsFor(name: string, address: string): EtcdMemberUrls {
     return etcdUrls(name, hostOf(address));
   }

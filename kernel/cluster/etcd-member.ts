@@ -5,6 +5,7 @@
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
 import path from 'node:path';
 import type Logger from 'bunyan';
 import { Etcd3 } from 'etcd3';
@@ -139,12 +140,14 @@ export class EtcdMember {
 
   /** Polls the member's status until it knows a leader (or, joining as a learner, until it answers). */
   private async waitReady(tls: EtcdTls): Promise<void> {
+    const deadline = Date.now() + START_BOUND_MS;
+    // gRPC waits about a second before dialling again after a refused connection: dial only once etcd listens.
+    await this.waitListening(deadline);
     const client = new Etcd3({
       hosts: [this.config.urls.clientUrl],
       credentials: { rootCertificate: Buffer.from(tls.ca), certChain: Buffer.from(tls.cert), privateKey: Buffer.from(tls.key) },
       faultHandling: { host: () => noop, global: noop },
     });
-    const deadline = Date.now() + START_BOUND_MS;
     let last = 'no answer';
     try {
       while (Date.now() < deadline) {
@@ -161,6 +164,27 @@ export class EtcdMember {
       throw new Error(`etcd did not become ready within ${START_BOUND_MS / 1000} s (${last})`);
     } finally {
       client.close();
+    }
+  }
+
+  /** Polls etcd's client port with plain TCP connects until it accepts one (or etcd exited, or the deadline). */
+  private async waitListening(deadline: number): Promise<void> {
+    const url = new URL(this.config.urls.clientUrl);
+    const host = url.hostname.replace(/^\[|\]$/g, '');
+    const port = Number(url.port);
+    while (Date.now() < deadline && this.proc) {
+      const open = await new Promise<boolean>((resolve) => {
+        const socket = connect({ host, port });
+        const done = (ok: boolean) => {
+          socket.destroy();
+          resolve(ok);
+        };
+        socket.once('connect', () => done(true));
+        socket.once('error', () => done(false));
+        socket.setTimeout(500, () => done(false));
+      });
+      if (open) return;
+      await new Promise((r) => setTimeout(r, 20));
     }
   }
 

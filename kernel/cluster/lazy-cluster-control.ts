@@ -33,6 +33,10 @@ export class LazyClusterControl implements ClusterControl {
     await this.loaded?.shutdown();
   }
 
+  async prepare(): Promise<void> {
+    await this.impl();
+  }
+
   etcdUrlsFor(name: string, address: string): EtcdMemberUrls {
     return etcdUrls(name, hostOf(address));
   }

@@ -93,12 +93,15 @@ export async function joinCluster(c: Clustering, req: ApiRequest, body: JoinRequ
     requestor: req.requestor,
     run: async () => {
       const started = Date.now();
+      // etcd's client loads while the member accepts this server.
+      const preparing = control.prepare().catch(() => undefined);
       const accepted = await askToBeAccepted(targets, fingerprint, { server_name: name, address, secret: token.secret, architecture: hostArchitecture() })
         .catch(async (err: Error) => {
           await closeAgain();
           throw err;
         });
       const { answer, member } = accepted;
+      await preparing;
       const previous = currentCertificate(control);
       let joined = false;
       try {

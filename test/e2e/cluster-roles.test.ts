@@ -89,6 +89,8 @@ serial('three members (the first joiner by the reference\'s lxd init --preseed):
   const third = await join(d[2]!, 'm3', { cluster_address: address(d[1]!), cluster_token: token });
   t.is(third.status, 0, third.stderr);
   measured.second_join_right_after = Date.now() - thirdStarted;
+  // etcd's strict reconfiguration check held this join until m2 had been connected 5 s (decision 0062).
+  t.true(measured.second_join_right_after < 4000, `the second join right after the first took ${measured.second_join_right_after} ms`);
   await waitFor(async () => (await members(d[2]!)).filter((m) => m.database).length === 3, 20_000, 'three voters');
   measured.three_voters_after_first_join = Date.now() - started;
   const list = await members(d[1]!);
