@@ -146,7 +146,9 @@ export interface ClusterControl {
    * A lease in etcd kept alive by this member while it runs (`ttlSeconds`); the key is deleted when the
    * lease lapses, which is how other members see this one go OFFLINE. Returns a release function.
    */
-  holdLease(key: string, value: string, ttlSeconds: number): Promise<() => Promise<void>>;
+  holdLease(key: string, value: string | (() => string), ttlSeconds: number, opts?: { beatMs?: number }): Promise<() => Promise<void>>;
+  // With `beatMs` the key is written again that often (a fresh `value()` each time): watchers then see a
+  // heartbeat, and can judge a member gone before its lease lapses (decision 0062).
   /** Watch keys written with `holdLease` under `prefix`: called with the current set at once and on every change. */
   watchLeases(prefix: string, listener: (held: ReadonlyMap<string, string>) => void): Promise<() => void>;
 }

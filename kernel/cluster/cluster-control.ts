@@ -250,12 +250,28 @@ export class KernelClusterControl implements ClusterControl {
     this.deps.view.setMembers(members);
   }
 
-  async holdLease(key: string, value: string, ttlSeconds: number): Promise<() => Promise<void>> {
+  async holdLease(key: string, value: string | (() => string), ttlSeconds: number, opts: { beatMs?: number } = {}): Promise<() => Promise<void>> {
     const conn = this.conn();
     const fullKey = LEASE_PREFIX + key;
+    const valueOf = typeof value === 'function' ? value : () => value;
     let released = false;
     let lease: Lease | undefined;
+    let beating = false;
+    // The heartbeat: the key written again under the current lease. Each write is bounded by two beats: one
+    // stuck at a dead leader must not hold back the next (watchers judge others against their own beats).
+    // A failed beat is skipped, and not taken as a lost quorum (the connection's probe judges that).
+    const beatMs = opts.beatMs;
+    const beat = beatMs ? setInterval(() => {
+      const current = lease;
+      if (beating || released || !current) return;
+      beating = true;
+      void current.put(fullKey).value(valueOf()).options({ deadline: Date.now() + 2 * beatMs }).exec()
+        .catch(() => undefined)
+        .finally(() => { beating = false; });
+    }, beatMs) : undefined;
+    beat?.unref();
     const grant = async (): Promise<void> => {
+      const previous = lease;
       const next = conn.client.lease(ttlSeconds, { autoKeepAlive: true });
       lease = next;
       // A lease lost (the cluster unreachable longer than its TTL) is taken again once it answers.
@@ -263,23 +279,36 @@ export class KernelClusterControl implements ClusterControl {
         // A lost lease is let go here: etcd3 would otherwise keep trying to keep it alive (a ref'd timer).
         next.release();
         if (released || lease !== next) return;
-        const retry = () => void grant().catch(() => {
-          if (!released) setTimeout(retry, 500).unref();
-        });
-        retry();
+        regrant();
       });
       try {
-        await conn.call(() => next.put(fullKey).value(value).exec());
+        await conn.call(() => next.put(fullKey).value(valueOf()).exec());
       } catch (err) {
         // A lease that never took its key is given up, or its keep-alive would run on forever.
         next.release();
+        if (lease === next) lease = previous;
         throw err;
       }
+      // The key belongs to the new lease now: the previous one (kept alive through another member) is let go.
+      if (previous && previous !== next) previous.release();
       if (released) next.release();
     };
+    const regrant = () => {
+      const retry = () => void grant().catch(() => {
+        if (!released) setTimeout(retry, 500).unref();
+      });
+      retry();
+    };
+    // A lease is kept alive through the etcd member in use when it was granted; when the connection moves
+    // (a standby promoted, or the member in use gone), the lease moves with it, or it would lapse with that member.
+    const unfollow = conn.onSwitch(() => {
+      if (!released) regrant();
+    });
     const entry = {
       stop: () => {
         released = true;
+        clearInterval(beat);
+        unfollow();
         lease?.release();
       },
     };
@@ -293,6 +322,8 @@ export class KernelClusterControl implements ClusterControl {
     }
     return async () => {
       released = true;
+      clearInterval(beat);
+      unfollow();
       this.leases.delete(entry);
       await lease?.revoke().catch(() => undefined);
     };

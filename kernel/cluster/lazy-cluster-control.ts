@@ -95,8 +95,8 @@ export class LazyClusterControl implements ClusterControl {
     this.deps.view.setMembers(members);
   }
 
-  async holdLease(key: string, value: string, ttlSeconds: number): Promise<() => Promise<void>> {
-    return (await this.impl()).holdLease(key, value, ttlSeconds);
+  async holdLease(key: string, value: string | (() => string), ttlSeconds: number, opts?: { beatMs?: number }): Promise<() => Promise<void>> {
+    return (await this.impl()).holdLease(key, value, ttlSeconds, opts);
   }
 
   async watchLeases(prefix: string, listener: (held: ReadonlyMap<string, string>) => void): Promise<() => void> {
