@@ -71,6 +71,15 @@ export interface ClusterJoinInfo {
   memberConfig: MemberConfigEntry[];
 }
 
+/**
+ * The cluster database's CA (PEM pair): made by the first member, handed to every joiner, kept apart
+ * from the cluster certificate so that rotating that one leaves etcd's trust alone (decision 0062).
+ */
+export interface EtcdAuthority {
+  cert: string;
+  key: string;
+}
+
 /** TLS material of the etcd member beside the daemon (PEM). */
 export interface EtcdTls {
   ca: string;
@@ -97,21 +106,29 @@ export interface EtcdMemberStatus extends EtcdMemberUrls {
  * did: a failed bootstrap or join leaves the server standalone on its sqlite store as it was.
  */
 export interface ClusterControl {
+  /** Load the clustering machinery ahead of a bootstrap or join (etcd's client takes a moment to load). */
+  prepare(): Promise<void>;
   /** The URLs this member's etcd would use when its cluster address is `address` (`host:port`). */
   etcdUrlsFor(name: string, address: string): EtcdMemberUrls;
   /**
    * Turn this standalone server into the first member: start a one-member etcd cluster, copy every
    * document and migration version of the sqlite store into it, switch the store, and take `serverName`.
+   * The cluster database gets a CA of its own here.
    */
-  bootstrap(opts: { serverName: string; address: string; tls: EtcdTls }): Promise<void>;
+  bootstrap(opts: { serverName: string; address: string }): Promise<void>;
   // bootstrap and join run the kernel's `clusterJoined` hook once the store is on etcd; a tap that throws reverts the step.
   /**
    * On an existing member, for a joiner: add its etcd member (as a learner when `learner`) and answer
    * what the joiner needs to start its own etcd (`initialCluster` as etcd's `--initial-cluster` value).
    */
   addEtcdMember(urls: EtcdMemberUrls, learner: boolean): Promise<{ initialCluster: string; memberId: string }>;
-  /** On the joiner: start its etcd member in the existing cluster, switch the store (its own data is discarded). */
-  join(opts: { serverName: string; address: string; tls: EtcdTls; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void>;
+  /** On a member: the cluster database's CA pair, which a joiner needs to issue its etcd certificate. */
+  etcdAuthority(): Promise<EtcdAuthority>;
+  /**
+   * On the joiner: start its etcd member in the existing cluster with a certificate issued from
+   * `authority`, switch the store (its own data is discarded).
+   */
+  join(opts: { serverName: string; address: string; authority: EtcdAuthority; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void>;
   promoteEtcdMember(memberId: string): Promise<void>;
   removeEtcdMember(memberId: string): Promise<void>;
   etcdMembers(): Promise<EtcdMemberStatus[]>;
@@ -134,7 +151,9 @@ export interface ClusterControl {
    * A lease in etcd kept alive by this member while it runs (`ttlSeconds`); the key is deleted when the
    * lease lapses, which is how other members see this one go OFFLINE. Returns a release function.
    */
-  holdLease(key: string, value: string, ttlSeconds: number): Promise<() => Promise<void>>;
+  holdLease(key: string, value: string | (() => string), ttlSeconds: number, opts?: { beatMs?: number }): Promise<() => Promise<void>>;
+  // With `beatMs` the key is written again that often (a fresh `value()` each time): watchers then see a
+  // heartbeat, and can judge a member gone before its lease lapses (decision 0062).
   /** Watch keys written with `holdLease` under `prefix`: called with the current set at once and on every change. */
   watchLeases(prefix: string, listener: (held: ReadonlyMap<string, string>) => void): Promise<() => void>;
 }

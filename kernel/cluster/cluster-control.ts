@@ -8,7 +8,7 @@ import type Logger from 'bunyan';
 import type { Lease, Watcher } from 'etcd3';
 import {
   type ClusterJoinInfo, type MemberConfigEntry,
-  conflict, unavailable, type ClusterControl, type ClusterMemberInfo, type EtcdMemberStatus, type EtcdMemberUrls, type EtcdTls, type HostTools,
+  conflict, unavailable, type ClusterControl, type ClusterMemberInfo, type EtcdAuthority, type EtcdMemberStatus, type EtcdMemberUrls, type EtcdTls, type HostTools,
 } from '../../sdk/index.js';
 import { DocumentStore } from '../store/document-store.js';
 import { EtcdBackend } from '../store/etcd-backend.js';
@@ -18,7 +18,7 @@ import type { KernelClusterView } from './cluster-view.js';
 import { STANDALONE_NAME } from './cluster-view.js';
 import { EtcdConnection } from './etcd-client.js';
 import { EtcdMember, ETCD_CLIENT_PORT, etcdUrls } from './etcd-member.js';
-import { etcdTlsFromCluster, hostOf } from './etcd-pki.js';
+import { hostOf, issueEtcdMember, newEtcdAuthority } from './etcd-pki.js';
 import { etcdDir, readClusterState, removeClusterState, writeClusterState } from './cluster-state.js';
 
 const LEASE_PREFIX = '/corral/lease/';
@@ -79,16 +79,20 @@ export class KernelClusterControl implements ClusterControl {
     return DocumentStore.over(new EtcdBackend(conn));
   }
 
+  async prepare(): Promise<void> {
+    // Loaded already: this module is the machinery.
+  }
+
   etcdUrlsFor(name: string, address: string): EtcdMemberUrls {
     return etcdUrls(name, hostOf(address));
   }
 
-  bootstrap(opts: { serverName: string; address: string; tls: EtcdTls }): Promise<void> {
+  bootstrap(opts: { serverName: string; address: string }): Promise<void> {
     return this.reconfigure(async (undo) => {
       if (this.deps.view.enabled) throw conflict('This server is already clustered');
       const urls = this.etcdUrlsFor(opts.serverName, opts.address);
       const initialCluster = `${urls.name}=${urls.peerUrl}`;
-      await this.startMember(urls, initialCluster, 'new', opts.tls, undo);
+      await this.startMember(urls, initialCluster, 'new', newEtcdAuthority(), undo);
       const previous = await this.deps.store().switchBackend(new EtcdBackend(this.running!.conn), 'copy');
       undo.push(async () => {
         await this.deps.store().switchBackend(previous, 'discard');
@@ -116,11 +120,22 @@ export class KernelClusterControl implements ClusterControl {
     return this.deps.hooks ? this.deps.hooks.memberConfigKeys.promise([]) : Promise.resolve([]);
   }
 
-  join(opts: { serverName: string; address: string; tls: EtcdTls; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void> {
+  async etcdAuthority(): Promise<EtcdAuthority> {
+    this.conn();
+    const files = EtcdMember.files(etcdDir(this.deps.dataDir));
+    try {
+      const [cert, key] = await Promise.all([readFile(files.ca, 'utf8'), readFile(files.caKey, 'utf8')]);
+      return { cert, key };
+    } catch (err) {
+      throw unavailable(`This member cannot hand out the cluster database CA (${(err as Error).message}): ask another member`);
+    }
+  }
+
+  join(opts: { serverName: string; address: string; authority: EtcdAuthority; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void> {
     return this.reconfigure(async (undo) => {
       if (this.deps.view.enabled) throw conflict('This server is already clustered');
       const urls = this.etcdUrlsFor(opts.serverName, opts.address);
-      await this.startMember(urls, opts.initialCluster, 'existing', opts.tls, undo);
+      await this.startMember(urls, opts.initialCluster, 'existing', opts.authority, undo);
       const previous = await this.deps.store().switchBackend(new EtcdBackend(this.running!.conn), 'discard');
       undo.push(async () => {
         await this.deps.store().switchBackend(previous, 'discard');
@@ -141,8 +156,25 @@ export class KernelClusterControl implements ClusterControl {
   }
 
   async removeEtcdMember(memberId: string): Promise<void> {
-    // etcd refuses to remove a voter until the others have been connected a few seconds (its health interval).
+    await this.checkQuorumWithout(memberId);
     await this.membershipChange('remove', /unhealthy cluster/i, (c) => c.cluster.memberRemove({ ID: memberId }));
+  }
+
+  /**
+   * etcd runs without its strict reconfiguration check (etcd-member.ts), so this is the check: a voter is
+   * removed only when a quorum of the voters left answers, or the cluster would stop there.
+   */
+  private async checkQuorumWithout(memberId: string): Promise<void> {
+    const conn = this.conn();
+    const list = await conn.call((c) => c.cluster.memberList({ linearizable: true } as never));
+    const target = list.members.find((m) => m.ID === memberId);
+    if (!target || target.isLearner) return;
+    const remaining = list.members.filter((m) => !m.isLearner && m.ID !== memberId);
+    const answering = (await Promise.all(remaining.map((m) => (m.clientURLs[0] ? conn.answers(m.clientURLs[0]) : false)))).filter(Boolean).length;
+    const quorum = Math.floor(remaining.length / 2) + 1;
+    if (answering < quorum) {
+      throw unavailable(`Removing this database member would leave ${remaining.length} voting members of which only ${answering} answer: the cluster would lose its quorum`);
+    }
   }
 
   /** A membership call, asked again while etcd answers `wait` (bounded); then a 503 that says why. */
@@ -218,12 +250,28 @@ export class KernelClusterControl implements ClusterControl {
     this.deps.view.setMembers(members);
   }
 
-  async holdLease(key: string, value: string, ttlSeconds: number): Promise<() => Promise<void>> {
+  async holdLease(key: string, value: string | (() => string), ttlSeconds: number, opts: { beatMs?: number } = {}): Promise<() => Promise<void>> {
     const conn = this.conn();
     const fullKey = LEASE_PREFIX + key;
+    const valueOf = typeof value === 'function' ? value : () => value;
     let released = false;
     let lease: Lease | undefined;
+    let beating = false;
+    // The heartbeat: the key written again under the current lease. Each write is bounded by two beats: one
+    // stuck at a dead leader must not hold back the next (watchers judge others against their own beats).
+    // A failed beat is skipped, and not taken as a lost quorum (the connection's probe judges that).
+    const beatMs = opts.beatMs;
+    const beat = beatMs ? setInterval(() => {
+      const current = lease;
+      if (beating || released || !current) return;
+      beating = true;
+      void current.put(fullKey).value(valueOf()).options({ deadline: Date.now() + 2 * beatMs }).exec()
+        .catch(() => undefined)
+        .finally(() => { beating = false; });
+    }, beatMs) : undefined;
+    beat?.unref();
     const grant = async (): Promise<void> => {
+      const previous = lease;
       const next = conn.client.lease(ttlSeconds, { autoKeepAlive: true });
       lease = next;
       // A lease lost (the cluster unreachable longer than its TTL) is taken again once it answers.
@@ -231,23 +279,36 @@ export class KernelClusterControl implements ClusterControl {
         // A lost lease is let go here: etcd3 would otherwise keep trying to keep it alive (a ref'd timer).
         next.release();
         if (released || lease !== next) return;
-        const retry = () => void grant().catch(() => {
-          if (!released) setTimeout(retry, 500).unref();
-        });
-        retry();
+        regrant();
       });
       try {
-        await conn.call(() => next.put(fullKey).value(value).exec());
+        await conn.call(() => next.put(fullKey).value(valueOf()).exec());
       } catch (err) {
         // A lease that never took its key is given up, or its keep-alive would run on forever.
         next.release();
+        if (lease === next) lease = previous;
         throw err;
       }
+      // The key belongs to the new lease now: the previous one (kept alive through another member) is let go.
+      if (previous && previous !== next) previous.release();
       if (released) next.release();
     };
+    const regrant = () => {
+      const retry = () => void grant().catch(() => {
+        if (!released) setTimeout(retry, 500).unref();
+      });
+      retry();
+    };
+    // A lease is kept alive through the etcd member in use when it was granted; when the connection moves
+    // (a standby promoted, or the member in use gone), the lease moves with it, or it would lapse with that member.
+    const unfollow = conn.onSwitch(() => {
+      if (!released) regrant();
+    });
     const entry = {
       stop: () => {
         released = true;
+        clearInterval(beat);
+        unfollow();
         lease?.release();
       },
     };
@@ -261,6 +322,8 @@ export class KernelClusterControl implements ClusterControl {
     }
     return async () => {
       released = true;
+      clearInterval(beat);
+      unfollow();
       this.leases.delete(entry);
       await lease?.revoke().catch(() => undefined);
     };
@@ -336,13 +399,13 @@ export class KernelClusterControl implements ClusterControl {
     return member;
   }
 
-  /** Fresh etcd files from the cluster certificate, then the member started; undone by stopping and wiping it. */
-  private async startMember(urls: EtcdMemberUrls, initialCluster: string, state: 'new' | 'existing', cluster: EtcdTls, undo: (() => Promise<void>)[]): Promise<void> {
+  /** Fresh etcd files issued from the cluster database CA, then the member started; undone by stopping and wiping it. */
+  private async startMember(urls: EtcdMemberUrls, initialCluster: string, state: 'new' | 'existing', authority: EtcdAuthority, undo: (() => Promise<void>)[]): Promise<void> {
     if (!(await this.deps.hostTools.which('etcd'))) throw unavailable('Clustering needs etcd, which is not installed on this server (Debian package etcd-server)');
     const dir = etcdDir(this.deps.dataDir);
-    const tls = etcdTlsFromCluster(cluster.cert, cluster.key, hostOf(urls.clientUrl.replace(/^https:\/\//, '')));
+    const tls = issueEtcdMember(authority, hostOf(urls.clientUrl.replace(/^https:\/\//, '')));
     await rm(dir, { recursive: true, force: true });
-    await EtcdMember.writeTls(dir, tls);
+    await EtcdMember.writeTls(dir, tls, authority.key);
     const member = this.member(urls, initialCluster, state);
     undo.push(async () => {
       await this.stopMember(true);

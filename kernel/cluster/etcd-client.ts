@@ -133,6 +133,11 @@ export class EtcdConnection {
     return this.probing;
   }
 
+  /** Whether the etcd member at `url` answers a status request (bounded). */
+  async answers(url: string): Promise<boolean> {
+    return (await this.statusOf(url)) !== undefined;
+  }
+
   /** A member's status, or undefined when it does not answer (bounded). */
   private async statusOf(url: string) {
     try {

@@ -5,6 +5,7 @@
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
 import path from 'node:path';
 import type Logger from 'bunyan';
 import { Etcd3 } from 'etcd3';
@@ -53,13 +54,14 @@ export class EtcdMember {
   }
 
   static files(dir: string) {
-    return { ca: path.join(dir, 'ca.crt'), cert: path.join(dir, 'member.crt'), key: path.join(dir, 'member.key') };
+    return { ca: path.join(dir, 'ca.crt'), caKey: path.join(dir, 'ca.key'), cert: path.join(dir, 'member.crt'), key: path.join(dir, 'member.key') };
   }
 
-  /** Write the TLS files this member will use. */
-  static async writeTls(dir: string, tls: EtcdTls): Promise<void> {
+  /** Write the TLS files this member will use (and the CA's key, which a member keeps to hand to joiners). */
+  static async writeTls(dir: string, tls: EtcdTls, caKey?: string): Promise<void> {
     await mkdir(dir, { recursive: true, mode: 0o700 });
     const files = EtcdMember.files(dir);
+    if (caKey !== undefined) await writeFile(files.caKey, caKey, { mode: 0o600 });
     await writeFile(files.ca, tls.ca, { mode: 0o644 });
     await writeFile(files.cert, tls.cert, { mode: 0o644 });
     await writeFile(files.key, tls.key, { mode: 0o600 });
@@ -77,6 +79,10 @@ export class EtcdMember {
       '--cert-file', files.cert, '--key-file', files.key, '--trusted-ca-file', files.ca, '--client-cert-auth',
       '--peer-cert-file', files.cert, '--peer-key-file', files.key, '--peer-trusted-ca-file', files.ca, '--peer-client-cert-auth',
       '--heartbeat-interval', String(HEARTBEAT_MS), '--election-timeout', String(ELECTION_MS),
+      // etcd's strict check refuses any member add until every voter has been connected for 5 s, which made
+      // a join right after another wait that long. Corral adds only learners (no quorum change), promotion
+      // still needs a caught-up learner, and removing a voter checks the quorum itself (decision 0062).
+      '--strict-reconfig-check=false',
       // A bootstrap copies a whole store in large txns; plugin transactions may touch many documents.
       '--max-txn-ops', '10000', '--max-request-bytes', String(16 * 1024 * 1024),
       '--auto-compaction-mode', 'periodic', '--auto-compaction-retention', '1h',
@@ -134,12 +140,14 @@ export class EtcdMember {
 
   /** Polls the member's status until it knows a leader (or, joining as a learner, until it answers). */
   private async waitReady(tls: EtcdTls): Promise<void> {
+    const deadline = Date.now() + START_BOUND_MS;
+    // gRPC waits about a second before dialling again after a refused connection: dial only once etcd listens.
+    await this.waitListening(deadline);
     const client = new Etcd3({
       hosts: [this.config.urls.clientUrl],
       credentials: { rootCertificate: Buffer.from(tls.ca), certChain: Buffer.from(tls.cert), privateKey: Buffer.from(tls.key) },
       faultHandling: { host: () => noop, global: noop },
     });
-    const deadline = Date.now() + START_BOUND_MS;
     let last = 'no answer';
     try {
       while (Date.now() < deadline) {
@@ -156,6 +164,27 @@ export class EtcdMember {
       throw new Error(`etcd did not become ready within ${START_BOUND_MS / 1000} s (${last})`);
     } finally {
       client.close();
+    }
+  }
+
+  /** Polls etcd's client port with plain TCP connects until it accepts one (or etcd exited, or the deadline). */
+  private async waitListening(deadline: number): Promise<void> {
+    const url = new URL(this.config.urls.clientUrl);
+    const host = url.hostname.replace(/^\[|\]$/g, '');
+    const port = Number(url.port);
+    while (Date.now() < deadline && this.proc) {
+      const open = await new Promise<boolean>((resolve) => {
+        const socket = connect({ host, port });
+        const done = (ok: boolean) => {
+          socket.destroy();
+          resolve(ok);
+        };
+        socket.once('connect', () => done(true));
+        socket.once('error', () => done(false));
+        socket.setTimeout(500, () => done(false));
+      });
+      if (open) return;
+      await new Promise((r) => setTimeout(r, 20));
     }
   }
 

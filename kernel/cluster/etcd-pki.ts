@@ -1,12 +1,13 @@
 /**
- * The cluster database's TLS, derived from the cluster certificate (decision 0055): whoever holds the
- * cluster key makes a CA certificate with that key and issues its own etcd member certificate (IP SANs
- * of its cluster address) from it. Every member's certificate then chains to "a CA with the cluster
- * key", so etcd peers and clients trust exactly the holders of the cluster certificate.
+ * The cluster database's TLS (decision 0062): a CA of its own, made once by the first member with a
+ * fresh key, independent of the cluster certificate. Every member holds the CA pair (a joiner receives
+ * it with the cluster certificate, over the token-checked accept) and issues its own etcd member
+ * certificate from it, with IP SANs of its cluster address. Rotating the cluster certificate therefore
+ * leaves etcd's trust as it was: no member's etcd has to restart, and a later joiner is trusted.
  */
-import { createPrivateKey, createPublicKey, generateKeyPairSync, X509Certificate, type KeyObject } from 'node:crypto';
+import { createPrivateKey, generateKeyPairSync, X509Certificate, type KeyObject } from 'node:crypto';
 import { isIP } from 'node:net';
-import { badRequest, type EtcdTls } from '../../sdk/index.js';
+import { badRequest, type EtcdAuthority, type EtcdTls } from '../../sdk/index.js';
 import { issueCertificate, type CertificateName } from '../tls/self-signed.js';
 
 const CA_NAME: CertificateName = { organization: 'corral', commonName: 'corral cluster database' };
@@ -18,29 +19,41 @@ export function hostOf(address: string): string {
   return m ? m[1]! : address;
 }
 
+/** A new cluster database CA (the first member's bootstrap). */
+export function newEtcdAuthority(): EtcdAuthority {
+  const pair = generateKeyPairSync('ec', { namedCurve: 'secp384r1' });
+  const cert = issueCertificate({ subject: CA_NAME, publicKey: pair.publicKey, signer: { name: CA_NAME, key: pair.privateKey }, dnsNames: [], ips: [], days: DAYS, ca: true });
+  return { cert, key: pair.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string };
+}
+
+/** The CA's private key, or a 400 when the pair is not a CA certificate with its key. */
+function authorityKey(authority: EtcdAuthority): KeyObject {
+  let key: KeyObject;
+  let x509: X509Certificate;
+  try {
+    key = createPrivateKey(authority.key);
+    x509 = new X509Certificate(authority.cert);
+  } catch {
+    throw badRequest('The cluster database CA certificate or key is not valid PEM');
+  }
+  if (!x509.checkPrivateKey(key)) throw badRequest('The cluster database CA key does not match its certificate');
+  if (!x509.ca) throw badRequest('The cluster database CA certificate is not a CA certificate');
+  return key;
+}
+
 /**
- * This member's etcd TLS from the cluster certificate and key, for a member listening on `host`.
+ * This member's etcd TLS, issued from the cluster database CA, for a member listening on `host`.
  * A loopback member also names 127.0.0.1: connections between loopback addresses leave from it,
  * and etcd checks a client certificate's IP SANs against the connection's source.
  */
-export function etcdTlsFromCluster(clusterCert: string, clusterKey: string, host: string): EtcdTls {
+export function issueEtcdMember(authority: EtcdAuthority, host: string): EtcdTls {
   if (!isIP(host)) throw badRequest(`The cluster address must be an IP address (the cluster database checks IP addresses in certificates), not "${host}"`);
-  let key: KeyObject;
-  let certKey: KeyObject;
-  try {
-    key = createPrivateKey(clusterKey);
-    certKey = new X509Certificate(clusterCert).publicKey;
-  } catch {
-    throw badRequest('The cluster certificate or key is not valid PEM');
-  }
-  const publicKey = createPublicKey(key);
-  if (!certKey.equals(publicKey)) throw badRequest('The cluster key does not match the cluster certificate');
-  const ca = issueCertificate({ subject: CA_NAME, publicKey, signer: { name: CA_NAME, key }, dnsNames: [], ips: [], days: DAYS, ca: true });
+  const key = authorityKey(authority);
   const member = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   const ips = [host, ...(host.startsWith('127.') && host !== '127.0.0.1' ? ['127.0.0.1'] : [])];
   const cert = issueCertificate({
     subject: { organization: 'corral', commonName: `etcd ${host}` }, publicKey: member.publicKey,
     signer: { name: CA_NAME, key }, dnsNames: [], ips, days: DAYS, ca: false,
   });
-  return { ca, cert, key: member.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string };
+  return { ca: authority.cert, cert, key: member.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string };
 }

@@ -4,7 +4,7 @@
  * on the first call that needs etcd, or at boot when the data dir says this server is a member.
  */
 import type {
-  ClusterControl, ClusterMemberInfo, EtcdMemberStatus, EtcdMemberUrls, EtcdTls, MemberConfigEntry,
+  ClusterControl, ClusterMemberInfo, EtcdAuthority, EtcdMemberStatus, EtcdMemberUrls, MemberConfigEntry,
 } from '../../sdk/index.js';
 import type { DocumentStore } from '../store/document-store.js';
 import type { ClusterControlDeps, KernelClusterControl } from './cluster-control.js';
@@ -33,11 +33,15 @@ export class LazyClusterControl implements ClusterControl {
     await this.loaded?.shutdown();
   }
 
+  async prepare(): Promise<void> {
+    await this.impl();
+  }
+
   etcdUrlsFor(name: string, address: string): EtcdMemberUrls {
     return etcdUrls(name, hostOf(address));
   }
 
-  async bootstrap(opts: { serverName: string; address: string; tls: EtcdTls }): Promise<void> {
+  async bootstrap(opts: { serverName: string; address: string }): Promise<void> {
     return (await this.impl()).bootstrap(opts);
   }
 
@@ -45,7 +49,11 @@ export class LazyClusterControl implements ClusterControl {
     return (await this.impl()).addEtcdMember(urls, learner);
   }
 
-  async join(opts: { serverName: string; address: string; tls: EtcdTls; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void> {
+  async etcdAuthority(): Promise<EtcdAuthority> {
+    return (await this.impl()).etcdAuthority();
+  }
+
+  async join(opts: { serverName: string; address: string; authority: EtcdAuthority; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void> {
     return (await this.impl()).join(opts);
   }
 
@@ -87,8 +95,8 @@ export class LazyClusterControl implements ClusterControl {
     this.deps.view.setMembers(members);
   }
 
-  async holdLease(key: string, value: string, ttlSeconds: number): Promise<() => Promise<void>> {
-    return (await this.impl()).holdLease(key, value, ttlSeconds);
+  async holdLease(key: string, value: string | (() => string), ttlSeconds: number, opts?: { beatMs?: number }): Promise<() => Promise<void>> {
+    return (await this.impl()).holdLease(key, value, ttlSeconds, opts);
   }
 
   async watchLeases(prefix: string, listener: (held: ReadonlyMap<string, string>) => void): Promise<() => void> {

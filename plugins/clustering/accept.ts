@@ -30,6 +30,8 @@ export async function acceptMember(c: Clustering, body: AcceptRequest): Promise<
   if (members.some((m) => m.address === address || splitAddress(m.address)?.host === host)) throw conflict(`The cluster already has a member with address: ${address}`);
 
   await makeRoomForLearner(c, control);
+  // Read before anything is recorded: a member that cannot hand it out refuses with nothing to undo.
+  const authority = await control.etcdAuthority();
 
   const record: MemberRecord = {
     name,
@@ -61,7 +63,10 @@ export async function acceptMember(c: Clustering, body: AcceptRequest): Promise<
     throw new ApiError(503, `Could not add the etcd member of "${name}": ${(err as Error).message}`);
   }
   const pair = currentCertificate(control);
-  return { cluster_certificate: pair.cert, cluster_key: pair.key, initial_cluster: added.initialCluster, member_id: added.memberId };
+  return {
+    cluster_certificate: pair.cert, cluster_key: pair.key, etcd_ca_certificate: authority.cert, etcd_ca_key: authority.key,
+    initial_cluster: added.initialCluster, member_id: added.memberId,
+  };
 }
 
 /** Take a member out: its record, then its etcd member (the record comes back when etcd refuses). */

@@ -5,7 +5,6 @@ import {
   ClusterControlRef,
   type ClusterControl,
   type ClusterView,
-  type EtcdTls,
   type EventsService,
   type OperationsService,
   type PluginContext,
@@ -66,10 +65,3 @@ export function currentCertificate(control: ClusterControl): { cert: string; key
   return pair;
 }
 
-/**
- * TLS material for the etcd member: the cluster certificate is the identity of every member on peer and
- * client traffic (decision 0056 leaves how etcd uses it to the store's decision).
- */
-export function etcdTls(pair: { cert: string; key: string }): EtcdTls {
-  return { ca: pair.cert, cert: pair.cert, key: pair.key };
-}

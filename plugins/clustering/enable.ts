@@ -5,7 +5,7 @@
  */
 import { async, badRequest, type ApiRequest, type ApiResponse } from '../../sdk/index.js';
 import { canonicalAddress, isWildcard } from './address.js';
-import { currentCertificate, etcdTls, requireControl, type Clustering } from './context.js';
+import { requireControl, type Clustering } from './context.js';
 import { Keys } from './keys.js';
 import { checkMemberName, hostArchitecture, memberUrl, type MemberRecord } from './member.js';
 
@@ -24,7 +24,6 @@ export function enableClustering(c: Clustering, req: ApiRequest, serverName: str
   const name = nameOrRefusal(serverName);
   const address = ownListenAddress(c);
   const control = requireControl(c);
-  const pair = currentCertificate(control);
   const op = c.operations.create({
     class: 'task',
     description: 'Creating bootstrap node',
@@ -45,7 +44,7 @@ export function enableClustering(c: Clustering, req: ApiRequest, serverName: str
       };
       await c.membership.records.put('', name, record);
       try {
-        await control.bootstrap({ serverName: name, address, tls: etcdTls(pair) });
+        await control.bootstrap({ serverName: name, address });
       } catch (err) {
         await c.membership.records.delete('', name).catch(() => undefined);
         throw err;

@@ -8,7 +8,7 @@
 import { async, badRequest, ApiError, type ApiRequest, type ApiResponse, type MemberConfigEntry } from '../../sdk/index.js';
 import { canonicalAddress, isWildcard, splitAddress } from './address.js';
 import { checkBare } from './bare.js';
-import { currentCertificate, etcdTls, requireControl, type Clustering } from './context.js';
+import { currentCertificate, requireControl, type Clustering } from './context.js';
 import { nameOrRefusal } from './enable.js';
 import { decodeToken } from './join-token.js';
 import { hostArchitecture, memberUrl } from './member.js';
@@ -33,6 +33,9 @@ export interface AcceptRequest {
 export interface AcceptAnswer {
   cluster_certificate: string;
   cluster_key: string;
+  /** The cluster database's CA pair: the joiner issues its etcd certificate from it. */
+  etcd_ca_certificate: string;
+  etcd_ca_key: string;
   initial_cluster: string;
   member_id: string;
 }
@@ -90,25 +93,36 @@ export async function joinCluster(c: Clustering, req: ApiRequest, body: JoinRequ
     requestor: req.requestor,
     run: async () => {
       const started = Date.now();
+      // etcd's client loads while the member accepts this server.
+      const preparing = control.prepare().catch(() => undefined);
       const accepted = await askToBeAccepted(targets, fingerprint, { server_name: name, address, secret: token.secret, architecture: hostArchitecture() })
         .catch(async (err: Error) => {
           await closeAgain();
           throw err;
         });
       const { answer, member } = accepted;
+      await preparing;
       const previous = currentCertificate(control);
+      let joined = false;
       try {
         await control.replaceCertificate(answer.cluster_certificate, answer.cluster_key);
-        await control.join({ serverName: name, address, tls: etcdTls({ cert: answer.cluster_certificate, key: answer.cluster_key }), initialCluster: answer.initial_cluster, memberConfig: memberConfigOf(body) });
+        await control.join({ serverName: name, address, authority: { cert: answer.etcd_ca_certificate, key: answer.etcd_ca_key }, initialCluster: answer.initial_cluster, memberConfig: memberConfigOf(body) });
+        joined = true;
+        c.ownAddress = address;
+        await c.membership.start(name);
       } catch (err) {
+        // Joined but not running as a member (its lease not taken): leave again, out of etcd too.
+        if (joined) {
+          c.ownAddress = undefined;
+          await c.membership.stop().catch(() => undefined);
+          await control.leave().catch((e: Error) => c.log.error({ err: e }, 'could not leave the cluster after a failed join'));
+        }
         await control.replaceCertificate(previous.cert, previous.key).catch((e: Error) => c.log.error({ err: e }, 'could not restore the server certificate after a failed join'));
         await forgetJoiner(member, fingerprint, name, { cert: answer.cluster_certificate, key: answer.cluster_key }).catch((e: Error) =>
           c.log.error({ err: e, member }, 'the member that accepted this server could not be told the join failed'));
         await closeAgain();
         throw err;
       }
-      c.ownAddress = address;
-      await c.membership.start(name);
       c.log.info({ member: name, via: member, ms: Date.now() - started }, 'joined the cluster');
       c.events.lifecycle('cluster-member-added', memberUrl(name), { requestor: req.requestor });
     },

@@ -5,6 +5,7 @@
  */
 import type Logger from 'bunyan';
 import { unavailable, type ClusterControl, type ClusterView, type Collection, type EtcdMemberStatus, type ServerConfig } from '../../sdk/index.js';
+import { AbandonedJoins } from './abandoned.js';
 import { Health } from './health.js';
 import { clusterSizing } from './keys.js';
 import { DatabaseRole, groupsOf, type MemberRecord, type MemberView } from './member.js';
@@ -22,6 +23,7 @@ export class Membership {
   private rebalanceTimer: NodeJS.Timeout | undefined;
   private rebalancing = false;
   private published = '';
+  private readonly abandoned: AbandonedJoins;
 
   constructor(
     readonly records: Collection<MemberRecord>,
@@ -30,6 +32,7 @@ export class Membership {
     private readonly control: () => ClusterControl | undefined,
     private readonly log: Logger,
   ) {
+    this.abandoned = new AbandonedJoins(records, log);
     // A member coming online may be a learner to promote: no need to wait for the next round.
     this.health = new Health(() => {
       void this.publish();
@@ -137,7 +140,7 @@ export class Membership {
     this.published = '';
   }
 
-  /** One round on the etcd leader's member: promote caught-up learners while voters are missing. */
+  /** One round on the etcd leader's member: take out abandoned joins, promote caught-up learners while voters are missing. */
   async rebalance(): Promise<void> {
     const control = this.control();
     if (!control || !this.cluster.enabled || this.rebalancing) return;
@@ -148,7 +151,10 @@ export class Membership {
       const me = records.find((r) => r.name === this.cluster.serverName);
       const leader = etcd.find((e) => e.leader);
       if (!me || !leader || !(leader.name === me.name || new URL(leader.peerUrl).hostname === new URL(`https://${me.address}`).hostname)) return;
-      const promoted = await promoteLearners(control, records, etcd, clusterSizing(this.config).maxVoters, (n) => this.health.isOnline(n));
+      const isOnline = (n: string) => this.health.isOnline(n);
+      const dropped = await this.abandoned.sweep(control, records, etcd, isOnline);
+      if (dropped.length) return;
+      const promoted = await promoteLearners(control, records, etcd, clusterSizing(this.config).maxVoters, isOnline);
       if (promoted.length) this.log.info({ promoted }, 'learners promoted to etcd voters');
     } catch (err) {
       this.log.debug({ err }, 'promotion round failed');

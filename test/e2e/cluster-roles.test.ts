@@ -85,8 +85,12 @@ serial('three members (the first joiner by the reference\'s lxd init --preseed):
   await waitFor(async () => (await members(d[0]!)).find((m) => m.server_name === 'm2')?.roles.includes('database-standby'), 10_000, 'm2 standby');
   // The token is issued by m1 and used on m2: any member checks it.
   const token = await tokenFor(d[0]!, 'm3');
+  const thirdStarted = Date.now();
   const third = await join(d[2]!, 'm3', { cluster_address: address(d[1]!), cluster_token: token });
   t.is(third.status, 0, third.stderr);
+  measured.second_join_right_after = Date.now() - thirdStarted;
+  // etcd's strict reconfiguration check held this join until m2 had been connected 5 s (decision 0062).
+  t.true(measured.second_join_right_after < 4000, `the second join right after the first took ${measured.second_join_right_after} ms`);
   await waitFor(async () => (await members(d[2]!)).filter((m) => m.database).length === 3, 20_000, 'three voters');
   measured.three_voters_after_first_join = Date.now() - started;
   const list = await members(d[1]!);
@@ -107,12 +111,44 @@ serial('killing a voter\'s member: the others keep answering and writing, it sho
   // Two voters of three: writes go on, from either survivor.
   await lxcOk(t, d[1]!.socket, 'query', '-X', 'PATCH', '-d', JSON.stringify({ description: 'survivor' }), '/1.0/cluster/members/m2');
   t.is((await members(d[0]!)).find((m) => m.server_name === 'm2')?.description, 'survivor');
+  console.log('m2 view', JSON.stringify((await members(d[1]!)).map((m) => [m.server_name, m.status, m.message])));
   t.regex((await members(d[1]!)).find((m) => m.server_name === 'm3')?.message, /No heartbeat/);
 
   d[2] = await net.startDaemon(net.members[2]!, { dir: victim.dir });
   const up = Date.now();
   await waitFor(async () => (await members(d[0]!)).find((m) => m.server_name === 'm3')?.status === 'Online', 20_000, 'm3 online again');
   measured.voter_online_after_start = Date.now() - up;
+});
+
+serial('killing the etcd leader\'s member: it shows OFFLINE well within 5 s (heartbeats, not the lease renewed at the election), ONLINE again at once after its restart', async (t) => {
+  const leaderName = (await members(d[0]!)).find((m) => m.roles.includes('database-leader'))?.server_name as string;
+  t.truthy(leaderName);
+  const i = Number(leaderName.slice(1)) - 1;
+  const observer = d[(i + 1) % 3]!;
+  await d[i]!.kill9();
+  const killed = Date.now();
+  const timeline: string[] = [];
+  try {
+  await waitFor(async () => {
+    const res = await observer.request('GET', '/1.0/cluster/members?recursion=1');
+    const me = (res.json?.metadata ?? []).find((m: any) => m.server_name === leaderName);
+    timeline.push(`${Date.now() - killed} ${res.status} ${(res.json?.metadata ?? []).map((m: any) => m.server_name + ':' + m.status + ':' + m.message).join(' ')} ${res.json?.error ?? ''}`);
+    return me?.status === 'Offline';
+  }, 20_000, `${leaderName} offline`);
+  } finally {
+  console.log(observer.member.ns, timeline.join('\n'));
+  }
+  measured.leader_offline = Date.now() - killed;
+  t.true(measured.leader_offline < 4000, `the killed leader's member showed OFFLINE after ${measured.leader_offline} ms`);
+  t.regex((await members(observer)).find((m) => m.server_name === leaderName)?.message, /No heartbeat for/);
+  // The two others are not judged stale meanwhile.
+  t.is((await members(observer)).filter((m) => m.status === 'Online').length, 2);
+
+  d[i] = await net.startDaemon(net.members[i]!, { dir: d[i]!.dir });
+  const up = Date.now();
+  await waitFor(async () => (await members(observer)).find((m) => m.server_name === leaderName)?.status === 'Online', 20_000, `${leaderName} online again`);
+  measured.leader_online_after_start = Date.now() - up;
+  t.true(measured.leader_online_after_start < 2000, `${measured.leader_online_after_start} ms`);
 });
 
 serial('a dead member is removed with force only (lxc cluster remove --force)', async (t) => {

@@ -12,7 +12,7 @@ interface Orders {
   dataDir: string;
   serverName: string;
   address: string;
-  tls: { ca: string; cert: string; key: string };
+  authority: { cert: string; key: string };
   initialCluster: string;
   lease: { key: string; ttl: number };
 }
@@ -24,7 +24,7 @@ const kernel = await Kernel.start({
 });
 const control = kernel.services.get(ClusterControlRef) as ClusterControl;
 if (!kernel.cluster.enabled) {
-  await control.join({ serverName: orders.serverName, address: orders.address, tls: orders.tls, initialCluster: orders.initialCluster, memberConfig: [] });
+  await control.join({ serverName: orders.serverName, address: orders.address, authority: orders.authority, initialCluster: orders.initialCluster, memberConfig: [] });
 }
 await control.holdLease(orders.lease.key, orders.serverName, orders.lease.ttl);
 process.stdout.write('ready\n');

@@ -9,7 +9,7 @@ import path from 'node:path';
 import bunyan from 'bunyan';
 import { createHostTools } from '../../kernel/host-tools/host-tools.js';
 import { EtcdMember, etcdUrls } from '../../kernel/cluster/etcd-member.js';
-import { etcdTlsFromCluster } from '../../kernel/cluster/etcd-pki.js';
+import { issueEtcdMember, newEtcdAuthority } from '../../kernel/cluster/etcd-pki.js';
 import { EtcdConnection } from '../../kernel/cluster/etcd-client.js';
 import { createSelfSignedCertificate } from '../../kernel/tls/self-signed.js';
 import type { EtcdTls } from '../../sdk/index.js';
@@ -37,13 +37,14 @@ const quietLog = bunyan.createLogger({ name: 'etcd-test', level: 'fatal' });
 export async function startEtcdCluster(hosts: string[]): Promise<TestEtcdCluster> {
   const dir = mkdtempSync(path.join(tmpdir(), 'corral-etcd-'));
   const clusterCert = createSelfSignedCertificate({ organization: 'corral', commonName: 'test cluster', dnsNames: [], ips: [], days: 2 });
+  const authority = newEtcdAuthority();
   const hostTools = createHostTools(quietLog);
   const initialCluster = hosts.map((h, i) => `m${i + 1}=${etcdUrls(`m${i + 1}`, h).peerUrl}`).join(',');
   const members: TestEtcdMember[] = [];
   const connections: EtcdConnection[] = [];
   for (const [i, host] of hosts.entries()) {
     const name = `m${i + 1}`;
-    const tls = etcdTlsFromCluster(clusterCert.cert, clusterCert.key, host);
+    const tls = issueEtcdMember(authority, host);
     const memberDir = path.join(dir, name);
     await EtcdMember.writeTls(memberDir, tls);
     const member = new EtcdMember(hostTools, quietLog, memberDir, { urls: etcdUrls(name, host), initialCluster, state: 'new' });

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Kernel } from '../../kernel/kernel.js';
-import { ClusterControlRef, type ClusterControl, type EtcdTls, type StoreChange } from '../../sdk/index.js';
+import { ClusterControlRef, type ClusterControl, type StoreChange } from '../../sdk/index.js';
 import { createSelfSignedCertificate } from '../../kernel/tls/self-signed.js';
 import { hasEtcd } from '../helpers/etcd-cluster.js';
 import { serialUnless } from '../helpers/needs.js';
@@ -22,7 +22,6 @@ const PLUGINS = 'warnings,projects,profiles';
 const root = mkdtempSync(path.join(tmpdir(), 'corral-cluster-control-'));
 const kernels = new Set<Kernel>();
 const clusterCert = createSelfSignedCertificate({ organization: 'corral', commonName: 'test cluster', dnsNames: [], ips: [], days: 2 });
-const tls: EtcdTls = { ca: clusterCert.cert, cert: clusterCert.cert, key: clusterCert.key };
 
 async function start(name: string): Promise<Kernel> {
   const dataDir = path.join(root, name);
@@ -62,13 +61,15 @@ test.after.always(async () => {
 serial('a failed bootstrap leaves the server standalone on sqlite with its data, and no etcd running', async (t) => {
   const k = await start('failing');
   t.is((await call(k, 'POST', '/1.0/profiles', { name: 'kept', config: {} })).status, 200);
+  // A joiner handed a CA pair that does not match is refused before etcd starts.
   const other = createSelfSignedCertificate({ organization: 'corral', commonName: 'other', dnsNames: [], ips: [], days: 1 });
-  const mismatch = await t.throwsAsync(control(k).bootstrap({ serverName: 'x', address: '127.0.19.19:8443', tls: { ...tls, key: other.key } }), { message: /does not match/ });
+  const badAuthority = { cert: clusterCert.cert, key: other.key };
+  const mismatch = await t.throwsAsync(control(k).join({ serverName: 'x', address: '127.0.19.19:8443', authority: badAuthority, initialCluster: 'x=https://127.0.19.19:2380', memberConfig: [] }), { message: /does not match/ });
   t.is((mismatch as { status?: number }).status, 400);
-  const named = await t.throwsAsync(control(k).bootstrap({ serverName: 'x', address: 'localhost:8443', tls }), { message: /must be an IP address/ });
+  const named = await t.throwsAsync(control(k).bootstrap({ serverName: 'x', address: 'localhost:8443' }), { message: /must be an IP address/ });
   t.is((named as { status?: number }).status, 400);
   // An address etcd cannot listen on (not this host's): etcd exits, the bootstrap is undone.
-  await t.throwsAsync(control(k).bootstrap({ serverName: 'x', address: '192.0.2.1:8443', tls }), { message: /etcd exited at start: .*cannot assign requested address/ });
+  await t.throwsAsync(control(k).bootstrap({ serverName: 'x', address: '192.0.2.1:8443' }), { message: /etcd exited at start: .*cannot assign requested address/ });
   t.false(k.cluster.enabled);
   t.is(k.cluster.serverName, 'none');
   t.is(k.store.backendKind, 'sqlite');
@@ -85,7 +86,7 @@ serial('bootstrap keeps the standalone data; a second server joins, loses its ow
   a = await start('a');
   t.is((await call(a, 'POST', '/1.0/profiles', { name: 'before', config: { 'user.x': '1' } })).status, 200);
   const started = Date.now();
-  await control(a).bootstrap({ serverName: 'm1', address: '127.0.19.10:8443', tls });
+  await control(a).bootstrap({ serverName: 'm1', address: '127.0.19.10:8443' });
   t.log(`bootstrap: ${Date.now() - started} ms`);
   t.true(a.cluster.enabled);
   t.is(a.cluster.serverName, 'm1');
@@ -102,7 +103,7 @@ serial('bootstrap keeps the standalone data; a second server joins, loses its ow
   t.regex(initialCluster, /m2=https:\/\/127\.0\.19\.11:2380/);
   const heard: StoreChange[] = [];
   b.store.namespace('profiles').onChange((c) => heard.push(c));
-  await control(b).join({ serverName: 'm2', address: '127.0.19.11:8443', tls, initialCluster, memberConfig: [] });
+  await control(b).join({ serverName: 'm2', address: '127.0.19.11:8443', authority: await control(a).etcdAuthority(), initialCluster, memberConfig: [] });
   await control(a).promoteEtcdMember(memberId);
   t.log(`join (add learner, start, switch, promote): ${Date.now() - joinStarted} ms`);
   t.is(b.cluster.serverName, 'm2');

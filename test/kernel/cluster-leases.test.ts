@@ -9,8 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Kernel } from '../../kernel/kernel.js';
-import { ClusterControlRef, type ClusterControl, type EtcdTls } from '../../sdk/index.js';
-import { createSelfSignedCertificate } from '../../kernel/tls/self-signed.js';
+import { ClusterControlRef, type ClusterControl } from '../../sdk/index.js';
 import { hasEtcd } from '../helpers/etcd-cluster.js';
 import { serialUnless } from '../helpers/needs.js';
 import { processesWith } from '../helpers/processes.js';
@@ -19,8 +18,6 @@ import { distRoot, projectRoot } from '../helpers/daemon.js';
 
 const serial = serialUnless(hasEtcd);
 const root = mkdtempSync(path.join(tmpdir(), 'corral-cluster-leases-'));
-const clusterCert = createSelfSignedCertificate({ organization: 'corral', commonName: 'test cluster', dnsNames: [], ips: [], days: 2 });
-const tls: EtcdTls = { ca: clusterCert.cert, cert: clusterCert.cert, key: clusterCert.key };
 let kernel: Kernel | undefined;
 let child: ChildProcess | undefined;
 
@@ -47,7 +44,7 @@ serial('a member\'s lease is seen while it runs and lapses within its TTL after 
     plugins: 'warnings', compiledRoot: distRoot, logLevel: 'fatal', serverCertificate: false,
   });
   const cc = kernel.services.get(ClusterControlRef) as ClusterControl;
-  await cc.bootstrap({ serverName: 'm1', address: '127.0.19.30:8443', tls });
+  await cc.bootstrap({ serverName: 'm1', address: '127.0.19.30:8443' });
   await cc.holdLease('members/m1', 'm1', 2);
   let held: ReadonlyMap<string, string> = new Map();
   const stopWatching = await cc.watchLeases('members/', (h) => { held = h; });
@@ -57,7 +54,7 @@ serial('a member\'s lease is seen while it runs and lapses within its TTL after 
   const childDir = path.join(root, 'b');
   mkdirSync(childDir);
   child = spawn(process.execPath, [path.join(distRoot, 'test', 'helpers', 'cluster-member-child.js'), JSON.stringify({
-    dataDir: childDir, serverName: 'm2', address: '127.0.19.31:8443', tls, initialCluster, lease: { key: 'members/m2', ttl: 2 },
+    dataDir: childDir, serverName: 'm2', address: '127.0.19.31:8443', authority: await cc.etcdAuthority(), initialCluster, lease: { key: 'members/m2', ttl: 2 },
   })], { stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise<void>((resolve, reject) => {
     child!.stdout!.on('data', (d: Buffer) => { if (d.toString().includes('ready')) resolve(); });
