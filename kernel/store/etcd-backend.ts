@@ -41,6 +41,25 @@ async function rangeDocs(etcd: EtcdConnection, namespace: string, collection: st
   return { rows, revision: Number(res.header.revision), prefix };
 }
 
+/** Keys per page of a whole-prefix read: gRPC refuses answers over 4 MiB, and a store may be larger. */
+const PAGE_KEYS = 500;
+
+/** Every key under `prefix`, read in pages all at the revision of the first page. */
+async function rangeAll(etcd: EtcdConnection, prefix: string): Promise<{ kvs: IKeyValue[]; revision: number }> {
+  const end = prefixEnd(prefix);
+  const kvs: IKeyValue[] = [];
+  let from = Buffer.from(prefix);
+  let revision: number | undefined;
+  for (;;) {
+    const res = await etcd.call((c) => c.kv.range({ key: from, range_end: end, revision, limit: PAGE_KEYS }));
+    revision ??= Number(res.header.revision);
+    kvs.push(...res.kvs);
+    if (!res.more || !res.kvs.length) return { kvs, revision };
+    // The next page starts just after the last key read.
+    from = Buffer.concat([res.kvs[res.kvs.length - 1]!.key, Buffer.from([0])]);
+  }
+}
+
 class EtcdReader implements BackendReader {
   constructor(protected readonly etcd: EtcdConnection) {}
 
@@ -180,6 +199,8 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
   /** The freshness check on the wire, and the one that readers arriving meanwhile share after it. */
   private checking: Promise<number> | undefined;
   private nextCheck: Promise<number> | undefined;
+  /** Freshness checks sent so far (tests count them to see reads share them). */
+  checksSent = 0;
 
   constructor(etcd: EtcdConnection) {
     super(etcd);
@@ -232,6 +253,7 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
   }
 
   private startCheck(): Promise<number> {
+    this.checksSent++;
     const check = this.etcd.call((c) => c.kv.range({ key: Buffer.from(FRESHNESS_KEY), count_only: true }))
       .then((res) => Number(res.header.revision));
     this.checking = check;
@@ -296,8 +318,8 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
   /** Load the copy with one range read at revision L, then watch every key from L + 1. */
   private async startWatch(): Promise<void> {
     const generation = ++this.generation;
-    const res = await this.etcd.call((c) => c.kv.range({ key: Buffer.from(DOC_PREFIX), range_end: prefixEnd(DOC_PREFIX) }));
-    const loadedAt = Number(res.header.revision);
+    const res = await rangeAll(this.etcd, DOC_PREFIX);
+    const loadedAt = res.revision;
     if (generation !== this.generation) return;
     this.mirror.load(res.kvs.map((kv) => ({ key: str(kv.key), value: str(kv.value), mod: Number(kv.mod_revision) })), loadedAt);
     // Every key, not only documents: then each revision arrives as an event and the copy knows which it reached.
@@ -360,7 +382,7 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
 
   async dump(): Promise<BackendDump> {
     const docs: BackendDump['docs'] = [];
-    const res = await this.etcd.call((c) => c.kv.range({ key: Buffer.from(DOC_PREFIX), range_end: prefixEnd(DOC_PREFIX) }));
+    const res = await rangeAll(this.etcd, DOC_PREFIX);
     for (const kv of res.kvs) {
       const at = parseDocKey(str(kv.key));
       if (!at) continue;
