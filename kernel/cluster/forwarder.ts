@@ -15,6 +15,7 @@ import { ApiError, ALLOWED_ERROR_STATUSES, unavailable, type ClusterMemberInfo, 
 import type { Caller } from '../http/api-request.js';
 import { FORWARDED_CALLER_HEADER, encodeCaller } from './peer-headers.js';
 import { parseMemberAddress, type PeerAgents } from './peer-agents.js';
+import { noteNewsFromPeers } from '../store/read-scope.js';
 
 /** A member that does not accept a connection in this time is unreachable (503). */
 export const CONNECT_BOUND_MS = 3_000;
@@ -67,6 +68,7 @@ export class Forwarder {
       });
       upstream.on('response', (answer) => {
         answered = true;
+        noteNewsFromPeers();
         const location = answer.headers.location;
         if (answer.statusCode === 202 && typeof location === 'string') this.sawOperation(location, member.name);
         res.writeHead(answer.statusCode ?? 502, answer.statusMessage, passOn(answer.headers));
@@ -147,7 +149,10 @@ export class Forwarder {
           return;
         }
         const out = createWriteStream(file);
-        pipeline(answer, out).then(() => resolve(), (err) => reject(unreachable(member, err)));
+        pipeline(answer, out).then(() => {
+          noteNewsFromPeers();
+          resolve();
+        }, (err) => reject(unreachable(member, err)));
       });
       upstream.end();
     });
@@ -180,6 +185,8 @@ export class Forwarder {
         });
         answer.on('end', () => {
           clearTimeout(timer);
+          // What the member did is acknowledged now: this member's store reads check etcd again.
+          noteNewsFromPeers();
           const text = Buffer.concat(chunks).toString('utf8');
           let parsed: unknown = text;
           try {
@@ -200,6 +207,8 @@ export class Forwarder {
       const ws = new WebSocket(url, {
         agent, headers: headers as Record<string, string>, perMessageDeflate: false, maxPayload: MAX_PAYLOAD, handshakeTimeout: CONNECT_BOUND_MS,
       });
+      // Any message from a member may tell of a write it made: reads after it check the store again.
+      ws.on('message', noteNewsFromPeers);
       ws.once('open', () => {
         // Nothing is read until the socket is joined to the caller's (forward-websocket.ts resumes it).
         ws.pause();

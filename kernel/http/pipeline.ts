@@ -19,6 +19,7 @@ import { asyncBody, etagOf, syncBody } from './envelope.js';
 import { checkDeclaredLength, readBody } from './request-body.js';
 import { servedPaths } from './route-paths.js';
 import { stripPeerHeaders } from '../cluster/peer-headers.js';
+import { withReadScope } from '../store/read-scope.js';
 
 const VERBS = ['get', 'put', 'patch', 'post', 'delete'] as const;
 type Verb = (typeof VERBS)[number];
@@ -178,7 +179,9 @@ export class RoutePipeline {
     request: Request, h: ResponseToolkit, route: RouteDescriptor, fixed: Readonly<Record<string, string>>, verb: Verb, spec: VerbSpec, authenticate: Authenticate,
   ) {
     try {
-      return await this.answer(request, h, route, fixed, verb, spec, authenticate);
+      const answer = () => this.answer(request, h, route, fixed, verb, spec, authenticate);
+      // In a cluster a request's reads share one freshness check of the store's copy (kernel/store/read-scope.ts).
+      return await (this.forwarding ? withReadScope(answer) : answer());
     } catch (err) {
       if (isApiError(err)) this.checkDeclaredError(route, verb, spec, err.status);
       throw err;

@@ -10,6 +10,7 @@ import { conflict, type StoreChange } from '../../sdk/index.js';
 import type { EtcdConnection } from '../cluster/etcd-client.js';
 import type { BackendDump, BackendReader, BackendWriter, DocAddress, Row, StoreBackend } from './backend.js';
 import { EtcdMirror } from './etcd-mirror.js';
+import { revisionToReach } from './read-scope.js';
 import {
   decodeValue, docKey, docPrefix, DOC_PREFIX, encodeValue, parseDocKey, parseSchemaKey, prefixEnd, schemaKey, SCHEMA_PREFIX,
 } from './etcd-keys.js';
@@ -231,11 +232,11 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
 
   /**
    * Whether the copy may answer: it holds everything up to etcd's current revision, asked after this
-   * read began. False (read from etcd) while there is no copy or the watch lags past the bound.
+   * read (or the request it serves: read-scope.ts) began. False (read from etcd) while there is no copy or the watch lags past the bound.
    */
   private async fresh(): Promise<boolean> {
     if (!this.mirror.ready) return false;
-    return this.mirror.waitFor(await this.currentRevision(), FRESH_WAIT_MS);
+    return this.mirror.waitFor(await revisionToReach(() => this.currentRevision()), FRESH_WAIT_MS);
   }
 
   /**

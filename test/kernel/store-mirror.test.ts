@@ -2,7 +2,8 @@
  * The etcd backend's in-memory copy of the documents, on a real 3-member etcd (127.0.23.1-3): a read on
  * one member right after a write acknowledged on another sees it (get and list, in a tight loop, and
  * with readers hammering while writers write), concurrent reads share one freshness check, a member
- * whose etcd dies and comes back reloads its copy and misses nothing, and what the copy costs in memory.
+ * whose etcd dies and comes back reloads its copy and misses nothing, a request's reads share one check
+ * until a peer's news arrives, and what the copy costs in memory.
  */
 import test from 'ava';
 import v8 from 'node:v8';
@@ -10,6 +11,7 @@ import vm from 'node:vm';
 import { DocumentStore } from '../../kernel/store/document-store.js';
 import { EtcdBackend } from '../../kernel/store/etcd-backend.js';
 import { docKey, docPrefix, encodeValue } from '../../kernel/store/etcd-keys.js';
+import { noteNewsFromPeers, withReadScope } from '../../kernel/store/read-scope.js';
 import { hasEtcd, startEtcdCluster, type TestEtcdCluster } from '../helpers/etcd-cluster.js';
 import { serialUnless } from '../helpers/needs.js';
 
@@ -164,4 +166,31 @@ serial('the copy\'s memory: 10,000 documents of about 1 KiB', async (t) => {
   t.true(heapAfter - heapBefore < raw * 3, 'the copy costs no more than three times the bytes it holds');
   await loader.backend.connection.client.delete().prefix(docPrefix('mem', 'instances'));
   await Promise.all([loader.store.close(), probe.store.close()]);
+});
+
+serial('a request\'s reads share one check until news from a peer arrives; then a write acknowledged elsewhere is seen', async (t) => {
+  const a = await open(0);
+  const b = await open(1);
+  const ca = a.store.namespace('scope').collection<{ n: number }>('docs');
+  const cb = b.store.namespace('scope').collection<{ n: number }>('docs');
+  await ca.put('', 'x', { n: 0 });
+  await withReadScope(async () => {
+    const before = b.backend.checksSent;
+    for (let i = 0; i < 5; i++) await cb.get('', 'x');
+    await cb.list('');
+    t.is(b.backend.checksSent - before, 1, 'six reads in one request, one check');
+    for (let n = 1; n <= 50; n++) {
+      // As when a peer answers this request: the write is acknowledged, and the answer is news from a peer.
+      await ca.put('', 'x', { n });
+      noteNewsFromPeers();
+      t.is((await cb.get('', 'x'))?.doc.n, n);
+    }
+    t.true(b.backend.checksSent - before > 1, 'news from a peer made the next read check again');
+  });
+  // Outside a request scope, each read checks.
+  const before = b.backend.checksSent;
+  await cb.get('', 'x');
+  await cb.get('', 'x');
+  t.is(b.backend.checksSent - before, 2);
+  await Promise.all([a.store.close(), b.store.close()]);
 });
