@@ -13,9 +13,9 @@ import type WebSocket from 'ws';
 import type Logger from 'bunyan';
 import { ApiError, ALLOWED_ERROR_STATUSES, unavailable, type ClusterMemberInfo, type ErrorStatus } from '../../sdk/index.js';
 import type { Caller } from '../http/api-request.js';
-import { FORWARDED_CALLER_HEADER, encodeCaller } from './peer-headers.js';
+import { FORWARDED_CALLER_HEADER, READ_REVISION_HEADER, encodeCaller } from './peer-headers.js';
 import { parseMemberAddress, type PeerAgents } from './peer-agents.js';
-import { noteNewsFromPeers } from '../store/read-scope.js';
+import { noteNewsFromPeers, scopeRevision } from '../store/read-scope.js';
 
 /** A member that does not accept a connection in this time is unreachable (503). */
 export const CONNECT_BOUND_MS = 3_000;
@@ -166,6 +166,7 @@ export class Forwarder {
     if (payload) Object.assign(headers, { 'content-type': 'application/json', 'content-length': payload.length });
     // Marked as forwarded either way, so the member answers itself and never passes the question on.
     headers[FORWARDED_CALLER_HEADER] = encodeCaller(caller ?? this.memberCaller(), this.self());
+    withReadRevision(headers);
     return new Promise((resolve, reject) => {
       const upstream = https.request({ agent, host, port, method, path, headers });
       const timer = setTimeout(() => {
@@ -236,6 +237,7 @@ export class Forwarder {
       headers[name] = value;
     }
     headers[FORWARDED_CALLER_HEADER] = encodeCaller(caller, this.self());
+    withReadRevision(headers);
     return headers;
   }
 
@@ -297,4 +299,11 @@ function refusalOf(status: number, text: string): ApiError {
   } catch { /* not the error envelope */ }
   const allowed = (ALLOWED_ERROR_STATUSES as readonly number[]).includes(status) ? (status as ErrorStatus) : 500;
   return new ApiError(allowed, message);
+}
+
+/** The store revision this request has checked, for the member to read at (kernel/store/read-scope.ts). */
+function withReadRevision(headers: OutgoingHttpHeaders): void {
+  delete headers[READ_REVISION_HEADER];
+  const known = scopeRevision();
+  if (known !== undefined) headers[READ_REVISION_HEADER] = String(known);
 }

@@ -18,8 +18,8 @@ import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
 import { asyncBody, etagOf, syncBody } from './envelope.js';
 import { checkDeclaredLength, readBody } from './request-body.js';
 import { servedPaths } from './route-paths.js';
-import { stripPeerHeaders } from '../cluster/peer-headers.js';
-import { withReadScope } from '../store/read-scope.js';
+import { READ_REVISION_HEADER, stripPeerHeaders } from '../cluster/peer-headers.js';
+import { adoptPeerRevision, withReadScope } from '../store/read-scope.js';
 
 const VERBS = ['get', 'put', 'patch', 'post', 'delete'] as const;
 type Verb = (typeof VERBS)[number];
@@ -194,6 +194,7 @@ export class RoutePipeline {
     const access = spec.access ?? 'trusted';
     const caller = await authenticate(request, access);
     if (!caller.peer) stripPeerHeaders(request.raw.req.headers);
+    else adoptPeerRevision(request.raw.req.headers[READ_REVISION_HEADER]);
     const build = (body: unknown) => this.buildRequest(request.method, request.path, request.params as Record<string, string>, fixed, request.query as Record<string, unknown>,
       request.headers as Record<string, string | undefined>, caller, body, spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined,
       request.raw.res);

@@ -8,8 +8,15 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 
+interface Checked {
+  epoch: number;
+  revision: Promise<number>;
+  /** The revision once known. */
+  value?: number;
+}
+
 interface ReadScope {
-  checked?: { epoch: number; revision: Promise<number> };
+  checked?: Checked;
 }
 
 const scopes = new AsyncLocalStorage<ReadScope>();
@@ -31,11 +38,32 @@ export function revisionToReach(check: () => Promise<number>): Promise<number> {
   const scope = scopes.getStore();
   if (!scope) return check();
   if (scope.checked?.epoch === epoch) return scope.checked.revision;
-  const checked = { epoch, revision: check() };
+  const checked: Checked = { epoch, revision: check() };
   scope.checked = checked;
+  checked.revision.then((value) => {
+    checked.value = value;
+  }, () => undefined);
   // A failed check (no quorum) is not kept: the next read asks again.
   checked.revision.catch(() => {
     if (scope.checked === checked) scope.checked = undefined;
   });
   return checked.revision;
+}
+
+/** The revision this request has checked, while still valid: a peer asked on the request's behalf may reuse it. */
+export function scopeRevision(): number | undefined {
+  const checked = scopes.getStore()?.checked;
+  return checked?.epoch === epoch ? checked.value : undefined;
+}
+
+/**
+ * A request a peer sent on behalf of its own request, with the revision that request checked: this
+ * member's reads for it wait for that revision instead of checking again. Part of one request, the
+ * peer's check covers it as it covers the peer's own reads. Only peers may send it (peer-headers.ts).
+ */
+export function adoptPeerRevision(header: string | string[] | undefined): void {
+  const scope = scopes.getStore();
+  const value = typeof header === 'string' && /^[0-9]{1,15}$/.test(header) ? Number(header) : undefined;
+  if (!scope || scope.checked || !value) return;
+  scope.checked = { epoch, revision: Promise.resolve(value), value };
 }
