@@ -13,8 +13,9 @@ import type WebSocket from 'ws';
 import type Logger from 'bunyan';
 import { ApiError, ALLOWED_ERROR_STATUSES, unavailable, type ClusterMemberInfo, type ErrorStatus } from '../../sdk/index.js';
 import type { Caller } from '../http/api-request.js';
-import { FORWARDED_CALLER_HEADER, encodeCaller } from './peer-headers.js';
+import { FORWARDED_CALLER_HEADER, READ_REVISION_HEADER, encodeCaller } from './peer-headers.js';
 import { parseMemberAddress, type PeerAgents } from './peer-agents.js';
+import { noteNewsFromPeers, scopeRevision } from '../store/read-scope.js';
 
 /** A member that does not accept a connection in this time is unreachable (503). */
 export const CONNECT_BOUND_MS = 3_000;
@@ -67,6 +68,7 @@ export class Forwarder {
       });
       upstream.on('response', (answer) => {
         answered = true;
+        noteNewsFromPeers();
         const location = answer.headers.location;
         if (answer.statusCode === 202 && typeof location === 'string') this.sawOperation(location, member.name);
         res.writeHead(answer.statusCode ?? 502, answer.statusMessage, passOn(answer.headers));
@@ -147,7 +149,10 @@ export class Forwarder {
           return;
         }
         const out = createWriteStream(file);
-        pipeline(answer, out).then(() => resolve(), (err) => reject(unreachable(member, err)));
+        pipeline(answer, out).then(() => {
+          noteNewsFromPeers();
+          resolve();
+        }, (err) => reject(unreachable(member, err)));
       });
       upstream.end();
     });
@@ -161,6 +166,7 @@ export class Forwarder {
     if (payload) Object.assign(headers, { 'content-type': 'application/json', 'content-length': payload.length });
     // Marked as forwarded either way, so the member answers itself and never passes the question on.
     headers[FORWARDED_CALLER_HEADER] = encodeCaller(caller ?? this.memberCaller(), this.self());
+    withReadRevision(headers);
     return new Promise((resolve, reject) => {
       const upstream = https.request({ agent, host, port, method, path, headers });
       const timer = setTimeout(() => {
@@ -180,6 +186,8 @@ export class Forwarder {
         });
         answer.on('end', () => {
           clearTimeout(timer);
+          // What the member did is acknowledged now: this member's store reads check etcd again.
+          noteNewsFromPeers();
           const text = Buffer.concat(chunks).toString('utf8');
           let parsed: unknown = text;
           try {
@@ -200,6 +208,8 @@ export class Forwarder {
       const ws = new WebSocket(url, {
         agent, headers: headers as Record<string, string>, perMessageDeflate: false, maxPayload: MAX_PAYLOAD, handshakeTimeout: CONNECT_BOUND_MS,
       });
+      // Any message from a member may tell of a write it made: reads after it check the store again.
+      ws.on('message', noteNewsFromPeers);
       ws.once('open', () => {
         // Nothing is read until the socket is joined to the caller's (forward-websocket.ts resumes it).
         ws.pause();
@@ -227,6 +237,7 @@ export class Forwarder {
       headers[name] = value;
     }
     headers[FORWARDED_CALLER_HEADER] = encodeCaller(caller, this.self());
+    withReadRevision(headers);
     return headers;
   }
 
@@ -288,4 +299,11 @@ function refusalOf(status: number, text: string): ApiError {
   } catch { /* not the error envelope */ }
   const allowed = (ALLOWED_ERROR_STATUSES as readonly number[]).includes(status) ? (status as ErrorStatus) : 500;
   return new ApiError(allowed, message);
+}
+
+/** The store revision this request has checked, for the member to read at (kernel/store/read-scope.ts). */
+function withReadRevision(headers: OutgoingHttpHeaders): void {
+  delete headers[READ_REVISION_HEADER];
+  const known = scopeRevision();
+  if (known !== undefined) headers[READ_REVISION_HEADER] = String(known);
 }

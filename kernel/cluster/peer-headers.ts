@@ -11,8 +11,11 @@ export const FORWARDED_CALLER_HEADER = 'x-corral-forwarded-caller';
 /** On `/1.0/events`: a peer asks for this member's own events only (it has its own links to the others). */
 export const LOCAL_EVENTS_HEADER = 'x-corral-local-events';
 
+/** The store revision the forwarding member's request has checked: the member's reads wait for it instead of checking again. */
+export const READ_REVISION_HEADER = 'x-corral-read-revision';
+
 /** Every header only a peer may send (lowercase, as node gives them). */
-const PEER_ONLY = [FORWARDED_CALLER_HEADER, LOCAL_EVENTS_HEADER];
+const PEER_ONLY = [FORWARDED_CALLER_HEADER, LOCAL_EVENTS_HEADER, READ_REVISION_HEADER];
 
 interface ForwardedCaller {
   /** The member that forwarded (for logs and the loop guard). */

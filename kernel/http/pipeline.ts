@@ -18,7 +18,8 @@ import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
 import { asyncBody, etagOf, syncBody } from './envelope.js';
 import { checkDeclaredLength, readBody } from './request-body.js';
 import { servedPaths } from './route-paths.js';
-import { stripPeerHeaders } from '../cluster/peer-headers.js';
+import { READ_REVISION_HEADER, stripPeerHeaders } from '../cluster/peer-headers.js';
+import { adoptPeerRevision, withReadScope } from '../store/read-scope.js';
 
 const VERBS = ['get', 'put', 'patch', 'post', 'delete'] as const;
 type Verb = (typeof VERBS)[number];
@@ -178,7 +179,9 @@ export class RoutePipeline {
     request: Request, h: ResponseToolkit, route: RouteDescriptor, fixed: Readonly<Record<string, string>>, verb: Verb, spec: VerbSpec, authenticate: Authenticate,
   ) {
     try {
-      return await this.answer(request, h, route, fixed, verb, spec, authenticate);
+      const answer = () => this.answer(request, h, route, fixed, verb, spec, authenticate);
+      // In a cluster a request's reads share one freshness check of the store's copy (kernel/store/read-scope.ts).
+      return await (this.forwarding ? withReadScope(answer) : answer());
     } catch (err) {
       if (isApiError(err)) this.checkDeclaredError(route, verb, spec, err.status);
       throw err;
@@ -191,6 +194,7 @@ export class RoutePipeline {
     const access = spec.access ?? 'trusted';
     const caller = await authenticate(request, access);
     if (!caller.peer) stripPeerHeaders(request.raw.req.headers);
+    else adoptPeerRevision(request.raw.req.headers[READ_REVISION_HEADER]);
     const build = (body: unknown) => this.buildRequest(request.method, request.path, request.params as Record<string, string>, fixed, request.query as Record<string, unknown>,
       request.headers as Record<string, string | undefined>, caller, body, spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined,
       request.raw.res);

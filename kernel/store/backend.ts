@@ -51,6 +51,8 @@ export interface StoreBackend extends BackendReader {
   readonly kind: 'sqlite' | 'etcd';
   /** False while the backend cannot answer (etcd without quorum): cached rows are not served then either. */
   readonly reachable: boolean;
+  /** Reads are answered from the backend's own copy, checked current: the store's row cache is not used for them. */
+  readonly mirrored?: boolean;
   /**
    * Run `work` atomically. `single` marks one write outside a plugin transaction (a backend may skip
    * its transaction machinery). An optimistic backend may run `work` again (with `retry` set).

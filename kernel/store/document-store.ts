@@ -197,6 +197,14 @@ export class DocumentStore {
     return this.backend.reachable ? this.rows.get(key) : undefined;
   }
 
+  /**
+   * @internal A row for a read outside a write. A mirrored backend answers reads from its own copy once it
+   * is current; the cache (fed by the watch, unchecked) could miss another member's acknowledged write.
+   */
+  readableRow(key: string): Row | undefined {
+    return this.backend.mirrored ? undefined : this.cachedRow(key);
+  }
+
   /** @internal The change count to hand back to rememberRow() once a read finishes. */
   readStamp(): number {
     return this.changeCount;
@@ -269,7 +277,7 @@ class CollectionView<T> implements Collection<T> {
     // Inside a transaction the transaction's own writes count: no cache there.
     const at = this.at(project, name);
     const cacheKey = this.tx ? undefined : addressKey(at);
-    const hit = cacheKey && this.core.cachedRow(cacheKey);
+    const hit = cacheKey && this.core.readableRow(cacheKey);
     if (hit) return Promise.resolve(toDoc<T>(hit));
     const stamp = this.core.readStamp();
     return this.core.read(this.tx, async (reader) => {

@@ -2,12 +2,15 @@
  * The clustered backend: documents in etcd, one key each (etcd-keys.ts). Writes are optimistic
  * transactions: reads happen at one etcd revision, and the commit is an etcd txn that checks every
  * key and range read is unchanged since; when another member got in between, the work runs again.
- * Other members' writes reach this member through a watch.
+ * Other members' writes reach this member through a watch, which also keeps a copy of every document
+ * in memory (etcd-mirror.ts): reads are answered from it once etcd's current revision is reached.
  */
 import type { ICompare, IKeyValue, IRequestOp } from 'etcd3';
 import { conflict, type StoreChange } from '../../sdk/index.js';
 import type { EtcdConnection } from '../cluster/etcd-client.js';
 import type { BackendDump, BackendReader, BackendWriter, DocAddress, Row, StoreBackend } from './backend.js';
+import { EtcdMirror } from './etcd-mirror.js';
+import { revisionToReach } from './read-scope.js';
 import {
   decodeValue, docKey, docPrefix, DOC_PREFIX, encodeValue, parseDocKey, parseSchemaKey, prefixEnd, schemaKey, SCHEMA_PREFIX,
 } from './etcd-keys.js';
@@ -16,6 +19,10 @@ import {
 const RETRY_BOUND_MS = 3_000;
 /** Operations per txn when copying a whole store in (etcd is started with a larger --max-txn-ops). */
 const LOAD_BATCH = 1_000;
+/** How long a read waits for the watch to reach etcd's revision before it reads from etcd itself. */
+const FRESH_WAIT_MS = 1_000;
+/** A key never written: asking for it (count only) is the cheapest linearizable request with a revision. */
+const FRESHNESS_KEY = '/corral/freshness';
 
 const str = (b: Buffer | undefined) => (b ? b.toString('utf8') : '');
 
@@ -33,6 +40,25 @@ async function rangeDocs(etcd: EtcdConnection, namespace: string, collection: st
     rows.push({ key, row: decodeValue(at, str(kv.value), Number(kv.mod_revision)) });
   }
   return { rows, revision: Number(res.header.revision), prefix };
+}
+
+/** Keys per page of a whole-prefix read: gRPC refuses answers over 4 MiB, and a store may be larger. */
+const PAGE_KEYS = 500;
+
+/** Every key under `prefix`, read in pages all at the revision of the first page. */
+async function rangeAll(etcd: EtcdConnection, prefix: string): Promise<{ kvs: IKeyValue[]; revision: number }> {
+  const end = prefixEnd(prefix);
+  const kvs: IKeyValue[] = [];
+  let from = Buffer.from(prefix);
+  let revision: number | undefined;
+  for (;;) {
+    const res = await etcd.call((c) => c.kv.range({ key: from, range_end: end, revision, limit: PAGE_KEYS }));
+    revision ??= Number(res.header.revision);
+    kvs.push(...res.kvs);
+    if (!res.more || !res.kvs.length) return { kvs, revision };
+    // The next page starts just after the last key read.
+    from = Buffer.concat([res.kvs[res.kvs.length - 1]!.key, Buffer.from([0])]);
+  }
 }
 
 class EtcdReader implements BackendReader {
@@ -66,6 +92,11 @@ class EtcdWriter implements BackendWriter {
   private readonly writes = new Map<string, { at?: DocAddress; value: string | null }>();
 
   constructor(private readonly etcd: EtcdConnection, readonly retry: boolean) {}
+
+  /** What the commit wrote: key → value (null: deleted). */
+  *written(): Iterable<[string, string | null]> {
+    for (const [key, w] of this.writes) if (w.at) yield [key, w.value];
+  }
 
   private async readKey(key: string): Promise<IKeyValue | undefined> {
     const res = await this.etcd.call((c) => c.kv.range({ key: Buffer.from(key), revision: this.snapshot }));
@@ -153,13 +184,24 @@ class EtcdWriter implements BackendWriter {
 
 export class EtcdBackend extends EtcdReader implements StoreBackend {
   readonly kind = 'etcd';
+  /** Reads are answered from a copy checked against etcd's revision: a cache above it would only be staler. */
+  readonly mirrored = true;
   /** Revisions of this member's own commits: the watch does not publish them again. */
   private readonly own = new Set<number>();
   /** Watch events that arrived while an own commit was in flight (its revision not yet known). */
   private queued: StoreChange[][] | undefined;
   private inflight = 0;
   private deliver: ((list: StoreChange[]) => void) | undefined;
+  private resync: (() => void) | undefined;
   private watcher: { cancel(): Promise<void> } | undefined;
+  /** Bumped at each (re)start of the watch: events of an older watch are ignored. */
+  private generation = 0;
+  private readonly mirror = new EtcdMirror();
+  /** The freshness check on the wire, and the one that readers arriving meanwhile share after it. */
+  private checking: Promise<number> | undefined;
+  private nextCheck: Promise<number> | undefined;
+  /** Freshness checks sent so far (tests count them to see reads share them). */
+  checksSent = 0;
 
   constructor(etcd: EtcdConnection) {
     super(etcd);
@@ -173,6 +215,55 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
     return this.etcd;
   }
 
+  /** The in-memory copy (tests read its revision and size). */
+  get copy(): EtcdMirror {
+    return this.mirror;
+  }
+
+  override async get(at: DocAddress): Promise<Row | undefined> {
+    if (await this.fresh()) return this.mirror.get(at, docKey(at));
+    return super.get(at);
+  }
+
+  override async list(namespace: string, collection: string, project?: string, namePrefix = ''): Promise<Row[]> {
+    if (await this.fresh()) return this.mirror.list(namespace, collection, project, namePrefix);
+    return super.list(namespace, collection, project, namePrefix);
+  }
+
+  /**
+   * Whether the copy may answer: it holds everything up to etcd's current revision, asked after this
+   * read (or the request it serves: read-scope.ts) began. False (read from etcd) while there is no copy or the watch lags past the bound.
+   */
+  private async fresh(): Promise<boolean> {
+    if (!this.mirror.ready) return false;
+    return this.mirror.waitFor(await revisionToReach(() => this.currentRevision()), FRESH_WAIT_MS);
+  }
+
+  /**
+   * etcd's current revision, from a linearizable request. Readers share requests: one that arrives while
+   * a request is on the wire cannot use it (it may have been answered before a write this reader must
+   * see was acknowledged), so it waits for the next one, which every such reader shares.
+   */
+  private currentRevision(): Promise<number> {
+    if (!this.checking) return this.startCheck();
+    this.nextCheck ??= this.checking.then(() => undefined, () => undefined).then(() => {
+      this.nextCheck = undefined;
+      return this.startCheck();
+    });
+    return this.nextCheck;
+  }
+
+  private startCheck(): Promise<number> {
+    this.checksSent++;
+    const check = this.etcd.call((c) => c.kv.range({ key: Buffer.from(FRESHNESS_KEY), count_only: true }))
+      .then((res) => Number(res.header.revision));
+    this.checking = check;
+    check.then(() => undefined, () => undefined).finally(() => {
+      if (this.checking === check) this.checking = undefined;
+    });
+    return check;
+  }
+
   async write<R>(work: (w: BackendWriter) => Promise<R>): Promise<R> {
     const giveUp = Date.now() + RETRY_BOUND_MS;
     for (let attempt = 0; Date.now() < giveUp; attempt++) {
@@ -181,7 +272,10 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
       this.inflight++;
       try {
         if (await w.commit()) {
-          if (w.committed !== undefined) this.own.add(w.committed);
+          if (w.committed !== undefined) {
+            this.own.add(w.committed);
+            this.mirror.applyOwn(w.committed, w.written());
+          }
           return result;
         }
       } finally {
@@ -196,50 +290,73 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
 
   async watchOthers(changes: (list: StoreChange[]) => void, resync: () => void): Promise<void> {
     this.deliver = changes;
-    await this.startWatch(resync);
-    // Another member in use (a standby promoted, a voter gone): the watch starts again there, and what
-    // happened in between is unknown, so the cache is emptied.
-    this.stopFollowingSwitches = this.etcd.onSwitch(() => {
-      const old = this.watcher;
-      this.watcher = undefined;
-      void old?.cancel().catch(() => undefined);
-      resync();
-      const again = () => {
-        if (!this.deliver || this.watcher) return;
-        this.startWatch(resync).catch(() => setTimeout(again, 500).unref());
-      };
-      again();
-    });
+    this.resync = resync;
+    await this.startWatch();
+    // Another member in use (a standby promoted, a voter gone): the watch starts again there.
+    this.stopFollowingSwitches = this.etcd.onSwitch(() => this.restartWatch());
   }
 
   private stopFollowingSwitches: (() => void) | undefined;
 
-  private async startWatch(resync: () => void): Promise<void> {
-    const watcher = await this.etcd.watch((c) => c.watch().prefix(DOC_PREFIX).withPreviousKV());
-    let wasDisconnected = false;
-    watcher.on('disconnected', () => { wasDisconnected = true; });
-    watcher.on('connected', () => {
-      if (wasDisconnected) resync();
-      wasDisconnected = false;
+  /**
+   * The watch broke (or the member in use changed): what happened meanwhile is unknown, so the copy is
+   * dropped (reads go to etcd), caches above are emptied, and copy and watch start again (retried).
+   */
+  private restartWatch(): void {
+    const old = this.watcher;
+    this.watcher = undefined;
+    this.generation++;
+    this.mirror.reset();
+    void old?.cancel().catch(() => undefined);
+    this.resync?.();
+    const again = () => {
+      if (!this.deliver || this.watcher) return;
+      this.startWatch().catch(() => setTimeout(again, 500).unref());
+    };
+    again();
+  }
+
+  /** Load the copy with one range read at revision L, then watch every key from L + 1. */
+  private async startWatch(): Promise<void> {
+    const generation = ++this.generation;
+    const res = await rangeAll(this.etcd, DOC_PREFIX);
+    const loadedAt = res.revision;
+    if (generation !== this.generation) return;
+    this.mirror.load(res.kvs.map((kv) => ({ key: str(kv.key), value: str(kv.value), mod: Number(kv.mod_revision) })), loadedAt);
+    // Every key, not only documents: then each revision arrives as an event and the copy knows which it reached.
+    const watcher = await this.etcd.watch((c) => c.watch().prefix('').withPreviousKV().startRevision(String(loadedAt + 1)));
+    const current = () => generation === this.generation;
+    watcher.on('disconnected', () => {
+      // etcd3 resumes by itself, but from the header's revision: start from a fresh copy instead.
+      if (current()) this.restartWatch();
     });
-    watcher.on('error', () => resync());
+    watcher.on('error', () => {
+      // A compacted start revision, a cancelled watch.
+      if (current()) this.restartWatch();
+    });
     watcher.on('data', (res) => {
-      if (this.watcher !== watcher) return;
+      if (!current()) return;
       const list: StoreChange[] = [];
+      let reached = 0;
       for (const event of res.events) {
-        const at = parseDocKey(str(event.kv.key));
-        if (!at) continue;
+        const key = str(event.kv.key);
         const mod = Number(event.kv.mod_revision);
         const deleted = event.type === 'Delete';
+        reached = Math.max(reached, mod);
+        this.mirror.applyWatched(key, deleted ? null : str(event.kv.value), mod);
+        const at = parseDocKey(key);
+        if (!at) continue;
         const value = deleted ? event.prev_kv && str(event.prev_kv.value) : str(event.kv.value);
         const rev = value ? decodeValue(at, value, mod).rev : 0;
         list.push({ ...at, kind: deleted ? 'delete' : 'put', rev, mod } as StoreChange & { mod: number });
       }
+      // One response holds whole revisions, in order: every change up to the last one is here.
+      if (reached) this.mirror.progress(reached);
       if (!list.length) return;
       if (this.inflight) (this.queued ??= []).push(list);
       else this.publishOthers(list);
     });
-    if (!this.deliver) {
+    if (!this.deliver || !current()) {
       await watcher.cancel().catch(() => undefined);
       return;
     }
@@ -266,7 +383,7 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
 
   async dump(): Promise<BackendDump> {
     const docs: BackendDump['docs'] = [];
-    const res = await this.etcd.call((c) => c.kv.range({ key: Buffer.from(DOC_PREFIX), range_end: prefixEnd(DOC_PREFIX) }));
+    const res = await rangeAll(this.etcd, DOC_PREFIX);
     for (const kv of res.kvs) {
       const at = parseDocKey(str(kv.key));
       if (!at) continue;
@@ -292,6 +409,8 @@ export class EtcdBackend extends EtcdReader implements StoreBackend {
 
   async close(): Promise<void> {
     this.deliver = undefined;
+    this.generation++;
+    this.mirror.reset();
     this.stopFollowingSwitches?.();
     await this.watcher?.cancel().catch(() => undefined);
     this.watcher = undefined;
