@@ -433,6 +433,7 @@ export class NetworkManager {
       }
     });
     for (const driver of this.drivers.all()) driver.lifetime?.watch?.();
+    await this.parts.catchUp();
   }
 
   async shutdown(hostShutdown: boolean): Promise<void> {

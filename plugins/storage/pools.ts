@@ -318,5 +318,6 @@ export class PoolManager {
       });
     }));
     this.ctx.refreshServerInfo();
+    await this.parts.catchUp();
   }
 }
