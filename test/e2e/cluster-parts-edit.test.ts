@@ -157,7 +157,10 @@ serial('renaming a cluster\'s network is refused, as the reference refuses it', 
 
 serial('a pool\'s shared key is applied by every member\'s driver; its size changes only with --target, on that member', async (t) => {
   const [d1, d2, d3] = members as [NetDaemon, NetDaemon, NetDaemon];
-  for (const [d, m] of [[d1, 'm1'], [d2, 'm2'], [d3, 'm3']] as const) await lxcOk(t, d.socket, 'storage', 'create', 'bp', 'btrfs', 'size=1GiB', '--target', m);
+  for (const [d, m] of [[d1, 'm1'], [d2, 'm2']] as const) await lxcOk(t, d.socket, 'storage', 'create', 'bp', 'btrfs', 'size=1GiB', '--target', m);
+  await lxcOk(t, d3.socket, 'storage', 'create', 'bp', 'btrfs', 'size=512MiB', '--target', 'm3');
+  // A part not made yet takes a new member key with --target: its making uses it.
+  await lxcOk(t, d1.socket, 'storage', 'set', 'bp', 'size=1GiB', '--target', 'm3');
   await lxcOk(t, d1.socket, 'storage', 'create', 'bp', 'btrfs');
   for (const d of members) t.false(mountOptions(d, 'bp').includes('noatime'), `${d.member.ns} mounted without noatime`);
 
@@ -172,6 +175,7 @@ serial('a pool\'s shared key is applied by every member\'s driver; its size chan
   await lxcOk(t, d1.socket, 'storage', 'set', 'bp', 'size=2GiB', '--target', 'm2');
   t.is(statSync(await sourceOf('m2')).size, 2 * 1024 ** 3, 'm2\'s loop file grew');
   t.is(statSync(await sourceOf('m1')).size, 1024 ** 3, 'm1\'s loop file did not');
+  t.is(statSync(await sourceOf('m3')).size, 1024 ** 3, 'm3\'s loop file was made with the size set while pending');
   t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/storage-pools/bp?target=m2')).config.size, '2GiB');
   t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/storage-pools/bp?target=m1')).config.size, '1GiB');
   t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/storage-pools/bp')).config.size, undefined, 'the cluster-wide view has no member-specific keys');
