@@ -312,9 +312,15 @@ export class NetworkManager {
       const { rev, doc } = await this.get(project, name);
       const driver = this.driverOf(doc);
       const part = doc.members?.[self];
-      if (part?.state !== 'Created') throw badRequest(`Network "${name}" is not created on member "${self}"`);
+      if (!part) throw badRequest(`Network "${name}" is not defined on member "${self}"`);
       const own = this.parts.ownKeysOf(doc, edit.config);
       const record: NetworkRecord = { ...doc, members: { ...doc.members, [self]: { ...part, config: own } } };
+      if (part.state !== 'Created') {
+        // Not made on this host yet (pending, or failed): the keys are what its making will use.
+        this.drivers.validate(doc.type, own);
+        await this.records.put(project, name, record, rev);
+        return;
+      }
       const previous = this.info(project, doc);
       const next = this.info(project, record);
       this.drivers.validate(doc.type, next.config);
@@ -433,6 +439,7 @@ export class NetworkManager {
       }
     });
     for (const driver of this.drivers.all()) driver.lifetime?.watch?.();
+    await this.parts.catchUp();
   }
 
   async shutdown(hostShutdown: boolean): Promise<void> {

@@ -241,8 +241,14 @@ export class PoolManager {
     if (!stored) throw notFound('Storage pool not found');
     const { doc } = stored;
     const part = doc.members?.[self];
-    if (part?.state !== 'Created') throw badRequest(`Storage pool "${name}" is not created on member "${self}"`);
+    if (!part) throw badRequest(`Storage pool "${name}" is not defined on member "${self}"`);
     const own = this.parts.ownKeysOf(doc, edit.config);
+    if (part.state !== 'Created') {
+      // Not made on this host yet (pending, or failed): the keys are what its making will use.
+      this.drivers.validate(doc.driver, own);
+      await this.records.put(POOL_PROJECT, name, { ...doc, members: { ...doc.members, [self]: { ...part, config: own } } }, stored.rev);
+      return;
+    }
     const kept = keepFixedKeys(own, part.config);
     const config = { ...doc.config, ...kept };
     this.drivers.validate(doc.driver, config);
@@ -318,5 +324,6 @@ export class PoolManager {
       });
     }));
     this.ctx.refreshServerInfo();
+    await this.parts.catchUp();
   }
 }

@@ -9,6 +9,7 @@
 import test from 'ava';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { clusterNetUnavailable, makeClusterNet, type ClusterNet, type NetDaemon } from '../helpers/cluster-net.js';
+import { waitFor } from '../helpers/daemon.js';
 import { lxcOk, lxcRefused } from '../helpers/clients.js';
 
 const skip = clusterNetUnavailable();
@@ -156,7 +157,10 @@ serial('renaming a cluster\'s network is refused, as the reference refuses it', 
 
 serial('a pool\'s shared key is applied by every member\'s driver; its size changes only with --target, on that member', async (t) => {
   const [d1, d2, d3] = members as [NetDaemon, NetDaemon, NetDaemon];
-  for (const [d, m] of [[d1, 'm1'], [d2, 'm2'], [d3, 'm3']] as const) await lxcOk(t, d.socket, 'storage', 'create', 'bp', 'btrfs', 'size=1GiB', '--target', m);
+  for (const [d, m] of [[d1, 'm1'], [d2, 'm2']] as const) await lxcOk(t, d.socket, 'storage', 'create', 'bp', 'btrfs', 'size=1GiB', '--target', m);
+  await lxcOk(t, d3.socket, 'storage', 'create', 'bp', 'btrfs', 'size=512MiB', '--target', 'm3');
+  // A part not made yet takes a new member key with --target: its making uses it.
+  await lxcOk(t, d1.socket, 'storage', 'set', 'bp', 'size=1GiB', '--target', 'm3');
   await lxcOk(t, d1.socket, 'storage', 'create', 'bp', 'btrfs');
   for (const d of members) t.false(mountOptions(d, 'bp').includes('noatime'), `${d.member.ns} mounted without noatime`);
 
@@ -171,6 +175,7 @@ serial('a pool\'s shared key is applied by every member\'s driver; its size chan
   await lxcOk(t, d1.socket, 'storage', 'set', 'bp', 'size=2GiB', '--target', 'm2');
   t.is(statSync(await sourceOf('m2')).size, 2 * 1024 ** 3, 'm2\'s loop file grew');
   t.is(statSync(await sourceOf('m1')).size, 1024 ** 3, 'm1\'s loop file did not');
+  t.is(statSync(await sourceOf('m3')).size, 1024 ** 3, 'm3\'s loop file was made with the size set while pending');
   t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/storage-pools/bp?target=m2')).config.size, '2GiB');
   t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/storage-pools/bp?target=m1')).config.size, '1GiB');
   t.is(JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/storage-pools/bp')).config.size, undefined, 'the cluster-wide view has no member-specific keys');
@@ -178,4 +183,19 @@ serial('a pool\'s shared key is applied by every member\'s driver; its size chan
 
   await lxcOk(t, d1.socket, 'storage', 'delete', 'bp');
   for (const d of members) t.deepEqual(mountOptions(d, 'bp'), [], `${d.member.ns} unmounted its part`);
+});
+
+serial('an edit while a member is offline is refused at once (503), and the keys stay as they were', async (t) => {
+  const [d1, , d3] = members as [NetDaemon, NetDaemon, NetDaemon];
+  for (const m of ['m1', 'm2', 'm3']) await lxcOk(t, d1.socket, 'network', 'create', 'obr0', '--target', m);
+  await lxcOk(t, d1.socket, 'network', 'create', 'obr0', 'ipv4.address=10.214.4.1/24', 'ipv4.nat=false', 'ipv6.address=none');
+  await d3.stop();
+  await waitFor(async () => /^m3,.*OFFLINE/m.test(await lxcOk(t, d1.socket, 'cluster', 'list', '--format', 'csv')), 10_000, 'm3 shown OFFLINE');
+  const asked = Date.now();
+  const refused = await lxcRefused(t, d1.socket, 'network', 'set', 'obr0', 'ipv4.dhcp.expiry=2h');
+  t.true(Date.now() - asked < 5_000, 'refused at once, not after the edit\'s bound');
+  t.regex(refused, /Cluster member "m3" is offline/);
+  const patched = await d1.request('PATCH', '/1.0/networks/obr0', { config: { 'ipv4.dhcp.expiry': '2h' } });
+  t.is(patched.status, 503, patched.body);
+  t.is((await lxcOk(t, d1.socket, 'network', 'get', 'obr0', 'ipv4.dhcp.expiry')).trim(), '');
 });

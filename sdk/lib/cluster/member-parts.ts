@@ -194,6 +194,20 @@ export class MemberParts<R extends MemberPartsRecord> {
     return work;
   }
 
+  /**
+   * Boot: this member's host was just brought up from the records as they are; a part left behind the
+   * last edit (the member stopped while it ran) records that it caught up, so that no edit waits for it.
+   */
+  async catchUp(): Promise<void> {
+    if (!this.opts.cluster.enabled) return;
+    for (const stored of await this.opts.records.list()) {
+      const part = stored.doc.members?.[this.self];
+      if (part?.state !== 'Created' || (part.applied ?? 0) >= (stored.doc.generation ?? 0)) continue;
+      await this.reconcile(stored.project, stored.name)
+        .catch((err) => this.opts.log.error({ err, name: stored.name }, `applying a change of a ${this.opts.what.toLowerCase()} on this member failed`));
+    }
+  }
+
   private async reconcileOnce(project: string, name: string): Promise<void> {
     const stored = await this.opts.records.get(project, name);
     const part = stored?.doc.members?.[this.self];
