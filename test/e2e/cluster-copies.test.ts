@@ -34,6 +34,7 @@ test.after.always(async () => {
   if (net) await net.teardown();
 });
 
+const member = (name: string) => d[Number(name.slice(1)) - 1]!;
 const show = async (t: any, name: string, via = d[0]!) => JSON.parse(await lxcOk(t, via.socket, 'query', `/1.0/instances/${name}?recursion=1`));
 const containerPath = (m: NetDaemon, name: string, rel = '') => `${m.dir}/storage-pools/default/containers/${name}${rel}`;
 const snapshotPath = (m: NetDaemon, name: string, snap: string, rel = '') => `${m.dir}/storage-pools/default/containers-snapshots/${name}/${snap}${rel}`;
@@ -134,6 +135,16 @@ serial('lxc copy --refresh from another member sends only what changed; the copy
   t.is(inodeOn(d3, containerPath(d3, 'whole', '/rootfs/root/big')), bigBefore, 'an unchanged file was not sent again');
   t.is(inodeOn(d3, snapshotPath(d3, 'whole', 's0', '/rootfs/root/mark')), s0Before, 'a snapshot the copy has was not sent again');
   t.false(exists(d1, containerPath(d1, 'whole')) || exists(d2, containerPath(d2, 'whole')), 'only m3 has the copy');
+
+  // Whichever member the request is placed on (here the source's, then a third), the copy's member refreshes it.
+  for (const [i, placed] of ['m2', 'm1'].entries()) {
+    await lxcOk(t, d1.socket, 'exec', 'c1', '--', 'sh', '-c', `echo again-${i} > /root/mark`);
+    await lxcOk(t, d2.socket, 'copy', 'c1', 'whole', '--refresh', '--target', placed);
+    t.is(fileOn(d3, containerPath(d3, 'whole', '/rootfs/root/mark')), `again-${i}\n`, `placed on ${placed}`);
+    t.is(inodeOn(d3, containerPath(d3, 'whole', '/rootfs/root/big')), bigBefore);
+    t.false(exists(member(placed), containerPath(member(placed), 'whole')), `nothing made on ${placed}`);
+  }
+  t.is((await show(t, 'whole')).location, 'm3');
 
   // A refresh of a running copy is refused; the copy stays as it was.
   await lxcOk(t, d1.socket, 'start', 'whole');
