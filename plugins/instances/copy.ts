@@ -59,6 +59,8 @@ export async function copyOrigin(manager: InstanceManager, snapshots: SnapshotMa
 export function applyCopyOrigin(spec: CreateSpec, origin: CopyOrigin, body: Record<string, unknown>): void {
   const base = origin.snapshot ?? origin.handle.record;
   if (base.architecture !== undefined) spec.architecture = base.architecture;
+  // A request naming no type copies the source's: lxc sends none for a snapshot (a VM's snapshot included).
+  if (!body.type) spec.type = origin.handle.record.type;
   if (origin.handle.record.type !== spec.type) throw badRequest(`Source instance "${origin.handle.name}" is a ${origin.handle.record.type}`);
   spec.config = { ...keepOnCopy(base.config), ...spec.config };
   if (!body.devices || Object.keys(body.devices as object).length === 0) spec.devices = structuredClone(base.devices);

@@ -13,6 +13,7 @@ import { lxc, lxcOk, lxcRefused, python } from '../helpers/clients.js';
 import { buildBusyboxImage } from '../helpers/busybox-image.js';
 import { importImage } from '../helpers/api.js';
 import { distRoot, killContainers, projectRoot, waitFor } from '../helpers/daemon.js';
+import { formCluster } from '../helpers/cluster-form.js';
 
 const skip = clusterNetUnavailable() ?? (existsSync(path.join(distRoot, 'plugins', 'clustering', 'index.js')) ? undefined : 'this build has no clustering plugin');
 const serial = skip ? test.serial.skip : test.serial;
@@ -20,7 +21,6 @@ if (skip) console.warn(`cluster-copies skipped: ${skip}`);
 
 let net: ClusterNet;
 let d: NetDaemon[] = [];
-const address = (m: NetDaemon) => `${m.member.address}:8443`;
 
 test.before(async () => {
   if (skip) return;
@@ -34,6 +34,7 @@ test.after.always(async () => {
   if (net) await net.teardown();
 });
 
+const member = (name: string) => d[Number(name.slice(1)) - 1]!;
 const show = async (t: any, name: string, via = d[0]!) => JSON.parse(await lxcOk(t, via.socket, 'query', `/1.0/instances/${name}?recursion=1`));
 const containerPath = (m: NetDaemon, name: string, rel = '') => `${m.dir}/storage-pools/default/containers/${name}${rel}`;
 const snapshotPath = (m: NetDaemon, name: string, snap: string, rel = '') => `${m.dir}/storage-pools/default/containers-snapshots/${name}/${snap}${rel}`;
@@ -55,29 +56,7 @@ async function liveOperations(m: NetDaemon): Promise<any[]> {
 serial('three members form a cluster', async (t) => {
   const [d1] = d as [NetDaemon];
   await importImage(d1, buildBusyboxImage('gzip').unified, 'bb');
-  await lxcOk(t, d1.socket, 'config', 'set', 'core.https_address', address(d1));
-  await lxcOk(t, d1.socket, 'cluster', 'enable', 'm1');
-  for (const [i, m] of d.slice(1).entries()) {
-    const name = `m${i + 2}`;
-    await lxcOk(t, m.socket, 'config', 'set', 'core.https_address', address(m));
-    // A join right after another may find the database settling its voters: asked again within a bound.
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      await lxc(d1.socket, 'cluster', 'revoke-token', name);
-      const token = (await lxcOk(t, d1.socket, 'cluster', 'add', name)).trim().split('\n').pop()!.trim();
-      const required = JSON.parse(await lxcOk(t, d1.socket, 'query', '/1.0/cluster')).member_config;
-      const body = { server_name: name, enabled: true, server_address: address(m), cluster_address: address(d1), cluster_token: token, member_config: required };
-      const joined = await lxc(m.socket, 'query', '--wait', '-X', 'PUT', '-d', JSON.stringify(body), '/1.0/cluster');
-      if (joined.status === 0) break;
-      t.log(`${name} join refused: ${joined.stderr.trim()}`);
-      if (Date.now() > deadline || !/quorum|learner/.test(joined.stderr)) {
-        t.fail(`${name} could not join: ${joined.stderr}`);
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 1000));
-    }
-  }
-  await waitFor(async () => (await d1.request('GET', '/1.0/cluster/members?recursion=1')).json?.metadata?.filter((m: any) => m.status === 'Online').length === 3, 15_000, 'three members online');
+  await formCluster(t, d);
   // c1 lives on m2: a snapshot s0 holds "one", the instance itself "two" and a big file copies keep.
   const [, d2] = d as [NetDaemon, NetDaemon];
   await lxcOk(t, d1.socket, 'launch', 'bb', 'c1', '--target', 'm2');
@@ -156,6 +135,16 @@ serial('lxc copy --refresh from another member sends only what changed; the copy
   t.is(inodeOn(d3, containerPath(d3, 'whole', '/rootfs/root/big')), bigBefore, 'an unchanged file was not sent again');
   t.is(inodeOn(d3, snapshotPath(d3, 'whole', 's0', '/rootfs/root/mark')), s0Before, 'a snapshot the copy has was not sent again');
   t.false(exists(d1, containerPath(d1, 'whole')) || exists(d2, containerPath(d2, 'whole')), 'only m3 has the copy');
+
+  // Whichever member the request is placed on (here the source's, then a third), the copy's member refreshes it.
+  for (const [i, placed] of ['m2', 'm1'].entries()) {
+    await lxcOk(t, d1.socket, 'exec', 'c1', '--', 'sh', '-c', `echo again-${i} > /root/mark`);
+    await lxcOk(t, d2.socket, 'copy', 'c1', 'whole', '--refresh', '--target', placed);
+    t.is(fileOn(d3, containerPath(d3, 'whole', '/rootfs/root/mark')), `again-${i}\n`, `placed on ${placed}`);
+    t.is(inodeOn(d3, containerPath(d3, 'whole', '/rootfs/root/big')), bigBefore);
+    t.false(exists(member(placed), containerPath(member(placed), 'whole')), `nothing made on ${placed}`);
+  }
+  t.is((await show(t, 'whole')).location, 'm3');
 
   // A refresh of a running copy is refused; the copy stays as it was.
   await lxcOk(t, d1.socket, 'start', 'whole');

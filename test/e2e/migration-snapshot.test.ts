@@ -41,7 +41,11 @@ test.before(async () => {
 });
 
 test.after.always(async () => {
-  if (target) killContainers(target.dir);
+  // Stopped, the target unmounts its btrfs pool.
+  if (target) {
+    killContainers(target.dir);
+    await target.stop();
+  }
   await stopImageDaemons();
   client.remove();
 });
@@ -69,6 +73,24 @@ for (const mode of ['pull', 'push', 'relay']) {
     t.pass();
   });
 }
+
+test.serial('a snapshot on a btrfs pool copies to a btrfs pool (by rsync: a btrfs stream would carry the instance)', async (t) => {
+  for (const r of ['r1', 'r2']) await ok(t, 'storage', 'create', `${r}:bt`, 'btrfs', 'size=1GiB');
+  await ok(t, 'init', 'r1:bb', 'r1:b1', '-s', 'bt');
+  const pushMarker = async (content: string) => {
+    const res = await lxcWithInput(source.socket, content, 'file', 'push', '-', 'b1/marker');
+    t.is(res.status, 0, res.stderr);
+  };
+  await pushMarker('bt-one');
+  await ok(t, 'snapshot', 'r1:b1', 'bs');
+  await pushMarker('bt-two');
+  await ok(t, 'copy', 'r1:b1/bs', 'r2:b2', '-s', 'bt');
+  const dir = path.join(target.dir, 'storage-pools', 'bt', 'containers', 'b2');
+  t.is(readFileSync(path.join(dir, 'rootfs', 'marker'), 'utf8'), 'bt-one');
+  t.deepEqual(JSON.parse(await ok(t, 'query', 'r2:/1.0/instances/b2/snapshots')), []);
+  await ok(t, 'delete', 'r2:b2');
+  await ok(t, 'delete', 'r1:b1');
+});
 
 test.serial('an unknown snapshot is refused by the source (404) and nothing is made', async (t) => {
   const res = await remoteLxc('copy', 'r1:c1/nope', 'r2:none');

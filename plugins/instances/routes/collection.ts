@@ -166,7 +166,7 @@ async function createOperation(ctx: PluginContext, manager: InstanceManager, sna
     const target = await manager.load(req.project, name).catch(() => undefined);
     if (target) return refreshOperation(ctx, manager, snapshots, req, origin, target);
   }
-  const checked = await manager.check(req.project, type, spec, { action: origin ? 'copy' : 'create', name, target: vettedTarget(ctx, req) });
+  const checked = await manager.check(req.project, spec.type, spec, { action: origin ? 'copy' : 'create', name, target: vettedTarget(ctx, req) });
   const release = await manager.reserve(req.project, name);
   try {
     return ctx.operations.create({
