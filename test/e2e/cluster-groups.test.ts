@@ -127,6 +127,11 @@ serial('lxc launch --target @group places on the emptiest member of the group; u
   await lxcOk(t, d1.socket, 'cluster', 'group', 'create', 'empty');
   t.regex(await refused(t, d2, 'init', 'bb', 'cx', '--target', '@empty'), /No suitable cluster member could be found/);
   t.notRegex(await lxcOk(t, d1.socket, 'list', '--format', 'csv', '-c', 'n'), /cx/);
+  // Only placement takes a group: a move or a volume naming one is refused (as the reference refuses them), nothing changed.
+  t.regex(await refused(t, d1, 'move', 'h1', '--target', '@only2'), /not found/);
+  t.is(await locationOf(t, 'h1'), 'm2');
+  t.regex(await refused(t, d1, 'storage', 'volume', 'create', 'default', 'v1', '--target', '@only2'), /not found/);
+  t.notRegex(await lxcOk(t, d1.socket, 'storage', 'volume', 'list', 'default', '--format', 'csv'), /v1/);
 
   // scheduler.instance=group: m2 takes instances only through its groups, never by plain placement.
   await lxcOk(t, d1.socket, 'cluster', 'set', 'm2', 'scheduler.instance', 'group');
