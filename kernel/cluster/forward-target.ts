@@ -11,7 +11,9 @@ import type { KernelClusterView } from './cluster-view.js';
 export async function forwardTarget(view: KernelClusterView, locate: RouteDescriptor['locate'], req: KernelRequest): Promise<ClusterMemberInfo | undefined> {
   if (!view.enabled) return undefined;
   // `?target=@<group>` names a cluster group, not a member: only a route's `locate` (placement) can act on it.
-  const name = locate ? await locate(req as ApiRequest) : req.target?.startsWith('@') ? undefined : req.target;
+  // A read is answered here (`lxc launch --target @g` sends it on its image lookups); a change is refused below.
+  const group = req.target?.startsWith('@') && req.method === 'GET';
+  const name = locate ? await locate(req as ApiRequest) : group ? undefined : req.target;
   if (name === undefined || name === view.serverName) return undefined;
   if (req.caller.forwardedBy !== undefined) {
     throw unavailable(`Cluster member "${req.caller.forwardedBy}" forwarded this request here, but it belongs to member "${name}"; retry`);

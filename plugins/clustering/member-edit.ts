@@ -49,6 +49,8 @@ export async function updateMember(c: Clustering, req: ApiRequest, name: string,
     await c.groups.checkMemberGroups(groups, tx);
     await tx.collection<MemberRecord>(MEMBERS_COLLECTION).put('', name, next, stored.rev);
   });
+  // Placement here follows the edit (scheduler.instance) at once; other members follow the change feed.
+  await c.membership.publish();
   c.events.lifecycle('cluster-member-updated', memberUrl(name), { requestor: req.requestor });
 }
 

@@ -63,7 +63,7 @@ serial('two members form a cluster; every member is in the default group', async
   t.deepEqual((await query(t, d1, '/1.0/cluster/members/m2')).groups, ['default']);
 });
 
-serial('lxc cluster group create, assign, show, edit, rename, remove and delete, seen from both members', async (t) => {
+serial('lxc cluster group create, assign, show, edit, rename, remove and delete, seen from both members (clustering_groups)', async (t) => {
   const [d1, d2] = d as [NetDaemon, NetDaemon];
   t.regex(await lxcOk(t, d1.socket, 'cluster', 'group', 'create', 'g1'), /Cluster group g1 created/);
   await lxcOk(t, d2.socket, 'cluster', 'group', 'assign', 'm2', 'default,g1');
@@ -113,7 +113,7 @@ serial('lxc cluster group create, assign, show, edit, rename, remove and delete,
   t.deepEqual(await query(t, d1, '/1.0/cluster/groups'), ['/1.0/cluster/groups/default']);
 });
 
-serial('lxc launch --target @group places on the emptiest member of the group; unknown and empty groups are refused', async (t) => {
+serial('lxc launch --target @group places on the emptiest member of the group; unknown and empty groups are refused (clustering_groups)', async (t) => {
   const [d1, d2] = d as [NetDaemon, NetDaemon];
   await lxcOk(t, d1.socket, 'cluster', 'group', 'create', 'only2');
   await lxcOk(t, d1.socket, 'cluster', 'group', 'assign', 'm2', 'default,only2');
@@ -127,6 +127,11 @@ serial('lxc launch --target @group places on the emptiest member of the group; u
   await lxcOk(t, d1.socket, 'cluster', 'group', 'create', 'empty');
   t.regex(await refused(t, d2, 'init', 'bb', 'cx', '--target', '@empty'), /No suitable cluster member could be found/);
   t.notRegex(await lxcOk(t, d1.socket, 'list', '--format', 'csv', '-c', 'n'), /cx/);
+  // Only placement takes a group: a move or a volume naming one is refused (as the reference refuses them), nothing changed.
+  t.regex(await refused(t, d1, 'move', 'h1', '--target', '@only2'), /not found/);
+  t.is(await locationOf(t, 'h1'), 'm2');
+  t.regex(await refused(t, d1, 'storage', 'volume', 'create', 'default', 'v1', '--target', '@only2'), /not found/);
+  t.notRegex(await lxcOk(t, d1.socket, 'storage', 'volume', 'list', 'default', '--format', 'csv'), /v1/);
 
   // scheduler.instance=group: m2 takes instances only through its groups, never by plain placement.
   await lxcOk(t, d1.socket, 'cluster', 'set', 'm2', 'scheduler.instance', 'group');
@@ -143,7 +148,7 @@ serial('lxc launch --target @group places on the emptiest member of the group; u
   await lxcOk(t, d1.socket, 'cluster', 'group', 'delete', 'empty');
 });
 
-serial('restricted.cluster.target: a restricted client naming the member it talks to is refused like one naming another; placement and @group follow the key', async (t) => {
+serial('restricted.cluster.target (projects_restricted_cluster_target): a restricted client naming the member it talks to is refused like one naming another; placement and @group follow the key', async (t) => {
   const [d1] = d as [NetDaemon];
   const dir = mkdtempSync(path.join(tmpdir(), 'corral-groups-'));
   try {
