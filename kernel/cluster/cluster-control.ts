@@ -22,6 +22,8 @@ import { hostOf, issueEtcdMember, newEtcdAuthority } from './etcd-pki.js';
 import { etcdDir, readClusterState, removeClusterState, writeClusterState } from './cluster-state.js';
 
 const LEASE_PREFIX = '/corral/lease/';
+/** Heartbeat writes outstanding at once (each is bounded by the call bound). */
+const MAX_BEATS_IN_FLIGHT = 8;
 /** etcd refuses some membership changes for a while (a learner catching up, members connected too recently). */
 const MEMBERSHIP_BOUND_MS = 10_000;
 
@@ -256,18 +258,19 @@ export class KernelClusterControl implements ClusterControl {
     const valueOf = typeof value === 'function' ? value : () => value;
     let released = false;
     let lease: Lease | undefined;
-    let beating = false;
-    // The heartbeat: the key written again under the current lease. Each write is bounded by two beats: one
-    // stuck at a dead leader must not hold back the next (watchers judge others against their own beats).
-    // A failed beat is skipped, and not taken as a lost quorum (the connection's probe judges that).
+    let beating = 0;
+    // The heartbeat: the key written again under the current lease. A write sent before a leader died waits
+    // out the call bound (3 s) at its etcd member; the next beats do not wait for it (watchers judge others
+    // against their own beats, so every member's must resume right after an election). A failed beat is
+    // skipped, and not taken as a lost quorum (the connection's probe judges that).
     const beatMs = opts.beatMs;
     const beat = beatMs ? setInterval(() => {
       const current = lease;
-      if (beating || released || !current) return;
-      beating = true;
-      void current.put(fullKey).value(valueOf()).options({ deadline: Date.now() + 2 * beatMs }).exec()
+      if (beating >= MAX_BEATS_IN_FLIGHT || released || !current) return;
+      beating += 1;
+      void current.put(fullKey).value(valueOf()).exec()
         .catch(() => undefined)
-        .finally(() => { beating = false; });
+        .finally(() => { beating -= 1; });
     }, beatMs) : undefined;
     beat?.unref();
     const grant = async (): Promise<void> => {

@@ -15,7 +15,7 @@ export const MEMBERS_COLLECTION = 'members';
 /** How often the leader looks for learners to promote (a join also triggers a round at once). */
 const REBALANCE_INTERVAL_MS = 1000;
 /** Bound on one etcd membership query; past it roles are shown as last known. */
-const ETCD_QUERY_MS = 2000;
+const ETCD_QUERY_MS = 500;
 
 export class Membership {
   readonly health: Health;
