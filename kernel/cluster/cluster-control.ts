@@ -196,6 +196,53 @@ export class KernelClusterControl implements ClusterControl {
     }
   }
 
+  /**
+   * Demote this member from voter to learner (decision 0062). etcd 3.4 has no demotion: the member is
+   * removed (the voters left must answer as a quorum), its etcd stopped and its data wiped, then it is
+   * added back as a learner and started again, syncing from the leader. Until it runs again, this daemon
+   * reaches the database through another member. Refused before any change when it cannot work.
+   */
+  rejoinAsLearner(): Promise<void> {
+    return this.reconfigure(async () => {
+      const running = this.running;
+      if (!running) throw unavailable('This server is not clustered: it has no cluster database');
+      const { conn, urls } = running;
+      const list = await conn.call((c) => c.cluster.memberList({ linearizable: true } as never));
+      const self = list.members.find((m) => m.peerURLs.includes(urls.peerUrl));
+      if (!self) throw conflict('This member is not in the cluster database');
+      if (self.isLearner) return;
+      if (list.members.some((m) => m.isLearner)) throw conflict('etcd keeps one standby at most, and another member is one already');
+      if (!list.members.some((m) => m.ID !== self.ID && !m.isLearner)) throw conflict('The only voting database member cannot be demoted');
+      const tls = await readTls(etcdDir(this.deps.dataDir));
+      await this.removeEtcdMember(self.ID);
+      // Out of the database from here: etcd stops by itself once it sees its removal; supervision must not restart it.
+      await running.member.stop();
+      await rm(running.member.dataDir, { recursive: true, force: true });
+      const added = await this.withinMembershipBound('add back', () => this.addEtcdMember(urls, true));
+      const member = this.member(urls, added.initialCluster, 'existing');
+      this.running = { member, conn, urls };
+      await member.start(tls);
+      const state = await readClusterState(this.deps.dataDir);
+      if (state) await writeClusterState(this.deps.dataDir, { ...state, etcd: { ...urls, initialCluster: added.initialCluster, state: 'existing' } });
+      this.deps.log.info({ member: urls.name }, 'demoted: this member\'s database member is a standby now');
+    });
+  }
+
+  /** A step asked again while the connection moves to another member (503s), bounded. */
+  private async withinMembershipBound<T>(what: string, step: () => Promise<T>): Promise<T> {
+    const giveUp = Date.now() + MEMBERSHIP_BOUND_MS;
+    for (;;) {
+      try {
+        return await step();
+      } catch (err) {
+        if ((err as { status?: number }).status !== 503 || Date.now() > giveUp) {
+          throw unavailable(`The cluster database could not ${what} this member: ${(err as Error).message}`);
+        }
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  }
+
   async etcdMembers(): Promise<EtcdMemberStatus[]> {
     const conn = this.conn();
     const [list, status] = await Promise.all([

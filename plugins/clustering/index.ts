@@ -6,6 +6,7 @@
 import { ClusterControlRef, definePlugin, type PluginContext, type StoreChange } from '../../sdk/index.js';
 import { ClusterCertificate, CERTIFICATE_COLLECTION, type CertificateRecord } from './cluster-certificate.js';
 import { clusteringOf, type Clustering } from './context.js';
+import { askToDemote } from './demotion.js';
 import { JoinTokens, TOKENS_COLLECTION, type TokenRecord } from './join-token.js';
 import { Keys, registerClusterKeys } from './keys.js';
 import { followOwnName } from './member-edit.js';
@@ -29,6 +30,10 @@ export default definePlugin({
     const tokenRecords = ctx.store.collection<TokenRecord>(TOKENS_COLLECTION);
     const tokens = new JoinTokens(tokenRecords, ctx.operations, () => ctx.cluster.serverName);
     const c = clusteringOf(ctx, membership, tokens);
+    membership.demote = async (member) => {
+      const found = control();
+      if (found) await askToDemote(found, member);
+    };
     const certificate = new ClusterCertificate(ctx.store.collection<CertificateRecord>(CERTIFICATE_COLLECTION), control);
     states.set(ctx, { c, certificate });
 

@@ -9,7 +9,7 @@ import { AbandonedJoins } from './abandoned.js';
 import { Health } from './health.js';
 import { clusterSizing } from './keys.js';
 import { DatabaseRole, type MemberRecord, type MemberView } from './member.js';
-import { databaseRoles, promoteLearners } from './roles.js';
+import { databaseRoles, promoteLearners, voterToDemote } from './roles.js';
 
 export const MEMBERS_COLLECTION = 'members';
 /** How often the leader looks for learners to promote (a join also triggers a round at once). */
@@ -24,6 +24,8 @@ export class Membership {
   private rebalancing = false;
   private published = '';
   private readonly abandoned: AbandonedJoins;
+  /** Ask a member to demote its database member (set by the plugin: a peer request). */
+  demote: ((member: MemberRecord) => Promise<void>) | undefined;
 
   constructor(
     readonly records: Collection<MemberRecord>,
@@ -154,6 +156,11 @@ export class Membership {
       if (dropped.length) return;
       const promoted = await promoteLearners(control, records, etcd, clusterSizing(this.config).maxVoters, isOnline);
       if (promoted.length) this.log.info({ promoted }, 'learners promoted to etcd voters');
+      const demote = promoted.length ? undefined : voterToDemote(records, etcd, clusterSizing(this.config).maxVoters, me.name, isOnline);
+      if (demote && this.demote) {
+        this.log.info({ member: demote }, 'more database voters than wanted: demoting one to standby');
+        await this.demote(records.find((r) => r.name === demote)!);
+      }
     } catch (err) {
       this.log.debug({ err }, 'promotion round failed');
     } finally {

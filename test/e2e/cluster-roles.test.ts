@@ -150,3 +150,33 @@ serial('a dead member is removed with force only (lxc cluster remove --force)', 
   t.regex(await lxcOk(t, d[0]!.socket, 'cluster', 'remove', 'm3', '--force', '--yes'), /Member m3 removed/);
   t.deepEqual((await members(d[1]!)).map((m) => m.server_name).sort(), ['m1', 'm2']);
 });
+
+serial('two voters left after a removal: one is demoted to standby as the reference does (etcd member removed, wiped, added back as a learner), writes go on, and it comes back as a standby after a restart (clustering_roles)', async (t) => {
+  // m3 was removed above: m1 and m2 both voted, and an even number of voters is one too many.
+  const roleOf = async (x: NetDaemon) => Object.fromEntries((await members(x)).map((m) => [m.server_name, m.roles.filter((r: string) => r.startsWith('database'))]));
+  let roles: Record<string, string[]> = {};
+  const started = Date.now();
+  await waitFor(async () => {
+    roles = await roleOf(d[0]!);
+    return Object.values(roles).filter((r) => r.includes('database-standby')).length === 1 && Object.values(roles).filter((r) => r.includes('database')).length === 1;
+  }, 30_000, 'one voter and one standby');
+  measured.demotion = Date.now() - started;
+  const standby = Object.keys(roles).find((n) => roles[n]!.includes('database-standby'))!;
+  const voter = Object.keys(roles).find((n) => roles[n]!.includes('database'))!;
+  t.deepEqual(roles[voter], ['database-leader', 'database']);
+  const csv = await lxcOk(t, d[1]!.socket, 'cluster', 'list', '--format', 'csv');
+  t.regex(csv, new RegExp(`^${standby},[^\\n]*database-standby`, 'm'), csv);
+  t.regex(csv, new RegExp(`^${voter},[^\\n]*database-leader`, 'm'), csv);
+
+  // The demoted member reads and writes through the voter.
+  const s = d[Number(standby.slice(1)) - 1]!;
+  await lxcOk(t, s.socket, 'query', '-X', 'PATCH', '-d', JSON.stringify({ description: 'standby now' }), `/1.0/cluster/members/${standby}`);
+  t.is((await members(d[Number(voter.slice(1)) - 1]!)).find((m) => m.server_name === standby)?.description, 'standby now');
+
+  // Its restart uses the new etcd membership (a learner of the existing cluster).
+  await s.stop();
+  const i = Number(standby.slice(1)) - 1;
+  d[i] = await net.startDaemon(net.members[i]!, { dir: s.dir });
+  await waitFor(async () => (await members(d[i]!)).find((m) => m.server_name === standby)?.status === 'Online', 20_000, `${standby} online after its restart`);
+  t.deepEqual((await roleOf(d[0]!))[standby], ['database-standby']);
+});
