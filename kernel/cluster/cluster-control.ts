@@ -183,6 +183,8 @@ export class KernelClusterControl implements ClusterControl {
   private async membershipChange(what: string, wait: RegExp, fn: (c: EtcdConnection['client']) => Promise<unknown>): Promise<void> {
     const conn = this.conn();
     const giveUp = Date.now() + MEMBERSHIP_BOUND_MS;
+    // A learner catches up within tens of milliseconds on a LAN: ask again soon, then less often.
+    let pause = 25;
     for (;;) {
       try {
         await conn.call(fn);
@@ -191,7 +193,8 @@ export class KernelClusterControl implements ClusterControl {
         const message = (err as Error).message;
         if (!wait.test(message)) throw err;
         if (Date.now() > giveUp) throw unavailable(`The cluster database refused to ${what} the member: ${message.replace(/^.*etcdserver: /, '')}`);
-        await new Promise((r) => setTimeout(r, 200));
+        await new Promise((r) => setTimeout(r, pause));
+        pause = Math.min(200, pause * 2);
       }
     }
   }
