@@ -231,14 +231,18 @@ export class KernelClusterControl implements ClusterControl {
     });
   }
 
-  /** A step asked again while the connection moves to another member (503s), bounded. */
+  /**
+   * A step asked again while the connection moves to another member (503s), or while a joiner's learner
+   * holds etcd's one learner place until it is promoted; bounded.
+   */
   private async withinMembershipBound<T>(what: string, step: () => Promise<T>): Promise<T> {
     const giveUp = Date.now() + MEMBERSHIP_BOUND_MS;
     for (;;) {
       try {
         return await step();
       } catch (err) {
-        if ((err as { status?: number }).status !== 503 || Date.now() > giveUp) {
+        const passing = (err as { status?: number }).status === 503 || /too many learner/i.test((err as Error).message);
+        if (!passing || Date.now() > giveUp) {
           throw unavailable(`The cluster database could not ${what} this member: ${(err as Error).message}`);
         }
         await new Promise((r) => setTimeout(r, 200));
