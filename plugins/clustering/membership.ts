@@ -167,7 +167,8 @@ export class Membership {
       if (demote && this.demote && Date.now() - this.surplusSince! >= DEMOTE_AFTER_MS) {
         this.surplusSince = undefined;
         this.log.info({ member: demote }, 'more database voters than wanted: demoting one to standby');
-        await this.demote(records.find((r) => r.name === demote)!);
+        await this.demote(records.find((r) => r.name === demote)!)
+          .catch((err: Error) => this.log.warn({ err, member: demote }, 'demotion failed; the next rounds try again'));
       }
     } catch (err) {
       this.log.debug({ err }, 'promotion round failed');
