@@ -131,6 +131,8 @@ export interface ClusterControl {
   join(opts: { serverName: string; address: string; authority: EtcdAuthority; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void>;
   promoteEtcdMember(memberId: string): Promise<void>;
   removeEtcdMember(memberId: string): Promise<void>;
+  /** Demote this member's etcd voter to a learner (remove, wipe, add back as a learner), bounded. */
+  rejoinAsLearner(): Promise<void>;
   etcdMembers(): Promise<EtcdMemberStatus[]>;
   /** The member-specific keys a joiner must give, from every family (the kernel's `memberConfigKeys` hook). */
   memberConfigKeys(): Promise<MemberConfigEntry[]>;

@@ -22,6 +22,8 @@ import { hostOf, issueEtcdMember, newEtcdAuthority } from './etcd-pki.js';
 import { etcdDir, readClusterState, removeClusterState, writeClusterState } from './cluster-state.js';
 
 const LEASE_PREFIX = '/corral/lease/';
+/** Heartbeat writes outstanding at once (each is bounded by the call bound). */
+const MAX_BEATS_IN_FLIGHT = 8;
 /** etcd refuses some membership changes for a while (a learner catching up, members connected too recently). */
 const MEMBERSHIP_BOUND_MS = 10_000;
 
@@ -181,6 +183,8 @@ export class KernelClusterControl implements ClusterControl {
   private async membershipChange(what: string, wait: RegExp, fn: (c: EtcdConnection['client']) => Promise<unknown>): Promise<void> {
     const conn = this.conn();
     const giveUp = Date.now() + MEMBERSHIP_BOUND_MS;
+    // A learner catches up within tens of milliseconds on a LAN: ask again soon, then less often.
+    let pause = 25;
     for (;;) {
       try {
         await conn.call(fn);
@@ -189,6 +193,58 @@ export class KernelClusterControl implements ClusterControl {
         const message = (err as Error).message;
         if (!wait.test(message)) throw err;
         if (Date.now() > giveUp) throw unavailable(`The cluster database refused to ${what} the member: ${message.replace(/^.*etcdserver: /, '')}`);
+        await new Promise((r) => setTimeout(r, pause));
+        pause = Math.min(200, pause * 2);
+      }
+    }
+  }
+
+  /**
+   * Demote this member from voter to learner (decision 0062). etcd 3.4 has no demotion: the member is
+   * removed (the voters left must answer as a quorum), its etcd stopped and its data wiped, then it is
+   * added back as a learner and started again, syncing from the leader. Until it runs again, this daemon
+   * reaches the database through another member. Refused before any change when it cannot work.
+   */
+  rejoinAsLearner(): Promise<void> {
+    return this.reconfigure(async () => {
+      const running = this.running;
+      if (!running) throw unavailable('This server is not clustered: it has no cluster database');
+      const { conn, urls } = running;
+      const list = await conn.call((c) => c.cluster.memberList({ linearizable: true } as never));
+      const self = list.members.find((m) => m.peerURLs.includes(urls.peerUrl));
+      if (!self) throw conflict('This member is not in the cluster database');
+      if (self.isLearner) return;
+      if (list.members.some((m) => m.isLearner)) throw conflict('etcd keeps one standby at most, and another member is one already');
+      if (!list.members.some((m) => m.ID !== self.ID && !m.isLearner)) throw conflict('The only voting database member cannot be demoted');
+      const tls = await readTls(etcdDir(this.deps.dataDir));
+      await this.removeEtcdMember(self.ID);
+      // Out of the database from here: etcd stops by itself once it sees its removal; supervision must not restart it.
+      await running.member.stop();
+      await rm(running.member.dataDir, { recursive: true, force: true });
+      const added = await this.withinMembershipBound('add back', () => this.addEtcdMember(urls, true));
+      const member = this.member(urls, added.initialCluster, 'existing');
+      this.running = { member, conn, urls };
+      await member.start(tls);
+      const state = await readClusterState(this.deps.dataDir);
+      if (state) await writeClusterState(this.deps.dataDir, { ...state, etcd: { ...urls, initialCluster: added.initialCluster, state: 'existing' } });
+      this.deps.log.info({ member: urls.name }, 'demoted: this member\'s database member is a standby now');
+    });
+  }
+
+  /**
+   * A step asked again while the connection moves to another member (503s), or while a joiner's learner
+   * holds etcd's one learner place until it is promoted; bounded.
+   */
+  private async withinMembershipBound<T>(what: string, step: () => Promise<T>): Promise<T> {
+    const giveUp = Date.now() + MEMBERSHIP_BOUND_MS;
+    for (;;) {
+      try {
+        return await step();
+      } catch (err) {
+        const passing = (err as { status?: number }).status === 503 || /too many learner/i.test((err as Error).message);
+        if (!passing || Date.now() > giveUp) {
+          throw unavailable(`The cluster database could not ${what} this member: ${(err as Error).message}`);
+        }
         await new Promise((r) => setTimeout(r, 200));
       }
     }
@@ -256,18 +312,19 @@ export class KernelClusterControl implements ClusterControl {
     const valueOf = typeof value === 'function' ? value : () => value;
     let released = false;
     let lease: Lease | undefined;
-    let beating = false;
-    // The heartbeat: the key written again under the current lease. Each write is bounded by two beats: one
-    // stuck at a dead leader must not hold back the next (watchers judge others against their own beats).
-    // A failed beat is skipped, and not taken as a lost quorum (the connection's probe judges that).
+    let beating = 0;
+    // The heartbeat: the key written again under the current lease. A write sent before a leader died waits
+    // out the call bound (3 s) at its etcd member; the next beats do not wait for it (watchers judge others
+    // against their own beats, so every member's must resume right after an election). A failed beat is
+    // skipped, and not taken as a lost quorum (the connection's probe judges that).
     const beatMs = opts.beatMs;
     const beat = beatMs ? setInterval(() => {
       const current = lease;
-      if (beating || released || !current) return;
-      beating = true;
-      void current.put(fullKey).value(valueOf()).options({ deadline: Date.now() + 2 * beatMs }).exec()
+      if (beating >= MAX_BEATS_IN_FLIGHT || released || !current) return;
+      beating += 1;
+      void current.put(fullKey).value(valueOf()).exec()
         .catch(() => undefined)
-        .finally(() => { beating = false; });
+        .finally(() => { beating -= 1; });
     }, beatMs) : undefined;
     beat?.unref();
     const grant = async (): Promise<void> => {

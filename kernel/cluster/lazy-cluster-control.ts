@@ -65,6 +65,10 @@ export class LazyClusterControl implements ClusterControl {
     return (await this.impl()).removeEtcdMember(memberId);
   }
 
+  async rejoinAsLearner(): Promise<void> {
+    return (await this.impl()).rejoinAsLearner();
+  }
+
   async etcdMembers(): Promise<EtcdMemberStatus[]> {
     return (await this.impl()).etcdMembers();
   }

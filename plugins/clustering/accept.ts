@@ -117,13 +117,15 @@ const PASSING_REFUSAL = /unhealthy cluster|not in sync|too many learner|no leade
 
 async function withinBound<T>(step: () => Promise<T>): Promise<T> {
   const giveUp = Date.now() + QUORUM_WAIT_MS;
+  let pause = 25;
   for (;;) {
     try {
       return await step();
     } catch (err) {
       const passing = (err as ApiError).status === 503 || PASSING_REFUSAL.test((err as Error).message ?? '');
       if (!passing || Date.now() > giveUp) throw err;
-      await new Promise((r) => setTimeout(r, 200));
+      await new Promise((r) => setTimeout(r, pause));
+      pause = Math.min(200, pause * 2);
     }
   }
 }

@@ -6,6 +6,7 @@
 import { ClusterControlRef, ClusterGroupsRef, definePlugin, type PluginContext, type StoreChange } from '../../sdk/index.js';
 import { ClusterCertificate, CERTIFICATE_COLLECTION, type CertificateRecord } from './cluster-certificate.js';
 import { clusteringOf, type Clustering } from './context.js';
+import { askToDemote } from './demotion.js';
 import { groupRoutes } from './group-routes.js';
 import { GroupStore } from './groups.js';
 import { JoinTokens, TOKENS_COLLECTION, type TokenRecord } from './join-token.js';
@@ -33,6 +34,10 @@ export default definePlugin({
     const groups = new GroupStore(ctx.store);
     const c = clusteringOf(ctx, membership, tokens, groups);
     ctx.services.provide(ClusterGroupsRef, groups);
+    membership.demote = async (member) => {
+      const found = control();
+      if (found) await askToDemote(found, member);
+    };
     const certificate = new ClusterCertificate(ctx.store.collection<CertificateRecord>(CERTIFICATE_COLLECTION), control);
     states.set(ctx, { c, certificate });
 

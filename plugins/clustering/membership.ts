@@ -9,13 +9,15 @@ import { AbandonedJoins } from './abandoned.js';
 import { Health } from './health.js';
 import { clusterSizing } from './keys.js';
 import { DatabaseRole, groupsOf, type MemberRecord, type MemberView } from './member.js';
-import { databaseRoles, promoteLearners } from './roles.js';
+import { databaseRoles, promoteLearners, voterToDemote } from './roles.js';
 
 export const MEMBERS_COLLECTION = 'members';
 /** How often the leader looks for learners to promote (a join also triggers a round at once). */
 const REBALANCE_INTERVAL_MS = 1000;
+/** How long more voters than wanted must last before one is demoted. */
+const DEMOTE_AFTER_MS = 5000;
 /** Bound on one etcd membership query; past it roles are shown as last known. */
-const ETCD_QUERY_MS = 2000;
+const ETCD_QUERY_MS = 500;
 
 export class Membership {
   readonly health: Health;
@@ -24,6 +26,10 @@ export class Membership {
   private rebalancing = false;
   private published = '';
   private readonly abandoned: AbandonedJoins;
+  /** Since when the rounds have seen more voters than wanted. */
+  private surplusSince: number | undefined;
+  /** Ask a member to demote its database member (set by the plugin: a peer request). */
+  demote: ((member: MemberRecord) => Promise<void>) | undefined;
 
   constructor(
     readonly records: Collection<MemberRecord>,
@@ -156,6 +162,16 @@ export class Membership {
       if (dropped.length) return;
       const promoted = await promoteLearners(control, records, etcd, clusterSizing(this.config).maxVoters, isOnline);
       if (promoted.length) this.log.info({ promoted }, 'learners promoted to etcd voters');
+      const demote = promoted.length ? undefined : voterToDemote(records, etcd, clusterSizing(this.config).maxVoters, me.name, isOnline);
+      // A surplus must last: a join promotes the standby just before it adds the joiner as the next one.
+      if (!demote) this.surplusSince = undefined;
+      else this.surplusSince ??= Date.now();
+      if (demote && this.demote && Date.now() - this.surplusSince! >= DEMOTE_AFTER_MS) {
+        this.surplusSince = undefined;
+        this.log.info({ member: demote }, 'more database voters than wanted: demoting one to standby');
+        await this.demote(records.find((r) => r.name === demote)!)
+          .catch((err: Error) => this.log.warn({ err, member: demote }, 'demotion failed; the next rounds try again'));
+      }
     } catch (err) {
       this.log.debug({ err }, 'promotion round failed');
     } finally {

@@ -70,3 +70,21 @@ export async function promoteLearners(control: ClusterControl, records: MemberRe
   }
   return promoted;
 }
+
+/**
+ * The voter to demote, if there are more voters than wanted: wanted is `maxVoters`, and always odd (two
+ * voters stop together when either is lost; one voter and a standby do not). etcd 3.4 keeps one learner
+ * at most, so nothing is demoted while there is one. The leader's own member is kept (it would have to
+ * hand over leadership first); of the others, an online one, newest first.
+ */
+export function voterToDemote(records: MemberRecord[], etcd: EtcdMemberStatus[], maxVoters: number, self: string, isOnline: (name: string) => boolean): string | undefined {
+  if (etcd.some((e) => e.learner)) return undefined;
+  const voters = etcd.filter((e) => !e.learner).length;
+  let wanted = Math.min(maxVoters, voters);
+  if (wanted % 2 === 0) wanted -= 1;
+  if (voters <= wanted || wanted < 1) return undefined;
+  const byMember = etcdMemberOf(records, etcd);
+  return [...records]
+    .sort((a, b) => b.joined_at.localeCompare(a.joined_at))
+    .find((r) => r.name !== self && byMember.get(r.name) && !byMember.get(r.name)!.learner && !byMember.get(r.name)!.leader && isOnline(r.name))?.name;
+}

@@ -13,6 +13,7 @@ import { enableClustering, nameOrRefusal } from './enable.js';
 import { joinCluster } from './join.js';
 import { Keys } from './keys.js';
 import { parseExpiry } from './expiry.js';
+import { demoteSelf } from './demotion.js';
 import { changeState, renameMember, updateMember } from './member-edit.js';
 import { memberConfigKeys } from './member-config.js';
 import { editable, memberUrl, type MemberView } from './member.js';
@@ -248,6 +249,20 @@ export function clusterRoutes(c: Clustering, certificate: ClusterCertificate): R
           const name = nameOrRefusal(req.body.server_name ?? '');
           if (c.membership.health.isOnline(name)) throw badRequest(`Member "${name}" is online: it is not a failed join`);
           await dropMember(c, requireControl(c), c.membership.records, name);
+          return empty();
+        },
+      },
+    },
+    {
+      path: '/internal/cluster/demote',
+      extension: 'clustering_roles',
+      post: {
+        description: 'The etcd leader\'s member asks this member to demote its database member to a standby (more voters than wanted)',
+        access: 'untrusted',
+        errors: [409, 503],
+        handler: async (req) => {
+          requireClusterPeer(c, req);
+          await demoteSelf(c);
           return empty();
         },
       },
