@@ -195,16 +195,26 @@ export class EtcdConnection {
     // etcd3 1.1.2 keeps reconnecting the watch stream of a closed client while watchers are attached
     // (a ref'd timer, forever): take them off its manager first.
     for (const watcher of this.watchers) {
-      const manager = (watcher as unknown as { manager?: { watchers: Watcher[]; expectedClosers: Set<Watcher> } }).manager;
+      const manager = (watcher as unknown as { manager?: WatchManagerInternals }).manager;
       if (manager) {
         manager.watchers = manager.watchers.filter((w) => w !== watcher);
         manager.expectedClosers.delete(watcher);
+        // A response already on its way for a watcher taken off would make etcd3 throw from its stream
+        // handler (an uncaught error): the client is closing, so whatever still arrives is dropped.
+        manager.handleResponse = () => undefined;
       }
     }
     this.watchers.clear();
     for (const client of this.clients.values()) client.close();
     this.clients.clear();
   }
+}
+
+/** The parts of etcd3's (1.1.2) private watch manager that close() has to reach. */
+interface WatchManagerInternals {
+  watchers: Watcher[];
+  expectedClosers: Set<Watcher>;
+  handleResponse: (res: unknown) => void;
 }
 
 /** Errors that mean the cluster cannot answer now (as opposed to a refused request). */
