@@ -169,7 +169,7 @@ serial('lxc move --target takes the snapshots along; the original member keeps n
   t.is(moved.location, 'm1');
   t.deepEqual(moved.snapshots.map((s: any) => s.name), ['s0', 's1']);
   t.is(fileOn(d1, snapshotPath(d1, 'whole', 's1', '/rootfs/root/mark')), 'three\n');
-  t.is(fileOn(d1, containerPath(d1, 'whole', '/rootfs/root/mark')), 'four\n');
+  t.is(fileOn(d1, containerPath(d1, 'whole', '/rootfs/root/mark')), 'again-1\n');
   t.false(exists(d3, containerPath(d3, 'whole')), 'no volume left on m3');
   t.false(exists(d3, snapshotPath(d3, 'whole', 's0')), 'no snapshot left on m3');
   // Back again through another member, with the snapshots.
