@@ -15,7 +15,7 @@ import { ApiError, ALLOWED_ERROR_STATUSES, unavailable, type ClusterMemberInfo, 
 import type { Caller } from '../http/api-request.js';
 import { FORWARDED_CALLER_HEADER, READ_REVISION_HEADER, encodeCaller } from './peer-headers.js';
 import { parseMemberAddress, type PeerAgents } from './peer-agents.js';
-import { noteNewsFromPeers, scopeRevision } from '../store/read-scope.js';
+import { noteNews, scopeRevision } from '../store/read-scope.js';
 
 /** A member that does not accept a connection in this time is unreachable (503). */
 export const CONNECT_BOUND_MS = 3_000;
@@ -68,7 +68,7 @@ export class Forwarder {
       });
       upstream.on('response', (answer) => {
         answered = true;
-        noteNewsFromPeers();
+        noteNews();
         const location = answer.headers.location;
         if (answer.statusCode === 202 && typeof location === 'string') this.sawOperation(location, member.name);
         res.writeHead(answer.statusCode ?? 502, answer.statusMessage, passOn(answer.headers));
@@ -150,7 +150,7 @@ export class Forwarder {
         }
         const out = createWriteStream(file);
         pipeline(answer, out).then(() => {
-          noteNewsFromPeers();
+          noteNews();
           resolve();
         }, (err) => reject(unreachable(member, err)));
       });
@@ -187,7 +187,7 @@ export class Forwarder {
         answer.on('end', () => {
           clearTimeout(timer);
           // What the member did is acknowledged now: this member's store reads check etcd again.
-          noteNewsFromPeers();
+          noteNews();
           const text = Buffer.concat(chunks).toString('utf8');
           let parsed: unknown = text;
           try {
@@ -209,7 +209,7 @@ export class Forwarder {
         agent, headers: headers as Record<string, string>, perMessageDeflate: false, maxPayload: MAX_PAYLOAD, handshakeTimeout: CONNECT_BOUND_MS,
       });
       // Any message from a member may tell of a write it made: reads after it check the store again.
-      ws.on('message', noteNewsFromPeers);
+      ws.on('message', noteNews);
       ws.once('open', () => {
         // Nothing is read until the socket is joined to the caller's (forward-websocket.ts resumes it).
         ws.pause();

@@ -19,7 +19,7 @@ import { asyncBody, etagOf, syncBody } from './envelope.js';
 import { checkDeclaredLength, readBody } from './request-body.js';
 import { servedPaths } from './route-paths.js';
 import { READ_REVISION_HEADER, stripPeerHeaders } from '../cluster/peer-headers.js';
-import { adoptPeerRevision, withReadScope } from '../store/read-scope.js';
+import { adoptPeerRevision, noteNews, withReadScope } from '../store/read-scope.js';
 
 const VERBS = ['get', 'put', 'patch', 'post', 'delete'] as const;
 type Verb = (typeof VERBS)[number];
@@ -180,8 +180,11 @@ export class RoutePipeline {
   ) {
     try {
       const answer = () => this.answer(request, h, route, fixed, verb, spec, authenticate);
-      // In a cluster a request's reads share one freshness check of the store's copy (kernel/store/read-scope.ts).
-      return await (this.forwarding ? withReadScope(answer) : answer());
+      if (!this.forwarding) return await answer();
+      // In a cluster a request's reads share one freshness check of the store's copy; the request itself
+      // is news to the requests already running, whose next reads check again (kernel/store/read-scope.ts).
+      noteNews();
+      return await withReadScope(answer);
     } catch (err) {
       if (isApiError(err)) this.checkDeclaredError(route, verb, spec, err.status);
       throw err;

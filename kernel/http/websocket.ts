@@ -15,6 +15,7 @@ import { crossOriginRefusal } from './cross-origin.js';
 import type { Caller } from './api-request.js';
 import { stripPeerHeaders } from '../cluster/peer-headers.js';
 import { bridgeWebsockets } from '../cluster/forward-websocket.js';
+import { noteNews } from '../store/read-scope.js';
 
 export type AuthenticateUpgrade = (raw: IncomingMessage, access: string) => Promise<Caller>;
 
@@ -106,6 +107,8 @@ async function upgrade(
   server.handleUpgrade(raw, socket, head, (ws) => {
     // A malformed frame is the client's fault: drop its socket, never crash the daemon (ws emits 'error').
     ws.on('error', () => ws.terminate());
+    // A client's message may follow a write it saw acknowledged elsewhere: reads after it check the store again.
+    ws.on('message', noteNews);
     spec.handler(req, ws);
   });
 }

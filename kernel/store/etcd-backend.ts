@@ -19,8 +19,9 @@ import {
 const RETRY_BOUND_MS = 3_000;
 /** Operations per txn when copying a whole store in (etcd is started with a larger --max-txn-ops). */
 const LOAD_BATCH = 1_000;
-/** How long a read waits for the watch to reach etcd's revision before it reads from etcd itself. */
-const FRESH_WAIT_MS = 1_000;
+/** How long a read waits for the watch to reach etcd's revision before it reads from etcd itself (the watch
+ * normally lags by milliseconds; after a leader change it may lag longer, and a direct read is as fresh). */
+const FRESH_WAIT_MS = 150;
 /** A key never written: asking for it (count only) is the cheapest linearizable request with a revision. */
 const FRESHNESS_KEY = '/corral/freshness';
 

@@ -1,10 +1,10 @@
 /**
  * One freshness check per request instead of one per read. A read on etcd must see every write
  * acknowledged before it began; within one request, a check sent after the request began already
- * covers every write acknowledged before the request, and the request can only learn of a later write
- * (acknowledged on another member) through a message from a peer. So the request's reads share its
- * first check until news from a peer arrives (an answer, a websocket message), after which the next
- * read checks again. This member's own writes are in the copy at their acknowledgement.
+ * covers every write acknowledged before the request. A write acknowledged later (on another member)
+ * can reach the request's work only through news from outside this process: a peer's answer or
+ * message, another API request, a client's websocket message. Each of those bumps an epoch, and a
+ * read after it checks again. This member's own writes are in the copy at their acknowledgement.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 
@@ -20,7 +20,7 @@ interface ReadScope {
 }
 
 const scopes = new AsyncLocalStorage<ReadScope>();
-/** Bumped by every message from a peer: a check sent before it may predate a write the peer acknowledged. */
+/** Bumped by all news from outside: a check sent before it may predate a write the news depends on. */
 let epoch = 0;
 
 /** Run a request's work in a scope of its own (the pipeline calls this for each request in a cluster). */
@@ -28,8 +28,8 @@ export function withReadScope<R>(fn: () => R): R {
   return scopes.run({}, fn);
 }
 
-/** A peer's answer or message arrived: checks sent before it no longer count. */
-export function noteNewsFromPeers(): void {
+/** News from outside arrived (a peer's answer or message, a request, a websocket message): checks sent before it no longer count. */
+export function noteNews(): void {
   epoch++;
 }
 

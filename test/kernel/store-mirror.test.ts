@@ -11,7 +11,7 @@ import vm from 'node:vm';
 import { DocumentStore } from '../../kernel/store/document-store.js';
 import { EtcdBackend } from '../../kernel/store/etcd-backend.js';
 import { docKey, docPrefix, encodeValue } from '../../kernel/store/etcd-keys.js';
-import { noteNewsFromPeers, withReadScope } from '../../kernel/store/read-scope.js';
+import { noteNews, withReadScope } from '../../kernel/store/read-scope.js';
 import { hasEtcd, startEtcdCluster, type TestEtcdCluster } from '../helpers/etcd-cluster.js';
 import { serialUnless } from '../helpers/needs.js';
 
@@ -182,7 +182,7 @@ serial('a request\'s reads share one check until news from a peer arrives; then 
     for (let n = 1; n <= 50; n++) {
       // As when a peer answers this request: the write is acknowledged, and the answer is news from a peer.
       await ca.put('', 'x', { n });
-      noteNewsFromPeers();
+      noteNews();
       t.is((await cb.get('', 'x'))?.doc.n, n);
     }
     t.true(b.backend.checksSent - before > 1, 'news from a peer made the next read check again');

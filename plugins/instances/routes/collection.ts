@@ -41,10 +41,12 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
         const type = routeType(req);
         const prefix = collectionPath(req);
         const project = req.allProjects ? undefined : req.project;
+        // In a cluster, other members' instances run there: one question per member, all at once, begun
+        // while the records are still being read (cluster-runtime.ts).
+        const runtimeOf = ctx.cluster.enabled && req.recursion > 0 ? remoteRuntime(ctx, project, req.recursion === 2) : undefined;
         const stored = (await manager.records.list(project)).filter((s) => !type || s.doc.type === type);
         let prefetched: Promise<PrefetchedChildren> | undefined;
-        // In a cluster, other members' instances run there: one question per member, all at once.
-        const remote = ctx.cluster.enabled && req.recursion > 0 ? remoteRuntime(ctx, stored, req.recursion === 2) : undefined;
+        const remote = runtimeOf?.(stored);
         return collection(stored, (s) => {
           const url = `${prefix}/${encodeURIComponent(s.name)}`;
           return s.project === 'default' ? url : `${url}?project=${encodeURIComponent(s.project)}`;
