@@ -3,7 +3,7 @@
  * the daemon, the store's switch between sqlite and etcd, this server's identity, leases for health.
  * Every multi-step change undoes what it did when a step fails.
  */
-import { readFile, rm } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import type Logger from 'bunyan';
 import type { Lease, Watcher } from 'etcd3';
 import {
@@ -18,7 +18,7 @@ import type { KernelClusterView } from './cluster-view.js';
 import { STANDALONE_NAME } from './cluster-view.js';
 import { EtcdConnection } from './etcd-client.js';
 import { EtcdMember, ETCD_CLIENT_PORT, etcdUrls } from './etcd-member.js';
-import { hostOf, issueEtcdMember, newEtcdAuthority } from './etcd-pki.js';
+import { hostOf, issueEtcdMember, newEtcdAuthority, sameKeyPair } from './etcd-pki.js';
 import { etcdDir, readClusterState, removeClusterState, writeClusterState } from './cluster-state.js';
 
 const LEASE_PREFIX = '/corral/lease/';
@@ -125,12 +125,23 @@ export class KernelClusterControl implements ClusterControl {
   async etcdAuthority(): Promise<EtcdAuthority> {
     this.conn();
     const files = EtcdMember.files(etcdDir(this.deps.dataDir));
-    try {
-      const [cert, key] = await Promise.all([readFile(files.ca, 'utf8'), readFile(files.caKey, 'utf8')]);
-      return { cert, key };
-    } catch (err) {
-      throw unavailable(`This member cannot hand out the cluster database CA (${(err as Error).message}): ask another member`);
-    }
+    const cert = await readFile(files.ca, 'utf8').catch(() => undefined);
+    const key = await readFile(files.caKey, 'utf8').catch(() => undefined)
+      ?? (cert ? await this.adoptClusterKeyAuthority(cert, files.caKey) : undefined);
+    if (!cert || !key) throw unavailable('This member cannot hand out the cluster database CA (its CA files are missing): ask another member');
+    return { cert, key };
+  }
+
+  /**
+   * A member of a cluster formed before the CA had a key of its own (decision 0062) holds a CA made with
+   * the cluster key: while the cluster certificate is still that one, its key is the CA key, kept from now
+   * on in the CA key file so that a later rotation of the cluster certificate leaves it alone.
+   */
+  private async adoptClusterKeyAuthority(caCert: string, caKeyFile: string): Promise<string | undefined> {
+    const pair = this.certificate();
+    if (!pair || !sameKeyPair(caCert, pair.key)) return undefined;
+    await writeFile(caKeyFile, pair.key, { mode: 0o600 });
+    return pair.key;
   }
 
   join(opts: { serverName: string; address: string; authority: EtcdAuthority; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void> {

@@ -41,6 +41,15 @@ function authorityKey(authority: EtcdAuthority): KeyObject {
   return key;
 }
 
+/** Whether `key` (PEM) is the private key of `cert` (PEM); false for anything unreadable. */
+export function sameKeyPair(cert: string, key: string): boolean {
+  try {
+    return new X509Certificate(cert).checkPrivateKey(createPrivateKey(key));
+  } catch {
+    return false;
+  }
+}
+
 /**
  * This member's etcd TLS, issued from the cluster database CA, for a member listening on `host`.
  * A loopback member also names 127.0.0.1: connections between loopback addresses leave from it,
