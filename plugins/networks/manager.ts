@@ -259,7 +259,7 @@ export class NetworkManager {
     if (found.doc.members) {
       this.driverOf(found.doc);
       if (target) await this.updateOwnPart(project, name, edit);
-      else await this.updateShared(project, name, edit);
+      else await this.updateShared(project, found, edit);
       this.ctx.events.lifecycle('network-updated', networkUrl(project, name), { project, requestor });
       return;
     }
@@ -279,8 +279,7 @@ export class NetworkManager {
       try {
         await this.records.put(project, name, { ...doc, description: edit.description, config: next.config }, rev);
       } catch (err) {
-        for (const p of this.policies) await p.applied?.(previous).catch(() => undefined);
-        await driver.update(next, previous).catch((undo) => this.ctx.log.error({ err: undo, network: name }, 'undoing a network update failed'));
+        await this.changeHost(driver, next, previous).catch((undo) => this.ctx.log.error({ err: undo, network: name }, 'undoing a network update failed'));
         throw err;
       }
     });
@@ -288,8 +287,8 @@ export class NetworkManager {
   }
 
   /** The shared keys of a cluster's network, settled here ("auto" addresses) and applied by every member. */
-  private async updateShared(project: string, name: string, edit: NetworkEdit): Promise<void> {
-    const { rev, doc } = await this.get(project, name);
+  private async updateShared(project: string, { rev, doc }: { rev: number; doc: NetworkRecord }, edit: NetworkEdit): Promise<void> {
+    const name = doc.name;
     const driver = this.driverOf(doc);
     const config = this.parts.sharedKeysOf(edit.config);
     this.drivers.validate(doc.type, config);

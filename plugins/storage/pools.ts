@@ -115,6 +115,13 @@ export class PoolManager {
     return found;
   }
 
+  /** The stored record, read past the cache. */
+  private async fresh(name: string): Promise<{ rev: number; doc: PoolRecord }> {
+    const stored = await this.records.get(POOL_PROJECT, name);
+    if (!stored) throw notFound('Storage pool not found');
+    return stored;
+  }
+
   async list(): Promise<PoolRecord[]> {
     await this.load();
     return (await this.records.list(POOL_PROJECT)).map((s) => s.doc);
@@ -201,6 +208,7 @@ export class PoolManager {
     await this.locks.exclusive(poolLockKey(name), async () => {
       const { rev, doc } = await this.get(name);
       if (doc.members) {
+        // The edits read the record afresh: the pool cache may not have followed another member's write yet.
         if (target) await this.updateOwnPart(name, edit);
         else await this.updateShared(name, edit);
         this.cache.delete(name);
@@ -210,7 +218,7 @@ export class PoolManager {
       // An empty value unsets the key.
       for (const [key, value] of Object.entries(config)) if (value === '') delete config[key];
       this.drivers.validate(doc.driver, config);
-      await this.driverTakes(name, config, changedKeys(doc.config, config));
+      await this.driverTakes(name, doc.driver, config, changedKeys(doc.config, config));
       const stored = await this.records.put(POOL_PROJECT, name, { ...doc, description: edit.description, config }, rev);
       this.cache.set(name, { rev: stored.rev, doc: stored.doc });
     });
@@ -218,8 +226,8 @@ export class PoolManager {
   }
 
   /** The live pool takes a change of its config before it is stored (a driver without `update` takes it at next mount). */
-  private async driverTakes(name: string, config: Record<string, string>, changed: Record<string, string>): Promise<void> {
-    const driver = this.drivers.get((await this.get(name)).doc.driver);
+  private async driverTakes(name: string, driverName: string, config: Record<string, string>, changed: Record<string, string>): Promise<void> {
+    const driver = this.drivers.get(driverName);
     if (!driver?.update || !Object.keys(changed).length) return;
     const { info } = await this.usable(name);
     await driver.update({ ...info, config }, changed);
@@ -227,8 +235,7 @@ export class PoolManager {
 
   /** The shared keys of a cluster's pool: every member's driver takes the change, or none keeps it. */
   private async updateShared(name: string, edit: PoolEdit): Promise<void> {
-    const stored = await this.records.get(POOL_PROJECT, name);
-    if (!stored) throw notFound('Storage pool not found');
+    const stored = await this.fresh(name);
     const config = this.parts.sharedKeysOf(edit.config);
     this.drivers.validate(stored.doc.driver, config);
     await this.parts.editEverywhere(POOL_PROJECT, name, { description: edit.description, config }, stored.rev);
@@ -237,8 +244,7 @@ export class PoolManager {
   /** `--target`: this member's own keys (a loop file's `size`...); shared keys must be left as they are. */
   private async updateOwnPart(name: string, edit: PoolEdit): Promise<void> {
     const self = this.ctx.cluster.serverName;
-    const stored = await this.records.get(POOL_PROJECT, name);
-    if (!stored) throw notFound('Storage pool not found');
+    const stored = await this.fresh(name);
     const { doc } = stored;
     const part = doc.members?.[self];
     if (!part) throw badRequest(`Storage pool "${name}" is not defined on member "${self}"`);
@@ -252,7 +258,7 @@ export class PoolManager {
     const kept = keepFixedKeys(own, part.config);
     const config = { ...doc.config, ...kept };
     this.drivers.validate(doc.driver, config);
-    await this.driverTakes(name, config, changedKeys(part.config, kept));
+    await this.driverTakes(name, doc.driver, config, changedKeys(part.config, kept));
     await this.records.put(POOL_PROJECT, name, { ...doc, members: { ...doc.members, [self]: { ...part, config: kept } } }, stored.rev);
   }
 

@@ -8,9 +8,9 @@
 import test from 'ava';
 import { spawn } from 'node:child_process';
 import { lxcEnv } from '../helpers/clients.js';
-import { startDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
-import { callAndWait } from '../helpers/api.js';
-import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
+import { waitFor, type Daemon } from '../helpers/daemon.js';
+import { referenceUnavailable, type ReferenceDaemon } from '../helpers/reference-daemon.js';
+import { startClusteredPair } from '../helpers/reference-pair.js';
 
 const missing = referenceUnavailable();
 const interop = missing ? test.skip : test.serial;
@@ -21,15 +21,7 @@ let corral: Daemon;
 
 test.before(async () => {
   if (missing) return;
-  [ref, corral] = await Promise.all([startReference(), startDaemon({})]);
-  const pool = await corral.request('POST', '/1.0/storage-pools', { name: 'default', driver: 'dir' });
-  if (pool.status !== 200) throw new Error(pool.body);
-  for (const [d, address] of [[ref, '127.0.25.1:8443'], [corral, '127.0.25.2:8443']] as const) {
-    const set = await d.request('PUT', '/1.0', { config: { 'core.https_address': address } });
-    if (set.status !== 200) throw new Error(set.body);
-    const enabled = await callAndWait(d as Daemon, 'PUT', '/1.0/cluster', { server_name: 'm1', enabled: true });
-    if (enabled.op?.status !== 'Success') throw new Error(`enable: ${enabled.body} ${enabled.op?.err}`);
-  }
+  ({ ref, corral } = await startClusteredPair('127.0.25.1:8443', '127.0.25.2:8443'));
 });
 
 test.after.always(async () => {

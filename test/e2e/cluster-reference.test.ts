@@ -4,9 +4,9 @@
  * answers to the same mistakes.
  */
 import test from 'ava';
-import { startDaemon, type Daemon } from '../helpers/daemon.js';
-import { callAndWait } from '../helpers/api.js';
-import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
+import type { Daemon } from '../helpers/daemon.js';
+import { referenceUnavailable, type ReferenceDaemon } from '../helpers/reference-daemon.js';
+import { startClusteredPair } from '../helpers/reference-pair.js';
 
 const missing = referenceUnavailable();
 const interop = missing ? test.skip : test.serial;
@@ -17,16 +17,7 @@ let corral: Daemon;
 
 test.before(async () => {
   if (missing) return;
-  [ref, corral] = await Promise.all([startReference(), startDaemon({})]);
-  // The reference's helper made a dir pool named default: so does this side, for member_config.
-  const pool = await corral.request('POST', '/1.0/storage-pools', { name: 'default', driver: 'dir' });
-  if (pool.status !== 200) throw new Error(pool.body);
-  for (const [d, address] of [[ref, '127.0.19.64:8443'], [corral, '127.0.19.65:8443']] as const) {
-    const set = await d.request('PUT', '/1.0', { config: { 'core.https_address': address } });
-    if (set.status !== 200) throw new Error(set.body);
-    const enabled = await callAndWait(d as Daemon, 'PUT', '/1.0/cluster', { server_name: 'm1', enabled: true });
-    if (enabled.op?.status !== 'Success') throw new Error(`enable: ${enabled.body} ${enabled.op?.err}`);
-  }
+  ({ ref, corral } = await startClusteredPair('127.0.19.64:8443', '127.0.19.65:8443'));
 });
 
 test.after.always(async () => {

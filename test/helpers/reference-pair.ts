@@ -4,7 +4,8 @@
  * loopback addresses and added to one client home as remotes `cor` and `ref`.
  */
 import { readFileSync } from 'node:fs';
-import { killContainers } from './daemon.js';
+import { callAndWait } from './api.js';
+import { killContainers, startDaemon, type Daemon } from './daemon.js';
 import { startWithImage, stopImageDaemons, type ImageDaemon } from './image-daemon.js';
 import { startReference, type ReferenceDaemon } from './reference-daemon.js';
 import type { RemoteClient } from './remotes.js';
@@ -34,3 +35,20 @@ export async function stopReferencePair(pair: Partial<ReferencePair>, client: Re
   client.remove();
 }
 
+
+/**
+ * The reference and a bare corral (with a `default` dir pool, as the reference's helper makes one), each
+ * enabled as a one-member cluster named m1 on its own loopback address: for comparing cluster answers.
+ */
+export async function startClusteredPair(refAddress: string, corralAddress: string): Promise<{ ref: ReferenceDaemon; corral: Daemon }> {
+  const [ref, corral] = await Promise.all([startReference(), startDaemon({})]);
+  const pool = await corral.request('POST', '/1.0/storage-pools', { name: 'default', driver: 'dir' });
+  if (pool.status !== 200) throw new Error(pool.body);
+  for (const [d, address] of [[ref, refAddress], [corral, corralAddress]] as const) {
+    const set = await d.request('PUT', '/1.0', { config: { 'core.https_address': address } });
+    if (set.status !== 200) throw new Error(set.body);
+    const enabled = await callAndWait(d as Daemon, 'PUT', '/1.0/cluster', { server_name: 'm1', enabled: true });
+    if (enabled.op?.status !== 'Success') throw new Error(`enable: ${enabled.body} ${enabled.op?.err}`);
+  }
+  return { ref, corral };
+}

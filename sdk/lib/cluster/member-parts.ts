@@ -288,7 +288,7 @@ export class MemberParts<R extends MemberPartsRecord> {
     await this.opts.records.put(project, name, { ...stored.doc, ...edit, generation, before }, stored.rev);
     let failure: string;
     try {
-      const final = await this.waitFor(project, name, (r) => !r || Object.values(r.members ?? {}).every((p) => (p.applied ?? 0) >= generation));
+      const final = await this.waitFor(project, name, appliedEverywhere(generation));
       const failed = Object.entries(final?.members ?? {}).filter(([, p]) => p.applied === generation && p.error !== undefined);
       if (!failed.length) return;
       failure = failed.map(([member, p]) => `member "${member}": ${p.error}`).join('; ');
@@ -313,7 +313,7 @@ export class MemberParts<R extends MemberPartsRecord> {
         this.opts.log.error({ err, name }, `reverting a failed change of a ${this.opts.what.toLowerCase()} failed`);
         return;
       }
-      await this.waitFor(project, name, (r) => !r || Object.values(r.members ?? {}).every((p) => (p.applied ?? 0) >= generation))
+      await this.waitFor(project, name, appliedEverywhere(generation))
         .catch((err) => this.opts.log.error({ err, name }, `a member did not revert a failed change of a ${this.opts.what.toLowerCase()}`));
       return;
     }
@@ -431,4 +431,9 @@ export class MemberParts<R extends MemberPartsRecord> {
       });
     }
   }
+}
+
+/** A wait's end: the record is gone, or every member applied the edit of `generation`. */
+function appliedEverywhere(generation: number): (record: MemberPartsRecord | undefined) => boolean {
+  return (r) => !r || Object.values(r.members ?? {}).every((p) => (p.applied ?? 0) >= generation);
 }
