@@ -61,6 +61,23 @@ export class CgroupHost {
     return undefined;
   }
 
+  /**
+   * Enable a unified-hierarchy controller for the cgroups liblxc makes below the daemon's own
+   * (`+<controller>` in each `cgroup.subtree_control` from the root down). liblxc does not do it on
+   * a hybrid host, so a v2-only controller (hugetlb here) would have no files in the container's
+   * cgroup. Throws with the kernel's reason when a level refuses.
+   */
+  delegateUnified(controller: string, selfCgroup = readText('/proc/self/cgroup') ?? ''): void {
+    if (!this.unifiedMount) throw new Error('the host has no unified cgroup hierarchy');
+    const own = selfCgroup.split('\n').find((l) => l.startsWith('0::'))?.slice(3) ?? '/';
+    const parts = own.split('/').filter(Boolean);
+    for (let depth = 0; depth <= parts.length; depth++) {
+      const file = path.join(this.unifiedMount, ...parts.slice(0, depth), 'cgroup.subtree_control');
+      if (readText(file)?.split(/\s+/).includes(controller)) continue;
+      writeFileSync(file, `+${controller}`);
+    }
+  }
+
   /** The config key prefix that sets a file of this controller. */
   configPrefix(controller: Controller): string {
     return this.versionOf(controller) === 2 || this.pureV2 ? 'lxc.cgroup2' : 'lxc.cgroup';

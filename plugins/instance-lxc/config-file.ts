@@ -8,6 +8,7 @@ import path from 'node:path';
 import { badRequest, truthy, type DeviceMount, type DriverInstance, type NicRunConfig } from '../../sdk/index.js';
 import type { CgroupHost } from './cgroups.js';
 import { idmapLines, type IdmapPlan } from './idmap.js';
+import { prlimitLines } from './kernel-limits.js';
 import type { CgroupLimit } from './limits.js';
 import { nicConfigLines } from './nics.js';
 import { rawLxcConfig } from './raw-lxc.js';
@@ -126,6 +127,7 @@ export function renderConfig(input: ConfigInput): string {
     const file = prefix === 'lxc.cgroup2' ? limit.v2 : limit.v1;
     lines.push(`${prefix}.${file} = ${limit.value}`);
   }
+  lines.push(...prlimitLines(c));
   const raw = c['raw.lxc'];
   if (raw) lines.push('# raw.lxc', ...rawLxcConfig(raw));
   return `${lines.join('\n')}\n`;

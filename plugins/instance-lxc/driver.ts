@@ -34,6 +34,8 @@ import { liblxcRefusal } from './raw-lxc-verdict.js';
 import { runningState, stoppedState } from './runtime-state.js';
 import { runTool } from './tool.js';
 import { refuseShift } from './shift-protection.js';
+import { checkHugepages, HUGEPAGE_KEYS, hugepageLimit, hugepagesUnsupported } from './hugepages.js';
+import { checkKernelLimit, KERNEL_LIMIT_PREFIX } from './kernel-limits.js';
 import { lockInstanceDir, rootOwner } from './instance-dir.js';
 
 /** The logger methods the driver uses (a bunyan logger in the daemon). */
@@ -136,9 +138,29 @@ export class LxcDriver implements InstanceDriver {
     check('limits.processes', (v) => {
       if (!/^-?\d+$/.test(v)) throw new Error(`Invalid value for an integer "${v}"`);
     });
+    for (const key of HUGEPAGE_KEYS) {
+      check(key, (v) => {
+        checkHugepages(v);
+        const why = hugepagesUnsupported(key, this.cgroups);
+        if (why) throw new Error(`huge page limits cannot apply here: ${why}`);
+      });
+    }
+    for (const key of Object.keys(config)) {
+      if (key.startsWith(KERNEL_LIMIT_PREFIX)) check(key, (v) => checkKernelLimit(key, v));
+    }
     check('security.idmap.size', (v) => {
       if (!/^\d+$/.test(v) || Number(v) === 0) throw new Error(`Invalid value for uint32 "${v}"`);
     });
+  }
+
+  /** A hugepage limit on a hybrid host needs hugetlb enabled on the unified hierarchy first. */
+  private delegateHugetlb(config: Record<string, string>): void {
+    if (!HUGEPAGE_KEYS.some((k) => config[k]) || this.cgroups.versionOf('hugetlb') !== 2 || this.cgroups.pureV2) return;
+    try {
+      this.cgroups.delegateUnified('hugetlb');
+    } catch (err) {
+      throw badRequest(`Huge page limits cannot apply: enabling the hugetlb controller failed (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    }
   }
 
   /** The id map plan; `taken` lists host ranges other isolated instances hold. */
@@ -222,6 +244,7 @@ export class LxcDriver implements InstanceDriver {
     } catch (err) {
       throw badRequest((err as Error).message);
     }
+    this.delegateHugetlb(inst.config);
     const rootfs = devices.find((d) => d.rootfs)?.rootfs?.path ?? path.join(inst.volumePath, 'rootfs');
     const text = renderConfig({
       inst,
@@ -229,7 +252,7 @@ export class LxcDriver implements InstanceDriver {
       mounts: devices.flatMap((d) => d.mounts ?? []),
       nics: devices.flatMap((d) => d.nics ?? []),
       idmap: plan,
-      limits: startLimits(inst.config, this.host(), name),
+      limits: [...startLimits(inst.config, this.host(), name), ...HUGEPAGE_KEYS.filter((k) => inst.config[k]).map((k) => hugepageLimit(k, inst.config[k]))],
       cgroups: this.cgroups,
     });
     await Promise.all([this.containerDir(name), mkdir(inst.logDir, { recursive: true })]);
@@ -257,6 +280,16 @@ export class LxcDriver implements InstanceDriver {
     if (!running) {
       await this.killLeftover(name);
       throw await this.startFailure(result.stderr, logFile, logOffset, Boolean(inst.config['raw.lxc']));
+    }
+    const hugepages = Object.fromEntries(HUGEPAGE_KEYS.filter((k) => inst.config[k]).map((k) => [k, inst.config[k]]));
+    if (Object.keys(hugepages).length && !this.cgroups.pureV2) {
+      // liblxc leaves `lxc.cgroup2.*` lines unapplied on a hybrid host: the limits are written here.
+      try {
+        await this.update(inst, hugepages);
+      } catch (err) {
+        await this.killLeftover(name);
+        throw err;
+      }
     }
     const keys = LxcDriver.volatileKeys(plan);
     keys['volatile.idmap.current'] = keys['volatile.idmap.next']!;
@@ -527,17 +560,18 @@ export class LxcDriver implements InstanceDriver {
     if (!running?.cgroup) return;
     const cgroup = running.cgroup;
     for (const key of Object.keys(changed)) {
-      if (!(LIMIT_KEYS as readonly string[]).includes(key) && (key.startsWith('security.') || key.startsWith('raw.'))) {
+      if (key.startsWith('security.') || key.startsWith('raw.')) {
         throw badRequest(`"${key}" cannot be changed while the instance is running`);
       }
     }
+    if (HUGEPAGE_KEYS.some((k) => k in changed)) this.delegateHugetlb(Object.fromEntries(HUGEPAGE_KEYS.map((k) => [k, 'set'])));
     const undo: (() => void)[] = [];
     try {
-      for (const key of LIMIT_KEYS) {
+      for (const key of [...LIMIT_KEYS, ...HUGEPAGE_KEYS]) {
         if (!(key in changed)) continue;
         let limit;
         try {
-          limit = cgroupLimit(key, changed[key], this.host(), name)!;
+          limit = key.startsWith('limits.hugepages.') ? hugepageLimit(key, changed[key]) : cgroupLimit(key, changed[key], this.host(), name)!;
         } catch (err) {
           throw badRequest(`Invalid value for "${key}": ${(err as Error).message}`);
         }

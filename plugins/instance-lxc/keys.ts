@@ -1,6 +1,8 @@
 /** Instance config keys the liblxc driver honours (the instances family registers them, scope `instance`). */
 import { isBool, isInt, type ConfigKeyDescriptor, type Validator } from '../../sdk/index.js';
 import { parseRawIdmap } from './idmap.js';
+import { checkHugepages, HUGEPAGE_KEYS } from './hugepages.js';
+import { KERNEL_LIMIT_NAMES, parseKernelLimit } from './kernel-limits.js';
 import { checkCpu, checkMemory } from './limits.js';
 import { checkRawLxc } from './raw-lxc.js';
 
@@ -25,6 +27,10 @@ export const LXC_KEYS: ConfigKeyDescriptor[] = [
   { key: 'limits.cpu', scope: 'instance', type: 'string', live: true, validate: checkCpu, doc: 'Number of CPUs, or a list of CPU ids and ranges (0-1,3), the container may run on' },
   { key: 'limits.memory', scope: 'instance', type: 'string', live: true, validate: checkMemory, doc: 'Memory limit: bytes with an optional unit (kB, MB, GB, KiB, MiB, GiB...) or a percentage of the host\'s memory' },
   { key: 'limits.processes', scope: 'instance', type: 'integer', live: true, validate: isInt, doc: 'Maximum number of processes in the container' },
+  ...HUGEPAGE_KEYS.map((key): ConfigKeyDescriptor => ({ key, scope: 'instance', type: 'string', live: true, validate: checkHugepages, extension: 'limits_hugepages',
+    doc: `Most memory the container may take in huge pages of ${key.split('.').pop()} (a size: 64MB, 1GiB...); refused on hosts without such pages or the hugetlb controller` })),
+  { pattern: new RegExp(`^limits\\.kernel\\.(${KERNEL_LIMIT_NAMES.join('|')})$`), scope: 'instance', type: 'string', validate: (v) => void parseKernelLimit(v), extension: 'kernel_limits',
+    doc: `Resource limit (prlimit) of the container's processes: \`unlimited\`, a number, or \`soft:hard\`; names: ${KERNEL_LIMIT_NAMES.join(', ')}; applied at the next start` },
   { key: 'volatile.idmap.base', scope: 'instance', type: 'integer', extension: 'id_map', doc: 'First host id of the container\'s map (0: the shared map)' },
   { key: 'volatile.idmap.next', scope: 'instance', type: 'string', extension: 'id_map_current', doc: 'Id map to use at the next start (JSON)' },
   { key: 'volatile.idmap.current', scope: 'instance', type: 'string', extension: 'id_map_current', doc: 'Id map in effect since the last start (JSON)' },

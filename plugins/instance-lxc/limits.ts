@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 
-export type Controller = 'memory' | 'pids' | 'cpuset';
+export type Controller = 'memory' | 'pids' | 'cpuset' | 'hugetlb';
 
 export interface CgroupLimit {
   key: string;
@@ -43,6 +43,12 @@ export function parseMemory(value: string, totalMemory: number): number {
   const bytes = Math.floor(Number(m[1]) * UNITS[m[2]!]!);
   if (bytes <= 0) throw new Error(`Invalid value: ${value}`);
   return bytes;
+}
+
+/** Bytes of a size with an optional unit (no percentage): hugepage limits. */
+export function parseByteSize(value: string): number {
+  if (value.endsWith('%')) throw new Error(`Invalid value: ${value} (a size such as 64MB, not a percentage)`);
+  return parseMemory(value, 1);
 }
 
 export function checkMemory(value: string): void {
@@ -129,5 +135,5 @@ export function startLimits(config: Record<string, string>, host: HostCapacity, 
 export function unlimitedValue(limit: CgroupLimit, version: 1 | 2, allCpus: string): string {
   if (limit.value !== '') return limit.value;
   if (limit.controller === 'cpuset') return allCpus;
-  return limit.controller === 'memory' && version === 1 ? '-1' : 'max';
+  return (limit.controller === 'memory' || limit.controller === 'hugetlb') && version === 1 ? '-1' : 'max';
 }

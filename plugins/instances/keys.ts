@@ -8,7 +8,7 @@ export const INSTANCE_KEYS: ConfigKeyDescriptor[] = [
   { key: 'boot.stop.priority', scope: 'instance', type: 'integer', default: '0', validate: isInt, live: true, extension: 'container_stop_priority', doc: 'Stop order on daemon shutdown: higher stops first' },
   { key: 'boot.host_shutdown_timeout', scope: 'instance', type: 'integer', default: '30', validate: isUint, live: true, extension: 'container_host_shutdown_timeout', doc: 'Seconds to wait for a clean shutdown when the daemon stops before killing' },
   { key: 'security.protection.delete', scope: 'instance', type: 'bool', default: 'false', validate: isBool, live: true, extension: 'container_protection_delete', doc: 'Refuse to delete the instance' },
-  { key: 'security.protection.shift', scope: 'instance', type: 'bool', default: 'false', validate: isBool, live: true, doc: 'Refuse to start the container under another id map than at its last start (what its files\' owners would shift to)' },
+  { key: 'security.protection.shift', scope: 'instance', type: 'bool', default: 'false', validate: isBool, live: true, extension: 'container_protection_shift', doc: 'Refuse to start the container under another id map than at its last start (what its files\' owners would shift to)' },
   { key: 'cluster.evacuate', scope: 'instance', type: 'string', default: 'auto', validate: oneOf('auto', 'migrate', 'stop'), live: true, doc: 'What evacuating its cluster member does with the instance: stop it there, or migrate it to another member (auto: migrate)' },
   { key: 'linux.kernel_modules', scope: 'instance', type: 'list', doc: 'Kernel modules to load before starting' },
   { prefix: 'environment.', scope: 'instance', type: 'string', live: true, doc: 'Environment variables for exec sessions' },

@@ -92,7 +92,7 @@ test.serial('raw.lxc is judged by liblxc when it is set: create, config set, pro
   await ok(t, 'profile', 'delete', 'rawbad');
 });
 
-test.serial('security.protection.shift refuses a start under another id map, as a failed operation', async (t) => {
+test.serial('security.protection.shift (container_protection_shift) refuses a start under another id map, as a failed operation', async (t) => {
   // Files as unpacked from the image, started unprivileged for the first time: a shift.
   await ok(t, 'init', 'bb', 'sh1', '-c', 'security.protection.shift=true');
   t.regex(await refused(t, 'start', 'sh1'), /protected against id shifting/);

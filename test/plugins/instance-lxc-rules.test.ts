@@ -8,6 +8,10 @@ import { checkDelegated, buildIdmap, parseRawIdmap, type IdmapEntry } from '../.
 import { refuseShift } from '../../plugins/instance-lxc/shift-protection.js';
 import { rootOwner } from '../../plugins/instance-lxc/instance-dir.js';
 import { parseRawLxc } from '../../plugins/instance-lxc/raw-lxc.js';
+import { checkKernelLimit, parseKernelLimit, prlimitLines } from '../../plugins/instance-lxc/kernel-limits.js';
+import { hugepageLimit, hugepagesUnsupported } from '../../plugins/instance-lxc/hugepages.js';
+import { CgroupHost } from '../../plugins/instance-lxc/cgroups.js';
+import { claimsNamed } from '../helpers/claims.js';
 
 const base = { uid: { start: 1_000_000, size: 1_000_000_000 }, gid: { start: 1_000_000, size: 1_000_000_000 } };
 const delegated = { uid: [base.uid], gid: [base.gid] };
@@ -31,7 +35,7 @@ test('otherwise newuidmap/newgidmap rules hold: subordinate ids, or the caller\'
   t.throws(() => checkDelegated(map('both 0 0'), delegated, { uid: 1000, gid: 1000 }), { message: /host uid 0/ });
 });
 
-test('security.protection.shift refuses a start whose map differs from the last start\'s', (t) => {
+test('security.protection.shift (container_protection_shift) refuses a start whose map differs from the last start\'s', (t) => {
   const shared = { privileged: false, base: 0, map: map('') };
   const privileged = { privileged: true, base: 0, map: [] as IdmapEntry[] };
   const json = (m: IdmapEntry[]) => JSON.stringify(m);
@@ -61,4 +65,33 @@ test('raw.lxc: the keys the reference forbids, compared without case; other line
   for (const line of ['lxc.net.10.ipv6.gateway = fd00::2', 'lxc.net.0.ipv4.address = 10.0.0.1/24', 'notlxc.key = 1', '= novalue', 'lxc.notaconfigkey = 1', '# comment']) {
     t.notThrows(() => parseRawLxc(line), line);
   }
+});
+
+test('limits.kernel values (kernel_limits): unlimited, -1, a number or soft:hard; a soft limit above the hard one and other text refused', (t) => {
+  t.deepEqual(parseKernelLimit('200'), { soft: 200n, hard: 200n });
+  t.deepEqual(parseKernelLimit('unlimited'), { soft: undefined, hard: undefined });
+  t.deepEqual(parseKernelLimit('-1'), { soft: undefined, hard: undefined });
+  t.deepEqual(parseKernelLimit('10:unlimited'), { soft: 10n, hard: undefined });
+  t.throws(() => parseKernelLimit('unlimited:10'), { message: /above its hard limit/ });
+  t.throws(() => parseKernelLimit('300:100'), { message: /above its hard limit/ });
+  for (const bad of ['', 'abc', '1.5', '-2', '1:2:3', '10k', '18446744073709551615']) t.throws(() => parseKernelLimit(bad), { message: /not a limit/ }, bad);
+  t.throws(() => checkKernelLimit('limits.kernel.files', '5'), { message: /Unknown kernel limit "files"/ });
+  t.deepEqual(prlimitLines({ 'limits.kernel.nproc': '-1', 'limits.kernel.nofile': '100:300', 'limits.kernel.core': '' }),
+    ['lxc.prlimit.nofile = 100:300', 'lxc.prlimit.nproc = unlimited:unlimited']);
+});
+
+test('limits.hugepages (limits_hugepages): bytes per page size, and a host without the size or the controller named as the reason', (t) => {
+  t.deepEqual(hugepageLimit('limits.hugepages.2MB', '64MiB'), { key: 'limits.hugepages.2MB', controller: 'hugetlb', v1: 'hugetlb.2MB.limit_in_bytes', v2: 'hugetlb.2MB.max', value: String(64 * 2 ** 20) });
+  t.is(hugepageLimit('limits.hugepages.1GB', undefined).value, '');
+  t.throws(() => hugepageLimit('limits.hugepages.2MB', '10%'), { message: /not a percentage/ });
+  const none = new CgroupHost('cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0');
+  t.regex(hugepagesUnsupported('limits.hugepages.2MB', none) ?? '', /no hugetlb cgroup controller/);
+  const v1 = new CgroupHost('cgroup /sys/fs/cgroup/hugetlb cgroup rw,hugetlb 0 0');
+  t.regex(hugepagesUnsupported('limits.hugepages.64KB', v1, '/nonexistent') ?? '', /no 64KB huge pages/);
+});
+
+test('every api extension the liblxc driver claims is named by a test title', (t) => {
+  const { claims, unnamed } = claimsNamed('instance-lxc');
+  t.true(claims.includes('kernel_limits') && claims.includes('limits_hugepages') && claims.includes('container_protection_shift'));
+  t.deepEqual(unnamed, []);
 });
