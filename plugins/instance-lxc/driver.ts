@@ -555,12 +555,14 @@ export class LxcDriver implements InstanceDriver {
    * already changed. Keys that only take effect at the next start are refused while running.
    */
   async update(inst: DriverInstance, changed: Record<string, string | undefined>): Promise<void> {
+    // Read only at a start: stored while running and in effect from the next start, as the reference does.
+    const NEXT_START_KEYS = new Set(['security.nesting', 'security.protection.shift']);
     const name = this.nameOf(inst);
     const running = this.monitors.find(name);
     if (!running?.cgroup) return;
     const cgroup = running.cgroup;
     for (const key of Object.keys(changed)) {
-      if (key.startsWith('security.') || key.startsWith('raw.')) {
+      if ((key.startsWith('security.') && !NEXT_START_KEYS.has(key)) || key.startsWith('raw.')) {
         throw badRequest(`"${key}" cannot be changed while the instance is running`);
       }
     }

@@ -139,7 +139,7 @@ hugetlbTest('limits.hugepages.2MB (limits_hugepages) is written to the container
   await ok(t, 'delete', '--force', 'u5h1');
 });
 
-test.serial('security.nesting lets container root make a user, mount and pid namespace with its own proc and sysfs; without it that fails', async (t) => {
+test.serial('security.nesting (set stopped or running, in effect at the next start) lets container root make a user, mount and pid namespace with its own proc and sysfs; without it that fails', async (t) => {
   const nest = 'mkdir -p /tmp/p /tmp/s && unshare -r -m -p -n -f sh -c "mount -t proc proc /tmp/p && mount -t sysfs sysfs /tmp/s && cat /tmp/p/1/comm && ls /tmp/s/kernel >/dev/null && echo mounted"';
   await ok(t, 'launch', 'bb', 'u5n1', '-c', 'security.nesting=true');
   t.is((await sh(t, 'u5n1', nest)).trim().split('\n').join(' '), 'sh mounted', 'pid 1 of the new proc is the unshared shell (the container\'s is init); sysfs readable');
@@ -148,5 +148,10 @@ test.serial('security.nesting lets container root make a user, mount and pid nam
   t.not(res.status, 0, res.stdout);
   t.notRegex(res.stdout, /mounted/);
   t.regex(res.stderr, /Operation not permitted|permission denied/i);
+  // Set while running, as the reference takes it: in effect from the next start.
+  await ok(t, 'config', 'set', 'u5n2', 'security.nesting=true');
+  t.not((await lxc(d.socket, 'exec', 'u5n2', '--', 'sh', '-c', nest)).status, 0);
+  await ok(t, 'restart', '--force', 'u5n2');
+  t.is((await sh(t, 'u5n2', nest)).trim().split('\n').join(' '), 'sh mounted');
   await ok(t, 'delete', '--force', 'u5n1', 'u5n2');
 });

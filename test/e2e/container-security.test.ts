@@ -106,6 +106,9 @@ test.serial('security.protection.shift (container_protection_shift) refuses a st
   await ok(t, 'init', 'bb', 'sh2', '-c', 'security.protection.shift=true', '-c', 'security.privileged=true');
   await ok(t, 'start', 'sh2');
   await ok(t, 'restart', '--force', 'sh2');
+  // Changed while running, as the reference allows: the key is read only at a start.
+  await ok(t, 'config', 'set', 'sh2', 'security.protection.shift=false');
+  await ok(t, 'config', 'set', 'sh2', 'security.protection.shift=true');
 
   // Started once without the protection, then protected: the same map starts again...
   await ok(t, 'config', 'unset', 'sh1', 'security.protection.shift');
