@@ -6,6 +6,7 @@
  */
 import test from 'ava';
 import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { projectRoot, startWithPool, stopDaemons, unixRequest, type Daemon } from '../helpers/daemon.js';
@@ -154,4 +155,28 @@ test.serial('security.nesting (set stopped or running, in effect at the next sta
   await ok(t, 'restart', '--force', 'u5n2');
   t.is((await sh(t, 'u5n2', nest)).trim().split('\n').join(' '), 'sh mounted');
   await ok(t, 'delete', '--force', 'u5n1', 'u5n2');
+});
+
+// The host's liblxc run inside the container needs its tools and /mnt in the host root.
+const nestedMissing = !existsSync('/usr/bin/lxc-start') ? 'no lxc-start on the host' : !existsSync('/mnt') ? 'no /mnt in the host root' : undefined;
+if (nestedMissing) console.warn(`nested liblxc test skipped: ${nestedMissing}`);
+const nestedTest = nestedMissing ? test.skip : test.serial;
+
+nestedTest('security.nesting: a real liblxc container with its own user namespace starts inside the container; without nesting its proc mount is refused', async (t) => {
+  const script = readFileSync(path.join(projectRoot, 'test', 'e2e', 'nested-lxc.sh'), 'utf8');
+  const outcome: Record<string, { status: number | null; out: string }> = {};
+  for (const [name, nesting] of [['u5nl1', 'true'], ['u5nl2', 'false']] as const) {
+    await ok(t, 'launch', 'bb', name, '-c', `security.nesting=${nesting}`);
+    // The host root, read-only, for the lxc tools and their libraries (added live: see the status notes).
+    await ok(t, 'config', 'device', 'add', name, 'hostroot', 'disk', 'source=/', 'path=/host', 'readonly=true');
+    const res = await lxc(d.socket, 'exec', name, '--', 'sh', '-c', script);
+    outcome[name] = { status: res.status, out: `${res.stdout}${res.stderr}` };
+  }
+  t.is(outcome.u5nl1!.status, 0, outcome.u5nl1!.out);
+  t.regex(outcome.u5nl1!.out, /^nested u5nested pid 1 map\s+0\s+100000\s+65536$/m, 'its own hostname, pid namespace and id map');
+  t.not(outcome.u5nl2!.status, 0, outcome.u5nl2!.out);
+  t.regex(outcome.u5nl2!.out, /nested start failed[\s\S]*Failed to mount "proc"/);
+  // Nothing of the nested container outlives its container.
+  await ok(t, 'delete', '--force', 'u5nl1', 'u5nl2');
+  t.is(spawnSync('pgrep', ['-f', 'lxc-start -n n1 -P /tmp/lxcp']).status, 1);
 });
