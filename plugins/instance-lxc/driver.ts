@@ -38,6 +38,9 @@ import { checkHugepages, HUGEPAGE_KEYS, hugepageLimit, hugepagesUnsupported } fr
 import { checkKernelLimit, KERNEL_LIMIT_PREFIX } from './kernel-limits.js';
 import { lockInstanceDir, rootOwner } from './instance-dir.js';
 
+/** Read only at a start: stored while running and in effect from the next start, as the reference does. */
+const NEXT_START_KEYS = new Set(['security.nesting', 'security.protection.shift']);
+
 /** The logger methods the driver uses (a bunyan logger in the daemon). */
 export interface DriverLog {
   debug(obj: object, msg?: string): void;
@@ -285,6 +288,7 @@ export class LxcDriver implements InstanceDriver {
     if (Object.keys(hugepages).length && !this.cgroups.pureV2) {
       // liblxc leaves `lxc.cgroup2.*` lines unapplied on a hybrid host: the limits are written here.
       try {
+        if (!this.monitors.find(name)?.cgroup) throw new Error('the started container\'s cgroup was not found: its huge page limits cannot be applied');
         await this.update(inst, hugepages);
       } catch (err) {
         await this.killLeftover(name);
@@ -552,11 +556,10 @@ export class LxcDriver implements InstanceDriver {
 
   /**
    * Limits go straight into the running container's cgroup; a failure puts back the values
-   * already changed. Keys that only take effect at the next start are refused while running.
+   * already changed. Other `security.*` and `raw.*` keys are refused while running, but those read
+   * only at a start (NEXT_START_KEYS).
    */
   async update(inst: DriverInstance, changed: Record<string, string | undefined>): Promise<void> {
-    // Read only at a start: stored while running and in effect from the next start, as the reference does.
-    const NEXT_START_KEYS = new Set(['security.nesting', 'security.protection.shift']);
     const name = this.nameOf(inst);
     const running = this.monitors.find(name);
     if (!running?.cgroup) return;
