@@ -217,3 +217,37 @@ test.serial('restricted projects refuse usb, gpu, pci and infiniband devices unl
     await lxc(d.socket, 'project', 'delete', p);
   }
 });
+
+test.serial('virtual machines: pci and the VM gputypes are accepted, container-only options refused; a start with a present PCI device is refused as not supported by this build', async (t) => {
+  const vm = `u4vm${RUN}`;
+  await ok(t, 'init', '--empty', '--vm', vm);
+  try {
+    const refused: Array<[string[], RegExp]> = [
+      [['g', 'gpu', 'uid=1'], /option "uid" applies to containers only/],
+      [['g', 'gpu', 'gputype=mdev'], /gputype "mdev" needs "mdev"/],
+      [['g', 'gpu', 'gputype=mig', 'mig.ci=1', 'mig.gi=1'], /gputype "mig" is for containers only/],
+      [['u', 'usb', 'mode=0600'], /option "mode" applies to containers only/],
+      [['p', 'pci'], /option "address" is required/],
+      [['p', 'pci', 'address=xyz'], /option "address": "xyz" is not a PCI address/],
+    ];
+    for (const [args, message] of refused) t.regex(await lxcRefused(t, d.socket, 'config', 'device', 'add', vm, ...args), message);
+    await ok(t, 'config', 'device', 'add', vm, 'g', 'gpu', 'gputype=mdev', 'mdev=i915-GVTg_V5_4', 'pci=0000:00:02.0');
+    await ok(t, 'config', 'device', 'add', vm, 's', 'gpu', 'gputype=sriov', 'vendorid=8086');
+    await ok(t, 'config', 'device', 'remove', vm, 'g');
+    await ok(t, 'config', 'device', 'remove', vm, 's');
+
+    // A PCI function this host has (the first one sysfs lists): found, and refused since nothing passes it through.
+    const present = readdirSync('/sys/bus/pci/devices')[0];
+    if (!present) return t.pass('this host lists no PCI functions');
+    await ok(t, 'config', 'device', 'add', vm, 'p', 'pci', `address=${present}`);
+    t.regex(await lxcRefused(t, d.socket, 'start', vm), new RegExp(`Device "p": PCI passthrough is not supported by this build \\(the host has a PCI device at ${present.replace(/\./g, '\\.')}\\)`));
+    const after = (await d.request('GET', `/1.0/instances/${vm}/state`)).json?.metadata;
+    t.is(after.status, 'Stopped');
+    t.is(after.pid ?? 0, 0);
+    await ok(t, 'config', 'device', 'set', vm, 'p', 'address=0000:7f:1f.7');
+    t.regex(await lxcRefused(t, d.socket, 'start', vm), /Device "p": the host has no PCI device at address 0000:7f:1f\.7/);
+    t.is((await d.request('GET', `/1.0/instances/${vm}`)).json?.metadata?.status, 'Stopped');
+  } finally {
+    await lxc(d.socket, 'delete', '--force', vm);
+  }
+});
