@@ -7,7 +7,7 @@
  */
 import { badRequest, type DeviceConfig, type DeviceRunConfig, type DeviceStartContext, type DeviceType, type DeviceValidationContext } from '../../sdk/index.js';
 import { gpuCards, type GpuCard } from './host-hardware.js';
-import { byteRange, checkKnown, checkValues, deviceId, fileMode, notSupported, pciAddress, pciSysfsName, refuseOnVm, unixId, uuid } from './options.js';
+import { byteRange, checkKnown, checkValues, deviceId, fileMode, notSupported, pciAddress, pciSysfsName, refuseOnVm, unixId, uuid, recheck } from './options.js';
 
 const SELECTORS = ['vendorid', 'productid', 'id', 'pci'] as const;
 const DEV_OWNER = ['uid', 'gid', 'mode'] as const;
@@ -71,6 +71,7 @@ export class GpuDevice implements DeviceType {
   }
 
   async start(ctx: DeviceStartContext): Promise<DeviceRunConfig> {
+    recheck(this, ctx);
     const type = gpuType(ctx.config);
     const found = gpuCards().filter((card) => matches(card, ctx.config));
     if (!found.length) throw badRequest(`Device "${ctx.name}": no GPU on the host matches (${describe(ctx.config)}); gputype "${type}" needs one`);

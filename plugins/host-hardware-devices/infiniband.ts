@@ -6,7 +6,7 @@
  */
 import { badRequest, type DeviceConfig, type DeviceRunConfig, type DeviceStartContext, type DeviceType, type DeviceValidationContext } from '../../sdk/index.js';
 import { infinibandInterfacePresent } from './host-hardware.js';
-import { checkKnown, checkValues, notSupported } from './options.js';
+import { checkKnown, checkValues, notSupported, recheck } from './options.js';
 
 const OPTIONS = ['nictype', 'parent', 'name', 'hwaddr', 'mtu'] as const;
 const NICTYPES = ['physical', 'sriov'];
@@ -42,6 +42,7 @@ export class InfinibandDevice implements DeviceType {
   }
 
   async start(ctx: DeviceStartContext): Promise<DeviceRunConfig> {
+    recheck(this, ctx);
     const parent = ctx.config.parent!;
     if (!infinibandInterfacePresent(parent)) throw badRequest(`Device "${ctx.name}": the host has no InfiniBand interface "${parent}" (nictype ${ctx.config.nictype})`);
     throw notSupported(`InfiniBand (nictype ${ctx.config.nictype})`, ctx.name, `the InfiniBand interface "${parent}"`);

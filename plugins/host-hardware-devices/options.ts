@@ -3,7 +3,7 @@
  * an Error whose message names the option and what it must look like; the instances family wraps
  * it in a 400 naming the device. The syntax follows what the reference daemon accepts at add time.
  */
-import { badRequest, isBool, type ApiError, type DeviceConfig } from '../../sdk/index.js';
+import { badRequest, isBool, type ApiError, type DeviceConfig, type DeviceStartContext, type DeviceType } from '../../sdk/index.js';
 
 export type OptionCheck = (value: string) => void;
 
@@ -75,4 +75,16 @@ export function refuseOnVm(config: DeviceConfig, keys: readonly string[], isVm: 
 /** What a present device's start says: this build does not pass host hardware through. */
 export function notSupported(kind: string, device: string, found: string): ApiError {
   return badRequest(`Device "${device}": ${kind} passthrough is not supported by this build (the host has ${found})`);
+}
+
+/**
+ * At start, the checks of add time again with the instance's own type: a record written before
+ * these checks existed (or by a build without this plugin) may hold a device its type cannot take.
+ */
+export function recheck(type: DeviceType, ctx: DeviceStartContext): void {
+  try {
+    type.validate(ctx.config, { instanceType: ctx.instanceType, name: ctx.name, profile: false, project: ctx.project });
+  } catch (err) {
+    throw badRequest(`Device "${ctx.name}": ${(err as Error).message}`);
+  }
 }

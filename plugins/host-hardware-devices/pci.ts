@@ -5,7 +5,7 @@
  */
 import { badRequest, type DeviceConfig, type DeviceRunConfig, type DeviceStartContext, type DeviceType, type DeviceValidationContext } from '../../sdk/index.js';
 import { pciFunctionPresent } from './host-hardware.js';
-import { checkKnown, checkValues, notSupported, pciAddress, pciSysfsName } from './options.js';
+import { checkKnown, checkValues, notSupported, pciAddress, pciSysfsName, recheck } from './options.js';
 
 export class PciDevice implements DeviceType {
   readonly type = 'pci';
@@ -18,6 +18,7 @@ export class PciDevice implements DeviceType {
   }
 
   async start(ctx: DeviceStartContext): Promise<DeviceRunConfig> {
+    recheck(this, ctx);
     const address = pciSysfsName(ctx.config.address!);
     if (!pciFunctionPresent(address)) throw badRequest(`Device "${ctx.name}": the host has no PCI device at address ${address}`);
     throw notSupported('PCI', ctx.name, `a PCI device at ${address}`);

@@ -6,7 +6,7 @@
  */
 import { badRequest, truthy, type DeviceConfig, type DeviceRunConfig, type DeviceStartContext, type DeviceType, type DeviceValidationContext } from '../../sdk/index.js';
 import { usbDevices } from './host-hardware.js';
-import { bool, checkKnown, checkValues, deviceId, fileMode, notSupported, refuseOnVm, unixId } from './options.js';
+import { bool, checkKnown, checkValues, deviceId, fileMode, notSupported, refuseOnVm, unixId, recheck } from './options.js';
 
 const OPTIONS = ['vendorid', 'productid', 'uid', 'gid', 'mode', 'required'] as const;
 
@@ -26,6 +26,7 @@ export class UsbDevice implements DeviceType {
   }
 
   async start(ctx: DeviceStartContext): Promise<DeviceRunConfig> {
+    recheck(this, ctx);
     const c = ctx.config;
     const matches = usbDevices().filter((d) => (!c.vendorid || d.vendorid === c.vendorid) && (!c.productid || d.productid === c.productid));
     if (matches.length) throw notSupported('USB', ctx.name, `${matches.length} matching USB device(s): ${matches.map((m) => m.name).join(', ')}`);

@@ -252,3 +252,21 @@ test.serial('virtual machines: pci and the VM gputypes are accepted, container-o
     await lxc(d.socket, 'delete', '--force', vm);
   }
 });
+
+test.serial('a VM-only pci device in a profile: the profile takes it, a container cannot (applying it, or adding it to a profile the container uses, is refused)', async (t) => {
+  const profile = `u4prof${RUN}`;
+  await ok(t, 'profile', 'create', profile);
+  try {
+    // A profile is checked for any instance type; a container's expanded devices for a container.
+    await ok(t, 'profile', 'device', 'add', profile, 'p', 'pci', 'address=0000:00:00.0');
+    t.regex(await lxcRefused(t, d.socket, 'profile', 'add', C, profile), /Invalid device "p": pci devices are for virtual machines only/);
+    t.deepEqual((await state()).profiles, ['default']);
+    await ok(t, 'profile', 'device', 'remove', profile, 'p');
+    await ok(t, 'profile', 'add', C, profile);
+    t.regex(await lxcRefused(t, d.socket, 'profile', 'device', 'add', profile, 'g', 'gpu', 'gputype=sriov'), /gputype "sriov" is for virtual machines only/);
+    t.deepEqual((await lxcOk(t, d.socket, 'profile', 'device', 'show', profile)).trim(), '{}');
+  } finally {
+    await lxc(d.socket, 'profile', 'remove', C, profile);
+    await lxc(d.socket, 'profile', 'delete', profile);
+  }
+});
