@@ -1,14 +1,15 @@
 /**
  * Devices a VM can take: its root disk, other disks (block volumes and image files as virtio
  * disks, host directories and filesystem volumes as 9p shares), NICs and the `none`
- * placeholder, a TPM (swtpm). What only a container can use (host character/block devices, GPUs, USB and the
- * like need passthrough; id shifting and mount propagation are mount-namespace notions) is
+ * placeholder, a TPM (swtpm). Host hardware types (usb, gpu, pci, infiniband) pass: their own
+ * type validates them for VMs and refuses a start it cannot serve. What only a container can use
+ * (host character/block devices; id shifting and mount propagation are mount-namespace notions) is
  * refused with a 400 when the instance is created or edited, or a profile it uses is, rather
  * than failing at start.
  */
 import type { DeviceConfig } from '../../sdk/index.js';
 
-const ACCEPTED = new Set(['nic', 'none', 'disk', 'tpm']);
+const ACCEPTED = new Set(['nic', 'none', 'disk', 'tpm', 'usb', 'gpu', 'pci', 'infiniband']);
 /**
  * NIC kinds a VM takes: a tap on a bridge, a macvtap on a parent (a managed network's NIC is
  * checked at start, when its kind is known).

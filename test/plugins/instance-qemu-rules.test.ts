@@ -104,6 +104,7 @@ test('devices a VM cannot take are named', (t) => {
   t.regex(refusedDevice({ type: 'disk', path: '/mnt', source: '/srv', propagation: 'shared' })!, /"propagation" cannot be used on a virtual machine/);
   t.regex(refusedDevice({ type: 'disk', path: '/', source: '/srv' })!, /root disk/);
   t.regex(refusedDevice({ type: 'unix-char', path: '/dev/null' })!, /"unix-char" devices are not supported/);
+  for (const type of ['usb', 'gpu', 'pci', 'infiniband']) t.is(refusedDevice({ type }), undefined, `${type}: its own type checks it for VMs`);
   t.is(refusedDevice({ type: 'nic', nictype: 'bridged', parent: 'br0' }), undefined);
   t.is(refusedDevice({ type: 'nic', nictype: 'macvlan', parent: 'eth0' }), undefined);
   t.regex(refusedDevice({ type: 'nic', nictype: 'physical', parent: 'eth0' })!, /nictype "physical" is not supported on virtual machines yet/);
