@@ -35,6 +35,8 @@ import { runningState, stoppedState } from './runtime-state.js';
 import { runTool } from './tool.js';
 import { refuseShift } from './shift-protection.js';
 import { lockInstanceDir, rootOwner } from './instance-dir.js';
+import { checkSyscallConfig, intercepts, seccompProfile } from './seccomp-profile.js';
+import { SyscallInterceptor } from './syscall-intercept.js';
 
 /** The logger methods the driver uses (a bunyan logger in the daemon). */
 export interface DriverLog {
@@ -72,6 +74,7 @@ export class LxcDriver implements InstanceDriver {
   private readonly blockDevices = new BlockDeviceNames();
   private readonly plumber: NicPlumber;
   private readonly injector: MountInjector;
+  readonly interceptor: SyscallInterceptor;
 
   constructor(private readonly opts: LxcDriverOptions) {
     this.paths = new LxcPaths(path.join(opts.dataDir, 'containers'));
@@ -79,6 +82,7 @@ export class LxcDriver implements InstanceDriver {
     this.monitors = new MonitorTable(this.paths, this.cgroups);
     this.plumber = new NicPlumber(opts.hostTools);
     this.injector = new MountInjector(opts.hostTools);
+    this.interceptor = new SyscallInterceptor(path.join(opts.dataDir, 'seccomp.socket'), opts.log);
   }
 
   private ids(): SubordinateIds {
@@ -139,6 +143,7 @@ export class LxcDriver implements InstanceDriver {
     check('security.idmap.size', (v) => {
       if (!/^\d+$/.test(v) || Number(v) === 0) throw new Error(`Invalid value for uint32 "${v}"`);
     });
+    checkSyscallConfig(config);
   }
 
   /** The id map plan; `taken` lists host ranges other isolated instances hold. */
@@ -223,6 +228,10 @@ export class LxcDriver implements InstanceDriver {
       throw badRequest((err as Error).message);
     }
     const rootfs = devices.find((d) => d.rootfs)?.rootfs?.path ?? path.join(inst.volumePath, 'rootfs');
+    const profile = seccompProfile(inst.config, inst.architecture);
+    const intercepted = intercepts(inst.config);
+    // liblxc connects to the proxy while it starts the container: the proxy must listen first.
+    if (intercepted) await this.interceptor.ensure();
     const text = renderConfig({
       inst,
       rootfs,
@@ -231,8 +240,14 @@ export class LxcDriver implements InstanceDriver {
       idmap: plan,
       limits: startLimits(inst.config, this.host(), name),
       cgroups: this.cgroups,
+      seccomp: profile === undefined ? undefined : {
+        profile: this.paths.seccompProfile(name),
+        ...(intercepted ? { proxy: this.interceptor.socket, cookie: name } : {}),
+      },
     });
     await Promise.all([this.containerDir(name), mkdir(inst.logDir, { recursive: true })]);
+    if (profile !== undefined) await writeFile(this.paths.seccompProfile(name), profile);
+    else await rm(this.paths.seccompProfile(name), { force: true });
     await lockInstanceDir(inst.volumePath, rootOwner(plan));
     if (!plan.privileged) await this.traversable(rootfs, inst.volumePath);
     const configFile = this.paths.config(name);
@@ -582,6 +597,23 @@ export class LxcDriver implements InstanceDriver {
     await mkdir(this.paths.dir(name), { recursive: true, mode: CONTAINER_DIR_MODE });
     await setMode(this.paths.lxcpath, LXCPATH_MODE);
     await setMode(this.paths.dir(name), CONTAINER_DIR_MODE);
+  }
+
+  /**
+   * At boot: containers started by an earlier daemon that intercept syscalls need the proxy again
+   * (their monitors reconnect to it at their next notification).
+   */
+  async resumeInterception(): Promise<void> {
+    const names = await readdir(this.paths.lxcpath).catch(() => [] as string[]);
+    const needed = names.some((name) => {
+      if (!this.monitors.find(name)) return false;
+      try {
+        return readFileSync(this.paths.config(name), 'utf8').includes('\nlxc.seccomp.notify.proxy = ');
+      } catch {
+        return false;
+      }
+    });
+    if (needed) await this.interceptor.ensure();
   }
 
   /** Directories no record owns (a crash between steps): removed, unless their container runs. */

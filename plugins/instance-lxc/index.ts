@@ -26,5 +26,12 @@ export default definePlugin({
     if (!state.probe.operational) ctx.log.warn({ reason: state.probe.reason }, 'liblxc is not operational: containers cannot start');
     else ctx.log.info({ version: state.probe.version, lxcpath: state.driver.paths.lxcpath }, 'liblxc driver ready');
     ctx.refreshServerInfo();
+    if (state.probe.operational) {
+      await state.driver.resumeInterception().catch((err) => ctx.log.error({ err }, 'the seccomp proxy could not be started for running containers'));
+    }
+  },
+
+  async shutdown(ctx) {
+    await drivers.get(ctx)?.driver.interceptor.stop();
   },
 });

@@ -3,6 +3,7 @@ import { isBool, isInt, type ConfigKeyDescriptor, type Validator } from '../../s
 import { parseRawIdmap } from './idmap.js';
 import { checkCpu, checkMemory } from './limits.js';
 import { checkRawLxc } from './raw-lxc.js';
+import { SYSCALL_KEYS } from './seccomp-profile.js';
 
 const isUint32: Validator = (v) => {
   if (!/^\d+$/.test(v) || Number(v) > 0xffffffff) throw new Error(`Invalid value for uint32 "${v}"`);
@@ -29,4 +30,5 @@ export const LXC_KEYS: ConfigKeyDescriptor[] = [
   { key: 'volatile.idmap.next', scope: 'instance', type: 'string', extension: 'id_map_current', doc: 'Id map to use at the next start (JSON)' },
   { key: 'volatile.idmap.current', scope: 'instance', type: 'string', extension: 'id_map_current', doc: 'Id map in effect since the last start (JSON)' },
   { key: 'volatile.last_state.idmap', scope: 'instance', type: 'string', extension: 'id_map_current', doc: 'Id map the files on disk are shifted to (JSON; [] as the rootfs is never shifted: it is mounted idmapped)' },
+  ...SYSCALL_KEYS,
 ];
