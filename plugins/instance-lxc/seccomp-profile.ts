@@ -39,7 +39,32 @@ export const SYSCALL_KEYS: ConfigKeyDescriptor[] = [
   { key: 'security.syscalls.intercept.mknod', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_intercept', doc: 'Create the harmless character devices (null, zero, full, random, urandom, tty, console, overlay whiteouts) for mknod/mknodat inside unprivileged containers; other devices stay refused (EPERM)' },
 ];
 
-const isTrue = (v: string | undefined) => v !== undefined && ['true', '1', 'yes', 'on'].includes(v.toLowerCase());
+/**
+ * Interceptions this server does not do: their keys are known so that a config naming them gets a
+ * clear answer; "false" (or unset) is all they take.
+ */
+const notIntercepted = (what: string, kind: 'bool' | 'string'): Validator => (value) => {
+  if (kind === 'bool') {
+    isBool(value);
+    if (!isTrue(value)) return;
+  }
+  throw new Error(`interception of ${what} is not available in this server (only mknod is intercepted)`);
+};
+
+const UNAVAILABLE: [string, string, 'bool' | 'string'][] = [
+  ['setxattr', 'setxattr', 'bool'], ['sysinfo', 'sysinfo', 'bool'], ['sched_setscheduler', 'sched_setscheduler', 'bool'],
+  ['bpf', 'bpf', 'bool'], ['bpf.devices', 'bpf device programs', 'bool'], ['mount', 'mount', 'bool'],
+  ['mount.allowed', 'mount', 'string'], ['mount.shift', 'mount', 'bool'], ['mount.fuse', 'mount', 'string'],
+];
+
+SYSCALL_KEYS.push(...UNAVAILABLE.map(([suffix, what, kind]): ConfigKeyDescriptor => ({
+  key: `security.syscalls.intercept.${suffix}`, scope: 'instance', type: kind, ...(kind === 'bool' ? { default: 'false' } : {}),
+  validate: notIntercepted(what, kind), doc: `Not available in this server: refused unless ${kind === 'bool' ? 'false' : 'empty'} (interception of ${what})`,
+})));
+
+function isTrue(v: string | undefined): boolean {
+  return v !== undefined && ['true', '1', 'yes', 'on'].includes(v.toLowerCase());
+}
 const isFalse = (v: string | undefined) => v !== undefined && ['false', '0', 'no', 'off'].includes(v.toLowerCase());
 
 /** The value of a key or its old name (at most one of them is set). */

@@ -12,6 +12,7 @@ import path from 'node:path';
 import { startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { hasLxc, lxc, lxcOk } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { claimsNamed } from '../helpers/claims.js';
 
 let d: Daemon;
 let dir: string;
@@ -113,6 +114,14 @@ serial('seccomp_notify and container_syscall_intercept: intercepted mknod create
   t.not((await lxc(d.socket, 'exec', 'u2mknod', '--', 'mknod', '/tmp/b', 'b', '7', '0')).status, 0);
   t.deepEqual(proxyPids(), [], 'no proxy while no container needs it');
   t.regex((await lxc(d.socket, 'config', 'set', 'u2mknod', 'security.syscalls.intercept.mknod=maybe')).stderr, /boolean/);
+  // Interceptions this server does not do are refused, not silently ignored.
+  for (const key of ['security.syscalls.intercept.setxattr=true', 'security.syscalls.intercept.mount=true', 'security.syscalls.intercept.mount.allowed=ext4', 'security.syscalls.intercept.sysinfo=true']) {
+    const res = await lxc(d.socket, 'config', 'set', 'u2mknod', key);
+    t.not(res.status, 0, key);
+    t.regex(res.stderr, /not available in this server/);
+  }
+  await ok(t, 'config', 'set', 'u2mknod', 'security.syscalls.intercept.setxattr=false');
+  await ok(t, 'config', 'unset', 'u2mknod', 'security.syscalls.intercept.setxattr');
   await ok(t, 'stop', 'u2mknod', '--force');
   await ok(t, 'config', 'set', 'u2mknod', 'security.syscalls.intercept.mknod=true');
   await ok(t, 'start', 'u2mknod');
@@ -160,6 +169,12 @@ serial('seccomp_notify and container_syscall_intercept: intercepted mknod create
   await waitFor(() => proxyPids().length === 1 && proxyPids()[0] !== proxy, 10_000, 'a new proxy');
   await waitFor(async () => (await lxc(d.socket, 'exec', 'u2mknod', '--', 'mknod', `/tmp/n${Date.now()}`, 'c', '1', '8')).status === 0, 10_000, 'mknod through the new proxy');
   t.pass();
+});
+
+test('instance-lxc names each syscall extension it claims in a test title', (t) => {
+  const { claims, unnamed } = claimsNamed('instance-lxc');
+  for (const name of ['container_syscall_filtering', 'container_syscall_filtering_allow_deny_syntax', 'seccomp_notify', 'container_syscall_intercept']) t.true(claims.includes(name), name);
+  t.deepEqual(unnamed, []);
 });
 
 serial('the seccomp proxy ends with the daemon', async (t) => {
