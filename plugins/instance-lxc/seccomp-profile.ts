@@ -36,7 +36,8 @@ export const SYSCALL_KEYS: ConfigKeyDescriptor[] = [
   { key: 'security.syscalls.blacklist_compat', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_filtering', doc: 'Old name of security.syscalls.deny_compat' },
   { key: 'security.syscalls.blacklist', scope: 'instance', type: 'string', validate: isSyscallList, extension: 'container_syscall_filtering', doc: 'Old name of security.syscalls.deny' },
   { key: 'security.syscalls.whitelist', scope: 'instance', type: 'string', validate: isSyscallList, extension: 'container_syscall_filtering', doc: 'Old name of security.syscalls.allow' },
-  { key: 'security.syscalls.intercept.mknod', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_intercept', doc: 'Create the harmless character devices (null, zero, full, random, urandom, tty, console, overlay whiteouts) for mknod/mknodat inside unprivileged containers; other devices stay refused (EPERM)' },
+  { key: 'security.syscalls.intercept.setxattr', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_intercept', doc: 'Set the overlay "opaque" mark (trusted.overlay.opaque=y) for setxattr inside unprivileged containers, on directories the caller owns; other extended attributes are left to the kernel' },
+  { key: 'security.syscalls.intercept.mknod', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_intercept', doc: 'Create the harmless character devices (null, zero, full, random, urandom, tty, console, overlay whiteouts) for mknod/mknodat inside unprivileged containers; other devices are left to the kernel (which refuses them there)' },
 ];
 
 /**
@@ -48,11 +49,11 @@ const notIntercepted = (what: string, kind: 'bool' | 'string'): Validator => (va
     isBool(value);
     if (!isTrue(value)) return;
   }
-  throw new Error(`interception of ${what} is not available in this server (only mknod is intercepted)`);
+  throw new Error(`interception of ${what} is not available in this server (only mknod and setxattr are intercepted)`);
 };
 
 const UNAVAILABLE: [string, string, 'bool' | 'string'][] = [
-  ['setxattr', 'setxattr', 'bool'], ['sysinfo', 'sysinfo', 'bool'], ['sched_setscheduler', 'sched_setscheduler', 'bool'],
+  ['sched_setscheduler', 'sched_setscheduler', 'bool'],
   ['bpf', 'bpf', 'bool'], ['bpf.devices', 'bpf device programs', 'bool'], ['mount', 'mount', 'bool'],
   ['mount.allowed', 'mount', 'string'], ['mount.shift', 'mount', 'bool'], ['mount.fuse', 'mount', 'string'],
 ];
@@ -88,7 +89,7 @@ export function checkSyscallConfig(config: Record<string, string>): void {
 
 /** Whether the container's syscalls go to the notify proxy. */
 export function intercepts(config: Record<string, string>): boolean {
-  return isTrue(config['security.syscalls.intercept.mknod']);
+  return isTrue(config['security.syscalls.intercept.mknod']) || isTrue(config['security.syscalls.intercept.setxattr']);
 }
 
 /** Entries the reference denies by default (ENOSYS), and forced umounts. */
@@ -109,6 +110,9 @@ const COMPAT_DENY = [
 ];
 
 /** S_IFCHR and S_IFBLK under the S_IFMT mask: only device nodes are sent to the proxy. */
+/** Values of size 1 only: the overlay "opaque" mark is "y". */
+const NOTIFY_SETXATTR = ['setxattr notify [3,1,SCMP_CMP_EQ]'];
+
 const NOTIFY_MKNOD = [
   'mknod notify [1,8192,SCMP_CMP_MASKED_EQ,61440]',
   'mknod notify [1,24576,SCMP_CMP_MASKED_EQ,61440]',
@@ -138,7 +142,9 @@ export function seccompProfile(config: Record<string, string>, architecture: str
   const lines = ['2', 'denylist'];
   const denyDefault = !isFalse(either(config, 'security.syscalls.deny_default'));
   if (denyDefault) lines.push('reject_force_umount', '[all]', ...DEFAULT_DENY.map((n) => `${n} errno 38`));
-  if (intercepts(config)) lines.push(...NOTIFY_MKNOD, ...NO_NESTED_LISTENER);
+  if (isTrue(config['security.syscalls.intercept.mknod'])) lines.push(...NOTIFY_MKNOD);
+  if (isTrue(config['security.syscalls.intercept.setxattr'])) lines.push(...NOTIFY_SETXATTR);
+  if (intercepts(config)) lines.push(...NO_NESTED_LISTENER);
   lines.push(...syscallList(either(config, 'security.syscalls.deny') ?? '').map((n) => `${n} errno 1`));
   if (isTrue(either(config, 'security.syscalls.deny_compat')) && architecture === 'x86_64') {
     lines.push(`[${SECTIONS[architecture]}]`, ...COMPAT_DENY.map((n) => `${n} errno 38`));

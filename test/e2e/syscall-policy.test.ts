@@ -6,7 +6,8 @@
  * container and refuses the others; the proxy lives once per daemon and ends with it.
  */
 import test from 'ava';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
@@ -115,13 +116,15 @@ serial('seccomp_notify and container_syscall_intercept: intercepted mknod create
   t.deepEqual(proxyPids(), [], 'no proxy while no container needs it');
   t.regex((await lxc(d.socket, 'config', 'set', 'u2mknod', 'security.syscalls.intercept.mknod=maybe')).stderr, /boolean/);
   // Interceptions this server does not do are refused, not silently ignored.
-  for (const key of ['security.syscalls.intercept.setxattr=true', 'security.syscalls.intercept.mount=true', 'security.syscalls.intercept.mount.allowed=ext4', 'security.syscalls.intercept.sysinfo=true']) {
+  for (const key of ['security.syscalls.intercept.bpf=true', 'security.syscalls.intercept.mount=true', 'security.syscalls.intercept.mount.allowed=ext4', 'security.syscalls.intercept.sched_setscheduler=true']) {
     const res = await lxc(d.socket, 'config', 'set', 'u2mknod', key);
     t.not(res.status, 0, key);
     t.regex(res.stderr, /not available in this server/);
   }
-  await ok(t, 'config', 'set', 'u2mknod', 'security.syscalls.intercept.setxattr=false');
-  await ok(t, 'config', 'unset', 'u2mknod', 'security.syscalls.intercept.setxattr');
+  await ok(t, 'config', 'set', 'u2mknod', 'security.syscalls.intercept.mount=false');
+  await ok(t, 'config', 'unset', 'u2mknod', 'security.syscalls.intercept.mount');
+  // The reference 5.0 has no sysinfo interception either.
+  t.regex((await lxc(d.socket, 'config', 'set', 'u2mknod', 'security.syscalls.intercept.sysinfo=true')).stderr, /Unknown configuration key/);
   await ok(t, 'stop', 'u2mknod', '--force');
   await ok(t, 'config', 'set', 'u2mknod', 'security.syscalls.intercept.mknod=true');
   await ok(t, 'start', 'u2mknod');
@@ -164,11 +167,60 @@ serial('seccomp_notify and container_syscall_intercept: intercepted mknod create
   await ok(t, 'exec', 'u2mknod', '--', 'mknod', '/tmp/n2', 'c', '1', '9');
   t.deepEqual(proxyPids(), [proxy]);
 
+  // In a privileged container what is not served goes on to the kernel, which allows it there.
+  await ok(t, 'init', 'bb', 'u2priv', '-c', 'security.privileged=true', '-c', 'security.syscalls.intercept.mknod=true');
+  await ok(t, 'start', 'u2priv');
+  await ok(t, 'exec', 'u2priv', '--', 'mknod', '/tmp/b', 'b', '7', '0');
+  t.regex(await ok(t, 'exec', 'u2priv', '--', 'ls', '-ln', '/tmp/b'), /^brw/);
+  await ok(t, 'delete', '--force', 'u2priv');
+
   // A proxy that dies is started again, and the container's monitor reconnects to it.
   process.kill(proxy!, 'SIGKILL');
   await waitFor(() => proxyPids().length === 1 && proxyPids()[0] !== proxy, 10_000, 'a new proxy');
   await waitFor(async () => (await lxc(d.socket, 'exec', 'u2mknod', '--', 'mknod', `/tmp/n${Date.now()}`, 'c', '1', '8')).status === 0, 10_000, 'mknod through the new proxy');
   t.pass();
+});
+
+/** A static program that calls setxattr(2) (busybox has no setfattr). */
+function setxattrProgram(): string {
+  const src = path.join(dir, 'setx.c');
+  writeFileSync(src, '#include <stdio.h>\n#include <string.h>\n#include <sys/xattr.h>\nint main(int c, char **v) {\n'
+    + '  if (c != 4) return 2;\n  if (setxattr(v[1], v[2], v[3], strlen(v[3]), 0) < 0) { perror("setxattr"); return 1; }\n  return 0;\n}\n');
+  const out = path.join(dir, 'setx');
+  const built = spawnSync('musl-gcc', ['-static', '-Os', '-o', out, src], { encoding: 'utf8' });
+  if (built.status !== 0) throw new Error(`musl-gcc failed: ${built.stderr}`);
+  return out;
+}
+
+serial('container_syscall_intercept: intercepted setxattr sets the overlay opaque mark on directories the caller owns, the rest is the kernel\'s', async (t) => {
+  const setx = setxattrProgram();
+  await ok(t, 'launch', 'bb', 'u2xattr');
+  await ok(t, 'file', 'push', setx, 'u2xattr/bin/setx', '--mode', '0755');
+  await ok(t, 'exec', 'u2xattr', '--', 'sh', '-c', 'mkdir -p /tmp/d /tmp/u && chown 1000:1000 /tmp/u');
+  const hostDir = (sub: string) => path.join(dir, 'storage-pools', 'default', 'containers', 'u2xattr', 'rootfs', 'tmp', sub);
+  const opaque = (sub: string) => spawnSync('getfattr', ['--only-values', '-n', 'trusted.overlay.opaque', hostDir(sub)], { encoding: 'utf8' }).stdout;
+  // Without interception the kernel refuses trusted.* in a user namespace.
+  const before = await lxc(d.socket, 'exec', 'u2xattr', '--', 'setx', '/tmp/d', 'trusted.overlay.opaque', 'y');
+  t.not(before.status, 0);
+  t.regex(before.stderr, /Operation not permitted/);
+  t.is(opaque('d'), '');
+  await ok(t, 'stop', 'u2xattr', '--force');
+  await ok(t, 'config', 'set', 'u2xattr', 'security.syscalls.intercept.setxattr=true');
+  await ok(t, 'start', 'u2xattr');
+  await ok(t, 'exec', 'u2xattr', '--', 'setx', '/tmp/d', 'trusted.overlay.opaque', 'y');
+  t.is(opaque('d'), 'y', 'the mark is on the directory');
+  // The owner of a directory may mark it; another user may not.
+  await ok(t, 'exec', 'u2xattr', '--user', '1000', '--group', '1000', '--', 'setx', '/tmp/u', 'trusted.overlay.opaque', 'y');
+  t.is(opaque('u'), 'y');
+  await ok(t, 'exec', 'u2xattr', '--', 'sh', '-c', 'mkdir /tmp/u2 && chown 1000:1000 /tmp/u2');
+  const other = await lxc(d.socket, 'exec', 'u2xattr', '--user', '1001', '--group', '1001', '--', 'setx', '/tmp/u2', 'trusted.overlay.opaque', 'y');
+  t.not(other.status, 0);
+  t.is(opaque('u2'), '');
+  // Any other trusted attribute or value stays the kernel's answer.
+  t.regex((await lxc(d.socket, 'exec', 'u2xattr', '--', 'setx', '/tmp/d', 'trusted.overlay.other', 'y')).stderr, /Operation not permitted/);
+  t.regex((await lxc(d.socket, 'exec', 'u2xattr', '--', 'setx', '/tmp/d', 'trusted.overlay.opaque', 'n')).stderr, /Operation not permitted/);
+  t.is(opaque('d'), 'y');
+  await ok(t, 'delete', '--force', 'u2xattr');
 });
 
 test('instance-lxc names each syscall extension it claims in a test title', (t) => {

@@ -11,9 +11,11 @@
  * /proc/<pid>/mem and the seccomp notify fd. We answer with the header, notif and filled-in resp;
  * liblxc hands the resp to the kernel.
  *
- * mknod of the harmless character devices (and overlay whiteouts) is done for the caller, from a
- * child that joins the caller's mount namespace and root, with the caller's fsuid/fsgid, so that
- * it can never reach a file the caller could not. Everything else is refused with EPERM.
+ * mknod of the harmless character devices (and overlay whiteouts), and setxattr of the overlay
+ * "opaque" mark (trusted.overlay.opaque=y) on a directory the caller owns, are done for the caller
+ * from a child that joins the caller's mount namespace and root, with the caller's fsuid/fsgid, so
+ * that it can never reach a file the caller could not. Everything else goes back to the kernel
+ * (SECCOMP_USER_NOTIF_FLAG_CONTINUE), which decides as it would have without interception.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -39,6 +41,7 @@
 #include <sys/types.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #define MAX_CLIENTS 1024
@@ -156,19 +159,71 @@ static int caller_ids(int proc_fd, uid_t *fsuid, gid_t *fsgid, mode_t *umask_out
 	return 0;
 }
 
-/*
- * Create the node as the caller would have: in a child that joins the caller's mount namespace,
- * takes its root (and cwd or dirfd for relative paths) and the caller's fsuid/fsgid. Returns 0 or
- * a negative errno.
- */
-static int make_node(int proc_fd, int notify_fd, uint64_t id, int dirfd, const char *path, mode_t mode, dev_t dev)
+/* The host uid the caller's user namespace maps its root to (-1 when none). */
+static uid_t ns_root(int proc_fd)
 {
+	char buf[4096];
+	int fd = openat(proc_fd, "uid_map", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return (uid_t)-1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return (uid_t)-1;
+	buf[n] = '\0';
+	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		unsigned long inside, outside, count;
+		if (sscanf(line, "%lu %lu %lu", &inside, &outside, &count) == 3 && inside == 0 && count > 0)
+			return (uid_t)outside;
+	}
+	return (uid_t)-1;
+}
+
+enum action { MAKE_NODE, MARK_OPAQUE };
+
+struct request {
+	enum action action;
+	int dirfd;
+	const char *path;
+	mode_t mode;
+	dev_t dev;
+	int xattr_flags;
+};
+
+/* In the child, as the caller: the overlay "opaque" mark on a directory the caller owns (or ns root). */
+static int mark_opaque(const struct request *r, uid_t fsuid, uid_t root)
+{
+	int fd = open(r->path[0] == '/' ? r->path + 1 : r->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	struct stat st;
+	int err = 0;
+	if (fstat(fd, &st) < 0)
+		err = errno;
+	else if (st.st_uid != fsuid && fsuid != root)
+		err = EPERM;
+	else if (fsetxattr(fd, "trusted.overlay.opaque", "y", 1, r->xattr_flags) < 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
+/*
+ * Do what the caller asked as the caller would have: in a child that joins the caller's mount
+ * namespace, takes its root (and cwd or dirfd for relative paths) and the caller's fsuid/fsgid.
+ * Returns 0 or a negative errno.
+ */
+static int act_as_caller(int proc_fd, int notify_fd, uint64_t id, const struct request *r)
+{
+	const char *path = r->path;
+	int dirfd = r->dirfd;
 	uid_t fsuid = (uid_t)-1;
 	gid_t fsgid = (gid_t)-1;
 	mode_t umask_caller = 022;
 	int ret = caller_ids(proc_fd, &fsuid, &fsgid, &umask_caller);
 	if (ret < 0)
 		return ret;
+	uid_t root = ns_root(proc_fd);
 	char where[32];
 	if (path[0] == '/')
 		snprintf(where, sizeof(where), "root");
@@ -210,7 +265,9 @@ static int make_node(int proc_fd, int notify_fd, uint64_t id, int dirfd, const c
 			setfsuid(fsuid);
 			if ((uid_t)setfsuid((uid_t)-1) != fsuid || (gid_t)setfsgid((gid_t)-1) != fsgid || raise_mknod() < 0)
 				err = EPERM;
-			else if (mknod(path[0] == '/' ? path + 1 : path, (mode & ~(S_IFMT | umask_caller)) | (mode & S_IFMT), dev) < 0)
+			else if (r->action == MARK_OPAQUE)
+				err = mark_opaque(r, fsuid, root);
+			else if (mknod(path[0] == '/' ? path + 1 : path, (r->mode & ~(S_IFMT | umask_caller)) | (r->mode & S_IFMT), r->dev) < 0)
 				err = errno;
 		}
 		if (write(status_pipe[1], &err, sizeof(err)) != sizeof(err))
@@ -236,48 +293,63 @@ out:
 	return ret;
 }
 
-/* The answer to one notification: 0 or a negative errno for the caller. */
+/* handle()'s answer for "let the kernel run the call as it would have" (not ours to serve). */
+#define CONTINUE 1
+
+/*
+ * The answer to one notification: 0 or a negative errno for the caller, or CONTINUE. What is not
+ * served here goes on to the kernel, which refuses it as it would without interception (a device
+ * outside the list in an unprivileged container) or allows it (a privileged container).
+ */
 static int handle(struct packet *p, int proc_fd, int mem_fd, int notify_fd)
 {
 	const struct seccomp_data *d = &p->req.data;
-	uint64_t path_arg, mode_arg, dev_arg;
-	int dirfd = AT_FDCWD;
-	int is_mknod = 0, is_mknodat = 0;
+	int mknod_nr = -1, mknodat_nr = -1, setxattr_nr = -1;
 	if (d->arch == AUDIT_ARCH_X86_64) {
-		is_mknod = d->nr == 133;
-		is_mknodat = d->nr == 259;
+		mknod_nr = 133, mknodat_nr = 259, setxattr_nr = 188;
 	} else if (d->arch == AUDIT_ARCH_I386) {
-		is_mknod = d->nr == 14;
-		is_mknodat = d->nr == 297;
+		mknod_nr = 14, mknodat_nr = 297, setxattr_nr = 226;
 	} else if (d->arch == AUDIT_ARCH_AARCH64) {
-		is_mknodat = d->nr == 33;
+		mknodat_nr = 33, setxattr_nr = 5;
 	}
-	if (is_mknod) {
-		path_arg = d->args[0];
-		mode_arg = d->args[1];
-		dev_arg = d->args[2];
-	} else if (is_mknodat) {
-		dirfd = (int)(int32_t)d->args[0];
-		path_arg = d->args[1];
-		mode_arg = d->args[2];
-		dev_arg = d->args[3];
-	} else {
-		return -EPERM;
-	}
-	unsigned int major, minor;
-	decode_dev(dev_arg, &major, &minor);
-	mode_t mode = (mode_t)mode_arg;
-	if (!device_allowed(mode, major, minor))
-		return -EPERM;
 	if (proc_fd < 0 || mem_fd < 0 || notify_fd < 0)
-		return -EPERM;
+		return CONTINUE;
 	char path[4096];
+	struct request r = { .dirfd = AT_FDCWD, .path = path };
+	uint64_t path_arg;
+	if ((int)d->nr == setxattr_nr) {
+		/* Only the overlay "opaque" mark (value "y", size 1), as the reference. */
+		char name[64], value[2] = { 0 };
+		if (d->args[3] != 1 || read_string(mem_fd, d->args[1], name, sizeof(name)) < 0 ||
+		    strcmp(name, "trusted.overlay.opaque") != 0 || pread(mem_fd, value, 1, (off_t)d->args[2]) != 1 || value[0] != 'y')
+			return CONTINUE;
+		r.action = MARK_OPAQUE;
+		r.xattr_flags = (int)d->args[4];
+		path_arg = d->args[0];
+	} else {
+		uint64_t mode_arg, dev_arg;
+		if ((int)d->nr == mknod_nr) {
+			path_arg = d->args[0], mode_arg = d->args[1], dev_arg = d->args[2];
+		} else if ((int)d->nr == mknodat_nr) {
+			r.dirfd = (int)(int32_t)d->args[0];
+			path_arg = d->args[1], mode_arg = d->args[2], dev_arg = d->args[3];
+		} else {
+			return CONTINUE;
+		}
+		unsigned int major, minor;
+		decode_dev(dev_arg, &major, &minor);
+		r.action = MAKE_NODE;
+		r.mode = (mode_t)mode_arg;
+		r.dev = makedev(major, minor);
+		if (!device_allowed(r.mode, major, minor))
+			return CONTINUE;
+	}
 	int ret = read_string(mem_fd, path_arg, path, sizeof(path));
 	if (ret < 0)
 		return ret;
 	if (path[0] == '\0')
 		return -ENOENT;
-	return make_node(proc_fd, notify_fd, p->req.id, dirfd, path, mode, makedev(major, minor));
+	return act_as_caller(proc_fd, notify_fd, p->req.id, &r);
 }
 
 /* One packet from a monitor; 0 to keep the connection, -1 to drop it. */
@@ -315,8 +387,8 @@ static int serve(int conn)
 		int err = handle(&p, fds[0], fds[1], fds[2]);
 		p.resp.id = p.req.id;
 		p.resp.val = 0;
-		p.resp.error = err;
-		p.resp.flags = 0;
+		p.resp.error = err == CONTINUE ? 0 : err;
+		p.resp.flags = err == CONTINUE ? SECCOMP_USER_NOTIF_FLAG_CONTINUE : 0;
 		struct msghdr out = { .msg_iov = iov, .msg_iovlen = 3 };
 		answer = sendmsg(conn, &out, MSG_NOSIGNAL) == (ssize_t)PACKET_MIN ? 0 : -1;
 	}
