@@ -75,6 +75,8 @@ export class LxcDriver implements InstanceDriver {
   private readonly plumber: NicPlumber;
   private readonly injector: MountInjector;
   readonly interceptor: SyscallInterceptor;
+  /** Whether liblxc can forward seccomp notifications (its `seccomp_notify` feature), set at boot. */
+  notifyAvailable: () => boolean = () => true;
 
   constructor(private readonly opts: LxcDriverOptions) {
     this.paths = new LxcPaths(path.join(opts.dataDir, 'containers'));
@@ -231,6 +233,9 @@ export class LxcDriver implements InstanceDriver {
     const profile = seccompProfile(inst.config, inst.architecture);
     const intercepted = intercepts(inst.config);
     // liblxc connects to the proxy while it starts the container: the proxy must listen first.
+    if (intercepted && !this.notifyAvailable()) {
+      throw badRequest('Syscall interception (security.syscalls.intercept.*) needs a liblxc with seccomp notify support, which this host lacks');
+    }
     if (intercepted) await this.interceptor.ensure();
     const text = renderConfig({
       inst,

@@ -17,6 +17,7 @@ export default definePlugin({
     const instances = ctx.extensionPoints.get(InstancesExtensionPointRef);
     if (!instances) throw new Error('the instance-lxc plugin needs the "instances" extension point');
     instances.registerDriver(driver);
+    driver.notifyAvailable = () => state.probe?.features.seccomp_notify === 'true';
     ctx.hooks.environment.tap(lxcEnvironment(() => state.probe));
   },
 

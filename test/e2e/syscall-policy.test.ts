@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { killContainers, startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { hasLxc, lxc, lxcOk } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { claimsNamed } from '../helpers/claims.js';
@@ -51,6 +51,7 @@ test.after.always(async () => {
   const list = await lxc(d.socket, 'list', '--format', 'json').catch(() => undefined);
   for (const c of JSON.parse(list?.stdout || '[]')) await lxc(d.socket, 'delete', '--force', c.name);
   await stopDaemons();
+  killContainers(dir);
   rmSync(dir, { recursive: true, force: true });
   rmSync(image.dir, { recursive: true, force: true });
 });
@@ -229,10 +230,18 @@ test('instance-lxc names each syscall extension it claims in a test title', (t) 
   t.deepEqual(unnamed, []);
 });
 
-serial('the seccomp proxy ends with the daemon', async (t) => {
+serial('the seccomp proxy ends with the daemon, and a new daemon starts it for the containers still running', async (t) => {
   t.true(proxyPids().length >= 1, 'a proxy runs before shutdown');
-  const list = await lxc(d.socket, 'list', '--format', 'json');
-  for (const c of JSON.parse(list.stdout || '[]')) await lxc(d.socket, 'delete', '--force', c.name);
+  t.is(JSON.parse(await ok(t, 'list', 'u2mknod', '--format', 'json'))[0]?.status, 'Running');
+  await d.stop();
+  await waitFor(() => proxyPids().length === 0, 5_000, 'no proxy left');
+  t.deepEqual(proxyPids(), []);
+  // The container outlived the daemon; the next daemon serves its monitor again.
+  d = await startDaemon({ dir, plugins: 'edge' });
+  await waitFor(() => proxyPids().length === 1, 10_000, 'the proxy at boot');
+  await waitFor(async () => (await lxc(d.socket, 'exec', 'u2mknod', '--', 'mknod', `/tmp/r${Date.now()}`, 'c', '1', '7')).status === 0, 10_000, 'mknod after the restart');
+  await ok(t, 'delete', '--force', 'u2mknod');
+  t.is(proxyPids().length, 1, 'the proxy stays for the daemon\'s life');
   await d.stop();
   await waitFor(() => proxyPids().length === 0, 5_000, 'no proxy left');
   t.deepEqual(proxyPids(), []);
