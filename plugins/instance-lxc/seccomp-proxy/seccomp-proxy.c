@@ -258,7 +258,11 @@ static int act_as_caller(int proc_fd, int notify_fd, uint64_t id, const struct r
 	if (child == 0) {
 		int err = 0;
 		close(status_pipe[0]);
+		int out = status_pipe[1];
 		if (setns(mnt_fd, CLONE_NEWNS) < 0 || fchdir(root_fd) < 0 || chroot(".") < 0 || fchdir(base_fd) < 0)
+			err = EPERM;
+		/* Nothing of the host stays open while the caller's path is resolved: only the answer pipe. */
+		else if ((out = dup2(status_pipe[1], 3)) != 3 || syscall(__NR_close_range, 4U, ~0U, 0) < 0)
 			err = EPERM;
 		else {
 			setfsgid(fsgid);
@@ -270,7 +274,7 @@ static int act_as_caller(int proc_fd, int notify_fd, uint64_t id, const struct r
 			else if (mknod(path[0] == '/' ? path + 1 : path, (r->mode & ~(S_IFMT | umask_caller)) | (r->mode & S_IFMT), r->dev) < 0)
 				err = errno;
 		}
-		if (write(status_pipe[1], &err, sizeof(err)) != sizeof(err))
+		if (out < 0 || write(out, &err, sizeof(err)) != sizeof(err))
 			_exit(1);
 		_exit(0);
 	}
