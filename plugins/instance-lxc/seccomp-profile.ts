@@ -30,7 +30,7 @@ export const SYSCALL_KEY_ALIASES: [string, string][] = [
 export const SYSCALL_KEYS: ConfigKeyDescriptor[] = [
   { key: 'security.syscalls.deny_default', scope: 'instance', type: 'bool', default: 'true', validate: isBool, extension: 'container_syscall_filtering_allow_deny_syntax', doc: 'Deny the syscalls no container should make (kexec_load, open_by_handle_at, init_module, finit_module, delete_module) and forced umounts' },
   { key: 'security.syscalls.deny_compat', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_filtering_allow_deny_syntax', doc: 'On x86_64, deny the compat (32-bit) entries most often used in exploits' },
-  { key: 'security.syscalls.deny', scope: 'instance', type: 'string', validate: isSyscallList, extension: 'container_syscall_filtering_allow_deny_syntax', doc: 'Syscalls to deny (EPERM), one name a line' },
+  { key: 'security.syscalls.deny', scope: 'instance', type: 'string', validate: isSyscallList, extension: 'container_syscall_filtering_allow_deny_syntax', doc: 'Syscalls to deny, one name a line: a process that makes one is killed (SIGSYS), as with the reference' },
   { key: 'security.syscalls.allow', scope: 'instance', type: 'string', validate: isSyscallList, extension: 'container_syscall_filtering_allow_deny_syntax', doc: 'Syscalls to allow, one name a line: all others are refused (excludes security.syscalls.deny*)' },
   { key: 'security.syscalls.blacklist_default', scope: 'instance', type: 'bool', default: 'true', validate: isBool, extension: 'container_syscall_filtering', doc: 'Old name of security.syscalls.deny_default' },
   { key: 'security.syscalls.blacklist_compat', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_filtering', doc: 'Old name of security.syscalls.deny_compat' },
@@ -106,7 +106,8 @@ const COMPAT_DENY = [
   'compat_sys_timer_create', 'compat_sys_mq_notify', 'compat_sys_kexec_load', 'compat_sys_waitid',
   'compat_sys_set_robust_list', 'compat_sys_get_robust_list', 'compat_sys_vmsplice', 'compat_sys_move_pages',
   'compat_sys_preadv64', 'compat_sys_pwritev64', 'compat_sys_rt_tgsigqueueinfo', 'compat_sys_recvmmsg',
-  'compat_sys_sendmmsg', 'compat_sys_process_vm_readv', 'compat_sys_process_vm_writev',
+  'compat_sys_sendmmsg', 'compat_sys_process_vm_readv', 'compat_sys_process_vm_writev', 'compat_sys_setsockopt',
+  'compat_sys_getsockopt', 'compat_sys_io_setup', 'compat_sys_io_submit', 'stub_x32_execveat',
 ];
 
 /** S_IFCHR and S_IFBLK under the S_IFMT mask: only device nodes are sent to the proxy. */
@@ -134,20 +135,24 @@ const SECTIONS: Record<string, string> = { x86_64: 'x86_64', aarch64: 'arm64', p
 
 /**
  * The profile text for a container, or undefined when nothing is filtered (no profile line at all,
- * which saves liblxc the work).
+ * which saves liblxc the work). The order is the reference's (compared in
+ * test/e2e/syscall-policy-reference.test.ts): default entries, interception, compat section, then the
+ * deny list, whose names take liblxc's default action for a deny list (the caller is killed with
+ * SIGSYS) and, after a compat section, belong to that section as in the reference.
  */
 export function seccompProfile(config: Record<string, string>, architecture: string): string | undefined {
   const allow = either(config, 'security.syscalls.allow');
   if (allow) return ['2', 'allowlist', '[all]', ...syscallList(allow), ''].join('\n');
-  const lines = ['2', 'denylist'];
+  const header = ['2', 'denylist', '[all]'];
+  const lines = [...header];
   const denyDefault = !isFalse(either(config, 'security.syscalls.deny_default'));
   if (denyDefault) lines.push('reject_force_umount', '[all]', ...DEFAULT_DENY.map((n) => `${n} errno 38`));
+  if (intercepts(config)) lines.push(...NO_NESTED_LISTENER);
   if (isTrue(config['security.syscalls.intercept.mknod'])) lines.push(...NOTIFY_MKNOD);
   if (isTrue(config['security.syscalls.intercept.setxattr'])) lines.push(...NOTIFY_SETXATTR);
-  if (intercepts(config)) lines.push(...NO_NESTED_LISTENER);
-  lines.push(...syscallList(either(config, 'security.syscalls.deny') ?? '').map((n) => `${n} errno 1`));
   if (isTrue(either(config, 'security.syscalls.deny_compat')) && architecture === 'x86_64') {
     lines.push(`[${SECTIONS[architecture]}]`, ...COMPAT_DENY.map((n) => `${n} errno 38`));
   }
-  return lines.length > 2 ? `${lines.join('\n')}\n` : undefined;
+  lines.push(...syscallList(either(config, 'security.syscalls.deny') ?? ''));
+  return lines.length > header.length ? `${lines.join('\n')}\n` : undefined;
 }
