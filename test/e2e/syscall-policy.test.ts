@@ -7,7 +7,7 @@
  */
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { killContainers, startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
@@ -144,6 +144,18 @@ serial('seccomp_notify and container_syscall_intercept: intercepted mknod create
   await ok(t, 'exec', 'u2mknod', '--', 'sh', '-c', 'mkdir -p /tmp/u && chown 1000:1000 /tmp/u');
   await ok(t, 'exec', 'u2mknod', '--user', '1000', '--group', '1000', '--cwd', '/tmp/u', '--', 'mknod', 'null', 'c', '1', '3');
   t.regex(await ok(t, 'exec', 'u2mknod', '--', 'ls', '-ln', '/tmp/u/null'), /\s1000\s+1000\s+1,\s+3 /);
+  // mknodat relative to a directory fd; a dirfd that is no directory gets the kernel's ENOTDIR.
+  await ok(t, 'file', 'push', mknodatProgram(), 'u2mknod/bin/mknodat-in', '--mode', '0755');
+  await ok(t, 'exec', 'u2mknod', '--', 'mknodat-in', '/tmp/u', 'null2');
+  t.regex(await ok(t, 'exec', 'u2mknod', '--', 'ls', '-ln', '/tmp/u/null2'), /^crw-r--r--\s+1\s+0\s+0\s+1,\s+3 /);
+  t.regex((await lxc(d.socket, 'exec', 'u2mknod', '--', 'mknodat-in', '/tmp/n', 'x')).stderr, /Not a directory/);
+  // Container root's DAC override reaches only directories of its own namespace: not one owned by an
+  // id its map does not hold (made from the host), as the kernel would judge it.
+  const unmapped = path.join(dir, 'storage-pools', 'default', 'containers', 'u2mknod', 'rootfs', 'tmp', 'unmapped');
+  mkdirSync(unmapped, { mode: 0o755 });
+  chownSync(unmapped, 2_000_000_000, 2_000_000_000);
+  t.regex((await lxc(d.socket, 'exec', 'u2mknod', '--', 'mknod', '/tmp/unmapped/n', 'c', '1', '3')).stderr, /Permission denied/);
+  t.regex((await lxc(d.socket, 'exec', 'u2mknod', '--', 'mkdir', '/tmp/unmapped/d')).stderr, /Permission denied/, 'the kernel says the same');
   // A user without write permission on the directory gets nothing more than the kernel would give.
   const noWrite = await lxc(d.socket, 'exec', 'u2mknod', '--user', '1000', '--group', '1000', '--', 'mknod', '/u2-root-owned', 'c', '1', '3');
   t.not(noWrite.status, 0);
@@ -183,16 +195,19 @@ serial('seccomp_notify and container_syscall_intercept: intercepted mknod create
   t.pass();
 });
 
-/** A static program that calls setxattr(2) (busybox has no setfattr). */
-function setxattrProgram(): string {
-  const src = path.join(dir, 'setx.c');
-  writeFileSync(src, '#include <stdio.h>\n#include <string.h>\n#include <sys/xattr.h>\nint main(int c, char **v) {\n'
-    + '  if (c != 4) return 2;\n  if (setxattr(v[1], v[2], v[3], strlen(v[3]), 0) < 0) { perror("setxattr"); return 1; }\n  return 0;\n}\n');
-  const out = path.join(dir, 'setx');
+/** A static program built with musl-gcc (busybox has neither setfattr nor a mknodat with a directory fd). */
+function program(name: string, body: string): string {
+  const src = path.join(dir, `${name}.c`);
+  writeFileSync(src, `#include <fcntl.h>\n#include <stdio.h>\n#include <string.h>\n#include <sys/stat.h>\n#include <sys/sysmacros.h>\n#include <sys/xattr.h>\nint main(int c, char **v) {\n${body}\n}\n`);
+  const out = path.join(dir, name);
   const built = spawnSync('musl-gcc', ['-static', '-Os', '-o', out, src], { encoding: 'utf8' });
   if (built.status !== 0) throw new Error(`musl-gcc failed: ${built.stderr}`);
   return out;
 }
+
+const setxattrProgram = () => program('setx', '  if (c != 4) return 2;\n  if (setxattr(v[1], v[2], v[3], strlen(v[3]), 0) < 0) { perror("setxattr"); return 1; }\n  return 0;');
+/** mknodat(open(dir), name, c 1:3). */
+const mknodatProgram = () => program('mknodat-in', '  if (c != 3) return 2;\n  int fd = open(v[1], O_RDONLY);\n  if (fd < 0 || mknodat(fd, v[2], S_IFCHR | 0644, makedev(1, 3)) < 0) { perror("mknodat"); return 1; }\n  return 0;');
 
 serial('container_syscall_intercept: intercepted setxattr sets the overlay opaque mark on directories the caller owns, the rest is the kernel\'s', async (t) => {
   const setx = setxattrProgram();

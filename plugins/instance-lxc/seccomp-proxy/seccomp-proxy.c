@@ -94,16 +94,78 @@ static int device_allowed(mode_t mode, unsigned int major, unsigned int minor)
 
 /*
  * A non-root fsuid clears the file system capabilities from the effective set, CAP_MKNOD among
- * them: take back that one alone (it is still permitted), so DAC stays the caller's.
+ * them: take back CAP_MKNOD (it is still permitted), so that DAC stays the caller's; and the DAC
+ * overrides only when the caller holds CAP_DAC_OVERRIDE in its own namespace and the directory
+ * written to belongs to that namespace (as the kernel's capable_wrt_inode_uidgid()).
  */
-static int raise_mknod(void)
+static int set_caps(int dac)
 {
 	struct __user_cap_header_struct head = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
 	struct __user_cap_data_struct data[2];
 	if (syscall(__NR_capget, &head, data) < 0)
 		return -1;
 	data[CAP_TO_INDEX(CAP_MKNOD)].effective |= CAP_TO_MASK(CAP_MKNOD);
+	const int overrides[] = { CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH };
+	for (size_t i = 0; i < 2; i++) {
+		if (dac)
+			data[CAP_TO_INDEX(overrides[i])].effective |= CAP_TO_MASK(overrides[i]);
+		else
+			data[CAP_TO_INDEX(overrides[i])].effective &= ~CAP_TO_MASK(overrides[i]);
+	}
 	return (int)syscall(__NR_capset, &head, data);
+}
+
+#define MAX_RANGES 64
+
+/* One line of a user namespace's uid_map or gid_map. */
+struct id_range {
+	unsigned long inside, outside, count;
+};
+
+struct id_map {
+	struct id_range r[MAX_RANGES];
+	int n;
+};
+
+static int read_map(int proc_fd, const char *file, struct id_map *map)
+{
+	char buf[8192];
+	map->n = 0;
+	int fd = openat(proc_fd, file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	for (char *line = buf; line && *line && map->n < MAX_RANGES;) {
+		struct id_range *r = &map->r[map->n];
+		if (sscanf(line, "%lu %lu %lu", &r->inside, &r->outside, &r->count) == 3)
+			map->n++;
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	return 0;
+}
+
+/* Whether a host id has a name in the namespace. */
+static int mapped(const struct id_map *map, unsigned long host)
+{
+	for (int i = 0; i < map->n; i++)
+		if (host >= map->r[i].outside && host - map->r[i].outside < map->r[i].count)
+			return 1;
+	return 0;
+}
+
+/* The host id of the namespace's id 0, or -1. */
+static unsigned long host_of_root(const struct id_map *map)
+{
+	for (int i = 0; i < map->n; i++)
+		if (map->r[i].inside == 0 && map->r[i].count > 0)
+			return map->r[i].outside;
+	return (unsigned long)-1;
 }
 
 /* The kernel takes mknod's dev as a 32-bit value in the new encoding (new_decode_dev). */
@@ -132,7 +194,7 @@ static int read_string(int mem_fd, uint64_t addr, char *buf, size_t size)
 }
 
 /* fsuid/fsgid (fourth field of Uid:/Gid:, host ids as seen from here) and umask of the caller. */
-static int caller_ids(int proc_fd, uid_t *fsuid, gid_t *fsgid, mode_t *umask_out)
+static int caller_ids(int proc_fd, uid_t *fsuid, gid_t *fsgid, mode_t *umask_out, int *dac_override)
 {
 	char buf[4096];
 	int fd = openat(proc_fd, "status", O_RDONLY | O_CLOEXEC);
@@ -156,27 +218,10 @@ static int caller_ids(int proc_fd, uid_t *fsuid, gid_t *fsgid, mode_t *umask_out
 	line = strstr(buf, "\nUmask:");
 	if (line && sscanf(line + 7, "%o", &a) == 1)
 		*umask_out = a & 0777;
+	unsigned long long caps = 0;
+	line = strstr(buf, "\nCapEff:");
+	*dac_override = line && sscanf(line + 8, "%llx", &caps) == 1 && (caps >> CAP_DAC_OVERRIDE) & 1;
 	return 0;
-}
-
-/* The host uid the caller's user namespace maps its root to (-1 when none). */
-static uid_t ns_root(int proc_fd)
-{
-	char buf[4096];
-	int fd = openat(proc_fd, "uid_map", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return (uid_t)-1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return (uid_t)-1;
-	buf[n] = '\0';
-	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-		unsigned long inside, outside, count;
-		if (sscanf(line, "%lu %lu %lu", &inside, &outside, &count) == 3 && inside == 0 && count > 0)
-			return (uid_t)outside;
-	}
-	return (uid_t)-1;
 }
 
 enum action { MAKE_NODE, MARK_OPAQUE };
@@ -191,7 +236,7 @@ struct request {
 };
 
 /* In the child, as the caller: the overlay "opaque" mark on a directory the caller owns (or ns root). */
-static int mark_opaque(const struct request *r, uid_t fsuid, uid_t root)
+static int mark_opaque(const struct request *r, uid_t fsuid, unsigned long root)
 {
 	int fd = open(r->path[0] == '/' ? r->path + 1 : r->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
@@ -200,11 +245,39 @@ static int mark_opaque(const struct request *r, uid_t fsuid, uid_t root)
 	int err = 0;
 	if (fstat(fd, &st) < 0)
 		err = errno;
-	else if (st.st_uid != fsuid && fsuid != root)
+	else if (st.st_uid != fsuid && (unsigned long)fsuid != root)
 		err = EPERM;
 	else if (fsetxattr(fd, "trusted.overlay.opaque", "y", 1, r->xattr_flags) < 0)
 		err = errno;
 	close(fd);
+	return err;
+}
+
+/*
+ * In the child, as the caller: the node, in its directory opened first so that the DAC override
+ * the caller may hold applies only to a directory of its own namespace.
+ */
+static int make_node(const struct request *r, mode_t umask_caller, int dac, const struct id_map *uids, const struct id_map *gids)
+{
+	char dir[4096];
+	const char *path = r->path[0] == '/' ? r->path + 1 : r->path;
+	const char *slash = strrchr(path, '/');
+	const char *name = slash ? slash + 1 : path;
+	if (*name == '\0')
+		return EEXIST;
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+	int dfd = open(dir[0] ? dir : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return errno;
+	struct stat st;
+	int err = 0;
+	if (fstat(dfd, &st) < 0)
+		err = errno;
+	else if (dac && !(mapped(uids, st.st_uid) && mapped(gids, st.st_gid)) && set_caps(0) < 0)
+		err = EPERM;
+	else if (mknodat(dfd, name, (r->mode & ~(S_IFMT | umask_caller)) | (r->mode & S_IFMT), r->dev) < 0)
+		err = errno;
+	close(dfd);
 	return err;
 }
 
@@ -220,10 +293,12 @@ static int act_as_caller(int proc_fd, int notify_fd, uint64_t id, const struct r
 	uid_t fsuid = (uid_t)-1;
 	gid_t fsgid = (gid_t)-1;
 	mode_t umask_caller = 022;
-	int ret = caller_ids(proc_fd, &fsuid, &fsgid, &umask_caller);
-	if (ret < 0)
+	int dac = 0;
+	static struct id_map uids, gids;
+	int ret = caller_ids(proc_fd, &fsuid, &fsgid, &umask_caller, &dac);
+	if (ret < 0 || (ret = read_map(proc_fd, "uid_map", &uids)) < 0 || (ret = read_map(proc_fd, "gid_map", &gids)) < 0)
 		return ret;
-	uid_t root = ns_root(proc_fd);
+	unsigned long root = host_of_root(&uids);
 	char where[32];
 	if (path[0] == '/')
 		snprintf(where, sizeof(where), "root");
@@ -233,9 +308,14 @@ static int act_as_caller(int proc_fd, int notify_fd, uint64_t id, const struct r
 		snprintf(where, sizeof(where), "fd/%d", dirfd);
 	int mnt_fd = openat(proc_fd, "ns/mnt", O_RDONLY | O_CLOEXEC);
 	int root_fd = openat(proc_fd, "root", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int base_fd = openat(proc_fd, where, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (mnt_fd < 0 || root_fd < 0 || base_fd < 0) {
-		ret = dirfd != AT_FDCWD && base_fd < 0 ? -EBADF : -EPERM;
+	int base_fd = mnt_fd < 0 || root_fd < 0 ? -1 : openat(proc_fd, where, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (mnt_fd < 0 || root_fd < 0) {
+		ret = -EPERM;
+		goto out;
+	}
+	if (base_fd < 0) {
+		/* As the kernel answers for a dirfd that is no directory, or no open file. */
+		ret = dirfd == AT_FDCWD || path[0] == '/' ? -EPERM : errno == ENOTDIR ? -ENOTDIR : -EBADF;
 		goto out;
 	}
 	/* The caller may have gone (and its pid been reused) while we opened its files. */
@@ -267,12 +347,12 @@ static int act_as_caller(int proc_fd, int notify_fd, uint64_t id, const struct r
 		else {
 			setfsgid(fsgid);
 			setfsuid(fsuid);
-			if ((uid_t)setfsuid((uid_t)-1) != fsuid || (gid_t)setfsgid((gid_t)-1) != fsgid || raise_mknod() < 0)
+			if ((uid_t)setfsuid((uid_t)-1) != fsuid || (gid_t)setfsgid((gid_t)-1) != fsgid || set_caps(dac && r->action == MAKE_NODE) < 0)
 				err = EPERM;
 			else if (r->action == MARK_OPAQUE)
 				err = mark_opaque(r, fsuid, root);
-			else if (mknod(path[0] == '/' ? path + 1 : path, (r->mode & ~(S_IFMT | umask_caller)) | (r->mode & S_IFMT), r->dev) < 0)
-				err = errno;
+			else
+				err = make_node(r, umask_caller, dac, &uids, &gids);
 		}
 		if (out < 0 || write(out, &err, sizeof(err)) != sizeof(err))
 			_exit(1);
