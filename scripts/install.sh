@@ -44,9 +44,12 @@ fi
 # also the helper that hands a macvtap's device to QEMU (decision 0053).
 # swtpm and swtpm-tools emulate a VM's TPM (`tpm` devices): one swtpm per VM, its state in the VM's volume.
 # etcd-server is the cluster database: each clustered daemon runs its own etcd member (decision 0055).
+# gcc builds the seccomp notify proxy (scripts/build-seccomp-proxy.sh); linux-libc-dev gives it the
+# kernel headers, whose syscall tables the daemon also reads to refuse unknown names in security.syscalls.*.
 RUNTIME_PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
   dnsmasq-base iproute2 btrfs-progs python3 logrotate lxd-client ca-certificates make g++ debootstrap
-  rsync socat qemu-system-x86 qemu-utils ovmf e2fsprogs cpio musl-tools swtpm swtpm-tools etcd-server)
+  rsync socat qemu-system-x86 qemu-utils ovmf e2fsprogs cpio musl-tools swtpm swtpm-tools etcd-server gcc
+  linux-libc-dev)
 # What only the tests use: the reference daemon (lxd: the interoperability tests start a private one),
 # pylxd (the second real client), prometheus (the metrics tests scrape corral with a private server and
 # check the text with promtool), openssl and curl (client certificates, a CA and its CRL, untrusted

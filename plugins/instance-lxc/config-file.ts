@@ -21,6 +21,8 @@ export interface ConfigInput {
   idmap: IdmapPlan;
   limits: CgroupLimit[];
   cgroups: CgroupHost;
+  /** The seccomp profile file, and the notify proxy's socket when syscalls are intercepted. */
+  seccomp?: { profile: string; proxy?: string; cookie?: string };
 }
 
 /** liblxc personalities by architecture name. */
@@ -120,6 +122,11 @@ export function renderConfig(input: ConfigInput): string {
   for (const [key, value] of Object.entries(c)) {
     if (!key.startsWith('environment.')) continue;
     lines.push(`lxc.environment = ${oneLine(`"${key}"`, `${key.slice('environment.'.length)}=${value}`)}`);
+  }
+  if (input.seccomp) {
+    lines.push(`lxc.seccomp.profile = ${oneLine('The seccomp profile path', input.seccomp.profile)}`);
+    if (input.seccomp.proxy) lines.push(`lxc.seccomp.notify.proxy = unix:${oneLine('The seccomp proxy path', input.seccomp.proxy)}`);
+    if (input.seccomp.cookie) lines.push(`lxc.seccomp.notify.cookie = ${oneLine('The seccomp cookie', input.seccomp.cookie)}`);
   }
   for (const m of input.mounts) lines.push(mountEntry(m, !idmap.privileged));
   for (const limit of input.limits) {

@@ -37,6 +37,8 @@ import { refuseShift } from './shift-protection.js';
 import { checkHugepages, HUGEPAGE_KEYS, hugepageLimit, hugepagesUnsupported } from './hugepages.js';
 import { checkKernelLimit, KERNEL_LIMIT_PREFIX } from './kernel-limits.js';
 import { lockInstanceDir, rootOwner } from './instance-dir.js';
+import { checkSyscallConfig, intercepts, seccompProfile } from './seccomp-profile.js';
+import { SyscallInterceptor } from './syscall-intercept.js';
 
 /** Read only at a start: stored while running and in effect from the next start, as the reference does. */
 const NEXT_START_KEYS = new Set(['security.nesting', 'security.protection.shift']);
@@ -77,6 +79,9 @@ export class LxcDriver implements InstanceDriver {
   private readonly blockDevices = new BlockDeviceNames();
   private readonly plumber: NicPlumber;
   private readonly injector: MountInjector;
+  readonly interceptor: SyscallInterceptor;
+  /** Whether liblxc can forward seccomp notifications (its `seccomp_notify` feature), set at boot. */
+  notifyAvailable: () => boolean = () => true;
 
   constructor(private readonly opts: LxcDriverOptions) {
     this.paths = new LxcPaths(path.join(opts.dataDir, 'containers'));
@@ -84,6 +89,7 @@ export class LxcDriver implements InstanceDriver {
     this.monitors = new MonitorTable(this.paths, this.cgroups);
     this.plumber = new NicPlumber(opts.hostTools);
     this.injector = new MountInjector(opts.hostTools);
+    this.interceptor = new SyscallInterceptor(path.join(opts.dataDir, 'seccomp.socket'), opts.log);
   }
 
   private ids(): SubordinateIds {
@@ -154,6 +160,7 @@ export class LxcDriver implements InstanceDriver {
     check('security.idmap.size', (v) => {
       if (!/^\d+$/.test(v) || Number(v) === 0) throw new Error(`Invalid value for uint32 "${v}"`);
     });
+    checkSyscallConfig(config);
   }
 
   /** A hugepage limit on a hybrid host needs hugetlb enabled on the unified hierarchy first. */
@@ -249,6 +256,13 @@ export class LxcDriver implements InstanceDriver {
     }
     this.delegateHugetlb(inst.config);
     const rootfs = devices.find((d) => d.rootfs)?.rootfs?.path ?? path.join(inst.volumePath, 'rootfs');
+    const profile = seccompProfile(inst.config, inst.architecture);
+    const intercepted = intercepts(inst.config);
+    // liblxc connects to the proxy while it starts the container: the proxy must listen first.
+    if (intercepted && !this.notifyAvailable()) {
+      throw badRequest('Syscall interception (security.syscalls.intercept.*) needs a liblxc with seccomp notify support, which this host lacks');
+    }
+    if (intercepted) await this.interceptor.ensure();
     const text = renderConfig({
       inst,
       rootfs,
@@ -257,8 +271,14 @@ export class LxcDriver implements InstanceDriver {
       idmap: plan,
       limits: [...startLimits(inst.config, this.host(), name), ...HUGEPAGE_KEYS.filter((k) => inst.config[k]).map((k) => hugepageLimit(k, inst.config[k]))],
       cgroups: this.cgroups,
+      seccomp: profile === undefined ? undefined : {
+        profile: this.paths.seccompProfile(name),
+        ...(intercepted ? { proxy: this.interceptor.socket, cookie: name } : {}),
+      },
     });
     await Promise.all([this.containerDir(name), mkdir(inst.logDir, { recursive: true })]);
+    if (profile !== undefined) await writeFile(this.paths.seccompProfile(name), profile);
+    else await rm(this.paths.seccompProfile(name), { force: true });
     await lockInstanceDir(inst.volumePath, rootOwner(plan));
     if (!plan.privileged) await this.traversable(rootfs, inst.volumePath);
     const configFile = this.paths.config(name);
@@ -621,6 +641,23 @@ export class LxcDriver implements InstanceDriver {
     await mkdir(this.paths.dir(name), { recursive: true, mode: CONTAINER_DIR_MODE });
     await setMode(this.paths.lxcpath, LXCPATH_MODE);
     await setMode(this.paths.dir(name), CONTAINER_DIR_MODE);
+  }
+
+  /**
+   * At boot: containers started by an earlier daemon that intercept syscalls need the proxy again
+   * (their monitors reconnect to it at their next notification).
+   */
+  async resumeInterception(): Promise<void> {
+    const names = await readdir(this.paths.lxcpath).catch(() => [] as string[]);
+    const needed = names.some((name) => {
+      if (!this.monitors.find(name)) return false;
+      try {
+        return readFileSync(this.paths.config(name), 'utf8').includes('\nlxc.seccomp.notify.proxy = ');
+      } catch {
+        return false;
+      }
+    });
+    if (needed) await this.interceptor.ensure();
   }
 
   /** Directories no record owns (a crash between steps): removed, unless their container runs. */

@@ -17,6 +17,7 @@ export default definePlugin({
     const instances = ctx.extensionPoints.get(InstancesExtensionPointRef);
     if (!instances) throw new Error('the instance-lxc plugin needs the "instances" extension point');
     instances.registerDriver(driver);
+    driver.notifyAvailable = () => state.probe?.features.seccomp_notify === 'true';
     ctx.hooks.environment.tap(lxcEnvironment(() => state.probe));
   },
 
@@ -26,5 +27,12 @@ export default definePlugin({
     if (!state.probe.operational) ctx.log.warn({ reason: state.probe.reason }, 'liblxc is not operational: containers cannot start');
     else ctx.log.info({ version: state.probe.version, lxcpath: state.driver.paths.lxcpath }, 'liblxc driver ready');
     ctx.refreshServerInfo();
+    if (state.probe.operational) {
+      await state.driver.resumeInterception().catch((err) => ctx.log.error({ err }, 'the seccomp proxy could not be started for running containers'));
+    }
+  },
+
+  async shutdown(ctx) {
+    await drivers.get(ctx)?.driver.interceptor.stop();
   },
 });

@@ -5,6 +5,7 @@ import { checkHugepages, HUGEPAGE_KEYS } from './hugepages.js';
 import { KERNEL_LIMIT_NAMES, parseKernelLimit } from './kernel-limits.js';
 import { checkCpu, checkMemory } from './limits.js';
 import { checkRawLxc } from './raw-lxc.js';
+import { SYSCALL_KEYS } from './seccomp-profile.js';
 
 const isUint32: Validator = (v) => {
   if (!/^\d+$/.test(v) || Number(v) > 0xffffffff) throw new Error(`Invalid value for uint32 "${v}"`);
@@ -35,4 +36,5 @@ export const LXC_KEYS: ConfigKeyDescriptor[] = [
   { key: 'volatile.idmap.next', scope: 'instance', type: 'string', extension: 'id_map_current', doc: 'Id map to use at the next start (JSON)' },
   { key: 'volatile.idmap.current', scope: 'instance', type: 'string', extension: 'id_map_current', doc: 'Id map in effect since the last start (JSON)' },
   { key: 'volatile.last_state.idmap', scope: 'instance', type: 'string', extension: 'id_map_current', doc: 'Id map the files on disk are shifted to (JSON; [] as the rootfs is never shifted: it is mounted idmapped)' },
+  ...SYSCALL_KEYS,
 ];

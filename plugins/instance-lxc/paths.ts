@@ -36,6 +36,11 @@ export class LxcPaths {
     return path.join(this.lxcpath, name, 'nics.json');
   }
 
+  /** The seccomp profile (security.syscalls.*), written at every start. */
+  seccompProfile(name: string): string {
+    return path.join(this.lxcpath, name, 'seccomp.profile');
+  }
+
   /** The disk mounts each device has (targets inside the container), for detach. */
   mountsFile(name: string): string {
     return path.join(this.lxcpath, name, 'mounts.json');

@@ -1,0 +1,544 @@
+/*
+ * corral-seccomp-proxy: answers the seccomp notifications liblxc forwards from containers whose
+ * profile intercepts mknod/mknodat (lxc.seccomp.notify.proxy = unix:<socket>).
+ *
+ * Node cannot serve a SOCK_SEQPACKET socket nor receive file descriptors, so this small program
+ * does it and the daemon supervises it. Usage: corral-seccomp-proxy <socket path>.
+ *
+ * liblxc's monitor connects once per container and sends, for each notification, one packet:
+ * a header (struct proxy_msg below), the kernel's seccomp_notif, a seccomp_notif_resp to fill in
+ * and the container's cookie; with it, as SCM_RIGHTS, the caller's /proc/<pid> directory, its
+ * /proc/<pid>/mem and the seccomp notify fd. We answer with the header, notif and filled-in resp;
+ * liblxc hands the resp to the kernel.
+ *
+ * mknod of the harmless character devices (and overlay whiteouts), and setxattr of the overlay
+ * "opaque" mark (trusted.overlay.opaque=y) on a directory the caller owns, are done for the caller
+ * from a child that joins the caller's mount namespace and root, with the caller's fsuid/fsgid, so
+ * that it can never reach a file the caller could not. Everything else goes back to the kernel
+ * (SECCOMP_USER_NOTIF_FLAG_CONTINUE), which decides as it would have without interception.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/capability.h>
+#include <linux/seccomp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#define MAX_CLIENTS 1024
+#define COOKIE_MAX 64
+#define CHILD_TIMEOUT_MS 2000
+
+struct proxy_msg {
+	uint64_t reserved;
+	int32_t monitor_pid;
+	int32_t init_pid;
+	struct seccomp_notif_sizes sizes;
+	uint64_t cookie_len;
+};
+
+struct packet {
+	struct proxy_msg msg;
+	struct seccomp_notif req;
+	struct seccomp_notif_resp resp;
+	char cookie[COOKIE_MAX + 1];
+};
+
+#define PACKET_MIN (sizeof(struct proxy_msg) + sizeof(struct seccomp_notif) + sizeof(struct seccomp_notif_resp))
+
+static struct seccomp_notif_sizes kernel_sizes;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* The devices an unprivileged container may create: those every system has and none can harm. */
+static int device_allowed(mode_t mode, unsigned int major, unsigned int minor)
+{
+	static const unsigned int chars[][2] = {
+		{ 0, 0 } /* overlay whiteout */, { 1, 3 } /* null */, { 1, 5 } /* zero */, { 1, 7 } /* full */,
+		{ 1, 8 } /* random */, { 1, 9 } /* urandom */, { 5, 0 } /* tty */, { 5, 1 } /* console */,
+	};
+	if ((mode & S_IFMT) != S_IFCHR)
+		return 0;
+	for (size_t i = 0; i < sizeof(chars) / sizeof(chars[0]); i++)
+		if (chars[i][0] == major && chars[i][1] == minor)
+			return 1;
+	return 0;
+}
+
+/*
+ * A non-root fsuid clears the file system capabilities from the effective set, CAP_MKNOD among
+ * them: take back CAP_MKNOD (it is still permitted), so that DAC stays the caller's; and the DAC
+ * overrides only when the caller holds CAP_DAC_OVERRIDE in its own namespace and the directory
+ * written to belongs to that namespace (as the kernel's capable_wrt_inode_uidgid()).
+ */
+static int set_caps(int dac)
+{
+	struct __user_cap_header_struct head = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+	struct __user_cap_data_struct data[2];
+	if (syscall(__NR_capget, &head, data) < 0)
+		return -1;
+	data[CAP_TO_INDEX(CAP_MKNOD)].effective |= CAP_TO_MASK(CAP_MKNOD);
+	const int overrides[] = { CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH };
+	for (size_t i = 0; i < 2; i++) {
+		if (dac)
+			data[CAP_TO_INDEX(overrides[i])].effective |= CAP_TO_MASK(overrides[i]);
+		else
+			data[CAP_TO_INDEX(overrides[i])].effective &= ~CAP_TO_MASK(overrides[i]);
+	}
+	return (int)syscall(__NR_capset, &head, data);
+}
+
+#define MAX_RANGES 64
+
+/* One line of a user namespace's uid_map or gid_map. */
+struct id_range {
+	unsigned long inside, outside, count;
+};
+
+struct id_map {
+	struct id_range r[MAX_RANGES];
+	int n;
+};
+
+static int read_map(int proc_fd, const char *file, struct id_map *map)
+{
+	char buf[8192];
+	map->n = 0;
+	int fd = openat(proc_fd, file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	for (char *line = buf; line && *line && map->n < MAX_RANGES;) {
+		struct id_range *r = &map->r[map->n];
+		if (sscanf(line, "%lu %lu %lu", &r->inside, &r->outside, &r->count) == 3)
+			map->n++;
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	return 0;
+}
+
+/* Whether a host id has a name in the namespace. */
+static int mapped(const struct id_map *map, unsigned long host)
+{
+	for (int i = 0; i < map->n; i++)
+		if (host >= map->r[i].outside && host - map->r[i].outside < map->r[i].count)
+			return 1;
+	return 0;
+}
+
+/* The host id of the namespace's id 0, or -1. */
+static unsigned long host_of_root(const struct id_map *map)
+{
+	for (int i = 0; i < map->n; i++)
+		if (map->r[i].inside == 0 && map->r[i].count > 0)
+			return map->r[i].outside;
+	return (unsigned long)-1;
+}
+
+/* The kernel takes mknod's dev as a 32-bit value in the new encoding (new_decode_dev). */
+static void decode_dev(uint64_t arg, unsigned int *major, unsigned int *minor)
+{
+	uint32_t dev = (uint32_t)arg;
+	*major = (dev & 0xfff00) >> 8;
+	*minor = (dev & 0xff) | ((dev >> 12) & 0xfff00);
+}
+
+/* A NUL-terminated string from the caller's memory, read page by page (a page may be unmapped). */
+static int read_string(int mem_fd, uint64_t addr, char *buf, size_t size)
+{
+	size_t have = 0;
+	while (have < size - 1) {
+		size_t page_left = 4096 - ((addr + have) & 4095);
+		size_t want = size - 1 - have < page_left ? size - 1 - have : page_left;
+		ssize_t got = pread(mem_fd, buf + have, want, (off_t)(addr + have));
+		if (got <= 0)
+			return -EFAULT;
+		if (memchr(buf + have, '\0', (size_t)got))
+			return 0;
+		have += (size_t)got;
+	}
+	return -ENAMETOOLONG;
+}
+
+/* fsuid/fsgid (fourth field of Uid:/Gid:, host ids as seen from here) and umask of the caller. */
+static int caller_ids(int proc_fd, uid_t *fsuid, gid_t *fsgid, mode_t *umask_out, int *dac_override)
+{
+	char buf[4096];
+	int fd = openat(proc_fd, "status", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	unsigned int a, b, c, d;
+	char *line = strstr(buf, "\nUid:");
+	if (!line || sscanf(line + 5, "%u %u %u %u", &a, &b, &c, &d) != 4)
+		return -EIO;
+	*fsuid = d;
+	line = strstr(buf, "\nGid:");
+	if (!line || sscanf(line + 5, "%u %u %u %u", &a, &b, &c, &d) != 4)
+		return -EIO;
+	*fsgid = d;
+	*umask_out = 022;
+	line = strstr(buf, "\nUmask:");
+	if (line && sscanf(line + 7, "%o", &a) == 1)
+		*umask_out = a & 0777;
+	unsigned long long caps = 0;
+	line = strstr(buf, "\nCapEff:");
+	*dac_override = line && sscanf(line + 8, "%llx", &caps) == 1 && (caps >> CAP_DAC_OVERRIDE) & 1;
+	return 0;
+}
+
+enum action { MAKE_NODE, MARK_OPAQUE };
+
+struct request {
+	enum action action;
+	int dirfd;
+	const char *path;
+	mode_t mode;
+	dev_t dev;
+	int xattr_flags;
+};
+
+/* In the child, as the caller: the overlay "opaque" mark on a directory the caller owns (or ns root). */
+static int mark_opaque(const struct request *r, uid_t fsuid, unsigned long root)
+{
+	int fd = open(r->path[0] == '/' ? r->path + 1 : r->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	struct stat st;
+	int err = 0;
+	if (fstat(fd, &st) < 0)
+		err = errno;
+	else if (st.st_uid != fsuid && (unsigned long)fsuid != root)
+		err = EPERM;
+	else if (fsetxattr(fd, "trusted.overlay.opaque", "y", 1, r->xattr_flags) < 0)
+		err = errno;
+	close(fd);
+	return err;
+}
+
+/*
+ * In the child, as the caller: the node, in its directory opened first so that the DAC override
+ * the caller may hold applies only to a directory of its own namespace.
+ */
+static int make_node(const struct request *r, mode_t umask_caller, int dac, const struct id_map *uids, const struct id_map *gids)
+{
+	char dir[4096];
+	const char *path = r->path[0] == '/' ? r->path + 1 : r->path;
+	const char *slash = strrchr(path, '/');
+	const char *name = slash ? slash + 1 : path;
+	if (*name == '\0')
+		return EEXIST;
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+	int dfd = open(dir[0] ? dir : "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return errno;
+	struct stat st;
+	int err = 0;
+	if (fstat(dfd, &st) < 0)
+		err = errno;
+	else if (dac && !(mapped(uids, st.st_uid) && mapped(gids, st.st_gid)) && set_caps(0) < 0)
+		err = EPERM;
+	else if (mknodat(dfd, name, (r->mode & ~(S_IFMT | umask_caller)) | (r->mode & S_IFMT), r->dev) < 0)
+		err = errno;
+	close(dfd);
+	return err;
+}
+
+/*
+ * Do what the caller asked as the caller would have: in a child that joins the caller's mount
+ * namespace, takes its root (and cwd or dirfd for relative paths) and the caller's fsuid/fsgid.
+ * Returns 0 or a negative errno.
+ */
+static int act_as_caller(int proc_fd, int notify_fd, uint64_t id, const struct request *r)
+{
+	const char *path = r->path;
+	int dirfd = r->dirfd;
+	uid_t fsuid = (uid_t)-1;
+	gid_t fsgid = (gid_t)-1;
+	mode_t umask_caller = 022;
+	int dac = 0;
+	static struct id_map uids, gids;
+	int ret = caller_ids(proc_fd, &fsuid, &fsgid, &umask_caller, &dac);
+	if (ret < 0 || (ret = read_map(proc_fd, "uid_map", &uids)) < 0 || (ret = read_map(proc_fd, "gid_map", &gids)) < 0)
+		return ret;
+	unsigned long root = host_of_root(&uids);
+	char where[32];
+	if (path[0] == '/')
+		snprintf(where, sizeof(where), "root");
+	else if (dirfd == AT_FDCWD)
+		snprintf(where, sizeof(where), "cwd");
+	else
+		snprintf(where, sizeof(where), "fd/%d", dirfd);
+	int mnt_fd = openat(proc_fd, "ns/mnt", O_RDONLY | O_CLOEXEC);
+	int root_fd = openat(proc_fd, "root", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int base_fd = mnt_fd < 0 || root_fd < 0 ? -1 : openat(proc_fd, where, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (mnt_fd < 0 || root_fd < 0) {
+		ret = -EPERM;
+		goto out;
+	}
+	if (base_fd < 0) {
+		/* As the kernel answers for a dirfd that is no directory, or no open file. */
+		ret = dirfd == AT_FDCWD || path[0] == '/' ? -EPERM : errno == ENOTDIR ? -ENOTDIR : -EBADF;
+		goto out;
+	}
+	/* The caller may have gone (and its pid been reused) while we opened its files. */
+	if (ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) < 0) {
+		ret = -ENOENT;
+		goto out;
+	}
+	int status_pipe[2];
+	if (pipe2(status_pipe, O_CLOEXEC) < 0) {
+		ret = -errno;
+		goto out;
+	}
+	pid_t child = fork();
+	if (child < 0) {
+		ret = -errno;
+		close(status_pipe[0]);
+		close(status_pipe[1]);
+		goto out;
+	}
+	if (child == 0) {
+		int err = 0;
+		close(status_pipe[0]);
+		int out = status_pipe[1];
+		if (setns(mnt_fd, CLONE_NEWNS) < 0 || fchdir(root_fd) < 0 || chroot(".") < 0 || fchdir(base_fd) < 0)
+			err = EPERM;
+		/* Nothing of the host stays open while the caller's path is resolved: only the answer pipe. */
+		else if ((out = dup2(status_pipe[1], 3)) != 3 || syscall(__NR_close_range, 4U, ~0U, 0) < 0)
+			err = EPERM;
+		else {
+			setfsgid(fsgid);
+			setfsuid(fsuid);
+			if ((uid_t)setfsuid((uid_t)-1) != fsuid || (gid_t)setfsgid((gid_t)-1) != fsgid || set_caps(dac && r->action == MAKE_NODE) < 0)
+				err = EPERM;
+			else if (r->action == MARK_OPAQUE)
+				err = mark_opaque(r, fsuid, root);
+			else
+				err = make_node(r, umask_caller, dac, &uids, &gids);
+		}
+		if (out < 0 || write(out, &err, sizeof(err)) != sizeof(err))
+			_exit(1);
+		_exit(0);
+	}
+	close(status_pipe[1]);
+	struct pollfd pfd = { .fd = status_pipe[0], .events = POLLIN };
+	int err = EPERM;
+	if (poll(&pfd, 1, CHILD_TIMEOUT_MS) == 1 && read(status_pipe[0], &err, sizeof(err)) != sizeof(err))
+		err = EPERM;
+	close(status_pipe[0]);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	ret = -err;
+out:
+	if (mnt_fd >= 0)
+		close(mnt_fd);
+	if (root_fd >= 0)
+		close(root_fd);
+	if (base_fd >= 0)
+		close(base_fd);
+	return ret;
+}
+
+/* handle()'s answer for "let the kernel run the call as it would have" (not ours to serve). */
+#define CONTINUE 1
+
+/*
+ * The answer to one notification: 0 or a negative errno for the caller, or CONTINUE. What is not
+ * served here goes on to the kernel, which refuses it as it would without interception (a device
+ * outside the list in an unprivileged container) or allows it (a privileged container).
+ */
+static int handle(struct packet *p, int proc_fd, int mem_fd, int notify_fd)
+{
+	const struct seccomp_data *d = &p->req.data;
+	int mknod_nr = -1, mknodat_nr = -1, setxattr_nr = -1;
+	if (d->arch == AUDIT_ARCH_X86_64) {
+		mknod_nr = 133, mknodat_nr = 259, setxattr_nr = 188;
+	} else if (d->arch == AUDIT_ARCH_I386) {
+		mknod_nr = 14, mknodat_nr = 297, setxattr_nr = 226;
+	} else if (d->arch == AUDIT_ARCH_AARCH64) {
+		mknodat_nr = 33, setxattr_nr = 5;
+	}
+	if (proc_fd < 0 || mem_fd < 0 || notify_fd < 0)
+		return CONTINUE;
+	char path[4096];
+	struct request r = { .dirfd = AT_FDCWD, .path = path };
+	uint64_t path_arg;
+	if ((int)d->nr == setxattr_nr) {
+		/* Only the overlay "opaque" mark (value "y", size 1), as the reference. */
+		char name[64], value[2] = { 0 };
+		if (d->args[3] != 1 || read_string(mem_fd, d->args[1], name, sizeof(name)) < 0 ||
+		    strcmp(name, "trusted.overlay.opaque") != 0 || pread(mem_fd, value, 1, (off_t)d->args[2]) != 1 || value[0] != 'y')
+			return CONTINUE;
+		r.action = MARK_OPAQUE;
+		r.xattr_flags = (int)d->args[4];
+		path_arg = d->args[0];
+	} else {
+		uint64_t mode_arg, dev_arg;
+		if ((int)d->nr == mknod_nr) {
+			path_arg = d->args[0], mode_arg = d->args[1], dev_arg = d->args[2];
+		} else if ((int)d->nr == mknodat_nr) {
+			r.dirfd = (int)(int32_t)d->args[0];
+			path_arg = d->args[1], mode_arg = d->args[2], dev_arg = d->args[3];
+		} else {
+			return CONTINUE;
+		}
+		unsigned int major, minor;
+		decode_dev(dev_arg, &major, &minor);
+		r.action = MAKE_NODE;
+		r.mode = (mode_t)mode_arg;
+		r.dev = makedev(major, minor);
+		if (!device_allowed(r.mode, major, minor))
+			return CONTINUE;
+	}
+	int ret = read_string(mem_fd, path_arg, path, sizeof(path));
+	if (ret < 0)
+		return ret;
+	if (path[0] == '\0')
+		return -ENOENT;
+	return act_as_caller(proc_fd, notify_fd, p->req.id, &r);
+}
+
+/* One packet from a monitor; 0 to keep the connection, -1 to drop it. */
+static int serve(int conn)
+{
+	struct packet p;
+	memset(&p, 0, sizeof(p));
+	struct iovec iov[4] = {
+		{ &p.msg, sizeof(p.msg) }, { &p.req, sizeof(p.req) }, { &p.resp, sizeof(p.resp) }, { p.cookie, COOKIE_MAX },
+	};
+	char control[CMSG_SPACE(3 * sizeof(int))];
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 4, .msg_control = control, .msg_controllen = sizeof(control) };
+	ssize_t n = recvmsg(conn, &mh, MSG_CMSG_CLOEXEC);
+	if (n <= 0)
+		return -1;
+	int fds[3] = { -1, -1, -1 };
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < count && i < 3; i++)
+			memcpy(&fds[i], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	}
+	int answer;
+	int valid = (size_t)n >= PACKET_MIN && p.msg.reserved == 0 &&
+		    p.msg.sizes.seccomp_notif == kernel_sizes.seccomp_notif &&
+		    p.msg.sizes.seccomp_notif_resp == kernel_sizes.seccomp_notif_resp &&
+		    p.msg.sizes.seccomp_data == kernel_sizes.seccomp_data;
+	if (!valid) {
+		/* An empty answer: liblxc sees the short reply and answers the kernel itself. */
+		struct msghdr empty = { 0 };
+		sendmsg(conn, &empty, MSG_NOSIGNAL);
+		answer = 1;
+	} else {
+		int err = handle(&p, fds[0], fds[1], fds[2]);
+		p.resp.id = p.req.id;
+		p.resp.val = 0;
+		p.resp.error = err == CONTINUE ? 0 : err;
+		p.resp.flags = err == CONTINUE ? SECCOMP_USER_NOTIF_FLAG_CONTINUE : 0;
+		struct msghdr out = { .msg_iov = iov, .msg_iovlen = 3 };
+		answer = sendmsg(conn, &out, MSG_NOSIGNAL) == (ssize_t)PACKET_MIN ? 0 : -1;
+	}
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return answer < 0 ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2 || strlen(argv[1]) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		say("usage: corral-seccomp-proxy <socket path (under 108 bytes)>");
+		return 2;
+	}
+	if (syscall(__NR_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &kernel_sizes) != 0) {
+		say("the kernel has no seccomp user notification: %s", strerror(errno));
+		return 3;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	/* Ends when the daemon does, even if the daemon could not tell us. */
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() == 1)
+		return 1;
+	int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	struct sockaddr_un addr = { .sun_family = AF_UNIX };
+	strcpy(addr.sun_path, argv[1]);
+	unlink(argv[1]);
+	mode_t old = umask(077);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(lfd, 64) < 0) {
+		say("cannot listen on %s: %s", argv[1], strerror(errno));
+		return 1;
+	}
+	umask(old);
+	/* The daemon waits for this line before it starts a container that needs us. */
+	printf("ready\n");
+	fflush(stdout);
+
+	struct pollfd pfds[MAX_CLIENTS + 1];
+	int count = 1;
+	pfds[0].fd = lfd;
+	pfds[0].events = POLLIN;
+	for (;;) {
+		if (poll(pfds, (nfds_t)count, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			say("poll: %s", strerror(errno));
+			return 1;
+		}
+		for (int i = count - 1; i >= 1; i--) {
+			if (!pfds[i].revents)
+				continue;
+			if ((pfds[i].revents & POLLIN) && serve(pfds[i].fd) == 0)
+				continue;
+			close(pfds[i].fd);
+			pfds[i] = pfds[--count];
+		}
+		if (pfds[0].revents & POLLIN) {
+			int conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+			if (conn >= 0 && count <= MAX_CLIENTS) {
+				pfds[count].fd = conn;
+				pfds[count].events = POLLIN;
+				pfds[count].revents = 0;
+				count++;
+			} else if (conn >= 0) {
+				close(conn);
+			}
+		}
+	}
+}
