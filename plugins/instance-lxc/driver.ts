@@ -13,11 +13,11 @@ import {
   type HostTools, type InstanceDriver, type InstanceMetrics, type InstanceStatus, type RuntimeState,
 } from '../../sdk/index.js';
 import { CgroupHost, readText } from './cgroups.js';
-import { renderConfig } from './config-file.js';
+import { ALLOWED_DEVICES, renderConfig } from './config-file.js';
 import { startConsole } from './console-session.js';
 import { startExec } from './exec-session.js';
 import {
-  allocateRange, checkDelegated, heldRange, holdsOwnRange, idmapJson, ISOLATED_SIZE, overlaps, parseRawIdmap, planIdmap, readSubidRanges, readSubordinateIds,
+  allocateRange, checkDelegated, heldRange, holdsOwnRange, idmapJson, ISOLATED_SIZE, overlaps, parseIdmapJson, parseRawIdmap, planIdmap, readSubidRanges, readSubordinateIds,
   type IdRange, type IdmapPlan, type SubordinateIds,
 } from './idmap.js';
 import { configuredHaltSignal, repeatHaltWhileYoung } from './halt-repeat.js';
@@ -35,6 +35,7 @@ import { runningState, stoppedState } from './runtime-state.js';
 import { runTool } from './tool.js';
 import { refuseShift } from './shift-protection.js';
 import { lockInstanceDir, rootOwner } from './instance-dir.js';
+import { bindMount, cgroupRule, UnixNodeMaker, writeCgroupRule, type RecordedUnixNode } from './unix-nodes.js';
 
 /** The logger methods the driver uses (a bunyan logger in the daemon). */
 export interface DriverLog {
@@ -72,6 +73,7 @@ export class LxcDriver implements InstanceDriver {
   private readonly blockDevices = new BlockDeviceNames();
   private readonly plumber: NicPlumber;
   private readonly injector: MountInjector;
+  private readonly nodeMaker: UnixNodeMaker;
 
   constructor(private readonly opts: LxcDriverOptions) {
     this.paths = new LxcPaths(path.join(opts.dataDir, 'containers'));
@@ -79,6 +81,7 @@ export class LxcDriver implements InstanceDriver {
     this.monitors = new MonitorTable(this.paths, this.cgroups);
     this.plumber = new NicPlumber(opts.hostTools);
     this.injector = new MountInjector(opts.hostTools);
+    this.nodeMaker = new UnixNodeMaker(opts.hostTools);
   }
 
   private ids(): SubordinateIds {
@@ -223,16 +226,24 @@ export class LxcDriver implements InstanceDriver {
       throw badRequest((err as Error).message);
     }
     const rootfs = devices.find((d) => d.rootfs)?.rootfs?.path ?? path.join(inst.volumePath, 'rootfs');
-    const text = renderConfig({
-      inst,
-      rootfs,
-      mounts: devices.flatMap((d) => d.mounts ?? []),
-      nics: devices.flatMap((d) => d.nics ?? []),
-      idmap: plan,
-      limits: startLimits(inst.config, this.host(), name),
-      cgroups: this.cgroups,
-    });
     await Promise.all([this.containerDir(name), mkdir(inst.logDir, { recursive: true })]);
+    const unixNodes = await this.makeUnixNodes(name, devices, plan);
+    let text: string;
+    try {
+      text = renderConfig({
+        inst,
+        rootfs,
+        mounts: devices.flatMap((d) => d.mounts ?? []),
+        nics: devices.flatMap((d) => d.nics ?? []),
+        unixNodes,
+        idmap: plan,
+        limits: startLimits(inst.config, this.host(), name),
+        cgroups: this.cgroups,
+      });
+    } catch (err) {
+      await this.removeUnixNodes(name);
+      throw err;
+    }
     await lockInstanceDir(inst.volumePath, rootOwner(plan));
     if (!plan.privileged) await this.traversable(rootfs, inst.volumePath);
     const configFile = this.paths.config(name);
@@ -256,6 +267,7 @@ export class LxcDriver implements InstanceDriver {
     const running = result.exitCode === 0 ? this.monitors.find(name) : undefined;
     if (!running) {
       await this.killLeftover(name);
+      await this.removeUnixNodes(name);
       throw await this.startFailure(result.stderr, logFile, logOffset, Boolean(inst.config['raw.lxc']));
     }
     const keys = LxcDriver.volatileKeys(plan);
@@ -339,6 +351,7 @@ export class LxcDriver implements InstanceDriver {
     if (await this.stillRunning(name, result.exitCode === 0 ? MONITOR_EXIT_MS : 0)) {
       throw internalError(`Failed to stop the instance: ${result.stderr.trim() || `lxc-stop exited with ${result.exitCode}`}`);
     }
+    await this.removeUnixNodes(name);
   }
 
   /** A just-started init may not have been ready for liblxc's one halt signal. */
@@ -378,6 +391,7 @@ export class LxcDriver implements InstanceDriver {
       throw badRequest(`Device "${run.device}" cannot be added to a running container`);
     }
     if (run.mounts?.length) await this.attachMounts(inst, run);
+    if (run.unixNodes?.length) await this.attachUnixNodes(inst, run);
     if (!run.nics?.length) return;
     const pid = this.runningInit(inst);
     const recorded = readList<RecordedNic>(this.paths.nicsFile(name));
@@ -401,6 +415,7 @@ export class LxcDriver implements InstanceDriver {
   async detachDevice(inst: DriverInstance, device: string): Promise<void> {
     const name = this.nameOf(inst);
     await this.detachMounts(inst, device);
+    await this.detachUnixNodes(inst, device);
     const recorded = readList<RecordedNic>(this.paths.nicsFile(name));
     const mine = recorded.filter((r) => r.device === device);
     if (!mine.length) return;
@@ -426,6 +441,79 @@ export class LxcDriver implements InstanceDriver {
       for (const r of done.reverse()) await this.injector.detach(pid, r.target).catch(() => undefined);
       throw err;
     }
+  }
+
+  /** Where the container's device nodes are made on the host. */
+  private unixNodesDir(name: string): string {
+    return path.join(this.opts.dataDir, 'devices', 'unix', name);
+  }
+
+  /** The device nodes of a start, made and recorded; none left behind when one fails. */
+  private async makeUnixNodes(name: string, devices: DeviceRunConfig[], plan: IdmapPlan): Promise<RecordedUnixNode[]> {
+    const made: RecordedUnixNode[] = [];
+    try {
+      for (const d of devices) {
+        for (const node of d.unixNodes ?? []) made.push(await this.nodeMaker.make(this.unixNodesDir(name), d.device ?? '', node, plan.map));
+      }
+    } catch (err) {
+      await this.removeUnixNodes(name);
+      throw err;
+    }
+    await writeList<RecordedUnixNode>(this.paths.unixNodesFile(name), made);
+    return made;
+  }
+
+  /** After a stop or a failed start: the nodes on the host go (mounts and rules went with the container). */
+  private async removeUnixNodes(name: string): Promise<void> {
+    await rm(this.unixNodesDir(name), { recursive: true, force: true });
+    await writeList<RecordedUnixNode>(this.paths.unixNodesFile(name), []).catch(() => undefined);
+  }
+
+  /** Hot-plug of device nodes: made on the host, allowed in the cgroup, bind-mounted; undone together on failure. */
+  private async attachUnixNodes(inst: DriverInstance, run: DeviceRunConfig): Promise<void> {
+    const name = this.nameOf(inst);
+    const pid = this.runningInit(inst);
+    const cgroup = this.monitors.find(name)?.cgroup;
+    const map = parseIdmapJson(inst.config['volatile.idmap.current']) ?? [];
+    const file = this.paths.unixNodesFile(name);
+    const recorded = readList<RecordedUnixNode>(file);
+    const done: RecordedUnixNode[] = [];
+    try {
+      for (const node of run.unixNodes ?? []) {
+        const r = { ...await this.nodeMaker.make(this.unixNodesDir(name), run.device ?? '', node, map), hotplugged: true };
+        done.push(r);
+        writeCgroupRule(cgroup, cgroupRule(node), true);
+        await this.injector.attach(pid, bindMount(r));
+      }
+      await writeList(file, [...recorded, ...done]);
+    } catch (err) {
+      for (const r of done.reverse()) await this.undoUnixNode(inst, r, recorded).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private async detachUnixNodes(inst: DriverInstance, device: string): Promise<void> {
+    const file = this.paths.unixNodesFile(this.nameOf(inst));
+    const recorded = readList<RecordedUnixNode>(file);
+    const mine = recorded.filter((r) => r.device === device);
+    if (!mine.length) return;
+    const others = recorded.filter((r) => r.device !== device);
+    for (const r of mine) await this.undoUnixNode(inst, r, others);
+    await writeList(file, others);
+  }
+
+  /**
+   * One node out of a running container: unmounted and its place removed inside, its cgroup rule
+   * denied unless the base config or another node still needs it, the host node removed.
+   */
+  private async undoUnixNode(inst: DriverInstance, r: RecordedUnixNode, others: RecordedUnixNode[]): Promise<void> {
+    const pid = this.runningInit(inst);
+    await this.injector.detach(pid, r.node.path, true);
+    const rule = cgroupRule(r.node);
+    if (!ALLOWED_DEVICES.includes(rule) && !others.some((o) => cgroupRule(o.node) === rule)) {
+      writeCgroupRule(this.monitors.find(this.nameOf(inst))?.cgroup, rule, false);
+    }
+    await this.nodeMaker.remove(r);
   }
 
   private async detachMounts(inst: DriverInstance, device: string): Promise<void> {
@@ -571,6 +659,7 @@ export class LxcDriver implements InstanceDriver {
     if (this.monitors.find(name)) throw conflict('The instance is running');
     this.monitors.forget(name);
     await rm(this.paths.dir(name), { recursive: true, force: true });
+    await rm(this.unixNodesDir(name), { recursive: true, force: true });
   }
 
   /**

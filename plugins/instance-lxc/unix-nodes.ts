@@ -1,0 +1,87 @@
+/**
+ * Device nodes of a container (unix-char, unix-block). A user namespace cannot make device nodes,
+ * so each is made on the host, in `<dataDir>/devices/unix/<container>` (searchable by all: the container's
+root resolves the mount source at start; the container directory is root's alone), owned by the host ids the container's
+ * map gives its uid/gid, and bind-mounted at its path inside; the device cgroup lets the container
+ * use it. At start that is config lines (mount entry, devices.allow); on a running container the
+ * mount is injected and the rule written to its devices cgroup. What each device got is recorded
+ * (unix-nodes.json) so an unplug or a stop after a daemon restart still undoes it.
+ */
+import { chmod, chown, mkdir, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { badRequest, internalError, type DeviceMount, type HostTools, type IdmapEntry, type UnixNode } from '../../sdk/index.js';
+import type { ContainerCgroup } from './cgroups.js';
+
+const TIMEOUT_MS = 10_000;
+
+export interface RecordedUnixNode {
+  device: string;
+  node: UnixNode;
+  /** The node on the host (the bind mount's source). */
+  hostPath: string;
+  /** Added to a running container (its mount and cgroup rule are undone at unplug). */
+  hotplugged: boolean;
+}
+
+/** The cgroup rule that lets the container read, write and mknod the node. */
+export function cgroupRule(node: UnixNode): string {
+  return `${node.kind} ${node.major}:${node.minor} rwm`;
+}
+
+/** Where a device's node lives on the host: one file per device and path. */
+export function hostNodePath(nodesDir: string, device: string, inside: string): string {
+  const flat = `${device}.${inside.replace(/^\/+/, '').replace(/\//g, '-')}`.replace(/[^A-Za-z0-9._-]/g, '_');
+  return path.join(nodesDir, `unix.${flat}`);
+}
+
+/** The host id an id inside maps to; the id itself for a privileged container (empty map). */
+export function hostId(map: IdmapEntry[], id: number, kind: 'uid' | 'gid'): number {
+  if (!map.length) return id;
+  for (const e of map) {
+    if (!(kind === 'uid' ? e.Isuid : e.Isgid)) continue;
+    if (id >= e.Nsid && id < e.Nsid + e.Maprange) return e.Hostid + (id - e.Nsid);
+  }
+  throw badRequest(`The ${kind} ${id} of a device node is outside the container's id map`);
+}
+
+export function bindMount(r: RecordedUnixNode): DeviceMount {
+  return { source: r.hostPath, target: r.node.path, file: true };
+}
+
+export class UnixNodeMaker {
+  constructor(private readonly tools: HostTools) {}
+
+  /** Make the node on the host, replacing what an earlier run left there. */
+  async make(nodesDir: string, device: string, node: UnixNode, map: IdmapEntry[]): Promise<RecordedUnixNode> {
+    const hostPath = hostNodePath(nodesDir, device, node.path);
+    const uid = hostId(map, node.uid, 'uid');
+    const gid = hostId(map, node.gid, 'gid');
+    await mkdir(nodesDir, { recursive: true, mode: 0o711 });
+    await chmod(nodesDir, 0o711);
+    await chmod(path.dirname(nodesDir), 0o711);
+    // `<dataDir>/devices` is shared with other device types: only search permission is added.
+    const top = path.dirname(path.dirname(nodesDir));
+    await chmod(top, ((await stat(top)).mode & 0o7777) | 0o001);
+    await rm(hostPath, { force: true });
+    const mode = (node.mode & 0o7777).toString(8);
+    const res = await this.tools.run('mknod', ['-m', mode, hostPath, node.kind, String(node.major), String(node.minor)], { timeoutMs: TIMEOUT_MS, allowFailure: true });
+    if (res.exitCode !== 0) throw internalError(`Failed to make the device node for "${node.path}": ${res.stderr.trim() || `exit code ${res.exitCode}`}`);
+    await chown(hostPath, uid, gid);
+    return { device, node, hostPath, hotplugged: false };
+  }
+
+  async remove(r: RecordedUnixNode): Promise<void> {
+    await rm(r.hostPath, { force: true });
+  }
+}
+
+/**
+ * Allow (or deny) the node in a running container's devices cgroup. Rules the container has from
+ * its base config or from another of its nodes are kept at deny: its /dev/null must stay usable.
+ */
+export function writeCgroupRule(cgroup: ContainerCgroup | undefined, rule: string, allow: boolean): void {
+  if (!cgroup) throw internalError('The running container has no devices cgroup to allow the device in');
+  const file = cgroup.file('devices', allow ? 'devices.allow' : 'devices.deny', allow ? 'devices.allow' : 'devices.deny');
+  if (!file || file.version !== 1) throw badRequest('Device nodes cannot be added to a running container on this host (no v1 devices cgroup)');
+  cgroup.write('devices', allow ? 'devices.allow' : 'devices.deny', '', rule);
+}
