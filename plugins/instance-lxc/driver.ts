@@ -450,11 +450,10 @@ export class LxcDriver implements InstanceDriver {
 
   /** The device nodes of a start, made and recorded; none left behind when one fails. */
   private async makeUnixNodes(name: string, devices: DeviceRunConfig[], plan: IdmapPlan): Promise<RecordedUnixNode[]> {
-    const made: RecordedUnixNode[] = [];
+    let made: RecordedUnixNode[];
     try {
-      for (const d of devices) {
-        for (const node of d.unixNodes ?? []) made.push(await this.nodeMaker.make(this.unixNodesDir(name), d.device ?? '', node, plan.map));
-      }
+      const wanted = devices.flatMap((d) => (d.unixNodes ?? []).map((node) => ({ device: d.device ?? '', node })));
+      made = await this.nodeMaker.make(this.unixNodesDir(name), wanted, plan.map);
     } catch (err) {
       await this.removeUnixNodes(name);
       throw err;
@@ -479,10 +478,10 @@ export class LxcDriver implements InstanceDriver {
     const recorded = readList<RecordedUnixNode>(file);
     const done: RecordedUnixNode[] = [];
     try {
-      for (const node of run.unixNodes ?? []) {
-        const r = { ...await this.nodeMaker.make(this.unixNodesDir(name), run.device ?? '', node, map), hotplugged: true };
-        done.push(r);
-        writeCgroupRule(cgroup, cgroupRule(node), true);
+      const made = await this.nodeMaker.make(this.unixNodesDir(name), (run.unixNodes ?? []).map((node) => ({ device: run.device ?? '', node })), map);
+      done.push(...made.map((r) => ({ ...r, hotplugged: true })));
+      for (const r of done) {
+        writeCgroupRule(cgroup, cgroupRule(r.node), true);
         await this.injector.attach(pid, bindMount(r));
       }
       await writeList(file, [...recorded, ...done]);

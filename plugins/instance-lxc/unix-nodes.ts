@@ -48,26 +48,41 @@ export function bindMount(r: RecordedUnixNode): DeviceMount {
   return { source: r.hostPath, target: r.node.path, file: true };
 }
 
+/**
+ * The nodes' directory, searchable by the container's root (it resolves the mount source at
+ * start). `<dataDir>/devices` is shared with other device types: it only gains search permission.
+ */
+async function searchable(nodesDir: string): Promise<void> {
+  await mkdir(nodesDir, { recursive: true, mode: 0o711 });
+  await chmod(nodesDir, 0o711);
+  await chmod(path.dirname(nodesDir), 0o711);
+  const top = path.dirname(path.dirname(nodesDir));
+  await chmod(top, ((await stat(top)).mode & 0o7777) | 0o001);
+}
+
+/** One shell makes all the nodes of a start: a process per node would cost more than the start itself. */
+const MKNOD_ALL = 'while [ $# -gt 0 ]; do mknod -m "$2" "$1" "$3" "$4" "$5" || exit 1; shift 5; done';
+
 export class UnixNodeMaker {
   constructor(private readonly tools: HostTools) {}
 
-  /** Make the node on the host, replacing what an earlier run left there. */
-  async make(nodesDir: string, device: string, node: UnixNode, map: IdmapEntry[]): Promise<RecordedUnixNode> {
-    const hostPath = hostNodePath(nodesDir, device, node.path);
-    const uid = hostId(map, node.uid, 'uid');
-    const gid = hostId(map, node.gid, 'gid');
-    await mkdir(nodesDir, { recursive: true, mode: 0o711 });
-    await chmod(nodesDir, 0o711);
-    await chmod(path.dirname(nodesDir), 0o711);
-    // `<dataDir>/devices` is shared with other device types: only search permission is added.
-    const top = path.dirname(path.dirname(nodesDir));
-    await chmod(top, ((await stat(top)).mode & 0o7777) | 0o001);
-    await rm(hostPath, { force: true });
-    const mode = (node.mode & 0o7777).toString(8);
-    const res = await this.tools.run('mknod', ['-m', mode, hostPath, node.kind, String(node.major), String(node.minor)], { timeoutMs: TIMEOUT_MS, allowFailure: true });
-    if (res.exitCode !== 0) throw internalError(`Failed to make the device node for "${node.path}": ${res.stderr.trim() || `exit code ${res.exitCode}`}`);
-    await chown(hostPath, uid, gid);
-    return { device, node, hostPath, hotplugged: false };
+  /** Make the nodes on the host, replacing what an earlier run left there. */
+  async make(nodesDir: string, wanted: { device: string; node: UnixNode }[], map: IdmapEntry[]): Promise<RecordedUnixNode[]> {
+    if (!wanted.length) return [];
+    const made = wanted.map((w) => ({
+      device: w.device, node: w.node, hostPath: hostNodePath(nodesDir, w.device, w.node.path), hotplugged: false,
+      uid: hostId(map, w.node.uid, 'uid'), gid: hostId(map, w.node.gid, 'gid'),
+    }));
+    await searchable(nodesDir);
+    await Promise.all(made.map((m) => rm(m.hostPath, { force: true })));
+    const args = made.flatMap((m) => [m.hostPath, (m.node.mode & 0o7777).toString(8), m.node.kind, String(m.node.major), String(m.node.minor)]);
+    const res = await this.tools.run('sh', ['-c', MKNOD_ALL, 'sh', ...args], { timeoutMs: TIMEOUT_MS, allowFailure: true });
+    if (res.exitCode !== 0) {
+      await Promise.all(made.map((m) => rm(m.hostPath, { force: true })));
+      throw internalError(`Failed to make the device nodes: ${res.stderr.trim() || `exit code ${res.exitCode}`}`);
+    }
+    await Promise.all(made.map((m) => chown(m.hostPath, m.uid, m.gid)));
+    return made.map(({ uid: _u, gid: _g, ...r }) => r);
   }
 
   async remove(r: RecordedUnixNode): Promise<void> {
