@@ -7,6 +7,7 @@ root resolves the mount source at start; the container directory is root's alone
  * mount is injected and the rule written to its devices cgroup. What each device got is recorded
  * (unix-nodes.json) so an unplug or a stop after a daemon restart still undoes it.
  */
+import { createHash } from 'node:crypto';
 import { chmod, chown, mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { badRequest, internalError, type DeviceMount, type HostTools, type IdmapEntry, type UnixNode } from '../../sdk/index.js';
@@ -31,7 +32,9 @@ export function cgroupRule(node: UnixNode): string {
 /** Where a device's node lives on the host: one file per device and path. */
 export function hostNodePath(nodesDir: string, device: string, inside: string): string {
   const flat = `${device}.${inside.replace(/^\/+/, '').replace(/\//g, '-')}`.replace(/[^A-Za-z0-9._-]/g, '_');
-  return path.join(nodesDir, `unix.${flat}`);
+  // Readable, and unique: the flattening alone could give two devices one name.
+  const hash = createHash('sha256').update(`${device}\0${inside}`).digest('hex').slice(0, 8);
+  return path.join(nodesDir, `unix.${flat}.${hash}`);
 }
 
 /** The host id an id inside maps to; the id itself for a privileged container (empty map). */

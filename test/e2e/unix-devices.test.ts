@@ -114,6 +114,15 @@ test.serial('unix_device_hotplug: a stopped container starts with its devices, o
   await run(t, 'delete', 'u1s');
 });
 
+test.serial('a privileged container gets the node with the ids as given (no map)', async (t) => {
+  await run(t, 'init', 'bb', 'u1p', '-c', 'security.privileged=true');
+  await run(t, 'config', 'device', 'add', 'u1p', 'z', 'unix-char', 'source=/dev/zero', 'path=/dev/u1zero', 'uid=1000', 'gid=1000');
+  await run(t, 'start', 'u1p');
+  t.is((await inside('u1p', 'stat', '-c', '%t:%T %u:%g', '/dev/u1zero')).stdout.trim(), '1:5 1000:1000');
+  await run(t, 'delete', '--force', 'u1p');
+  t.false(existsSync(nodesDir('u1p')));
+});
+
 test.serial('a device added live survives a daemon restart and is still removed after it', async (t) => {
   await run(t, 'launch', 'bb', 'u1r');
   await run(t, 'config', 'device', 'add', 'u1r', 'z', 'unix-char', 'source=/dev/zero', 'path=/dev/u1zero');
