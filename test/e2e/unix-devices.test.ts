@@ -123,6 +123,21 @@ test.serial('a privileged container gets the node with the ids as given (no map)
   t.false(existsSync(nodesDir('u1p')));
 });
 
+test.serial('a profile device reaches a running container and leaves with the profile; required=false with an absent source is accepted live', async (t) => {
+  await run(t, 'launch', 'bb', 'u1q');
+  await run(t, 'config', 'device', 'add', 'u1q', 'opt', 'unix-char', 'source=/dev/u1-absent', 'required=false');
+  t.not((await inside('u1q', 'ls', '/dev/u1-absent')).status, 0);
+  await run(t, 'profile', 'create', 'u1prof');
+  await run(t, 'profile', 'device', 'add', 'u1prof', 'pn', 'unix-char', 'source=/dev/null', 'path=/dev/u1pnull');
+  await run(t, 'profile', 'add', 'u1q', 'u1prof');
+  t.is((await inside('u1q', 'stat', '-c', '%t:%T', '/dev/u1pnull')).stdout.trim(), '1:3');
+  await run(t, 'profile', 'remove', 'u1q', 'u1prof');
+  t.not((await inside('u1q', 'ls', '/dev/u1pnull')).status, 0);
+  t.deepEqual(readdirSync(nodesDir('u1q')), []);
+  await run(t, 'delete', '--force', 'u1q');
+  await run(t, 'profile', 'delete', 'u1prof');
+});
+
 test.serial('a device added live survives a daemon restart and is still removed after it', async (t) => {
   await run(t, 'launch', 'bb', 'u1r');
   await run(t, 'config', 'device', 'add', 'u1r', 'z', 'unix-char', 'source=/dev/zero', 'path=/dev/u1zero');
