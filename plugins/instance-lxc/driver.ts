@@ -465,7 +465,7 @@ export class LxcDriver implements InstanceDriver {
   /** After a stop or a failed start: the nodes on the host go (mounts and rules went with the container). */
   private async removeUnixNodes(name: string): Promise<void> {
     await rm(this.unixNodesDir(name), { recursive: true, force: true });
-    await writeList<RecordedUnixNode>(this.paths.unixNodesFile(name), []).catch(() => undefined);
+    if (existsSync(this.paths.dir(name))) await writeList<RecordedUnixNode>(this.paths.unixNodesFile(name), []).catch(() => undefined);
   }
 
   /** Hot-plug of device nodes: made on the host, allowed in the cgroup, bind-mounted; undone together on failure. */
@@ -689,6 +689,11 @@ export class LxcDriver implements InstanceDriver {
       }
       this.opts.log.warn({ container: name }, 'removing a container directory that has no instance record (left by a crash)');
       await rm(this.paths.dir(name), { recursive: true, force: true });
+    }
+    // Device nodes of containers not running (one that shut down from inside keeps them until here).
+    const withNodes = await readdir(path.join(this.opts.dataDir, 'devices', 'unix')).catch(() => [] as string[]);
+    for (const name of withNodes) {
+      if (!this.monitors.find(name)) await this.removeUnixNodes(name);
     }
   }
 }

@@ -9,7 +9,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { killContainers, projectRoot, startDaemon, startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
+import { killContainers, projectRoot, startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { importImage } from '../helpers/api.js';
 import { lxc, lxcOk, python } from '../helpers/clients.js';
@@ -138,18 +138,28 @@ test.serial('a profile device reaches a running container and leaves with the pr
   await run(t, 'profile', 'delete', 'u1prof');
 });
 
-test.serial('a device added live survives a daemon restart and is still removed after it', async (t) => {
+test.serial('a device added live survives a daemon restart and is still removed after it; nodes of a container stopped meanwhile go at boot', async (t) => {
   await run(t, 'launch', 'bb', 'u1r');
   await run(t, 'config', 'device', 'add', 'u1r', 'z', 'unix-char', 'source=/dev/zero', 'path=/dev/u1zero');
   t.is((await inside('u1r', 'ls', '/dev/u1zero')).status, 0);
+  // Another one stopped behind the daemon's back (not restarted at boot) keeps its host node until the daemon starts again.
+  await run(t, 'launch', 'bb', 'u1o', '-c', 'boot.autostart=false');
+  await run(t, 'config', 'device', 'add', 'u1o', 'z', 'unix-char', 'source=/dev/zero', 'path=/dev/u1zero');
+  execFileSync('lxc-stop', ['-n', 'u1o', '-P', path.join(dataDir, 'containers'), '-k'], { timeout: 30000 });
+  t.is(readdirSync(nodesDir('u1o')).length, 1);
   await d.stop();
   d = await startDaemon({ dir: dataDir, plugins: 'full' });
   t.regex(await run(t, 'list', 'u1r', '--format', 'csv', '-c', 'ns'), /u1r,RUNNING/);
+  // The boot's leftover pass may end after the socket opens.
+  await waitFor(() => !existsSync(nodesDir('u1o')), 15000, 'the stopped container\'s nodes to go').catch(() => undefined);
+  t.false(existsSync(nodesDir('u1o')));
+  t.is(readdirSync(nodesDir('u1r')).length, 1);
   t.is((await inside('u1r', 'ls', '/dev/u1zero')).status, 0);
   await run(t, 'config', 'device', 'remove', 'u1r', 'z');
   t.not((await inside('u1r', 'ls', '/dev/u1zero')).status, 0);
   t.deepEqual(readdirSync(nodesDir('u1r')), []);
   await run(t, 'delete', '--force', 'u1r');
+  await run(t, 'delete', '--force', 'u1o');
 });
 
 test.serial('bad unix device input is a 400 and nothing is applied', async (t) => {
