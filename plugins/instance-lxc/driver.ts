@@ -35,7 +35,7 @@ import { runningState, stoppedState } from './runtime-state.js';
 import { runTool } from './tool.js';
 import { refuseShift } from './shift-protection.js';
 import { lockInstanceDir, rootOwner } from './instance-dir.js';
-import { bindMount, cgroupRule, UnixNodeMaker, writeCgroupRule, type RecordedUnixNode } from './unix-nodes.js';
+import { bindMount, cgroupRule, checkRuleWritable, UnixNodeMaker, writeCgroupRule, type RecordedUnixNode } from './unix-nodes.js';
 
 /** The logger methods the driver uses (a bunyan logger in the daemon). */
 export interface DriverLog {
@@ -476,6 +476,7 @@ export class LxcDriver implements InstanceDriver {
     const map = parseIdmapJson(inst.config['volatile.idmap.current']) ?? [];
     const file = this.paths.unixNodesFile(name);
     const recorded = readList<RecordedUnixNode>(file);
+    checkRuleWritable(cgroup);
     const done: RecordedUnixNode[] = [];
     try {
       const made = await this.nodeMaker.make(this.unixNodesDir(name), (run.unixNodes ?? []).map((node) => ({ device: run.device ?? '', node })), map);
@@ -506,13 +507,17 @@ export class LxcDriver implements InstanceDriver {
    * denied unless the base config or another node still needs it, the host node removed.
    */
   private async undoUnixNode(inst: DriverInstance, r: RecordedUnixNode, others: RecordedUnixNode[]): Promise<void> {
-    const pid = this.runningInit(inst);
-    await this.injector.detach(pid, r.node.path, true);
-    const rule = cgroupRule(r.node);
-    if (!ALLOWED_DEVICES.includes(rule) && !others.some((o) => cgroupRule(o.node) === rule)) {
-      writeCgroupRule(this.monitors.find(this.nameOf(inst))?.cgroup, rule, false);
+    try {
+      const pid = this.runningInit(inst);
+      await this.injector.detach(pid, r.node.path, true);
+      const rule = cgroupRule(r.node);
+      if (!ALLOWED_DEVICES.includes(rule) && !others.some((o) => cgroupRule(o.node) === rule)) {
+        writeCgroupRule(this.monitors.find(this.nameOf(inst))?.cgroup, rule, false);
+      }
+    } finally {
+      // The host node goes whatever happened inside: nothing may keep it for the container.
+      await this.nodeMaker.remove(r);
     }
-    await this.nodeMaker.remove(r);
   }
 
   private async detachMounts(inst: DriverInstance, device: string): Promise<void> {

@@ -98,8 +98,14 @@ export class UnixNodeMaker {
  * its base config or from another of its nodes are kept at deny: its /dev/null must stay usable.
  */
 export function writeCgroupRule(cgroup: ContainerCgroup | undefined, rule: string, allow: boolean): void {
+  checkRuleWritable(cgroup);
+  cgroup!.write('devices', allow ? 'devices.allow' : 'devices.deny', '', rule);
+}
+
+/** Live rules need the v1 devices controller: on cgroup2 only liblxc attaches the eBPF filter, at start. */
+export function checkRuleWritable(cgroup: ContainerCgroup | undefined): void {
   if (!cgroup) throw internalError('The running container has no devices cgroup to allow the device in');
-  const file = cgroup.file('devices', allow ? 'devices.allow' : 'devices.deny', allow ? 'devices.allow' : 'devices.deny');
-  if (!file || file.version !== 1) throw badRequest('Device nodes cannot be added to a running container on this host (no v1 devices cgroup)');
-  cgroup.write('devices', allow ? 'devices.allow' : 'devices.deny', '', rule);
+  if (cgroup.file('devices', 'devices.allow', 'devices.allow')?.version !== 1) {
+    throw badRequest('Device nodes cannot be added to a running container on this host (no v1 devices cgroup): restart the instance instead');
+  }
 }
