@@ -8,9 +8,11 @@ root resolves the mount source at start; the container directory is root's alone
  * (unix-nodes.json) so an unplug or a stop after a daemon restart still undoes it.
  */
 import { createHash } from 'node:crypto';
-import { chmod, chown, mkdir, rm, stat } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { badRequest, internalError, type DeviceMount, type HostTools, type IdmapEntry, type UnixNode } from '../../sdk/index.js';
+import { fileURLToPath } from 'node:url';
+import { badRequest, internalError, type DeviceMount, type HostProcess, type HostTools, type IdmapEntry, type UnixNode } from '../../sdk/index.js';
 import type { ContainerCgroup } from './cgroups.js';
 
 const TIMEOUT_MS = 10_000;
@@ -63,11 +65,90 @@ async function searchable(nodesDir: string): Promise<void> {
   await chmod(top, ((await stat(top)).mode & 0o7777) | 0o001);
 }
 
-/** One shell makes all the nodes of a start: a process per node would cost more than the start itself. */
-const MKNOD_ALL = 'while [ $# -gt 0 ]; do mknod -m "$2" "$1" "$3" "$4" "$5" || exit 1; shift 5; done';
+/**
+ * A helper kept for the daemon's life makes the nodes (`ERR <path>` on failure, `END <n>` after
+ * each batch): a process per node, or even per start, cost more than the container's start.
+ * corral-mknod (mknod-helper.c, built by `npm run build`) makes them without any further process;
+ * without it a shell runs mknod and chown per node, same lines. It ends with the daemon (its stdin
+ * closes, or the parent-death signal).
+ */
+const HELPER_BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), 'corral-mknod');
+const HELPER_SCRIPT = 'while read -r m k a b u g p; do if [ "$m" = END ]; then echo "END $k"; '
+  + 'else { mknod -m "$m" "$p" "$k" "$a" "$b" && chown "$u:$g" "$p"; } 2>/dev/null || echo "ERR $p"; fi; done';
+
+class MknodHelper {
+  private proc: HostProcess | undefined;
+  private buffered = '';
+  private seq = 0;
+  private waiting: { id: number; failed: string[]; done: (err?: Error) => void } | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly tools: HostTools) {}
+
+  /** One batch at a time; resolves with the paths that could not be made. */
+  make(lines: string[]): Promise<string[]> {
+    const next = this.queue.then(() => this.batch(lines));
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private batch(lines: string[]): Promise<string[]> {
+    const proc = this.running();
+    const id = ++this.seq;
+    return new Promise((resolve, reject) => {
+      const failed: string[] = [];
+      const timer = setTimeout(() => {
+        this.proc = undefined;
+        proc.kill('SIGKILL');
+        this.waiting?.done(new Error(`no answer in ${TIMEOUT_MS} ms`));
+      }, TIMEOUT_MS);
+      this.waiting = {
+        id, failed,
+        done: (err) => {
+          clearTimeout(timer);
+          this.waiting = undefined;
+          if (err) reject(err);
+          else resolve(failed);
+        },
+      };
+      proc.stdin.write(`${lines.join('\n')}\nEND ${id}\n`);
+    });
+  }
+
+  private running(): HostProcess {
+    if (this.proc) return this.proc;
+    const proc = existsSync(HELPER_BIN)
+      ? this.tools.spawn(HELPER_BIN, [], { endWithDaemon: true })
+      : this.tools.spawn('sh', ['-c', HELPER_SCRIPT], { endWithDaemon: true });
+    proc.stdin.on('error', () => undefined);
+    proc.stdout.setEncoding('utf8');
+    proc.stdout.on('data', (chunk: string) => this.read(chunk));
+    void proc.exited.then(() => {
+      if (this.proc === proc) this.proc = undefined;
+      this.waiting?.done(new Error('the node helper exited'));
+    });
+    this.proc = proc;
+    return proc;
+  }
+
+  private read(chunk: string): void {
+    this.buffered += chunk;
+    for (let nl = this.buffered.indexOf('\n'); nl >= 0; nl = this.buffered.indexOf('\n')) {
+      const line = this.buffered.slice(0, nl);
+      this.buffered = this.buffered.slice(nl + 1);
+      if (!this.waiting) continue;
+      if (line === `END ${this.waiting.id}`) this.waiting.done();
+      else if (line.startsWith('ERR ')) this.waiting.failed.push(line.slice(4));
+    }
+  }
+}
 
 export class UnixNodeMaker {
-  constructor(private readonly tools: HostTools) {}
+  private readonly helper: MknodHelper;
+
+  constructor(tools: HostTools) {
+    this.helper = new MknodHelper(tools);
+  }
 
   /** Make the nodes on the host, replacing what an earlier run left there. */
   async make(nodesDir: string, wanted: { device: string; node: UnixNode }[], map: IdmapEntry[]): Promise<RecordedUnixNode[]> {
@@ -76,15 +157,24 @@ export class UnixNodeMaker {
       device: w.device, node: w.node, hostPath: hostNodePath(nodesDir, w.device, w.node.path), hotplugged: false,
       uid: hostId(map, w.node.uid, 'uid'), gid: hostId(map, w.node.gid, 'gid'),
     }));
+    if (/[\r\n]/.test(nodesDir)) throw internalError('The data directory must not contain line breaks');
     await searchable(nodesDir);
-    await Promise.all(made.map((m) => rm(m.hostPath, { force: true })));
-    const args = made.flatMap((m) => [m.hostPath, (m.node.mode & 0o7777).toString(8), m.node.kind, String(m.node.major), String(m.node.minor)]);
-    const res = await this.tools.run('sh', ['-c', MKNOD_ALL, 'sh', ...args], { timeoutMs: TIMEOUT_MS, allowFailure: true });
-    if (res.exitCode !== 0) {
-      await Promise.all(made.map((m) => rm(m.hostPath, { force: true })));
-      throw internalError(`Failed to make the device nodes: ${res.stderr.trim() || `exit code ${res.exitCode}`}`);
+    const removeAll = () => Promise.all(made.map((m) => rm(m.hostPath, { force: true })));
+    await removeAll();
+    // The path goes last: `read` gives the last field the rest of the line, spaces included.
+    const lines = made.map((m) => `${(m.node.mode & 0o7777).toString(8)} ${m.node.kind} ${m.node.major} ${m.node.minor} ${m.uid} ${m.gid} ${m.hostPath}`);
+    let failed: string[];
+    try {
+      failed = await this.helper.make(lines);
+    } catch (err) {
+      await removeAll();
+      throw internalError(`Failed to make the device nodes: ${(err as Error).message}`);
     }
-    await Promise.all(made.map((m) => chown(m.hostPath, m.uid, m.gid)));
+    if (failed.length) {
+      await removeAll();
+      const which = made.find((m) => m.hostPath === failed[0]);
+      throw internalError(`Failed to make the device node for "${which?.node.path ?? failed[0]}"`);
+    }
     return made.map(({ uid: _u, gid: _g, ...r }) => r);
   }
 
