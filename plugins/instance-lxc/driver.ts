@@ -228,22 +228,27 @@ export class LxcDriver implements InstanceDriver {
     const rootfs = devices.find((d) => d.rootfs)?.rootfs?.path ?? path.join(inst.volumePath, 'rootfs');
     await Promise.all([this.containerDir(name), mkdir(inst.logDir, { recursive: true })]);
     const unixNodes = await this.makeUnixNodes(name, devices, plan);
-    let text: string;
     try {
-      text = renderConfig({
-        inst,
-        rootfs,
-        mounts: devices.flatMap((d) => d.mounts ?? []),
-        nics: devices.flatMap((d) => d.nics ?? []),
-        unixNodes,
-        idmap: plan,
-        limits: startLimits(inst.config, this.host(), name),
-        cgroups: this.cgroups,
-      });
+      return await this.launch(inst, name, devices, plan, rootfs, unixNodes);
     } catch (err) {
+      // Whatever failed once the nodes were made, none of them stays on the host.
       await this.removeUnixNodes(name);
       throw err;
     }
+  }
+
+  /** The config written and liblxc started, once the device nodes are there. */
+  private async launch(inst: DriverInstance, name: string, devices: DeviceRunConfig[], plan: IdmapPlan, rootfs: string, unixNodes: RecordedUnixNode[]): Promise<StartResult> {
+    const text = renderConfig({
+      inst,
+      rootfs,
+      mounts: devices.flatMap((d) => d.mounts ?? []),
+      nics: devices.flatMap((d) => d.nics ?? []),
+      unixNodes,
+      idmap: plan,
+      limits: startLimits(inst.config, this.host(), name),
+      cgroups: this.cgroups,
+    });
     await lockInstanceDir(inst.volumePath, rootOwner(plan));
     if (!plan.privileged) await this.traversable(rootfs, inst.volumePath);
     const configFile = this.paths.config(name);
@@ -267,7 +272,6 @@ export class LxcDriver implements InstanceDriver {
     const running = result.exitCode === 0 ? this.monitors.find(name) : undefined;
     if (!running) {
       await this.killLeftover(name);
-      await this.removeUnixNodes(name);
       throw await this.startFailure(result.stderr, logFile, logOffset, Boolean(inst.config['raw.lxc']));
     }
     const keys = LxcDriver.volatileKeys(plan);
