@@ -122,11 +122,16 @@ class MknodHelper {
       : this.tools.spawn('sh', ['-c', HELPER_SCRIPT], { endWithDaemon: true });
     proc.stdin.on('error', () => undefined);
     proc.stdout.setEncoding('utf8');
-    proc.stdout.on('data', (chunk: string) => this.read(chunk));
+    // A helper given up on (timed out) speaks no more for the batches after it.
+    proc.stdout.on('data', (chunk: string) => {
+      if (this.proc === proc) this.read(chunk);
+    });
     void proc.exited.then(() => {
-      if (this.proc === proc) this.proc = undefined;
+      if (this.proc !== proc) return;
+      this.proc = undefined;
       this.waiting?.done(new Error('the node helper exited'));
     });
+    this.buffered = '';
     this.proc = proc;
     return proc;
   }
