@@ -24,6 +24,7 @@ import { clusterScenarios } from './cluster.js';
 import { limitsScenarios } from './limits.js';
 import { hostHardwareScenarios } from './host-hardware.js';
 import { syscallScenarios } from './syscalls.js';
+import { unixDeviceScenarios } from './unix-devices.js';
 
 interface Row { scenario: string; value: string; target?: string }
 const rows: Row[] = [];
@@ -120,7 +121,7 @@ async function fanout(d: Daemon, listeners: number): Promise<void> {
 
 /**
  * `npm run bench -- tls startup` runs only those groups (startup, api, tls, containers, networks, volumes, storage,
- * proxy, nics, migration, image-copy, migration-reference, vms, cluster, limits, host-hardware, syscalls);
+ * proxy, nics, migration, image-copy, migration-reference, vms, cluster, limits, host-hardware, syscalls, unix-devices);
  * no argument runs them all. `soak` (minutes of steady load, BENCH_SOAK_MINUTES) runs only when named.
  */
 const only = new Set(process.argv.slice(2));
@@ -154,6 +155,7 @@ if (want('cluster')) await clusterScenarios(rows, results);
 if (want('limits')) await limitsScenarios(rows, results);
 if (want('host-hardware')) await hostHardwareScenarios(rows, results);
 if (want('syscalls')) await syscallScenarios(rows, results);
+if (want('unix-devices')) await unixDeviceScenarios(rows, results);
 if (only.has('soak')) await soakScenario(rows, results);
 
 const width = Math.max(...rows.map((r) => r.scenario.length));

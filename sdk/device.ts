@@ -27,6 +27,8 @@ export interface DeviceRunConfig {
   blocks?: DeviceBlock[];
   /** Network interfaces to give the instance. */
   nics?: NicRunConfig[];
+  /** Device nodes (unix-char, unix-block) the instance gets, at start or hot-plugged. */
+  unixNodes?: UnixNode[];
   /**
    * Volatile keys of this device to record, without the `volatile.<device>.` prefix (`hwaddr`,
    * `host_name`); an empty value removes the key.
@@ -60,6 +62,23 @@ export interface NicRunConfig {
   /** Default gateways inside, reached through this interface (on-link). */
   ipv4Gateway?: string;
   ipv6Gateway?: string;
+}
+
+/**
+ * A character or block device node inside a container. The driver makes it on the host (owned by
+ * the host ids `uid`/`gid` map to), bind-mounts it at `path` and lets the container use it
+ * through its device cgroup; all three are undone when the device goes or the instance stops.
+ */
+export interface UnixNode {
+  kind: 'c' | 'b';
+  major: number;
+  minor: number;
+  /** Path inside the instance (absolute). */
+  path: string;
+  /** Owner and mode as the instance sees them. */
+  uid: number;
+  gid: number;
+  mode: number;
 }
 
 export interface DeviceMount {

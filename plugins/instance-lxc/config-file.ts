@@ -12,12 +12,15 @@ import { prlimitLines } from './kernel-limits.js';
 import type { CgroupLimit } from './limits.js';
 import { nicConfigLines } from './nics.js';
 import { rawLxcConfig } from './raw-lxc.js';
+import { bindMount, cgroupRule, type RecordedUnixNode } from './unix-nodes.js';
 
 export interface ConfigInput {
   inst: DriverInstance;
   rootfs: string;
   mounts: DeviceMount[];
   nics?: NicRunConfig[];
+  /** Device nodes made on the host for unix-char/unix-block devices. */
+  unixNodes?: RecordedUnixNode[];
   idmap: IdmapPlan;
   limits: CgroupLimit[];
   cgroups: CgroupHost;
@@ -32,7 +35,7 @@ const PERSONALITY: Record<string, string> = {
 };
 
 /** Devices a container may use: the usual character devices, plus mknod of anything (useless without access). */
-const ALLOWED_DEVICES = [
+export const ALLOWED_DEVICES = [
   'b *:* m', 'c *:* m',
   'c 1:3 rwm', 'c 1:5 rwm', 'c 1:7 rwm', 'c 1:8 rwm', 'c 1:9 rwm',
   'c 5:0 rwm', 'c 5:1 rwm', 'c 5:2 rwm', 'c 136:* rwm',
@@ -119,6 +122,7 @@ export function renderConfig(input: ConfigInput): string {
   const devices = input.cgroups.v1.has('devices') ? 'lxc.cgroup' : 'lxc.cgroup2';
   lines.push(`${devices}.devices.deny = a`);
   for (const rule of ALLOWED_DEVICES) lines.push(`${devices}.devices.allow = ${rule}`);
+  for (const r of input.unixNodes ?? []) lines.push(`${devices}.devices.allow = ${cgroupRule(r.node)}`);
   for (const [key, value] of Object.entries(c)) {
     if (!key.startsWith('environment.')) continue;
     lines.push(`lxc.environment = ${oneLine(`"${key}"`, `${key.slice('environment.'.length)}=${value}`)}`);
@@ -129,6 +133,7 @@ export function renderConfig(input: ConfigInput): string {
     if (input.seccomp.cookie) lines.push(`lxc.seccomp.notify.cookie = ${oneLine('The seccomp cookie', input.seccomp.cookie)}`);
   }
   for (const m of input.mounts) lines.push(mountEntry(m, !idmap.privileged));
+  for (const r of input.unixNodes ?? []) lines.push(mountEntry(bindMount(r), false));
   for (const limit of input.limits) {
     const prefix = input.cgroups.configPrefix(limit.controller);
     const file = prefix === 'lxc.cgroup2' ? limit.v2 : limit.v1;

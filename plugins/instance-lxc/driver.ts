@@ -13,11 +13,11 @@ import {
   type HostTools, type InstanceDriver, type InstanceMetrics, type InstanceStatus, type RuntimeState,
 } from '../../sdk/index.js';
 import { CgroupHost, readText } from './cgroups.js';
-import { renderConfig } from './config-file.js';
+import { ALLOWED_DEVICES, renderConfig } from './config-file.js';
 import { startConsole } from './console-session.js';
 import { startExec } from './exec-session.js';
 import {
-  allocateRange, checkDelegated, heldRange, holdsOwnRange, idmapJson, ISOLATED_SIZE, overlaps, parseRawIdmap, planIdmap, readSubidRanges, readSubordinateIds,
+  allocateRange, checkDelegated, heldRange, holdsOwnRange, idmapJson, ISOLATED_SIZE, overlaps, parseIdmapJson, parseRawIdmap, planIdmap, readSubidRanges, readSubordinateIds,
   type IdRange, type IdmapPlan, type SubordinateIds,
 } from './idmap.js';
 import { configuredHaltSignal, repeatHaltWhileYoung } from './halt-repeat.js';
@@ -42,6 +42,7 @@ import { SyscallInterceptor } from './syscall-intercept.js';
 
 /** Read only at a start: stored while running and in effect from the next start, as the reference does. */
 const NEXT_START_KEYS = new Set(['security.nesting', 'security.protection.shift']);
+import { bindMount, cgroupRule, checkRuleWritable, UnixNodeMaker, writeCgroupRule, type RecordedUnixNode } from './unix-nodes.js';
 
 /** The logger methods the driver uses (a bunyan logger in the daemon). */
 export interface DriverLog {
@@ -82,6 +83,7 @@ export class LxcDriver implements InstanceDriver {
   readonly interceptor: SyscallInterceptor;
   /** Whether liblxc can forward seccomp notifications (its `seccomp_notify` feature), set at boot. */
   notifyAvailable: () => boolean = () => true;
+  private readonly nodeMaker: UnixNodeMaker;
 
   constructor(private readonly opts: LxcDriverOptions) {
     this.paths = new LxcPaths(path.join(opts.dataDir, 'containers'));
@@ -90,6 +92,7 @@ export class LxcDriver implements InstanceDriver {
     this.plumber = new NicPlumber(opts.hostTools);
     this.injector = new MountInjector(opts.hostTools);
     this.interceptor = new SyscallInterceptor(path.join(opts.dataDir, 'seccomp.socket'), opts.log);
+    this.nodeMaker = new UnixNodeMaker(opts.hostTools);
   }
 
   private ids(): SubordinateIds {
@@ -256,6 +259,19 @@ export class LxcDriver implements InstanceDriver {
     }
     this.delegateHugetlb(inst.config);
     const rootfs = devices.find((d) => d.rootfs)?.rootfs?.path ?? path.join(inst.volumePath, 'rootfs');
+    await Promise.all([this.containerDir(name), mkdir(inst.logDir, { recursive: true })]);
+    const unixNodes = await this.makeUnixNodes(name, devices, plan);
+    try {
+      return await this.launch(inst, name, devices, plan, rootfs, unixNodes);
+    } catch (err) {
+      // Whatever failed once the nodes were made, none of them stays on the host.
+      await this.removeUnixNodes(name);
+      throw err;
+    }
+  }
+
+  /** The config written and liblxc started, once the device nodes are there. */
+  private async launch(inst: DriverInstance, name: string, devices: DeviceRunConfig[], plan: IdmapPlan, rootfs: string, unixNodes: RecordedUnixNode[]): Promise<StartResult> {
     const profile = seccompProfile(inst.config, inst.architecture);
     const intercepted = intercepts(inst.config);
     // liblxc connects to the proxy while it starts the container: the proxy must listen first.
@@ -268,6 +284,7 @@ export class LxcDriver implements InstanceDriver {
       rootfs,
       mounts: devices.flatMap((d) => d.mounts ?? []),
       nics: devices.flatMap((d) => d.nics ?? []),
+      unixNodes,
       idmap: plan,
       limits: [...startLimits(inst.config, this.host(), name), ...HUGEPAGE_KEYS.filter((k) => inst.config[k]).map((k) => hugepageLimit(k, inst.config[k]))],
       cgroups: this.cgroups,
@@ -276,7 +293,6 @@ export class LxcDriver implements InstanceDriver {
         ...(intercepted ? { proxy: this.interceptor.socket, cookie: name } : {}),
       },
     });
-    await Promise.all([this.containerDir(name), mkdir(inst.logDir, { recursive: true })]);
     if (profile !== undefined) await writeFile(this.paths.seccompProfile(name), profile);
     else await rm(this.paths.seccompProfile(name), { force: true });
     await lockInstanceDir(inst.volumePath, rootOwner(plan));
@@ -396,6 +412,7 @@ export class LxcDriver implements InstanceDriver {
     if (await this.stillRunning(name, result.exitCode === 0 ? MONITOR_EXIT_MS : 0)) {
       throw internalError(`Failed to stop the instance: ${result.stderr.trim() || `lxc-stop exited with ${result.exitCode}`}`);
     }
+    await this.removeUnixNodes(name);
   }
 
   /** A just-started init may not have been ready for liblxc's one halt signal. */
@@ -435,6 +452,7 @@ export class LxcDriver implements InstanceDriver {
       throw badRequest(`Device "${run.device}" cannot be added to a running container`);
     }
     if (run.mounts?.length) await this.attachMounts(inst, run);
+    if (run.unixNodes?.length) await this.attachUnixNodes(inst, run);
     if (!run.nics?.length) return;
     const pid = this.runningInit(inst);
     const recorded = readList<RecordedNic>(this.paths.nicsFile(name));
@@ -458,6 +476,7 @@ export class LxcDriver implements InstanceDriver {
   async detachDevice(inst: DriverInstance, device: string): Promise<void> {
     const name = this.nameOf(inst);
     await this.detachMounts(inst, device);
+    await this.detachUnixNodes(inst, device);
     const recorded = readList<RecordedNic>(this.paths.nicsFile(name));
     const mine = recorded.filter((r) => r.device === device);
     if (!mine.length) return;
@@ -482,6 +501,83 @@ export class LxcDriver implements InstanceDriver {
     } catch (err) {
       for (const r of done.reverse()) await this.injector.detach(pid, r.target).catch(() => undefined);
       throw err;
+    }
+  }
+
+  /** Where the container's device nodes are made on the host. */
+  private unixNodesDir(name: string): string {
+    return path.join(this.opts.dataDir, 'devices', 'unix', name);
+  }
+
+  /** The device nodes of a start, made and recorded; none left behind when one fails. */
+  private async makeUnixNodes(name: string, devices: DeviceRunConfig[], plan: IdmapPlan): Promise<RecordedUnixNode[]> {
+    let made: RecordedUnixNode[];
+    try {
+      const wanted = devices.flatMap((d) => (d.unixNodes ?? []).map((node) => ({ device: d.device ?? '', node })));
+      made = await this.nodeMaker.make(this.unixNodesDir(name), wanted, plan.map);
+    } catch (err) {
+      await this.removeUnixNodes(name);
+      throw err;
+    }
+    await writeList<RecordedUnixNode>(this.paths.unixNodesFile(name), made);
+    return made;
+  }
+
+  /** After a stop or a failed start: the nodes on the host go (mounts and rules went with the container). */
+  private async removeUnixNodes(name: string): Promise<void> {
+    await rm(this.unixNodesDir(name), { recursive: true, force: true });
+    if (existsSync(this.paths.dir(name))) await writeList<RecordedUnixNode>(this.paths.unixNodesFile(name), []).catch(() => undefined);
+  }
+
+  /** Hot-plug of device nodes: made on the host, allowed in the cgroup, bind-mounted; undone together on failure. */
+  private async attachUnixNodes(inst: DriverInstance, run: DeviceRunConfig): Promise<void> {
+    const name = this.nameOf(inst);
+    const pid = this.runningInit(inst);
+    const cgroup = this.monitors.find(name)?.cgroup;
+    const map = parseIdmapJson(inst.config['volatile.idmap.current']) ?? [];
+    const file = this.paths.unixNodesFile(name);
+    const recorded = readList<RecordedUnixNode>(file);
+    checkRuleWritable(cgroup);
+    const done: RecordedUnixNode[] = [];
+    try {
+      const made = await this.nodeMaker.make(this.unixNodesDir(name), (run.unixNodes ?? []).map((node) => ({ device: run.device ?? '', node })), map);
+      done.push(...made.map((r) => ({ ...r, hotplugged: true })));
+      for (const r of done) {
+        writeCgroupRule(cgroup, cgroupRule(r.node), true);
+        await this.injector.attach(pid, bindMount(r));
+      }
+      await writeList(file, [...recorded, ...done]);
+    } catch (err) {
+      for (const r of done.reverse()) await this.undoUnixNode(inst, r, recorded).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private async detachUnixNodes(inst: DriverInstance, device: string): Promise<void> {
+    const file = this.paths.unixNodesFile(this.nameOf(inst));
+    const recorded = readList<RecordedUnixNode>(file);
+    const mine = recorded.filter((r) => r.device === device);
+    if (!mine.length) return;
+    const others = recorded.filter((r) => r.device !== device);
+    for (const r of mine) await this.undoUnixNode(inst, r, others);
+    await writeList(file, others);
+  }
+
+  /**
+   * One node out of a running container: unmounted and its place removed inside, its cgroup rule
+   * denied unless the base config or another node still needs it, the host node removed.
+   */
+  private async undoUnixNode(inst: DriverInstance, r: RecordedUnixNode, others: RecordedUnixNode[]): Promise<void> {
+    try {
+      const pid = this.runningInit(inst);
+      await this.injector.detach(pid, r.node.path, true);
+      const rule = cgroupRule(r.node);
+      if (!ALLOWED_DEVICES.includes(rule) && !others.some((o) => cgroupRule(o.node) === rule)) {
+        writeCgroupRule(this.monitors.find(this.nameOf(inst))?.cgroup, rule, false);
+      }
+    } finally {
+      // The host node goes whatever happened inside: nothing may keep it for the container.
+      await this.nodeMaker.remove(r);
     }
   }
 
@@ -630,6 +726,7 @@ export class LxcDriver implements InstanceDriver {
     if (this.monitors.find(name)) throw conflict('The instance is running');
     this.monitors.forget(name);
     await rm(this.paths.dir(name), { recursive: true, force: true });
+    await rm(this.unixNodesDir(name), { recursive: true, force: true });
   }
 
   /**
@@ -677,6 +774,11 @@ export class LxcDriver implements InstanceDriver {
       }
       this.opts.log.warn({ container: name }, 'removing a container directory that has no instance record (left by a crash)');
       await rm(this.paths.dir(name), { recursive: true, force: true });
+    }
+    // Device nodes of containers not running (one that shut down from inside keeps them until here).
+    const withNodes = await readdir(path.join(this.opts.dataDir, 'devices', 'unix')).catch(() => [] as string[]);
+    for (const name of withNodes) {
+      if (!this.monitors.find(name)) await this.removeUnixNodes(name);
     }
   }
 }

@@ -1,13 +1,14 @@
 """Mounts into a running container's mount namespace (disk hot-plug), run as root on the host.
 
   attach <pid> <source> <target> <dir|file> <idmap:0|1> <ro:0|1> [propagation]
-  detach <pid> <target>
+  detach <pid> <target> [remove]
 
 attach clones `source` as a detached bind mount on the host (open_tree), makes it idmapped
 through the container's user namespace when asked (mount_setattr), joins the container's mount
 and user namespaces as its root (so the target is made with the container's ids, through its
 idmapped rootfs) and attaches the mount there (move_mount). Node has none of these calls.
-detach lazily unmounts `target` inside the container's mount namespace.
+detach lazily unmounts `target` inside the container's mount namespace; with `remove`, the
+empty file left as its mount point goes too (a device node's place in /dev).
 Errors go to stderr as one line; the exit code is 1.
 """
 import ctypes
@@ -110,23 +111,31 @@ def attach(pid, source, target, kind, idmap, readonly, propagation):
         check(libc.mount(None, target.encode(), None, ctypes.c_ulong(flags), None), f'setting propagation "{propagation}"')
 
 
-def detach(pid, target):
+def detach(pid, target, remove=False):
     mntns = os.open(f'/proc/{pid}/ns/mnt', os.O_RDONLY | os.O_CLOEXEC)
     setns(mntns, CLONE_NEWNS, 'mount')
     ret = libc.umount2(target.encode(), ctypes.c_int(MNT_DETACH))
     # Not mounted (any more) or gone: nothing left to undo.
     if ret < 0 and ctypes.get_errno() not in (errno.EINVAL, errno.ENOENT):
         check(ret, f'unmounting "{target}" in the container')
+    if remove:
+        # Only the empty regular file made as mount point; setns put us at the container's root.
+        try:
+            st = os.lstat(target)
+            if (st.st_mode & 0o170000) == 0o100000 and st.st_size == 0:
+                os.unlink(target)
+        except OSError:
+            pass
 
 
 def main(argv):
     try:
         if len(argv) >= 7 and argv[0] == 'attach':
             attach(int(argv[1]), argv[2], argv[3], argv[4], argv[5] == '1', argv[6] == '1', argv[7] if len(argv) > 7 else '')
-        elif len(argv) == 3 and argv[0] == 'detach':
-            detach(int(argv[1]), argv[2])
+        elif len(argv) in (3, 4) and argv[0] == 'detach':
+            detach(int(argv[1]), argv[2], len(argv) == 4 and argv[3] == 'remove')
         else:
-            raise Failure('usage: attach <pid> <source> <target> <dir|file> <idmap> <ro> [propagation] | detach <pid> <target>')
+            raise Failure('usage: attach <pid> <source> <target> <dir|file> <idmap> <ro> [propagation] | detach <pid> <target> [remove]')
     except Failure as err:
         print(err, file=sys.stderr)
         return 1

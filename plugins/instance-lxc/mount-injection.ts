@@ -42,8 +42,9 @@ export class MountInjector {
     await this.helper(args, 'mount');
   }
 
-  async detach(pid: number, target: string): Promise<void> {
-    await this.helper([HELPER, 'detach', String(pid), containerTarget(target)], 'unmount');
+  /** `remove`: the file left as mount point goes too (a device node's place). */
+  async detach(pid: number, target: string, remove = false): Promise<void> {
+    await this.helper([HELPER, 'detach', String(pid), containerTarget(target), ...(remove ? ['remove'] : [])], 'unmount');
   }
 
   private async helper(args: string[], what: string): Promise<void> {

@@ -41,6 +41,11 @@ export class LxcPaths {
     return path.join(this.lxcpath, name, 'seccomp.profile');
   }
 
+  /** The device nodes each unix-char/unix-block device has (unix-nodes.ts). */
+  unixNodesFile(name: string): string {
+    return path.join(this.lxcpath, name, 'unix-nodes.json');
+  }
+
   /** The disk mounts each device has (targets inside the container), for detach. */
   mountsFile(name: string): string {
     return path.join(this.lxcpath, name, 'mounts.json');
