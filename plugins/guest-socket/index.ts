@@ -1,0 +1,55 @@
+/**
+ * guest-socket: `/dev/lxd/sock` inside containers (devlxd). Each running container gets a socket
+ * of its own that answers about that container only: its `user.*` config, devices, cloud-init
+ * meta-data, events of its own changes and, with `security.devlxd.images`, image exports.
+ */
+import path from 'node:path';
+import {
+  definePlugin, ImagesServiceRef, InstanceHooksRef, InstancesServiceRef, isBool,
+  type LifecycleMetadata, type PluginContext,
+} from '../../sdk/index.js';
+import { GuestSockets } from './sockets.js';
+
+let sockets: GuestSockets | undefined;
+
+export default definePlugin({
+  register(ctx) {
+    ctx.keys.register({ key: 'security.devlxd', scope: 'instance', type: 'bool', default: 'true', validate: isBool, extension: 'restrict_devlxd',
+      doc: 'Give the container /dev/lxd/sock (turning it off closes the socket at once; the directory goes at the next start)' });
+    ctx.keys.register({ key: 'security.devlxd.images', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'devlxd_images',
+      doc: 'Let the container export its project\'s images through /dev/lxd/sock' });
+    const own = new GuestSockets(path.join(ctx.dataDir, 'devlxd'), {
+      location: () => ctx.serverName,
+      images: () => ctx.services.get(ImagesServiceRef),
+    }, () => ctx.services.get(InstancesServiceRef), ctx.log);
+    sockets = own;
+    const hooks = ctx.services.get(InstanceHooksRef);
+    if (!hooks) throw new Error('the guest-socket plugin needs the instances family\'s hooks');
+    hooks.launchMounts.tapPromise('guest-socket', async (launch) => {
+      const mount = await own.launch(launch.instance);
+      if (mount) launch.mounts.push(mount);
+    });
+    hooks.stopped.tap('guest-socket', (s) => void own.forget(s.project, s.name).catch((err) => ctx.log.warn({ err }, 'closing a guest socket failed')));
+    hooks.removed.tapPromise('guest-socket', (ref) => own.forget(ref.project, ref.name));
+    ctx.events.subscribe((event) => follow(ctx, own, event.project ?? 'default', event.metadata as LifecycleMetadata), ['lifecycle']);
+  },
+  async boot() {
+    await sockets?.resume();
+  },
+  async shutdown() {
+    await sockets?.closeAll();
+  },
+});
+
+/** Edits of an instance or of a profile change what guests see. */
+function follow(ctx: PluginContext, own: GuestSockets, project: string, meta: LifecycleMetadata): void {
+  let names: string[] | undefined;
+  if (meta.action === 'instance-updated') {
+    const m = /^\/1\.0\/instances\/([^/?]+)/.exec(meta.source);
+    if (!m) return;
+    names = [decodeURIComponent(m[1]!)];
+  } else if (meta.action !== 'profile-updated') {
+    return;
+  }
+  own.refresh(project, names).catch((err) => ctx.log.warn({ err }, 'refreshing a guest socket failed'));
+}
