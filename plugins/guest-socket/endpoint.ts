@@ -99,7 +99,7 @@ export class GuestEndpoint {
     const p = pathname.length > 1 ? pathname.replace(/\/+$/, '') : pathname;
     switch (p) {
       case '/': return (_u, res) => json(res, ['/1.0']);
-      case '/1.0': return (_u, res) => json(res, { api_version: '1.0', location: this.deps.location(), instance_type: 'container', state: 'Started' });
+      case '/1.0': return (_u, res) => json(res, { api_version: '1.0', location: this.deps.location(), instance_type: 'container', state: '' });
       case '/1.0/config': return (_u, res) => json(res, Object.keys(this.view.config).filter(guestKey).sort().map((k) => `/1.0/config/${k}`));
       case '/1.0/meta-data': return (_u, res) => this.metaData(res);
       case '/1.0/devices': return (_u, res) => json(res, this.view.devices);
@@ -113,7 +113,7 @@ export class GuestEndpoint {
   }
 
   private configKey(key: string, res: http.ServerResponse): void {
-    if (!guestKey(key)) return text(res, 403, 'not authorized: only user.* and cloud-init.* keys are visible from inside');
+    if (!guestKey(key)) return text(res, 403, 'not authorized (only user.* and cloud-init.* keys are visible from inside)');
     const value = this.view.config[key];
     if (value === undefined) return text(res, 404, 'not found');
     res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': Buffer.byteLength(value) });
@@ -122,7 +122,8 @@ export class GuestEndpoint {
 
   private metaData(res: http.ServerResponse): void {
     const extra = this.view.config['user.meta-data'] ?? '';
-    const body = `#cloud-config\ninstance-id: ${this.name}\nlocal-hostname: ${this.name}\n${extra}`;
+    const id = this.view.config['volatile.cloud-init.instance-id'] || this.name;
+    const body = `#cloud-config\ninstance-id: ${id}\nlocal-hostname: ${this.name}\n${extra}`;
     res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(body) });
     res.end(body);
   }
@@ -168,7 +169,8 @@ export class GuestEndpoint {
 const guestKey = (key: string): boolean => key.startsWith('user.') || key.startsWith('cloud-init.');
 
 function json(res: http.ServerResponse, value: unknown): void {
-  const body = JSON.stringify(value);
+  // A line of JSON, ending with a newline as the reference's answers do.
+  const body = `${JSON.stringify(value)}\n`;
   res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
   res.end(body);
 }

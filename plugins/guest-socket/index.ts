@@ -3,6 +3,7 @@
  * of its own that answers about that container only: its `user.*` config, devices, cloud-init
  * meta-data, events of its own changes and, with `security.devlxd.images`, image exports.
  */
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import {
   definePlugin, ImagesServiceRef, InstanceHooksRef, InstancesServiceRef, isBool,
@@ -18,6 +19,8 @@ export default definePlugin({
       doc: 'Give the container /dev/lxd/sock (turning it off closes the socket at once; the directory goes at the next start)' });
     ctx.keys.register({ key: 'security.devlxd.images', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'devlxd_images',
       doc: 'Let the container export its project\'s images through /dev/lxd/sock' });
+    ctx.keys.register({ key: 'volatile.cloud-init.instance-id', scope: 'instance', type: 'string',
+      doc: 'The instance id cloud-init sees in /dev/lxd/sock meta-data (a UUID given at creation)' });
     const own = new GuestSockets(path.join(ctx.dataDir, 'devlxd'), {
       location: () => ctx.serverName,
       images: () => ctx.services.get(ImagesServiceRef),
@@ -25,6 +28,10 @@ export default definePlugin({
     sockets = own;
     const hooks = ctx.services.get(InstanceHooksRef);
     if (!hooks) throw new Error('the guest-socket plugin needs the instances family\'s hooks');
+    // As the reference does, every new instance gets an id of its own for cloud-init.
+    hooks.creating.tap('guest-socket', (draft) => {
+      draft.config['volatile.cloud-init.instance-id'] ??= randomUUID();
+    });
     hooks.launchMounts.tapPromise('guest-socket', async (launch) => {
       const mount = await own.launch(launch.instance);
       if (mount) launch.mounts.push(mount);
