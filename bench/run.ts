@@ -21,6 +21,7 @@ import { imageCopyScenarios } from './image-copy.js';
 import { referenceMigrationScenarios } from './reference-migration.js';
 import { vmScenarios } from './vms.js';
 import { clusterScenarios } from './cluster.js';
+import { guestSocketScenarios } from './guest-socket.js';
 
 interface Row { scenario: string; value: string; target?: string }
 const rows: Row[] = [];
@@ -117,7 +118,7 @@ async function fanout(d: Daemon, listeners: number): Promise<void> {
 
 /**
  * `npm run bench -- tls startup` runs only those groups (startup, api, tls, containers, networks, volumes, storage,
- * proxy, nics, migration, image-copy, migration-reference, vms, cluster);
+ * proxy, nics, migration, image-copy, migration-reference, vms, cluster, guest-socket);
  * no argument runs them all. `soak` (minutes of steady load, BENCH_SOAK_MINUTES) runs only when named.
  */
 const only = new Set(process.argv.slice(2));
@@ -148,6 +149,7 @@ if (want('image-copy')) await imageCopyScenarios(rows, results);
 if (want('migration-reference')) await referenceMigrationScenarios(rows, results);
 if (want('vms')) await vmScenarios(rows, results);
 if (want('cluster')) await clusterScenarios(rows, results);
+if (want('guest-socket')) await guestSocketScenarios(rows, results);
 if (only.has('soak')) await soakScenario(rows, results);
 
 const width = Math.max(...rows.map((r) => r.scenario.length));
