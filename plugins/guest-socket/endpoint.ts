@@ -90,7 +90,7 @@ export class GuestEndpoint {
     const url = new URL(req.url ?? '/', 'http://devlxd');
     const route = this.route(url.pathname);
     if (!route) return text(res, 404, 'not found');
-    if (req.method !== 'GET') return text(res, 405, 'method not allowed');
+    // Every path answers any method as GET does: the reference's guest socket does not look at the method.
     route(url, res);
   }
 
@@ -146,6 +146,8 @@ export class GuestEndpoint {
   }
 
   private upgrade(req: http.IncomingMessage, socket: import('node:stream').Duplex, head: Buffer): void {
+    // A guest that goes away mid-answer must not take the daemon with it (the socket has no other error listener yet).
+    socket.on('error', () => socket.destroy());
     const url = new URL(req.url ?? '/', 'http://devlxd');
     if (url.pathname.replace(/\/+$/, '') !== '/1.0/events' || req.method !== 'GET') {
       socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');

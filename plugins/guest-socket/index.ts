@@ -28,9 +28,9 @@ export default definePlugin({
     sockets = own;
     const hooks = ctx.services.get(InstanceHooksRef);
     if (!hooks) throw new Error('the guest-socket plugin needs the instances family\'s hooks');
-    // As the reference does, every new instance gets an id of its own for cloud-init.
+    // As the reference does, every new instance gets an id of its own for cloud-init (a copy too: it is another machine).
     hooks.creating.tap('guest-socket', (draft) => {
-      draft.config['volatile.cloud-init.instance-id'] ??= randomUUID();
+      if (draft.origin === 'copy' || !draft.config['volatile.cloud-init.instance-id']) draft.config['volatile.cloud-init.instance-id'] = randomUUID();
     });
     hooks.launchMounts.tapPromise('guest-socket', async (launch) => {
       const mount = await own.launch(launch.instance);

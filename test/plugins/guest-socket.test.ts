@@ -111,7 +111,7 @@ serial('own config, meta-data and devices from inside; the neighbour\'s user.sec
   }
   t.deepEqual(await ask(d.socket, 'u3g2', '/1.0/config/user.secret'), { status: 200, body: 'neighbour-secret' }, 'each instance sees its own');
   t.is((await ask(d.socket, 'u3g1', '/1.0/nothing')).status, 404);
-  t.is((await ask(d.socket, 'u3g1', '/1.0', 'POST')).status, 405);
+  t.is((await ask(d.socket, 'u3g1', '/1.0', 'POST')).status, 200, 'the method does not matter, as with the reference');
   // Any user inside may connect (the socket is world-writable).
   const asNobody = await lxc(d.socket, 'exec', 'u3g1', '--user', '65534', '--', '/devlxd-client', 'get', '/1.0');
   t.is(parseGet(asNobody.stdout).status, 200, asNobody.stderr);
