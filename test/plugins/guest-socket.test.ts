@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { killContainers, startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { callAndWait, importImage } from '../helpers/api.js';
 import { claimsNamed } from '../helpers/claims.js';
@@ -174,16 +174,24 @@ serial('a stopped container\'s socket is gone; a daemon killed and started again
   await waitFor(() => { try { readFileSync(path.join(dirOf('u3g2'), 'sock')); return false; } catch (e) { return (e as NodeJS.ErrnoException).code === 'ENOENT'; } }, 10000, 'the socket removed');
   t.pass();
   const dir = mkdtempSync(path.join(tmpdir(), 'corral-u3-devlxd-'));
-  let d2 = await startWithPool({ dir, plugins: 'full' });
-  await importImage(d2, image.unified, 'bb');
-  await launch(d2.socket, 'u3rs', { 'user.k': 'v' });
-  t.is((await ask(d2.socket, 'u3rs', '/1.0/config/user.k')).status, 200);
-  const exited = new Promise((resolve) => d2.child.once('exit', resolve));
-  d2.child.kill('SIGKILL');
-  await exited;
-  d2 = await startDaemon({ plugins: 'full', dir });
-  t.deepEqual(await ask(d2.socket, 'u3rs', '/1.0/config/user.k'), { status: 200, body: 'v' });
-  t.is((await lxc(d2.socket, 'delete', '--force', 'u3rs')).status, 0);
+  let d2: Daemon | undefined;
+  try {
+    d2 = await startWithPool({ dir, plugins: 'full' });
+    await importImage(d2, image.unified, 'bb');
+    await launch(d2.socket, 'u3rs', { 'user.k': 'v' });
+    t.is((await ask(d2.socket, 'u3rs', '/1.0/config/user.k')).status, 200);
+    const killed = d2;
+    const exited = new Promise((resolve) => killed.child.once('exit', resolve));
+    killed.child.kill('SIGKILL');
+    await exited;
+    d2 = await startDaemon({ plugins: 'full', dir });
+    t.deepEqual(await ask(d2.socket, 'u3rs', '/1.0/config/user.k'), { status: 200, body: 'v' }, 'the new daemon listens in the directory the container has mounted');
+    t.is((await lxc(d2.socket, 'delete', '--force', 'u3rs')).status, 0);
+  } finally {
+    await d2?.stop();
+    killContainers(dir);
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 withReference('the same questions from inside a reference container get the same statuses and fields', async (t) => {
