@@ -97,7 +97,11 @@ export class GuestSockets {
 
   /** Daemon start: every running container that was started with its directory gets its socket back. */
   async resume(): Promise<void> {
-    const list = (await this.instances()?.list()) ?? [];
+    // A daemon stopped while it boots closes the store under this read: nothing to listen for then.
+    const list = (await this.instances()?.list().catch((err) => {
+      this.log.warn({ err }, 'listing instances for their guest sockets failed');
+      return [];
+    })) ?? [];
     for (const inst of list) {
       if (inst.type !== 'container' || inst.expandedConfig['volatile.last_state.power'] !== 'RUNNING') continue;
       if (!devlxdEnabled(inst.expandedConfig) || !existsSync(this.dirOf(inst.project, inst.name))) continue;
