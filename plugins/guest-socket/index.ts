@@ -48,10 +48,13 @@ export default definePlugin({
   },
 });
 
-/** Edits of an instance or of a profile change what guests see. */
+/** Lifecycle actions after which an instance's config or devices may differ. */
+const INSTANCE_CHANGES = new Set(['instance-updated', 'instance-restored']);
+
+/** Edits of an instance (or a restore of its snapshot) or of a profile change what guests see. */
 function follow(ctx: PluginContext, own: GuestSockets, project: string, meta: LifecycleMetadata): void {
   let names: string[] | undefined;
-  if (meta.action === 'instance-updated') {
+  if (INSTANCE_CHANGES.has(meta.action)) {
     const m = /^\/1\.0\/instances\/([^/?]+)/.exec(meta.source);
     if (!m) return;
     names = [decodeURIComponent(m[1]!)];

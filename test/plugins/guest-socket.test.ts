@@ -138,6 +138,12 @@ serial('config and device events of the instance itself, never a neighbour\'s (d
   await setKey('u3g1', 'user.color', 'red');
   await onlyConfig.done;
   t.deepEqual(onlyConfig.lines().map((l) => JSON.parse(l).metadata), [{ key: 'user.color', old_value: 'blue', value: 'red' }]);
+  // A profile's user key reaches the guests of the instances using it.
+  const fromProfile = await listenInside(d.socket, 'u3g1', 'type=config', 4);
+  t.is((await lxc(d.socket, 'profile', 'set', 'default', 'user.fromprofile', 'p')).status, 0);
+  await fromProfile.done;
+  t.is((await lxc(d.socket, 'profile', 'unset', 'default', 'user.fromprofile')).status, 0);
+  t.deepEqual(fromProfile.lines().map((l) => JSON.parse(l).metadata), [{ key: 'user.fromprofile', old_value: '', value: 'p' }]);
   const bad = await lxc(d.socket, 'exec', 'u3g1', '--', '/devlxd-client', 'events', 'type=lifecycle', '3');
   t.is(bad.stdout.trim(), '400');
 });
@@ -194,7 +200,7 @@ serial('a stopped container\'s socket is gone; a daemon killed and started again
   }
 });
 
-withReference('the same questions from inside a reference container get the same statuses and fields', async (t) => {
+withReference('the same questions from inside a reference container get the same statuses, fields and events (devlxd_events)', async (t) => {
   let ref: ReferenceDaemon | undefined;
   try {
     ref = await startReference();
@@ -217,6 +223,17 @@ withReference('the same questions from inside a reference container get the same
       if (p === '/1.0/meta-data') t.is(neutral(ours.body, 'u3cmp'), neutral(theirs.body, 'u3ref'));
       if (p === '/1.0') t.deepEqual(JSON.parse(ours.body), JSON.parse(theirs.body));
     }
+    // Events: the same changes on both sides, heard from inside.
+    const [theirEvents, ourEvents] = await Promise.all([listenInside(ref.socket, 'u3ref', 'type=config,device', 8), listenInside(d.socket, 'u3cmp', 'type=config,device', 8)]);
+    for (const [socket, name] of [[ref.socket, 'u3ref'], [d.socket, 'u3cmp']] as const) {
+      t.is((await lxc(socket, 'config', 'set', name, 'user.color', 'blue')).status, 0);
+      t.is((await lxc(socket, 'config', 'device', 'add', name, 'extra', 'none')).status, 0);
+    }
+    await Promise.all([theirEvents.done, ourEvents.done]);
+    const shape = (lines: string[]) => lines.map((l) => JSON.parse(l)).map((e) => ({ keys: Object.keys(e).sort(), type: e.type, metadata: e.metadata }));
+    t.log('reference events', theirEvents.lines());
+    t.log('corral events', ourEvents.lines());
+    t.deepEqual(shape(ourEvents.lines()), shape(theirEvents.lines()));
     await lxc(d.socket, 'delete', '--force', 'u3cmp');
   } finally {
     await ref?.stop();
