@@ -162,6 +162,9 @@ serial('image export from inside only with security.devlxd.images (devlxd_images
 });
 
 serial('security.devlxd=false: no /dev/lxd inside; turned off on a running container, the socket closes (restrict_devlxd)', async (t) => {
+  const bad = await lxc(d.socket, 'config', 'set', 'u3g1', 'security.devlxd', 'maybe');
+  t.not(bad.status, 0);
+  t.regex(bad.stderr, /security\.devlxd/);
   await launch(d.socket, 'u3g3', { 'security.devlxd': 'false' });
   const r = await lxc(d.socket, 'exec', 'u3g3', '--', '/bin/sh', '-c', 'ls -d /dev/lxd || echo absent');
   t.true(r.stdout.includes('absent'), r.stdout);
