@@ -4,6 +4,7 @@
  * answer never carries another instance's data. Answers come from a view of the instance kept
  * up to date by the plugin (no store read per request).
  */
+import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { chmod, rm } from 'node:fs/promises';
 import http from 'node:http';
@@ -184,7 +185,7 @@ function text(res: http.ServerResponse, status: number, message: string): void {
 }
 
 function streamFile(res: http.ServerResponse, file: StoredImageFile, filename: string, headers: Record<string, string>): void {
-  res.writeHead(200, { ...headers, 'Content-Length': file.size, 'Content-Disposition': `attachment; filename=${filename}` });
+  res.writeHead(200, { ...headers, 'Content-Length': file.size, 'Content-Disposition': `inline;filename=${filename}` });
   const stream = createReadStream(file.path);
   stream.on('error', () => res.destroy());
   stream.pipe(res);
@@ -192,19 +193,18 @@ function streamFile(res: http.ServerResponse, file: StoredImageFile, filename: s
 
 /** A split image: its two files as parts of one multipart body, as the main API's export sends them. */
 async function streamMultipart(res: http.ServerResponse, fp: string, metadata: StoredImageFile, rootfs: StoredImageFile): Promise<void> {
-  const boundary = `corral-${fp.slice(0, 16)}`;
-  const part = (field: string, file: StoredImageFile, name: string) =>
-    `--${boundary}\r\nContent-Disposition: form-data; name="${field}"; filename="${name}"\r\nContent-Type: application/octet-stream\r\n\r\n`;
-  const heads = [part('metadata', metadata, `meta-${fp}${metadata.extension}`), part(rootfs.kind === 'squashfs' ? 'rootfs.img' : 'rootfs', rootfs, `${fp}${rootfs.extension}`)];
+  const boundary = randomBytes(30).toString('hex');
+  const part = (field: string, name: string, first: boolean) =>
+    `${first ? '' : '\r\n'}--${boundary}\r\nContent-Disposition: form-data; name="${field}"; filename="${name}"\r\nContent-Type: application/octet-stream\r\n\r\n`;
+  const heads = [part('metadata', `meta-${fp}${metadata.extension}`, true), part(rootfs.kind === 'qcow2' ? 'rootfs.img' : 'rootfs', `${fp}${rootfs.extension}`, false)];
   const tail = `\r\n--${boundary}--\r\n`;
-  const length = Buffer.byteLength(heads[0]!) + metadata.size + 2 + Buffer.byteLength(heads[1]!) + rootfs.size + Buffer.byteLength(tail);
+  const length = Buffer.byteLength(heads[0]!) + metadata.size + Buffer.byteLength(heads[1]!) + rootfs.size + Buffer.byteLength(tail);
   res.writeHead(200, { 'Content-Type': `multipart/form-data; boundary=${boundary}`, 'Content-Length': length });
   for (const [i, file] of [metadata, rootfs].entries()) {
     res.write(heads[i]!);
     for await (const chunk of createReadStream(file.path)) {
       if (!res.write(chunk)) await new Promise((r) => res.once('drain', r));
     }
-    if (i === 0) res.write('\r\n');
   }
   res.end(tail);
 }

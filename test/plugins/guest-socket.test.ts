@@ -157,6 +157,33 @@ serial('image export from inside only with security.devlxd.images (devlxd_images
   t.is(sum!.split(' ')[0], fingerprint, 'the bytes are the image file (its sha256 is the fingerprint)');
   t.is(sum!.split(' ')[0], createHash('sha256').update(readFileSync(image.unified)).digest('hex'));
   t.is((await ask(d.socket, 'u3g1', '/1.0/images/0123abcd/export')).status, 404);
+  // A split image comes as two parts (metadata, rootfs) whose bytes hash to its fingerprint.
+  const split = await lxc(d.socket, 'image', 'import', image.metadata, image.rootfs, '--alias', 'bbsplit');
+  t.is(split.status, 0, split.stderr);
+  const splitFp: string = (await d.request('GET', '/1.0/images/aliases/bbsplit')).json.metadata.target;
+  const got = await lxc(d.socket, 'exec', 'u3g1', '--', '/bin/sh', '-c', `/devlxd-client get /1.0/images/${splitFp}/export > /tmp/split && head -n1 /tmp/split`);
+  t.is(got.stdout.trim(), '200');
+  const pulled = path.join(mkdtempSync(path.join(tmpdir(), 'corral-u3-pull-')), 'split');
+  try {
+    t.is((await lxc(d.socket, 'file', 'pull', 'u3g1/tmp/split', pulled)).status, 0);
+    const body = readFileSync(pulled).subarray(4);
+    const boundary = body.subarray(0, body.indexOf('\r\n')).toString();
+    const parts: Buffer[] = [];
+    let at = 0;
+    for (;;) {
+      const start = body.indexOf('\r\n\r\n', at) + 4;
+      const end = body.indexOf(`\r\n${boundary}`, start);
+      if (start < 4 || end < 0) break;
+      parts.push(body.subarray(start, end));
+      at = end + 2;
+    }
+    t.is(parts.length, 2);
+    t.deepEqual(parts[0], readFileSync(image.metadata));
+    t.deepEqual(parts[1], readFileSync(image.rootfs));
+    t.is(createHash('sha256').update(parts[0]!).update(parts[1]!).digest('hex'), splitFp);
+  } finally {
+    rmSync(path.dirname(pulled), { recursive: true, force: true });
+  }
   await setKey('u3g1', 'security.devlxd.images', 'false');
   t.is((await ask(d.socket, 'u3g1', `/1.0/images/${fingerprint}/export`)).status, 403);
 });
