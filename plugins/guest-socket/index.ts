@@ -53,13 +53,12 @@ const INSTANCE_CHANGES = new Set(['instance-updated', 'instance-restored']);
 
 /** Edits of an instance (or a restore of its snapshot) or of a profile change what guests see. */
 function follow(ctx: PluginContext, own: GuestSockets, project: string, meta: LifecycleMetadata): void {
-  let names: string[] | undefined;
-  if (INSTANCE_CHANGES.has(meta.action)) {
-    const m = /^\/1\.0\/instances\/([^/?]+)/.exec(meta.source);
-    if (!m) return;
-    names = [decodeURIComponent(m[1]!)];
-  } else if (meta.action !== 'profile-updated') {
+  const failed = (err: unknown) => ctx.log.warn({ err }, 'refreshing a guest socket failed');
+  if (meta.action === 'profile-updated') {
+    own.refreshAll().catch(failed);
     return;
   }
-  own.refresh(project, names).catch((err) => ctx.log.warn({ err }, 'refreshing a guest socket failed'));
+  if (!INSTANCE_CHANGES.has(meta.action)) return;
+  const m = /^\/1\.0\/instances\/([^/?]+)/.exec(meta.source);
+  if (m) own.refresh(project, [decodeURIComponent(m[1]!)]).catch(failed);
 }

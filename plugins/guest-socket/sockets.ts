@@ -20,6 +20,9 @@ const keyOf = (project: string, name: string) => `${project}/${name}`;
 
 export class GuestSockets {
   private readonly endpoints = new Map<string, GuestEndpoint>();
+  private refreshing: Promise<void> = Promise.resolve();
+  /** Per instance, the last socket change in flight: a stop's cleanup must finish before the next start makes its socket. */
+  private readonly pending = new Map<string, Promise<unknown>>();
 
   constructor(
     private readonly root: string,
@@ -49,7 +52,22 @@ export class GuestSockets {
     return { source: endpoint.dir, target: GUEST_MOUNT_TARGET };
   }
 
-  private async open(project: string, name: string, view: GuestView): Promise<GuestEndpoint> {
+  private serial<T>(project: string, name: string, work: () => Promise<T>): Promise<T> {
+    const key = keyOf(project, name);
+    const run = (this.pending.get(key) ?? Promise.resolve()).catch(() => undefined).then(work);
+    const settled = run.catch(() => undefined);
+    this.pending.set(key, settled);
+    void settled.then(() => {
+      if (this.pending.get(key) === settled) this.pending.delete(key);
+    });
+    return run;
+  }
+
+  private open(project: string, name: string, view: GuestView): Promise<GuestEndpoint> {
+    return this.serial(project, name, () => this.openNow(project, name, view));
+  }
+
+  private async openNow(project: string, name: string, view: GuestView): Promise<GuestEndpoint> {
     const key = keyOf(project, name);
     let endpoint = this.endpoints.get(key);
     if (!endpoint) {
@@ -69,12 +87,14 @@ export class GuestSockets {
   }
 
   /** The instance stopped or is gone: no socket, no directory. */
-  async forget(project: string, name: string): Promise<void> {
-    const key = keyOf(project, name);
-    const endpoint = this.endpoints.get(key);
-    this.endpoints.delete(key);
-    await endpoint?.close();
-    await rm(this.dirOf(project, name), { recursive: true, force: true });
+  forget(project: string, name: string): Promise<void> {
+    return this.serial(project, name, async () => {
+      const key = keyOf(project, name);
+      const endpoint = this.endpoints.get(key);
+      this.endpoints.delete(key);
+      await endpoint?.close();
+      await rm(this.dirOf(project, name), { recursive: true, force: true });
+    });
   }
 
   /**
@@ -82,17 +102,32 @@ export class GuestSockets {
    * and `security.devlxd` turned off closes the socket at once; turned on again, the socket comes
    * back only if the directory is mounted (the container was started with it).
    */
-  async refresh(project: string, names?: string[]): Promise<void> {
+  refresh(project: string, names?: string[]): Promise<void> {
+    // One at a time: a slower, older read finishing last would take the guests' view back (and tell them so).
+    const run = this.refreshing.then(() => this.refreshNow(project, names));
+    this.refreshing = run.catch(() => undefined);
+    return run;
+  }
+
+  private async refreshNow(project: string, names?: string[]): Promise<void> {
     const wanted = [...this.endpoints.values()].filter((e) => e.project === project && (!names || names.includes(e.name)));
     if (!wanted.length) return;
     const list = (await this.instances()?.list(project)) ?? [];
     for (const endpoint of wanted) {
       const summary = list.find((i) => i.name === endpoint.name);
       if (!summary) continue;
-      endpoint.update({ config: summary.expandedConfig, devices: summary.expandedDevices });
-      if (!devlxdEnabled(summary.expandedConfig)) await endpoint.close();
-      else if (!endpoint.listening) await endpoint.listen();
+      await this.serial(endpoint.project, endpoint.name, async () => {
+        if (this.find(endpoint.project, endpoint.name) !== endpoint) return; // stopped meanwhile
+        endpoint.update({ config: summary.expandedConfig, devices: summary.expandedDevices });
+        if (!devlxdEnabled(summary.expandedConfig)) await endpoint.close();
+        else if (!endpoint.listening) await endpoint.listen();
+      });
     }
+  }
+
+  /** A profile changed: its project's instances, or another project's using it (`features.profiles=false`), may see it. */
+  async refreshAll(): Promise<void> {
+    for (const project of new Set([...this.endpoints.values()].map((e) => e.project))) await this.refresh(project);
   }
 
   /** Daemon start: every running container that was started with its directory gets its socket back. */

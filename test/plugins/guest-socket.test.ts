@@ -208,7 +208,8 @@ serial('a stopped container\'s socket is gone; a daemon killed and started again
   const dirOf = (name: string) => path.join(d.dir, 'devlxd', `default_${name}`);
   t.is((await lxc(d.socket, 'stop', '--force', 'u3g2')).status, 0);
   await waitFor(() => { try { readFileSync(path.join(dirOf('u3g2'), 'sock')); return false; } catch (e) { return (e as NodeJS.ErrnoException).code === 'ENOENT'; } }, 10000, 'the socket removed');
-  t.pass();
+  t.is((await lxc(d.socket, 'start', 'u3g2')).status, 0);
+  t.deepEqual(await ask(d.socket, 'u3g2', '/1.0/config/user.secret'), { status: 200, body: 'changed-secret' }, 'started again, it has its socket again');
   const dir = mkdtempSync(path.join(tmpdir(), 'corral-u3-devlxd-'));
   let d2: Daemon | undefined;
   try {
