@@ -97,7 +97,8 @@ export class GuestEndpoint {
 
   /** The handler of a path, or undefined when nothing lives there. */
   private route(pathname: string): ((url: URL, res: http.ServerResponse) => void) | undefined {
-    const p = pathname.length > 1 ? pathname.replace(/\/+$/, '') : pathname;
+    // Paths match exactly: `/1.0/` or `/1.0/config/` are 404s, as with the reference.
+    const p = pathname;
     switch (p) {
       case '/': return (_u, res) => json(res, ['/1.0']);
       case '/1.0': return (_u, res) => json(res, { api_version: '1.0', location: this.deps.location(), instance_type: 'container', state: '' });
@@ -150,7 +151,7 @@ export class GuestEndpoint {
     // A guest that goes away mid-answer must not take the daemon with it (the socket has no other error listener yet).
     socket.on('error', () => socket.destroy());
     const url = new URL(req.url ?? '/', 'http://devlxd');
-    if (url.pathname.replace(/\/+$/, '') !== '/1.0/events' || req.method !== 'GET') {
+    if (url.pathname !== '/1.0/events' || req.method !== 'GET') {
       socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
       return;
     }

@@ -241,7 +241,7 @@ withReference('the same questions from inside a reference container get the same
     await launch(ref.socket, 'u3ref', { 'user.mine': 'one', 'user.meta-data': 'mykey: myvalue' });
     await launch(d.socket, 'u3cmp', { 'user.mine': 'one', 'user.meta-data': 'mykey: myvalue' });
     for (const [p, method] of [['/', 'GET'], ['/1.0', 'GET'], ['/1.0/config', 'GET'], ['/1.0/config/user.mine', 'GET'], ['/1.0/config/user.absent', 'GET'],
-      ['/1.0/config/limits.cpu', 'GET'], ['/1.0/meta-data', 'GET'], ['/1.0/nothing', 'GET'], ['/1.0', 'POST'], ['/1.0/devices', 'DELETE'], [`/1.0/images/${fingerprint}/export`, 'GET']] as const) {
+      ['/1.0/config/limits.cpu', 'GET'], ['/1.0/meta-data', 'GET'], ['/1.0/nothing', 'GET'], ['/1.0', 'POST'], ['/1.0/devices', 'DELETE'], ['/1.0/', 'GET'], ['/1.0/config/', 'GET'], ['/1.0/meta-data/x', 'GET'], [`/1.0/images/${fingerprint}/export`, 'GET']] as const) {
       const theirs = await ask(ref.socket, 'u3ref', p, method);
       const ours = await ask(d.socket, 'u3cmp', p, method);
       t.log(method, p, JSON.stringify(theirs), JSON.stringify(ours));
