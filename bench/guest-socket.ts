@@ -12,7 +12,7 @@ import { startWithPool, unixWebsocket, waitFor } from '../test/helpers/daemon.js
 import { buildBusyboxImage } from '../test/helpers/busybox-image.js';
 import { importImage } from '../test/helpers/api.js';
 import { lxc, lxcEnv } from '../test/helpers/clients.js';
-import { buildDevlxdClient } from '../test/helpers/devlxd-client.js';
+import { buildDevlxdClient, removeDevlxdClient } from '../test/helpers/devlxd-client.js';
 import { call, create, type Row } from './containers.js';
 
 const REQUESTS = Number(process.env.BENCH_DEVLXD_REQUESTS ?? 2000);
@@ -98,5 +98,7 @@ export async function guestSocketScenarios(rows: Row[], results: Record<string, 
   } finally {
     for (const name of ['u3bench1', 'u3bench2']) await lxc(d.socket, 'delete', '--force', name);
     await d.stop();
+    removeDevlxdClient();
+    rmSync(image.dir, { recursive: true, force: true });
   }
 }

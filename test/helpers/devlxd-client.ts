@@ -4,7 +4,7 @@
  * container through the lxc client.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { projectRoot } from './daemon.js';
@@ -25,6 +25,12 @@ export function buildDevlxdClient(): string {
   const r = spawnSync('musl-gcc', ['-static', '-Os', '-Wall', '-Wextra', '-Werror', '-o', out, src], { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`building the devlxd client failed: ${r.stderr}`);
   return (built = out);
+}
+
+/** Remove the built client (end of a test file or bench run). */
+export function removeDevlxdClient(): void {
+  if (built) rmSync(path.dirname(built), { recursive: true, force: true });
+  built = undefined;
 }
 
 /** A `get` answer: status line, then the body. */

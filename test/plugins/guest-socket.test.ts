@@ -17,7 +17,7 @@ import { callAndWait, importImage } from '../helpers/api.js';
 import { claimsNamed } from '../helpers/claims.js';
 import { hasLxc, lxc, lxcEnv } from '../helpers/clients.js';
 import { serialUnless } from '../helpers/needs.js';
-import { buildDevlxdClient, devlxdClientUnavailable, parseGet, type GuestAnswer } from '../helpers/devlxd-client.js';
+import { buildDevlxdClient, devlxdClientUnavailable, parseGet, removeDevlxdClient, type GuestAnswer } from '../helpers/devlxd-client.js';
 import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
 
 const missing = devlxdClientUnavailable() ?? (hasLxc() ? undefined : 'the lxc client is not installed');
@@ -81,6 +81,7 @@ test.afterEach.always((t) => {
 test.after.always(async () => {
   await stopDaemons();
   if (image) rmSync(image.dir, { recursive: true, force: true });
+  removeDevlxdClient();
 });
 
 serial('own config, meta-data and devices from inside; the neighbour\'s user.secret never shows', async (t) => {
