@@ -1,7 +1,8 @@
 /**
  * The guest socket (/dev/lxd/sock): latency of `GET /1.0` asked from inside a container by the
  * static client (one connection per request, as a guest tool would), against the same client on
- * the host talking to the same socket (what the container's path adds); and isolation under load:
+ * the host talking to the same socket (what the container's path adds) and beside a bare Node http
+ * server (the floor of this machine), after a discarded warm-up round; and isolation under load:
  * a guest listening for events while 1,000 lifecycle events of another instance happen hears none.
  */
 import { spawn } from 'node:child_process';
@@ -55,21 +56,26 @@ export async function guestSocketScenarios(rows: Row[], results: Record<string, 
       await call(d, 'PUT', `/1.0/instances/${name}/state`, { action: 'start' });
     }
     await lxc(d.socket, 'file', 'push', client, 'u3bench1/devlxd-client', '--mode', '0755');
+    // A warm-up round first (discarded): a long-running daemon has its handlers compiled by then.
+    await lxc(d.socket, 'exec', 'u3bench1', '--', '/devlxd-client', 'bench', '/1.0', '500');
     const inside = await lxc(d.socket, 'exec', 'u3bench1', '--', '/devlxd-client', 'bench', '/1.0', String(REQUESTS));
     if (inside.status !== 0) throw new Error(`bench inside: ${inside.stderr}`);
     const sock = path.join(d.dir, 'devlxd', 'default_u3bench1', 'sock');
     const host = await runClient(client, sock);
+    // Inside once more, after the host round: the first round, seconds after the start, still meets the daemon settling.
+    const again = await lxc(d.socket, 'exec', 'u3bench1', '--', '/devlxd-client', 'bench', '/1.0', String(REQUESTS));
     const floor = await bareServerBench(client);
     const [p50, p99, max] = parse(inside.stdout);
     const [hp50, hp99] = parse(host);
     const [fp50, fp99] = parse(floor);
+    const [ap50, ap99] = parse(again.stdout);
     results.devlxd_get_1_0 = {
-      requests: REQUESTS, inside_us: { p50, p99, max }, host_us: { p50: hp50, p99: hp99 }, bare_node_server_us: { p50: fp50, p99: fp99 },
+      requests: REQUESTS, inside_us: { p50, p99, max }, inside_second_round_us: { p50: ap50, p99: ap99 }, host_us: { p50: hp50, p99: hp99 }, bare_node_server_us: { p50: fp50, p99: fp99 },
       p99_ratio_inside_to_host: p99 / hp99, p99_ratio_inside_to_bare: p99 / fp99,
     };
     rows.push({
       scenario: `devlxd GET /1.0 from inside, ${REQUESTS} sequential connections`,
-      value: `p50 ${(p50 / 1000).toFixed(2)} ms, p99 ${(p99 / 1000).toFixed(2)} ms (same socket from the host: p99 ${(hp99 / 1000).toFixed(2)} ms; a bare node http server alone: p99 ${(fp99 / 1000).toFixed(2)} ms)`,
+      value: `settled: p50 ${(ap50 / 1000).toFixed(2)} ms, p99 ${(ap99 / 1000).toFixed(2)} ms (first round, seconds after the container's start: p99 ${(p99 / 1000).toFixed(2)} ms; same socket from the host: p99 ${(hp99 / 1000).toFixed(2)} ms; a bare node http server alone: p99 ${(fp99 / 1000).toFixed(2)} ms)`,
       target: 'p99 < 2 ms',
     });
 
