@@ -71,7 +71,7 @@ export async function guestSocketScenarios(rows: Row[], results: Record<string, 
     const [ap50, ap99] = parse(again.stdout);
     results.devlxd_get_1_0 = {
       requests: REQUESTS, inside_us: { p50, p99, max }, inside_second_round_us: { p50: ap50, p99: ap99 }, host_us: { p50: hp50, p99: hp99 }, bare_node_server_us: { p50: fp50, p99: fp99 },
-      p99_ratio_inside_to_host: p99 / hp99, p99_ratio_inside_to_bare: p99 / fp99,
+      settled_p99_ratio_inside_to_host: ap99 / hp99, settled_p99_ratio_inside_to_bare: ap99 / fp99,
     };
     rows.push({
       scenario: `devlxd GET /1.0 from inside, ${REQUESTS} sequential connections`,
