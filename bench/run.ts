@@ -25,6 +25,7 @@ import { limitsScenarios } from './limits.js';
 import { hostHardwareScenarios } from './host-hardware.js';
 import { syscallScenarios } from './syscalls.js';
 import { unixDeviceScenarios } from './unix-devices.js';
+import { guestSocketScenarios } from './guest-socket.js';
 
 interface Row { scenario: string; value: string; target?: string }
 const rows: Row[] = [];
@@ -121,7 +122,7 @@ async function fanout(d: Daemon, listeners: number): Promise<void> {
 
 /**
  * `npm run bench -- tls startup` runs only those groups (startup, api, tls, containers, networks, volumes, storage,
- * proxy, nics, migration, image-copy, migration-reference, vms, cluster, limits, host-hardware, syscalls, unix-devices);
+ * proxy, nics, migration, image-copy, migration-reference, vms, cluster, limits, host-hardware, syscalls, unix-devices, guest-socket);
  * no argument runs them all. `soak` (minutes of steady load, BENCH_SOAK_MINUTES) runs only when named.
  */
 const only = new Set(process.argv.slice(2));
@@ -156,6 +157,7 @@ if (want('limits')) await limitsScenarios(rows, results);
 if (want('host-hardware')) await hostHardwareScenarios(rows, results);
 if (want('syscalls')) await syscallScenarios(rows, results);
 if (want('unix-devices')) await unixDeviceScenarios(rows, results);
+if (want('guest-socket')) await guestSocketScenarios(rows, results);
 if (only.has('soak')) await soakScenario(rows, results);
 
 const width = Math.max(...rows.map((r) => r.scenario.length));

@@ -38,7 +38,7 @@ fi
 # Virtual machines: qemu-system-x86 and qemu-utils (QEMU and qemu-img), ovmf (UEFI firmware);
 # e2fsprogs (mkfs.ext4 -d makes the test VM image's disk, debugfs reads a kernel off a disk without
 # mounting it), cpio (the test VM image's initramfs); its kernel is fetched with apt-get download.
-# musl-tools builds the VM guest agent as one static binary (scripts/build-agent.sh).
+# musl-tools builds the VM guest agent as one static binary (scripts/build-agent.sh) and the guest socket tests' static client.
 # The VGA console's SPICE server is a QEMU module that Debian 12 ships in qemu-system-common (pulled
 # in by qemu-system-x86; there is no qemu-system-modules-spice package on this release); python3 is
 # also the helper that hands a macvtap's device to QEMU (decision 0053).

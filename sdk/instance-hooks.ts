@@ -9,7 +9,7 @@
  */
 import type { FamilyAsyncHook, FamilySyncHook } from './hooks.js';
 import { createHookSetRef } from './services.js';
-import type { DeviceConfig } from './device.js';
+import type { DeviceConfig, DeviceMount } from './device.js';
 import type { DriverInstance, InstanceType } from './instance.js';
 
 /** Which instance, and the pool of its root volume. */
@@ -92,6 +92,15 @@ export interface InstanceRestoring<S extends InstanceSubject = InstanceSubject> 
   readonly config: Record<string, string>;
 }
 
+/**
+ * A start about to hand its devices to the driver: taps add mounts that belong to no device
+ * (the guest socket's directory); the family passes them to the driver with the devices' own.
+ */
+export interface InstanceLaunch<S extends InstanceSubject = InstanceSubject> {
+  readonly instance: S;
+  readonly mounts: DeviceMount[];
+}
+
 export interface InstanceHooks<S extends InstanceSubject = InstanceSubject> {
   /** A new instance's record is being filled. */
   creating: FamilySyncHook<[InstanceDraft]>;
@@ -111,6 +120,8 @@ export interface InstanceHooks<S extends InstanceSubject = InstanceSubject> {
   starting: FamilyAsyncHook<[S]>;
   /** Its devices are ready and the driver runs it next. A failure fails the start and releases the devices. */
   launching: FamilyAsyncHook<[S]>;
+  /** Right after `launching`: extra mounts for this start (see InstanceLaunch). A failure fails the start. */
+  launchMounts: FamilyAsyncHook<[InstanceLaunch<S>]>;
   started: FamilySyncHook<[S]>;
   /** It stopped (asked to, from inside, or by a crash) and its state is recorded. */
   stopped: FamilySyncHook<[S]>;

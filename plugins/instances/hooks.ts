@@ -5,7 +5,7 @@
 import {
   AsyncSeriesHook, SyncHook,
   type InstanceDraft, type InstanceEditDraft, type InstanceHooks, type InstanceRef, type InstanceDevicesChange,
-  type InstanceMove, type InstanceRenaming, type InstanceRestoring, type UndoSteps,
+  type InstanceMove, type InstanceRenaming, type InstanceLaunch, type InstanceRestoring, type UndoSteps,
 } from '../../sdk/index.js';
 import type { InstanceHandle } from './access.js';
 
@@ -24,6 +24,7 @@ export function createInstanceHooks() {
     removed: new AsyncSeriesHook<[InstanceRef]>(['instance']),
     starting: new AsyncSeriesHook<[InstanceHandle]>(['instance']),
     launching: new AsyncSeriesHook<[InstanceHandle]>(['instance']),
+    launchMounts: new AsyncSeriesHook<[InstanceLaunch<InstanceHandle>]>(['launch']),
     started: new SyncHook<[InstanceHandle]>(['instance']),
     stopped: new SyncHook<[InstanceHandle]>(['instance']),
     restoring: new SyncHook<[InstanceRestoring<InstanceHandle>]>(['restore']),

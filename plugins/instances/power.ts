@@ -3,7 +3,7 @@
  * volatile.last_state.power, last_used_at, ephemeral deletion, lifecycle events. A light watcher
  * notices instances that stop on their own (halt inside, crash) without spawning anything.
  */
-import { badRequest, instanceUrl, truthy, type ApiRequest, type InstanceStatus, type PluginContext } from '../../sdk/index.js';
+import { badRequest, instanceUrl, truthy, type ApiRequest, type DeviceMount, type InstanceStatus, type PluginContext } from '../../sdk/index.js';
 import type { InstanceHandle } from './access.js';
 import type { InstanceManager } from './manager.js';
 import { applyVolatile } from './device-runtime.js';
@@ -75,7 +75,9 @@ export class PowerControl {
     let volatile: Record<string, string> | void;
     try {
       await hooks.launching.promise(handle);
-      volatile = await handle.driver.start(handle.inst, devices);
+      const launch = { instance: handle, mounts: [] as DeviceMount[] };
+      await hooks.launchMounts.promise(launch);
+      volatile = await handle.driver.start(handle.inst, launch.mounts.length ? [...devices, { mounts: launch.mounts }] : devices);
     } catch (err) {
       await runtime.stopAll(handle);
       throw err;

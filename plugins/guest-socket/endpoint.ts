@@ -1,0 +1,211 @@
+/**
+ * One instance's guest socket: a small HTTP/1.1 server on `<dir>/sock`, which the container sees
+ * as `/dev/lxd/sock`. Whoever connects to it is that instance: the socket is its identity, so an
+ * answer never carries another instance's data. Answers come from a view of the instance kept
+ * up to date by the plugin (no store read per request).
+ */
+import { randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { chmod, rm } from 'node:fs/promises';
+import http from 'node:http';
+import path from 'node:path';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { truthy, type ImagesService, type StoredImageFile } from '../../sdk/index.js';
+import { guestChanges, type GuestEvent, type GuestView } from './changes.js';
+
+/** A guest waiting longer than this for the HTTP head of its request is dropped. */
+const HEADERS_TIMEOUT_MS = 10_000;
+const EVENT_TYPES = new Set(['config', 'device']);
+
+export interface EndpointDeps {
+  /** The daemon's name as events and `GET /1.0` show it ("none" standalone). */
+  location(): string;
+  images(): ImagesService | undefined;
+}
+
+export class GuestEndpoint {
+  private server?: http.Server;
+  private readonly wss = new WebSocketServer({ noServer: true });
+  private readonly listeners = new Map<WebSocket, Set<string>>();
+
+  constructor(
+    readonly project: string,
+    readonly name: string,
+    readonly dir: string,
+    private view: GuestView,
+    private readonly deps: EndpointDeps,
+  ) {}
+
+  get socketPath(): string {
+    return path.join(this.dir, 'sock');
+  }
+
+  get listening(): boolean {
+    return Boolean(this.server?.listening);
+  }
+
+  /** Listen on a fresh socket (an old file from a former daemon is replaced), reachable by any user inside. */
+  async listen(): Promise<void> {
+    if (this.server) return;
+    await rm(this.socketPath, { force: true });
+    const server = http.createServer((req, res) => this.answer(req, res));
+    server.headersTimeout = HEADERS_TIMEOUT_MS;
+    server.on('upgrade', (req, socket, head) => this.upgrade(req, socket, head));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.socketPath, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    this.server = server;
+    await chmod(this.socketPath, 0o666);
+  }
+
+  /** Stop answering; with `remove`, the socket file goes too (the directory stays: it may still be mounted). */
+  async close(remove = true): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    for (const ws of this.listeners.keys()) ws.terminate();
+    this.listeners.clear();
+    if (server) {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+    if (remove) await rm(this.socketPath, { force: true });
+  }
+
+  /** A new view of the instance: guests listening for events hear what changed. */
+  update(view: GuestView): void {
+    const changes = guestChanges(this.view, view);
+    this.view = view;
+    for (const change of changes) this.send(change);
+  }
+
+  private send(change: GuestEvent): void {
+    const text = JSON.stringify({ type: change.type, timestamp: new Date().toISOString(), metadata: change.metadata });
+    for (const [ws, types] of this.listeners) if (types.has(change.type)) ws.send(text);
+  }
+
+  private answer(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const url = new URL(req.url ?? '/', 'http://devlxd');
+    const route = this.route(url.pathname);
+    if (!route) return text(res, 404, 'not found');
+    // Every path answers any method as GET does: the reference's guest socket does not look at the method.
+    route(url, res);
+  }
+
+  /** The handler of a path, or undefined when nothing lives there. */
+  private route(pathname: string): ((url: URL, res: http.ServerResponse) => void) | undefined {
+    // Paths match exactly: `/1.0/` or `/1.0/config/` are 404s, as with the reference.
+    const p = pathname;
+    switch (p) {
+      case '/': return (_u, res) => json(res, ['/1.0']);
+      case '/1.0': return (_u, res) => json(res, { api_version: '1.0', location: this.deps.location(), instance_type: 'container', state: '' });
+      case '/1.0/config': return (_u, res) => json(res, Object.keys(this.view.config).filter(guestKey).sort().map((k) => `/1.0/config/${k}`));
+      case '/1.0/meta-data': return (_u, res) => this.metaData(res);
+      case '/1.0/devices': return (_u, res) => json(res, this.view.devices);
+      case '/1.0/events': return (_u, res) => text(res, 400, 'the events endpoint is a websocket: send an upgrade request');
+    }
+    const key = /^\/1\.0\/config\/([^/]+)$/.exec(p);
+    if (key) return (_u, res) => this.configKey(decodeURIComponent(key[1]!), res);
+    const image = /^\/1\.0\/images\/([^/]+)\/export$/.exec(p);
+    if (image) return (_u, res) => void this.exportImage(decodeURIComponent(image[1]!), res);
+    return undefined;
+  }
+
+  private configKey(key: string, res: http.ServerResponse): void {
+    if (!guestKey(key)) return text(res, 403, 'not authorized (only user.* and cloud-init.* keys are visible from inside)');
+    const value = this.view.config[key];
+    if (value === undefined) return text(res, 404, 'not found');
+    res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': Buffer.byteLength(value) });
+    res.end(value);
+  }
+
+  private metaData(res: http.ServerResponse): void {
+    const extra = this.view.config['user.meta-data'] ?? '';
+    const id = this.view.config['volatile.cloud-init.instance-id'] || this.name;
+    const body = `#cloud-config\ninstance-id: ${id}\nlocal-hostname: ${this.name}\n${extra}`;
+    res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(body) });
+    res.end(body);
+  }
+
+  /** An image of the instance's project, as the main API exports it; only with `security.devlxd.images`. */
+  private async exportImage(fingerprint: string, res: http.ServerResponse): Promise<void> {
+    if (!truthy(this.view.config['security.devlxd.images'])) return text(res, 403, 'image export is not enabled for this instance (security.devlxd.images)');
+    const images = this.deps.images();
+    if (!images || !/^[0-9a-f]{1,64}$/.test(fingerprint)) return text(res, 404, 'not found');
+    let files;
+    let full: string;
+    try {
+      full = (await images.resolve(this.project, { fingerprint })).fingerprint;
+      files = await images.files(full);
+    } catch {
+      return text(res, 404, 'not found');
+    }
+    if (!files.rootfs) return streamFile(res, files.metadata, `${full}${files.metadata.extension}`, { 'Content-Type': 'application/octet-stream' });
+    await streamMultipart(res, full, files.metadata, files.rootfs);
+  }
+
+  private upgrade(req: http.IncomingMessage, socket: import('node:stream').Duplex, head: Buffer): void {
+    // A guest that goes away mid-answer must not take the daemon with it (the socket has no other error listener yet).
+    socket.on('error', () => socket.destroy());
+    const url = new URL(req.url ?? '/', 'http://devlxd');
+    if (url.pathname !== '/1.0/events' || req.method !== 'GET') {
+      socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
+      return;
+    }
+    const asked = (url.searchParams.get('type') || 'config,device').split(',').map((t) => t.trim()).filter(Boolean);
+    const unknown = asked.find((t) => !EVENT_TYPES.has(t));
+    if (unknown) {
+      const body = `unknown event type "${unknown}" (config and device are known)`;
+      socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
+      return;
+    }
+    this.wss.handleUpgrade(req, socket, head, (ws) => {
+      this.listeners.set(ws, new Set(asked));
+      ws.on('close', () => this.listeners.delete(ws));
+      ws.on('error', () => this.listeners.delete(ws));
+    });
+  }
+}
+
+const guestKey = (key: string): boolean => key.startsWith('user.') || key.startsWith('cloud-init.');
+
+function json(res: http.ServerResponse, value: unknown): void {
+  // A line of JSON, ending with a newline as the reference's answers do.
+  const body = `${JSON.stringify(value)}\n`;
+  res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+function text(res: http.ServerResponse, status: number, message: string): void {
+  const body = `${message}\n`;
+  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+function streamFile(res: http.ServerResponse, file: StoredImageFile, filename: string, headers: Record<string, string>): void {
+  res.writeHead(200, { ...headers, 'Content-Length': file.size, 'Content-Disposition': `inline;filename=${filename}` });
+  const stream = createReadStream(file.path);
+  stream.on('error', () => res.destroy());
+  stream.pipe(res);
+}
+
+/** A split image: its two files as parts of one multipart body, as the main API's export sends them. */
+async function streamMultipart(res: http.ServerResponse, fp: string, metadata: StoredImageFile, rootfs: StoredImageFile): Promise<void> {
+  const boundary = randomBytes(30).toString('hex');
+  const part = (field: string, name: string, first: boolean) =>
+    `${first ? '' : '\r\n'}--${boundary}\r\nContent-Disposition: form-data; name="${field}"; filename="${name}"\r\nContent-Type: application/octet-stream\r\n\r\n`;
+  const heads = [part('metadata', `meta-${fp}${metadata.extension}`, true), part(rootfs.kind === 'qcow2' ? 'rootfs.img' : 'rootfs', `${fp}${rootfs.extension}`, false)];
+  const tail = `\r\n--${boundary}--\r\n`;
+  const length = Buffer.byteLength(heads[0]!) + metadata.size + Buffer.byteLength(heads[1]!) + rootfs.size + Buffer.byteLength(tail);
+  res.writeHead(200, { 'Content-Type': `multipart/form-data; boundary=${boundary}`, 'Content-Length': length });
+  for (const [i, file] of [metadata, rootfs].entries()) {
+    res.write(heads[i]!);
+    for await (const chunk of createReadStream(file.path)) {
+      if (!res.write(chunk)) await new Promise((r) => res.once('drain', r));
+    }
+  }
+  res.end(tail);
+}

@@ -1,0 +1,153 @@
+/**
+ * The guest sockets of the running containers: one directory per instance under
+ * `<dataDir>/devlxd/`, bind-mounted at `/dev/lxd`, holding the socket its endpoint listens on.
+ * The directory (not the socket) is mounted so that a restarted daemon can make a new socket in
+ * it that the running container reaches at once.
+ */
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { truthy, type DeviceMount, type InstancesService, type InstanceSubject, type PluginContext } from '../../sdk/index.js';
+import type { GuestView } from './changes.js';
+import { GuestEndpoint, type EndpointDeps } from './endpoint.js';
+
+export const GUEST_MOUNT_TARGET = '/dev/lxd';
+
+/** `security.devlxd` is on unless set false. */
+export const devlxdEnabled = (config: Record<string, string>): boolean => !config['security.devlxd'] || truthy(config['security.devlxd']);
+
+const keyOf = (project: string, name: string) => `${project}/${name}`;
+
+export class GuestSockets {
+  private readonly endpoints = new Map<string, GuestEndpoint>();
+  private refreshing: Promise<void> = Promise.resolve();
+  /** Per instance, the last socket change in flight: a stop's cleanup must finish before the next start makes its socket. */
+  private readonly pending = new Map<string, Promise<unknown>>();
+
+  constructor(
+    private readonly root: string,
+    private readonly deps: EndpointDeps,
+    private readonly instances: () => InstancesService | undefined,
+    private readonly log: PluginContext['log'],
+  ) {}
+
+  dirOf(project: string, name: string): string {
+    return path.join(this.root, `${project}_${name}`);
+  }
+
+  find(project: string, name: string): GuestEndpoint | undefined {
+    return this.endpoints.get(keyOf(project, name));
+  }
+
+  /** A container starts: listen, and answer the mount that brings the socket's directory inside (none when disabled). */
+  async launch(subject: InstanceSubject): Promise<DeviceMount | undefined> {
+    const { inst } = subject;
+    if (inst.type !== 'container') return undefined;
+    const view = { config: inst.config, devices: inst.devices };
+    if (!devlxdEnabled(inst.config)) {
+      await this.forget(subject.project, subject.name);
+      return undefined;
+    }
+    const endpoint = await this.open(subject.project, subject.name, view);
+    return { source: endpoint.dir, target: GUEST_MOUNT_TARGET };
+  }
+
+  private serial<T>(project: string, name: string, work: () => Promise<T>): Promise<T> {
+    const key = keyOf(project, name);
+    const run = (this.pending.get(key) ?? Promise.resolve()).catch(() => undefined).then(work);
+    const settled = run.catch(() => undefined);
+    this.pending.set(key, settled);
+    void settled.then(() => {
+      if (this.pending.get(key) === settled) this.pending.delete(key);
+    });
+    return run;
+  }
+
+  private open(project: string, name: string, view: GuestView): Promise<GuestEndpoint> {
+    return this.serial(project, name, () => this.openNow(project, name, view));
+  }
+
+  private async openNow(project: string, name: string, view: GuestView): Promise<GuestEndpoint> {
+    const key = keyOf(project, name);
+    let endpoint = this.endpoints.get(key);
+    if (!endpoint) {
+      // Mode 0755 all the way: the container's (mapped) root must traverse to bind-mount it.
+      await mkdir(this.root, { recursive: true, mode: 0o755 });
+      await chmod(this.root, 0o755);
+      const dir = this.dirOf(project, name);
+      await mkdir(dir, { recursive: true, mode: 0o755 });
+      await chmod(dir, 0o755);
+      endpoint = new GuestEndpoint(project, name, dir, view, this.deps);
+      this.endpoints.set(key, endpoint);
+    } else {
+      endpoint.update(view);
+    }
+    await endpoint.listen();
+    return endpoint;
+  }
+
+  /** The instance stopped or is gone: no socket, no directory. */
+  forget(project: string, name: string): Promise<void> {
+    return this.serial(project, name, async () => {
+      const key = keyOf(project, name);
+      const endpoint = this.endpoints.get(key);
+      this.endpoints.delete(key);
+      await endpoint?.close();
+      await rm(this.dirOf(project, name), { recursive: true, force: true });
+    });
+  }
+
+  /**
+   * Read the instance again after a change (its own edit, a profile's): guests hear the change,
+   * and `security.devlxd` turned off closes the socket at once; turned on again, the socket comes
+   * back only if the directory is mounted (the container was started with it).
+   */
+  refresh(project: string, names?: string[]): Promise<void> {
+    // One at a time: a slower, older read finishing last would take the guests' view back (and tell them so).
+    const run = this.refreshing.then(() => this.refreshNow(project, names));
+    this.refreshing = run.catch(() => undefined);
+    return run;
+  }
+
+  private async refreshNow(project: string, names?: string[]): Promise<void> {
+    const wanted = [...this.endpoints.values()].filter((e) => e.project === project && (!names || names.includes(e.name)));
+    if (!wanted.length) return;
+    const list = (await this.instances()?.list(project)) ?? [];
+    for (const endpoint of wanted) {
+      const summary = list.find((i) => i.name === endpoint.name);
+      if (!summary) continue;
+      await this.serial(endpoint.project, endpoint.name, async () => {
+        if (this.find(endpoint.project, endpoint.name) !== endpoint) return; // stopped meanwhile
+        endpoint.update({ config: summary.expandedConfig, devices: summary.expandedDevices });
+        if (!devlxdEnabled(summary.expandedConfig)) await endpoint.close();
+        else if (!endpoint.listening) await endpoint.listen();
+      });
+    }
+  }
+
+  /** A profile changed: its project's instances, or another project's using it (`features.profiles=false`), may see it. */
+  async refreshAll(): Promise<void> {
+    for (const project of new Set([...this.endpoints.values()].map((e) => e.project))) await this.refresh(project);
+  }
+
+  /** Daemon start: every running container that was started with its directory gets its socket back. */
+  async resume(): Promise<void> {
+    // A daemon stopped while it boots closes the store under this read: nothing to listen for then.
+    const list = (await this.instances()?.list().catch((err) => {
+      this.log.warn({ err }, 'listing instances for their guest sockets failed');
+      return [];
+    })) ?? [];
+    for (const inst of list) {
+      if (inst.type !== 'container' || inst.expandedConfig['volatile.last_state.power'] !== 'RUNNING') continue;
+      if (!devlxdEnabled(inst.expandedConfig) || !existsSync(this.dirOf(inst.project, inst.name))) continue;
+      await this.open(inst.project, inst.name, { config: inst.expandedConfig, devices: inst.expandedDevices })
+        .catch((err) => this.log.warn({ err, instance: inst.name }, 'the guest socket could not listen again'));
+    }
+  }
+
+  /** Daemon stop: sockets close; the directories stay, mounted in the running containers. */
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.endpoints.values()].map((e) => e.close()));
+    this.endpoints.clear();
+  }
+}
