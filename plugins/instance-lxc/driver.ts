@@ -39,18 +39,14 @@ import { checkKernelLimit, KERNEL_LIMIT_PREFIX } from './kernel-limits.js';
 import { lockInstanceDir, rootOwner } from './instance-dir.js';
 import { checkSyscallConfig, intercepts, seccompProfile } from './seccomp-profile.js';
 import { SyscallInterceptor } from './syscall-intercept.js';
+import type { DriverLog } from './driver-log.js';
 
 /** Read only at a start: stored while running and in effect from the next start, as the reference does. */
 const NEXT_START_KEYS = new Set(['security.nesting', 'security.protection.shift']);
 import { bindMount, cgroupRule, checkRuleWritable, UnixNodeMaker, writeCgroupRule, type RecordedUnixNode } from './unix-nodes.js';
 
 /** The logger methods the driver uses (a bunyan logger in the daemon). */
-export interface DriverLog {
-  debug(obj: object, msg?: string): void;
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-}
+export type { DriverLog } from './driver-log.js';
 
 export interface LxcDriverOptions {
   hostTools: HostTools;

@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { internalError } from '../../sdk/index.js';
-import type { DriverLog } from './driver.js';
+import type { DriverLog } from './driver-log.js';
 
 export const PROXY_BINARY = path.join(path.dirname(fileURLToPath(import.meta.url)), 'seccomp-proxy', 'corral-seccomp-proxy');
 
