@@ -5,13 +5,13 @@
  * user, mount and pid namespace with its own proc and sysfs, and the refusals of bad values.
  */
 import test from 'ava';
-import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { projectRoot, startWithPool, stopDaemons, unixRequest, type Daemon } from '../helpers/daemon.js';
+import { projectRoot, unixRequest, type Daemon } from '../helpers/daemon.js';
 import { lxc, lxcOk, lxcRefused, python } from '../helpers/clients.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { type BusyboxImage } from '../helpers/busybox-image.js';
+import { startBusyboxDaemon, stopBusyboxDaemon } from '../helpers/busybox-daemon.js';
 
 let d: Daemon;
 let dir: string;
@@ -40,19 +40,11 @@ function hugetlbMissing(): string | undefined {
 }
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
-  dir = mkdtempSync(path.join(tmpdir(), 'corral-u5-limits-'));
-  d = await startWithPool({ dir });
-  const imported = await lxc(d.socket, 'image', 'import', image.unified, '--alias', 'bb');
-  if (imported.status !== 0) throw new Error(`image import failed: ${imported.stderr}`);
+  ({ d, dir, image } = await startBusyboxDaemon('corral-u5-limits-'));
 });
 
 test.after.always(async () => {
-  const list = await lxc(d.socket, 'list', '--format', 'json').catch(() => undefined);
-  for (const c of JSON.parse(list?.stdout || '[]')) await lxc(d.socket, 'delete', '--force', c.name);
-  await stopDaemons();
-  rmSync(dir, { recursive: true, force: true });
-  rmSync(image.dir, { recursive: true, force: true });
+  await stopBusyboxDaemon({ d, dir, image });
 });
 
 test.serial('limits.kernel.nofile (kernel_limits) is the soft and hard open-file limit inside after a restart; soft:hard sets each', async (t) => {

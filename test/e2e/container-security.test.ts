@@ -6,13 +6,13 @@
  */
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chmodSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
+import { startWithPool, type Daemon } from '../helpers/daemon.js';
 import { lxc, lxcOk } from '../helpers/clients.js';
 import { callAndWait } from '../helpers/api.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { type BusyboxImage } from '../helpers/busybox-image.js';
+import { startBusyboxDaemon, stopBusyboxDaemon } from '../helpers/busybox-daemon.js';
 
 let d: Daemon;
 let dir: string;
@@ -36,19 +36,11 @@ function sharedRootUid(): number {
 }
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
-  dir = mkdtempSync(path.join(tmpdir(), 'corral-security-'));
-  d = await startWithPool({ dir });
-  const imported = await lxc(d.socket, 'image', 'import', image.unified, '--alias', 'bb');
-  if (imported.status !== 0) throw new Error(`image import failed: ${imported.stderr}`);
+  ({ d, dir, image } = await startBusyboxDaemon('corral-security-'));
 });
 
 test.after.always(async () => {
-  const list = await lxc(d.socket, 'list', '--format', 'json').catch(() => undefined);
-  for (const c of JSON.parse(list?.stdout || '[]')) await lxc(d.socket, 'delete', '--force', c.name);
-  await stopDaemons();
-  rmSync(dir, { recursive: true, force: true });
-  rmSync(image.dir, { recursive: true, force: true });
+  await stopBusyboxDaemon({ d, dir, image });
 });
 
 test.serial('raw.lxc is judged by liblxc when it is set: create, config set, profile edits that reach an instance', async (t) => {

@@ -7,12 +7,12 @@
  */
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
-import { chownSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { chownSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { killContainers, startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
+import { startDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
 import { hasLxc, lxc, lxcOk } from '../helpers/clients.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { type BusyboxImage } from '../helpers/busybox-image.js';
+import { startBusyboxDaemon, stopBusyboxDaemon } from '../helpers/busybox-daemon.js';
 import { claimsNamed } from '../helpers/claims.js';
 
 let d: Daemon;
@@ -39,21 +39,12 @@ const skip = !hasLxc() ? 'the lxc client is not installed' : undefined;
 
 test.before(async () => {
   if (skip) return;
-  image = buildBusyboxImage('gzip');
-  dir = mkdtempSync(path.join(tmpdir(), 'corral-u2-sys-'));
-  d = await startWithPool({ dir });
-  const imported = await lxc(d.socket, 'image', 'import', image.unified, '--alias', 'bb');
-  if (imported.status !== 0) throw new Error(`image import failed: ${imported.stderr}`);
+  ({ d, dir, image } = await startBusyboxDaemon('corral-u2-sys-'));
 });
 
 test.after.always(async () => {
   if (skip) return;
-  const list = await lxc(d.socket, 'list', '--format', 'json').catch(() => undefined);
-  for (const c of JSON.parse(list?.stdout || '[]')) await lxc(d.socket, 'delete', '--force', c.name);
-  await stopDaemons();
-  killContainers(dir);
-  rmSync(dir, { recursive: true, force: true });
-  rmSync(image.dir, { recursive: true, force: true });
+  await stopBusyboxDaemon({ d, dir, image });
 });
 
 const serial = skip ? test.serial.skip : test.serial;
