@@ -127,18 +127,27 @@ struct id_map {
 	int n;
 };
 
-static int read_map(int proc_fd, const char *file, struct id_map *map)
+/* A small file of the caller's /proc directory, NUL-terminated. */
+static int read_proc_file(int proc_fd, const char *file, char *buf, size_t size)
 {
-	char buf[8192];
-	map->n = 0;
 	int fd = openat(proc_fd, file, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	ssize_t n = read(fd, buf, size - 1);
 	close(fd);
 	if (n <= 0)
 		return -EIO;
 	buf[n] = '\0';
+	return 0;
+}
+
+static int read_map(int proc_fd, const char *file, struct id_map *map)
+{
+	char buf[8192];
+	map->n = 0;
+	int err = read_proc_file(proc_fd, file, buf, sizeof(buf));
+	if (err)
+		return err;
 	for (char *line = buf; line && *line && map->n < MAX_RANGES;) {
 		struct id_range *r = &map->r[map->n];
 		if (sscanf(line, "%lu %lu %lu", &r->inside, &r->outside, &r->count) == 3)
@@ -197,14 +206,9 @@ static int read_string(int mem_fd, uint64_t addr, char *buf, size_t size)
 static int caller_ids(int proc_fd, uid_t *fsuid, gid_t *fsgid, mode_t *umask_out, int *dac_override)
 {
 	char buf[4096];
-	int fd = openat(proc_fd, "status", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = '\0';
+	int err = read_proc_file(proc_fd, "status", buf, sizeof(buf));
+	if (err)
+		return err;
 	unsigned int a, b, c, d;
 	char *line = strstr(buf, "\nUid:");
 	if (!line || sscanf(line + 5, "%u %u %u %u", &a, &b, &c, &d) != 4)
