@@ -55,8 +55,9 @@ RUNTIME_PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr bu
 # check the text with promtool), openssl and curl (client certificates, a CA and its CRL, untrusted
 # calls), socat (the proxy device bench compares the forwarder with a direct relay), chromium (the web
 # page's test drives a headless Chromium through playwright-core), mount (losetup: the unix-block
-# device test and bench use a loop device).
-TEST_PACKAGES=(lxd python3-pylxd python3-websocket prometheus openssl curl socat chromium mount)
+# device test and bench use a loop device), etcd-client (etcdctl: the failed-join test reads etcd's member list
+# as etcd itself reports it).
+TEST_PACKAGES=(lxd python3-pylxd python3-websocket prometheus openssl curl socat chromium mount etcd-client)
 
 PACKAGES=("${RUNTIME_PACKAGES[@]}")
 if [ "$with_tests" = 1 ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
