@@ -110,10 +110,12 @@ async function makeRoomForLearner(c: Clustering, control: ClusterControl): Promi
 
 /**
  * How long a membership change waits out etcd's moments of refusal: no quorum (a new leader), a standby
- * just promoted whose peers etcd does not count as healthy yet ("unhealthy cluster").
+ * just promoted whose peers etcd does not count as healthy yet ("unhealthy cluster"), and "member not
+ * found" right after an abandoned learner was taken out (seen in about half the runs of the failed-join
+ * test; the same add passes when asked again).
  */
 const QUORUM_WAIT_MS = 10_000;
-const PASSING_REFUSAL = /unhealthy cluster|not in sync|too many learner|no leader/i;
+const PASSING_REFUSAL = /unhealthy cluster|not in sync|too many learner|no leader|member not found/i;
 
 async function withinBound<T>(step: () => Promise<T>): Promise<T> {
   const giveUp = Date.now() + QUORUM_WAIT_MS;

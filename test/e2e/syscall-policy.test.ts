@@ -182,9 +182,23 @@ serial('seccomp_notify and container_syscall_intercept: intercepted mknod create
   // A proxy that dies is started again, and the container's monitor reconnects to it.
   process.kill(proxy!, 'SIGKILL');
   await waitFor(() => proxyPids().length === 1 && proxyPids()[0] !== proxy, 10_000, 'a new proxy');
-  await waitFor(async () => (await lxc(d.socket, 'exec', 'u2mknod', '--', 'mknod', `/tmp/n${Date.now()}`, 'c', '1', '8')).status === 0, 10_000, 'mknod through the new proxy');
+  await mknodWorks('u2mknod', ['c', '1', '8'], 'mknod through the new proxy');
   t.pass();
 });
+
+/** Polls a mknod inside until it succeeds (the monitor reconnects to the proxy at its next notification); the last error in the failure. */
+async function mknodWorks(name: string, args: string[], what: string): Promise<void> {
+  let last = '';
+  try {
+    await waitFor(async () => {
+      const run = await lxc(d.socket, 'exec', name, '--', 'mknod', `/tmp/m${Date.now()}`, ...args);
+      last = run.stderr.trim();
+      return run.status === 0;
+    }, 30_000, what);
+  } catch (err) {
+    throw new Error(`${(err as Error).message}; the last mknod said: ${last || '(nothing)'}`);
+  }
+}
 
 /** A static program built with musl-gcc (busybox has neither setfattr nor a mknodat with a directory fd). */
 function program(name: string, body: string): string {
@@ -246,7 +260,7 @@ serial('the seccomp proxy ends with the daemon, and a new daemon starts it for t
   // The container outlived the daemon; the next daemon serves its monitor again.
   d = await startDaemon({ dir, plugins: 'edge' });
   await waitFor(() => proxyPids().length === 1, 10_000, 'the proxy at boot');
-  await waitFor(async () => (await lxc(d.socket, 'exec', 'u2mknod', '--', 'mknod', `/tmp/r${Date.now()}`, 'c', '1', '7')).status === 0, 10_000, 'mknod after the restart');
+  await mknodWorks('u2mknod', ['c', '1', '7'], 'mknod after the restart');
   await ok(t, 'delete', '--force', 'u2mknod');
   t.is(proxyPids().length, 1, 'the proxy stays for the daemon\'s life');
   await d.stop();
