@@ -44,7 +44,7 @@ fi
 # also the helper that hands a macvtap's device to QEMU (decision 0053).
 # swtpm and swtpm-tools emulate a VM's TPM (`tpm` devices): one swtpm per VM, its state in the VM's volume.
 # etcd-server is the cluster database: each clustered daemon runs its own etcd member (decision 0055).
-# gcc builds the seccomp notify proxy (scripts/build-seccomp-proxy.sh); linux-libc-dev gives it the
+# gcc builds the seccomp notify proxy and the device node maker (scripts/build-host-helpers.sh); linux-libc-dev gives it the
 # kernel headers, whose syscall tables the daemon also reads to refuse unknown names in security.syscalls.*.
 RUNTIME_PACKAGES=(lxc uidmap tar gzip xz-utils bzip2 zstd squashfs-tools attr busybox-static nftables
   dnsmasq-base iproute2 btrfs-progs python3 logrotate lxd-client ca-certificates make g++ debootstrap

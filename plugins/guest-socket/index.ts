@@ -11,7 +11,8 @@ import {
 } from '../../sdk/index.js';
 import { GuestSockets } from './sockets.js';
 
-let sockets: GuestSockets | undefined;
+/** Per kernel: several test kernels may load this module in one process. */
+const sockets = new WeakMap<PluginContext, GuestSockets>();
 
 export default definePlugin({
   register(ctx) {
@@ -25,7 +26,7 @@ export default definePlugin({
       location: () => ctx.serverName,
       images: () => ctx.services.get(ImagesServiceRef),
     }, () => ctx.services.get(InstancesServiceRef), ctx.log);
-    sockets = own;
+    sockets.set(ctx, own);
     const hooks = ctx.services.get(InstanceHooksRef);
     if (!hooks) throw new Error('the guest-socket plugin needs the instances family\'s hooks');
     // As the reference does, every new instance gets an id of its own for cloud-init (a copy too: it is another machine).
@@ -40,11 +41,11 @@ export default definePlugin({
     hooks.removed.tapPromise('guest-socket', (ref) => own.forget(ref.project, ref.name));
     ctx.events.subscribe((event) => follow(ctx, own, event.project ?? 'default', event.metadata as LifecycleMetadata), ['lifecycle']);
   },
-  async boot() {
-    await sockets?.resume();
+  async boot(ctx) {
+    await sockets.get(ctx)?.resume();
   },
-  async shutdown() {
-    await sockets?.closeAll();
+  async shutdown(ctx) {
+    await sockets.get(ctx)?.closeAll();
   },
 });
 

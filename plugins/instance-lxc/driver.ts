@@ -34,16 +34,16 @@ import { liblxcRefusal } from './raw-lxc-verdict.js';
 import { runningState, stoppedState } from './runtime-state.js';
 import { runTool } from './tool.js';
 import { refuseShift } from './shift-protection.js';
-import { checkHugepages, HUGEPAGE_KEYS, hugepageLimit, hugepagesUnsupported } from './hugepages.js';
+import { checkHugepages, HUGEPAGE_KEYS, HUGEPAGE_PREFIX, hugepageLimit, hugepagesUnsupported, setHugepages } from './hugepages.js';
 import { checkKernelLimit, KERNEL_LIMIT_PREFIX } from './kernel-limits.js';
 import { lockInstanceDir, rootOwner } from './instance-dir.js';
 import { checkSyscallConfig, intercepts, seccompProfile } from './seccomp-profile.js';
 import { SyscallInterceptor } from './syscall-intercept.js';
 import type { DriverLog } from './driver-log.js';
+import { bindMount, cgroupRule, checkRuleWritable, UnixNodeMaker, writeCgroupRule, type RecordedUnixNode } from './unix-nodes.js';
 
 /** Read only at a start: stored while running and in effect from the next start, as the reference does. */
 const NEXT_START_KEYS = new Set(['security.nesting', 'security.protection.shift']);
-import { bindMount, cgroupRule, checkRuleWritable, UnixNodeMaker, writeCgroupRule, type RecordedUnixNode } from './unix-nodes.js';
 
 /** The logger methods the driver uses (a bunyan logger in the daemon). */
 export type { DriverLog } from './driver-log.js';
@@ -80,6 +80,8 @@ export class LxcDriver implements InstanceDriver {
   /** Whether liblxc can forward seccomp notifications (its `seccomp_notify` feature), set at boot. */
   notifyAvailable: () => boolean = () => true;
   private readonly nodeMaker: UnixNodeMaker;
+  /** `<dataDir>/devices/unix`: a directory of device nodes per container. */
+  private readonly unixNodesRoot: string;
 
   constructor(private readonly opts: LxcDriverOptions) {
     this.paths = new LxcPaths(path.join(opts.dataDir, 'containers'));
@@ -89,6 +91,7 @@ export class LxcDriver implements InstanceDriver {
     this.injector = new MountInjector(opts.hostTools);
     this.interceptor = new SyscallInterceptor(path.join(opts.dataDir, 'seccomp.socket'), opts.log);
     this.nodeMaker = new UnixNodeMaker(opts.hostTools);
+    this.unixNodesRoot = path.join(opts.dataDir, 'devices', 'unix');
   }
 
   private ids(): SubordinateIds {
@@ -163,8 +166,8 @@ export class LxcDriver implements InstanceDriver {
   }
 
   /** A hugepage limit on a hybrid host needs hugetlb enabled on the unified hierarchy first. */
-  private delegateHugetlb(config: Record<string, string>): void {
-    if (!HUGEPAGE_KEYS.some((k) => config[k]) || this.cgroups.versionOf('hugetlb') !== 2 || this.cgroups.pureV2) return;
+  private delegateHugetlb(): void {
+    if (this.cgroups.versionOf('hugetlb') !== 2 || this.cgroups.pureV2) return;
     try {
       this.cgroups.delegateUnified('hugetlb');
     } catch (err) {
@@ -253,7 +256,7 @@ export class LxcDriver implements InstanceDriver {
     } catch (err) {
       throw badRequest((err as Error).message);
     }
-    this.delegateHugetlb(inst.config);
+    if (HUGEPAGE_KEYS.some((k) => inst.config[k])) this.delegateHugetlb();
     const rootfs = devices.find((d) => d.rootfs)?.rootfs?.path ?? path.join(inst.volumePath, 'rootfs');
     await Promise.all([this.containerDir(name), mkdir(inst.logDir, { recursive: true })]);
     const unixNodes = await this.makeUnixNodes(name, devices, plan);
@@ -268,6 +271,7 @@ export class LxcDriver implements InstanceDriver {
 
   /** The config written and liblxc started, once the device nodes are there. */
   private async launch(inst: DriverInstance, name: string, devices: DeviceRunConfig[], plan: IdmapPlan, rootfs: string, unixNodes: RecordedUnixNode[]): Promise<StartResult> {
+    const hugepages = setHugepages(inst.config);
     const profile = seccompProfile(inst.config, inst.architecture);
     const intercepted = intercepts(inst.config);
     // liblxc connects to the proxy while it starts the container: the proxy must listen first.
@@ -282,7 +286,7 @@ export class LxcDriver implements InstanceDriver {
       nics: devices.flatMap((d) => d.nics ?? []),
       unixNodes,
       idmap: plan,
-      limits: [...startLimits(inst.config, this.host(), name), ...HUGEPAGE_KEYS.filter((k) => inst.config[k]).map((k) => hugepageLimit(k, inst.config[k]))],
+      limits: [...startLimits(inst.config, this.host(), name), ...Object.entries(hugepages).map(([k, v]) => hugepageLimit(k, v))],
       cgroups: this.cgroups,
       seccomp: profile === undefined ? undefined : {
         profile: this.paths.seccompProfile(name),
@@ -316,7 +320,6 @@ export class LxcDriver implements InstanceDriver {
       await this.killLeftover(name);
       throw await this.startFailure(result.stderr, logFile, logOffset, Boolean(inst.config['raw.lxc']));
     }
-    const hugepages = Object.fromEntries(HUGEPAGE_KEYS.filter((k) => inst.config[k]).map((k) => [k, inst.config[k]]));
     if (Object.keys(hugepages).length && !this.cgroups.pureV2) {
       // liblxc leaves `lxc.cgroup2.*` lines unapplied on a hybrid host: the limits are written here.
       try {
@@ -502,7 +505,7 @@ export class LxcDriver implements InstanceDriver {
 
   /** Where the container's device nodes are made on the host. */
   private unixNodesDir(name: string): string {
-    return path.join(this.opts.dataDir, 'devices', 'unix', name);
+    return path.join(this.unixNodesRoot, name);
   }
 
   /** The device nodes of a start, made and recorded; none left behind when one fails. */
@@ -681,14 +684,14 @@ export class LxcDriver implements InstanceDriver {
         throw badRequest(`"${key}" cannot be changed while the instance is running`);
       }
     }
-    if (HUGEPAGE_KEYS.some((k) => k in changed)) this.delegateHugetlb(Object.fromEntries(HUGEPAGE_KEYS.map((k) => [k, 'set'])));
+    if (HUGEPAGE_KEYS.some((k) => k in changed)) this.delegateHugetlb();
     const undo: (() => void)[] = [];
     try {
       for (const key of [...LIMIT_KEYS, ...HUGEPAGE_KEYS]) {
         if (!(key in changed)) continue;
         let limit;
         try {
-          limit = key.startsWith('limits.hugepages.') ? hugepageLimit(key, changed[key]) : cgroupLimit(key, changed[key], this.host(), name)!;
+          limit = key.startsWith(HUGEPAGE_PREFIX) ? hugepageLimit(key, changed[key]) : cgroupLimit(key, changed[key], this.host(), name)!;
         } catch (err) {
           throw badRequest(`Invalid value for "${key}": ${(err as Error).message}`);
         }
@@ -772,7 +775,7 @@ export class LxcDriver implements InstanceDriver {
       await rm(this.paths.dir(name), { recursive: true, force: true });
     }
     // Device nodes of containers not running (one that shut down from inside keeps them until here).
-    const withNodes = await readdir(path.join(this.opts.dataDir, 'devices', 'unix')).catch(() => [] as string[]);
+    const withNodes = await readdir(this.unixNodesRoot).catch(() => [] as string[]);
     for (const name of withNodes) {
       if (!this.monitors.find(name)) await this.removeUnixNodes(name);
     }

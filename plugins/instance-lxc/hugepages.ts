@@ -15,6 +15,11 @@ export const HUGEPAGE_SIZES: Record<string, number> = { '64KB': 64, '1MB': 1024,
 
 export const HUGEPAGE_KEYS = Object.keys(HUGEPAGE_SIZES).map((size) => `${HUGEPAGE_PREFIX}${size}`);
 
+/** The hugepage keys the config sets, with their values. */
+export function setHugepages(config: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(HUGEPAGE_KEYS.filter((k) => config[k]).map((k) => [k, config[k]!]));
+}
+
 export function checkHugepages(value: string): void {
   parseByteSize(value);
 }

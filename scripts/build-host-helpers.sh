@@ -1,0 +1,21 @@
+#!/bin/sh
+# Builds the liblxc driver's two host helpers with the host's compiler (gcc and the kernel headers:
+# packages gcc and linux-libc-dev, which scripts/install.sh installs), into dist/plugins/instance-lxc:
+#   corral-seccomp-proxy  the seccomp notify proxy (seccomp-proxy/*.c)
+#   corral-mknod          the device node maker (mknod-helper.c; without it the driver falls back to a shell)
+set -eu
+cd "$(dirname "$0")/.."
+if ! command -v gcc >/dev/null 2>&1; then
+  echo "build-host-helpers: gcc not found: install gcc (scripts/install.sh does)" >&2
+  exit 1
+fi
+# build <output> <sources...>: written under a temporary name first, so a failed build leaves no half binary.
+build() {
+  out=$1
+  shift
+  mkdir -p "$(dirname "$out")"
+  gcc -O2 -Wall -Wextra -Werror -o "$out.tmp" "$@"
+  mv "$out.tmp" "$out"
+}
+build dist/plugins/instance-lxc/seccomp-proxy/corral-seccomp-proxy plugins/instance-lxc/seccomp-proxy/*.c
+build dist/plugins/instance-lxc/corral-mknod plugins/instance-lxc/mknod-helper.c
