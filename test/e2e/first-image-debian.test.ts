@@ -16,7 +16,10 @@ import { imageCommand } from '../helpers/image-command.js';
 import { serialUnless } from '../helpers/needs.js';
 import { checkMirror, hasDebootstrap } from '../../bin/images/debian.js';
 import { hostDebianMirror } from '../../bin/images/apt-source.js';
+import { raiseFileBudget } from '../helpers/exit-guard.js';
 
+// Two debootstraps from the mirror and an interrupted third: up to 50 min on a slow mirror.
+raiseFileBudget(55 * 60_000);
 const mirror = hostDebianMirror();
 const unreachable = await checkMirror(mirror, 'bookworm').then(() => undefined, (err: Error) => err.message);
 const serial = serialUnless(!hasLxc() ? 'the lxc client is not installed'
