@@ -33,9 +33,13 @@ export interface HttpResult {
 /** The headers of a request with `payload`: JSON unless the caller says otherwise. */
 export const requestHeaders = (payload: unknown, headers: Record<string, string>) => ({ ...(payload !== undefined ? { 'content-type': 'application/json' } : {}), ...headers });
 
+/** A request whose connection stays silent this long fails (a wedged daemon must not hang the run); above the longest operation wait tests use. */
+const SILENCE_MS = 300_000;
+
 /** Sends `payload` on a request not yet ended, and reads the answer whole (its JSON too, when it is JSON). */
 export function exchange(req: http.ClientRequest, payload: string | Buffer | undefined): Promise<HttpResult> {
   return new Promise((resolve, reject) => {
+    req.setTimeout(SILENCE_MS, () => req.destroy(new Error(`no answer to ${req.method} ${req.path} after ${SILENCE_MS / 1000} s of silence`)));
     req.on('response', (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
