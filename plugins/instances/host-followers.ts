@@ -80,9 +80,16 @@ export class HostFollowers {
 
   /** Daemon shutdown: nothing follows any more. */
   clear(): void {
-    for (const key of [...this.byInstance.keys()]) {
-      const [project, ...rest] = key.split('/');
-      this.unfollow(project!, rest.join('/'));
+    for (const devices of this.byInstance.values()) {
+      for (const follower of devices.values()) {
+        clearTimeout(follower.timer);
+        try {
+          follower.stop();
+        } catch {
+          // shutting down: nothing left to tell
+        }
+      }
     }
+    this.byInstance.clear();
   }
 }
