@@ -67,29 +67,24 @@ export class HostFollowers {
     if (!devices) return;
     for (const [name, follower] of [...devices]) {
       if (device !== undefined && name !== device) continue;
-      clearTimeout(follower.timer);
       devices.delete(name);
-      try {
-        follower.stop();
-      } catch {
-        // A type failing to stop watching must not keep the instance from stopping.
-      }
+      HostFollowers.end(follower);
     }
     if (!devices.size) this.byInstance.delete(keyOf(project, instance));
   }
 
   /** Daemon shutdown: nothing follows any more. */
   clear(): void {
-    for (const devices of this.byInstance.values()) {
-      for (const follower of devices.values()) {
-        clearTimeout(follower.timer);
-        try {
-          follower.stop();
-        } catch {
-          // shutting down: nothing left to tell
-        }
-      }
-    }
+    for (const devices of this.byInstance.values()) for (const follower of devices.values()) HostFollowers.end(follower);
     this.byInstance.clear();
+  }
+
+  private static end(follower: Follower): void {
+    clearTimeout(follower.timer);
+    try {
+      follower.stop();
+    } catch {
+      // A type failing to stop watching must not keep the instance from stopping.
+    }
   }
 }
