@@ -1,8 +1,9 @@
 #!/bin/sh
-# Builds the liblxc driver's two host helpers with the host's compiler (gcc and the kernel headers:
-# packages gcc and linux-libc-dev, which scripts/install.sh installs), into dist/plugins/instance-lxc:
-#   corral-seccomp-proxy  the seccomp notify proxy (seccomp-proxy/*.c)
-#   corral-mknod          the device node maker (mknod-helper.c; without it the driver falls back to a shell)
+# Builds the small host helpers with the host's compiler (gcc and the kernel headers: packages gcc
+# and linux-libc-dev, which scripts/install.sh installs), into dist/plugins/<plugin>:
+#   instance-lxc/corral-seccomp-proxy  the seccomp notify proxy (seccomp-proxy/*.c)
+#   instance-lxc/corral-mknod          the device node maker (mknod-helper.c; without it the driver falls back to a shell)
+#   unix-devices/corral-uevents        the reader of the kernel's device announcements (uevent-monitor.c)
 set -eu
 cd "$(dirname "$0")/.."
 if ! command -v gcc >/dev/null 2>&1; then
@@ -19,3 +20,4 @@ build() {
 }
 build dist/plugins/instance-lxc/seccomp-proxy/corral-seccomp-proxy plugins/instance-lxc/seccomp-proxy/*.c
 build dist/plugins/instance-lxc/corral-mknod plugins/instance-lxc/mknod-helper.c
+build dist/plugins/unix-devices/corral-uevents plugins/unix-devices/uevent-monitor.c

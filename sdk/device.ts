@@ -158,4 +158,14 @@ export interface DeviceType {
   stop?(ctx: DeviceStartContext): Promise<Record<string, string> | void>;
   /** Whether the device can be added to or removed from a running instance. */
   readonly hotplug?: boolean;
+  /**
+   * Devices that follow the host (a node given when the host's kernel announces it, taken back
+   * when it goes): called once the instance runs with the device. The type calls `changed` when
+   * what `start` would return may differ now; the instances family then runs `start` again and,
+   * when the run config differs, unplugs the device and plugs the new one. Also called for a
+   * running instance a restarted daemon adopts (then the device is plugged again once, as the
+   * host may have changed while no daemon watched). Returns what stops following, called before
+   * the device is unplugged or once the instance stopped. Needs `hotplug`.
+   */
+  followHost?(ctx: DeviceRunningContext, changed: () => void): () => void;
 }

@@ -125,6 +125,12 @@ export interface InstanceDriver {
   attachDevice?(inst: DriverInstance, run: DeviceRunConfig): Promise<void>;
   /** Take a hot-plugged or started device (by name) out of a running instance. */
   detachDevice?(inst: DriverInstance, device: string): Promise<void>;
+  /**
+   * A device of a running instance gets a new run config (it follows the host: a node came or
+   * went): only what differs changes, what stays is not touched. Without it the family detaches
+   * the device and attaches the new config whole.
+   */
+  updateDevice?(inst: DriverInstance, run: DeviceRunConfig): Promise<void>;
   /** Apply changed keys to a running instance (undefined value: unset). Throw if a key needs a restart. */
   update?(inst: DriverInstance, changed: Record<string, string | undefined>): Promise<void>;
   /**

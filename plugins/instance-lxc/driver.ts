@@ -10,7 +10,7 @@ import path from 'node:path';
 import {
   ApiError, badRequest, conflict, internalError,
   type ConfigKeyDescriptor, type ConsoleSession, type DeviceRunConfig, type DriverInstance, type ExecSession, type ExecSpec,
-  type HostTools, type InstanceDriver, type InstanceMetrics, type InstanceStatus, type RuntimeState,
+  type HostTools, type InstanceDriver, type InstanceMetrics, type InstanceStatus, type RuntimeState, type UnixNode,
 } from '../../sdk/index.js';
 import { CgroupHost, readText } from './cgroups.js';
 import { ALLOWED_DEVICES, renderConfig } from './config-file.js';
@@ -25,7 +25,7 @@ import { LXC_KEYS } from './keys.js';
 import { cgroupLimit, formatCpuList, LIMIT_KEYS, parseCpuList, parseMemory, parseOnlineCpus, startLimits, unlimitedValue, type HostCapacity } from './limits.js';
 import { BlockDeviceNames, readMetrics } from './metrics.js';
 import { MonitorTable, monitorProcesses } from './monitor.js';
-import { MountInjector, type RecordedMount } from './mount-injection.js';
+import { InjectionFailure, MountInjector, type RecordedMount } from './mount-injection.js';
 import { NicPlumber, type RecordedNic } from './nics.js';
 import { LxcPaths, lxcName } from './paths.js';
 import { readList, writeList } from './recorded-list.js';
@@ -528,8 +528,11 @@ export class LxcDriver implements InstanceDriver {
     if (existsSync(this.paths.dir(name))) await writeList<RecordedUnixNode>(this.paths.unixNodesFile(name), []).catch(() => undefined);
   }
 
-  /** Hot-plug of device nodes: made on the host, allowed in the cgroup, bind-mounted; undone together on failure. */
-  private async attachUnixNodes(inst: DriverInstance, run: DeviceRunConfig): Promise<void> {
+  /**
+   * Hot-plug of device nodes: made on the host, allowed in the cgroup, bind-mounted (all mounts in
+   * one helper run); undone together on failure. `kept` are the device's nodes that stay.
+   */
+  private async attachUnixNodes(inst: DriverInstance, run: DeviceRunConfig, nodes: UnixNode[] = run.unixNodes ?? []): Promise<void> {
     const name = this.nameOf(inst);
     const pid = this.runningInit(inst);
     const cgroup = this.monitors.find(name)?.cgroup;
@@ -537,18 +540,20 @@ export class LxcDriver implements InstanceDriver {
     const file = this.paths.unixNodesFile(name);
     const recorded = readList<RecordedUnixNode>(file);
     checkRuleWritable(cgroup);
-    const done: RecordedUnixNode[] = [];
+    const made = (await this.nodeMaker.make(this.unixNodesDir(name), nodes.map((node) => ({ device: run.device ?? '', node })), map))
+      .map((r) => ({ ...r, hotplugged: true }));
+    let mounted = 0;
     try {
-      const made = await this.nodeMaker.make(this.unixNodesDir(name), (run.unixNodes ?? []).map((node) => ({ device: run.device ?? '', node })), map);
-      done.push(...made.map((r) => ({ ...r, hotplugged: true })));
-      for (const r of done) {
-        writeCgroupRule(cgroup, cgroupRule(r.node), true);
-        await this.injector.attach(pid, bindMount(r));
-      }
-      await writeList(file, [...recorded, ...done]);
+      for (const r of made) writeCgroupRule(cgroup, cgroupRule(r.node), true);
+      await this.injector.batch(pid, made.map((r) => ({ attach: bindMount(r) }))).catch((err: unknown) => {
+        if (err instanceof InjectionFailure) mounted = err.done;
+        throw err;
+      });
+      mounted = made.length;
+      await writeList(file, [...recorded, ...made]);
     } catch (err) {
-      for (const r of done.reverse()) await this.undoUnixNode(inst, r, recorded).catch(() => undefined);
-      throw err;
+      await this.undoUnixNodes(inst, made, recorded, mounted).catch(() => undefined);
+      throw err instanceof InjectionFailure ? internalError(err.message) : err;
     }
   }
 
@@ -558,25 +563,55 @@ export class LxcDriver implements InstanceDriver {
     const mine = recorded.filter((r) => r.device === device);
     if (!mine.length) return;
     const others = recorded.filter((r) => r.device !== device);
-    for (const r of mine) await this.undoUnixNode(inst, r, others);
+    await this.undoUnixNodes(inst, mine, others);
     await writeList(file, others);
   }
 
   /**
-   * One node out of a running container: unmounted and its place removed inside, its cgroup rule
-   * denied unless the base config or another node still needs it, the host node removed.
+   * A device that follows the host gets its new set of nodes: the ones gone are taken out, the new
+   * ones put in, the others left mounted (a process using one keeps it). Other kinds of run
+   * config are detached and attached whole.
    */
-  private async undoUnixNode(inst: DriverInstance, r: RecordedUnixNode, others: RecordedUnixNode[]): Promise<void> {
+  async updateDevice(inst: DriverInstance, run: DeviceRunConfig): Promise<void> {
+    const device = run.device ?? '';
+    if (run.rootfs || run.mounts?.length || run.nics?.length) {
+      await this.detachDevice(inst, device);
+      await this.attachDevice(inst, run);
+      return;
+    }
+    const file = this.paths.unixNodesFile(this.nameOf(inst));
+    const recorded = readList<RecordedUnixNode>(file);
+    const key = (n: UnixNode) => JSON.stringify([n.kind, n.major, n.minor, n.path, n.uid, n.gid, n.mode]);
+    const wanted = new Set((run.unixNodes ?? []).map(key));
+    const gone = recorded.filter((r) => r.device === device && !wanted.has(key(r.node)));
+    const staying = recorded.filter((r) => !gone.includes(r));
+    if (gone.length) {
+      await this.undoUnixNodes(inst, gone, staying);
+      await writeList(file, staying);
+    }
+    const have = new Set(staying.filter((r) => r.device === device).map((r) => key(r.node)));
+    const added = (run.unixNodes ?? []).filter((n) => !have.has(key(n)));
+    if (added.length) await this.attachUnixNodes(inst, run, added);
+  }
+
+  /**
+   * Nodes out of a running container: unmounted and their places removed inside (the first
+   * `mounted` of them; all by default), their cgroup rules denied unless the base config or a
+   * node in `others` still needs them, the host nodes removed.
+   */
+  private async undoUnixNodes(inst: DriverInstance, nodes: RecordedUnixNode[], others: RecordedUnixNode[], mounted = nodes.length): Promise<void> {
     try {
       const pid = this.runningInit(inst);
-      await this.injector.detach(pid, r.node.path, true);
-      const rule = cgroupRule(r.node);
-      if (!ALLOWED_DEVICES.includes(rule) && !others.some((o) => cgroupRule(o.node) === rule)) {
-        writeCgroupRule(this.monitors.find(this.nameOf(inst))?.cgroup, rule, false);
-      }
+      await this.injector.batch(pid, nodes.slice(0, mounted).reverse().map((r) => ({ detach: r.node.path, remove: true })))
+        .catch((err: unknown) => {
+          throw err instanceof InjectionFailure ? internalError(err.message) : err;
+        });
+      const keep = new Set([...ALLOWED_DEVICES, ...others.map((o) => cgroupRule(o.node))]);
+      const cgroup = this.monitors.find(this.nameOf(inst))?.cgroup;
+      for (const rule of new Set(nodes.map((r) => cgroupRule(r.node)))) if (!keep.has(rule)) writeCgroupRule(cgroup, rule, false);
     } finally {
-      // The host node goes whatever happened inside: nothing may keep it for the container.
-      await this.nodeMaker.remove(r);
+      // The host nodes go whatever happened inside: nothing may keep them for the container.
+      for (const r of nodes) await this.nodeMaker.remove(r);
     }
   }
 

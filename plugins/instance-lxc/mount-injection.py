@@ -2,6 +2,7 @@
 
   attach <pid> <source> <target> <dir|file> <idmap:0|1> <ro:0|1> [propagation]
   detach <pid> <target> [remove]
+  batch <json list of the argument lists above>
 
 attach clones `source` as a detached bind mount on the host (open_tree), makes it idmapped
 through the container's user namespace when asked (mount_setattr), joins the container's mount
@@ -10,7 +11,11 @@ idmapped rootfs) and attaches the mount there (move_mount). Node has none of the
 detach lazily unmounts `target` inside the container's mount namespace; with `remove`, the
 empty file left as its mount point goes too (a device node's place in /dev).
 Errors go to stderr as one line; the exit code is 1.
+batch runs several, in order, each in a child of its own (joining a namespace cannot be undone)
+so a node hot-plug of many nodes costs one interpreter start; it prints "done <n>" after each
+one that worked and stops at the first that fails.
 """
+import json
 import ctypes
 import errno
 import os
@@ -128,7 +133,24 @@ def detach(pid, target, remove=False):
             pass
 
 
-def main(argv):
+def batch(ops):
+    for index, op in enumerate(ops):
+        child = os.fork()
+        if child == 0:
+            code = 1
+            try:
+                code = run_one([str(a) for a in op])
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        _, status = os.waitpid(child, 0)
+        if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
+            return 1
+        print(f'done {index + 1}', flush=True)
+    return 0
+
+
+def run_one(argv):
     try:
         if len(argv) >= 7 and argv[0] == 'attach':
             attach(int(argv[1]), argv[2], argv[3], argv[4], argv[5] == '1', argv[6] == '1', argv[7] if len(argv) > 7 else '')
@@ -137,9 +159,18 @@ def main(argv):
         else:
             raise Failure('usage: attach <pid> <source> <target> <dir|file> <idmap> <ro> [propagation] | detach <pid> <target> [remove]')
     except Failure as err:
-        print(err, file=sys.stderr)
+        print(err, file=sys.stderr, flush=True)
+        return 1
+    except OSError as err:
+        print(f'{argv[0]}: {err.strerror}', file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+def main(argv):
+    if len(argv) == 2 and argv[0] == 'batch':
+        return batch(json.loads(argv[1]))
+    return run_one(argv)
 
 
 if __name__ == '__main__':

@@ -7,11 +7,12 @@
 import { isDeepStrictEqual } from 'node:util';
 import {
   badRequest,
-  type DeviceConfig, type DeviceRunConfig, type DeviceStartContext, type DeviceType, type DriverInstance, type PluginContext,
+  type DeviceConfig, type DeviceRunConfig, type DeviceRunningContext, type DeviceStartContext, type DeviceType, type DriverInstance, type PluginContext,
 } from '../../sdk/index.js';
 import type { InstanceHandle } from './access.js';
 import type { DeviceTypes } from './devices/device-types.js';
 import type { FamilyHooks } from './hooks.js';
+import { HostFollowers } from './host-followers.js';
 
 /** Volatile key changes for the instance record; '' removes a key. */
 export type VolatileChanges = Record<string, string>;
@@ -27,7 +28,14 @@ export function applyVolatile(config: Record<string, string>, changes: VolatileC
 }
 
 export class DeviceRuntime {
-  constructor(private readonly ctx: PluginContext, private readonly types: DeviceTypes) {}
+  /** Devices of running instances that follow the host; their re-plugs go through `onHostChange`. */
+  readonly followers: HostFollowers;
+  /** Set by the family: runs `replug` under the instance's lock. */
+  onHostChange: (project: string, instance: string, device: string) => Promise<void> = async () => undefined;
+
+  constructor(private readonly ctx: PluginContext, private readonly types: DeviceTypes) {
+    this.followers = new HostFollowers((project, instance, device) => this.onHostChange(project, instance, device));
+  }
 
   private type(name: string, config: DeviceConfig): DeviceType {
     const type = this.types.get(config.type);
@@ -109,15 +117,85 @@ export class DeviceRuntime {
       const name = run.device!;
       const device = handle.inst.devices[name]!;
       const type = this.type(name, device);
-      if (type.started) await type.started({ ...this.context(handle, name, device, handle.inst.devices, config), pid, run });
+      const running = { ...this.context(handle, name, device, handle.inst.devices, config), pid, run };
+      if (type.started) await type.started(running);
+      this.follow(handle, type, running);
+    }
+  }
+
+  /** A device of a type that follows the host starts following it (once the instance runs with it). */
+  private follow(handle: InstanceHandle, type: DeviceType, running: DeviceRunningContext, plugged: DeviceRunConfig | undefined = running.run): void {
+    if (!type.followHost || !type.hotplug) return;
+    this.followers.follow(handle.project, handle.name, running.name, plugged, (changed) => type.followHost!(running, changed));
+  }
+
+  /**
+   * A running instance a restarted daemon adopts: its host-following devices follow again and
+   * are plugged once more, as the host may have changed while no daemon watched.
+   */
+  async adopt(handle: InstanceHandle): Promise<void> {
+    const pid = await handle.driver.initPid?.(handle.inst);
+    if (pid === undefined) return;
+    for (const [name, device] of Object.entries(handle.inst.devices)) {
+      const type = this.types.get(device.type);
+      if (!type?.followHost || !type.hotplug) continue;
+      const running = { ...this.context(handle, name, device, handle.inst.devices, handle.inst.config), pid, run: { device: name } };
+      this.follow(handle, type, running, undefined);
+      await this.onHostChange(handle.project, handle.name, name);
+    }
+  }
+
+  /**
+   * The host changed under a following device: its run config is asked for again and, when it
+   * differs from what the device was plugged with, the device is unplugged and plugged anew.
+   * A failed plug leaves the device empty (logged), and the next change tries again.
+   */
+  async replug(handle: InstanceHandle, name: string): Promise<void> {
+    if (!this.followers.isFollowing(handle.project, handle.name, name)) return;
+    const device = handle.inst.devices[name];
+    const type = device && this.types.get(device.type);
+    const driver = handle.driver;
+    if (!device || !type?.followHost || !driver.attachDevice || !driver.detachDevice) return this.followers.unfollow(handle.project, handle.name, name);
+    const pid = await driver.initPid?.(handle.inst);
+    // Stopped: the stop path ends the following.
+    if (pid === undefined) return;
+    const ctx = this.context(handle, name, device, handle.inst.devices, handle.inst.config);
+    const run = await type.start(ctx);
+    run.device = name;
+    const last = this.followers.lastRun(handle.project, handle.name, name);
+    if (last && isDeepStrictEqual(last, run)) return;
+    // In place when the driver can and the type has no host-side hooks to run around it.
+    if (driver.updateDevice && !type.started && !type.stop) {
+      try {
+        await driver.updateDevice(handle.inst, run);
+        this.followers.plugged(handle.project, handle.name, name, run);
+      } catch (err) {
+        // What the driver could not change is left out; the next change tries again.
+        this.followers.plugged(handle.project, handle.name, name, { device: name });
+        this.ctx.log.warn({ err, instance: handle.name, device: name }, 'changing a device the host announced failed');
+      }
+      return;
+    }
+    await driver.detachDevice(handle.inst, name);
+    await type.stop?.(ctx);
+    try {
+      await driver.attachDevice(handle.inst, run);
+      await type.started?.({ ...ctx, pid, run });
+      this.followers.plugged(handle.project, handle.name, name, run);
+    } catch (err) {
+      await driver.detachDevice(handle.inst, name).catch(() => undefined);
+      this.followers.plugged(handle.project, handle.name, name, { device: name });
+      this.ctx.log.warn({ err, instance: handle.name, device: name }, 'plugging a device the host announced failed');
     }
   }
 
   /** Stop hooks of the devices (all of them by default) after the instance stopped; failures are logged. */
   async stopAll(handle: InstanceHandle, only?: string[], config: Record<string, string> = handle.inst.config): Promise<VolatileChanges> {
     const volatile: VolatileChanges = {};
+    if (!only) this.followers.unfollow(handle.project, handle.name);
     for (const [name, device] of Object.entries(handle.inst.devices)) {
       if (only && !only.includes(name)) continue;
+      this.followers.unfollow(handle.project, handle.name, name);
       const type = this.types.get(device.type);
       if (!type?.stop) continue;
       try {
@@ -151,6 +229,7 @@ export class DeviceRuntime {
       applyVolatile(cfg, changes);
     };
     const unplug = async (name: string, devices: Record<string, DeviceConfig>) => {
+      this.followers.unfollow(handle.project, handle.name, name);
       await driver.detachDevice!(handle.inst, name);
       const type = this.type(name, devices[name]!);
       note(DeviceRuntime.prefixed(name, await type.stop?.(this.context(handle, name, devices[name]!, devices, cfg))));
@@ -164,8 +243,11 @@ export class DeviceRuntime {
       note(changes);
       try {
         await driver.attachDevice!(handle.inst, run);
-        await type.started?.({ ...ctx, volatile: { ...ctx.volatile, ...(run.volatile ?? {}) }, pid, run });
+        const running = { ...ctx, volatile: { ...ctx.volatile, ...(run.volatile ?? {}) }, pid, run };
+        await type.started?.(running);
+        this.follow(handle, type, running);
       } catch (err) {
+        this.followers.unfollow(handle.project, handle.name, name);
         await driver.detachDevice!(handle.inst, name).catch(() => undefined);
         note(DeviceRuntime.prefixed(name, await type.stop?.(this.context(handle, name, devices[name]!, devices, cfg)).catch(() => undefined)));
         throw err;

@@ -174,6 +174,7 @@ export default definePlugin({
     ctx.hooks.shutdown.tap(async (info) => {
       unfollow();
       power.stopWatching();
+      manager.deviceRuntime.followers.clear();
       logExpiry?.stop();
       scheduler.stop();
       if (info.hostShutdown) await power.shutdownAll();

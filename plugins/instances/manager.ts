@@ -79,6 +79,11 @@ export class InstanceManager implements InstanceAccess {
   constructor(private readonly ctx: PluginContext, readonly deps: InstanceDeps, readonly hooks: FamilyHooks) {
     this.records = ctx.store.collection<InstanceRecord>('instances');
     this.deviceRuntime = new DeviceRuntime(ctx, deps.devices);
+    // A device that follows the host is plugged again under the instance's lock, never beside an edit of it.
+    this.deviceRuntime.onHostChange = (project, name, device) => this.lock.run(`${project}/${name}`, async () => {
+      const handle = await this.load(project, name).catch(() => undefined);
+      if (handle) await this.deviceRuntime.replug(handle, device);
+    }).catch((err) => ctx.log.warn({ err, instance: name, device }, 'following a host device failed'));
     // Profiles are read for every listed instance: cache them, drop the cache on any profile change,
     // and on any project change (features.profiles, a project's own profiles created or dropped).
     ctx.events.subscribe((event) => {

@@ -180,6 +180,7 @@ export class PowerControl {
       const status = await this.status(handle).catch(() => 'Error' as const);
       if (status === 'Running' || status === 'Frozen') {
         this.watch(handle.project, handle.name);
+        await this.manager.deviceRuntime.adopt(handle).catch((err) => this.ctx.log.warn({ err, instance: handle.name }, 'adopting the host devices of a running instance failed'));
         continue;
       }
       // Stopped while no daemon watched: its devices' host-side state is released now.

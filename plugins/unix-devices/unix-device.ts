@@ -2,38 +2,22 @@
  * A unix-char or unix-block device: `source` (host node) and/or `path` (inside), each defaulting to
  * the other; the node's numbers from `major`/`minor` or else from the source; the owner and mode
  * the container sees. The node itself is made by the instance driver (DeviceRunConfig.unixNodes).
- * A missing source fails the start (or the hot-plug) unless `required=false`, which skips it.
+ * A missing source fails the start (or the hot-plug) unless `required=false`, which skips it;
+ * such a device then follows the host: its node is given when the kernel announces the source,
+ * and taken back when the source goes.
  */
 import { statSync, type Stats } from 'node:fs';
 import {
-  badRequest, isBool, isUint, truthy,
-  type DeviceConfig, type DeviceRunConfig, type DeviceStartContext, type DeviceType, type DeviceValidationContext, type UnixNode,
+  badRequest, isBool, truthy,
+  type DeviceConfig, type DeviceRunConfig, type DeviceRunningContext, type DeviceStartContext, type DeviceType, type DeviceValidationContext, type UnixNode,
 } from '../../sdk/index.js';
+import type { HostAnnouncements } from './host-announcements.js';
+import { bounded, checkOwnerAndMode, nodeMode, option } from './device-options.js';
 
 const OPTIONS = new Set(['type', 'source', 'path', 'major', 'minor', 'uid', 'gid', 'mode', 'required']);
 /** Linux device numbers: 12 bits of major, 20 of minor. */
 const MAX_MAJOR = 4095;
 const MAX_MINOR = 1048575;
-const MAX_ID = 4294967294;
-
-function option(name: string, check: () => void): void {
-  try {
-    check();
-  } catch (err) {
-    throw badRequest(`Invalid value for device option "${name}": ${(err as Error).message}`);
-  }
-}
-
-function bounded(max: number): (v: string) => void {
-  return (v) => {
-    isUint(v);
-    if (Number(v) > max) throw new Error(`"${v}" is out of range (0 to ${max})`);
-  };
-}
-
-function isMode(v: string): void {
-  if (!/^0?[0-7]{3,4}$/.test(v)) throw new Error(`"${v}" is not an octal file mode (such as 0660)`);
-}
 
 /** Linux's split of a device number (glibc's major()/minor()). */
 function numbers(st: Stats): { major: number; minor: number } {
@@ -48,8 +32,18 @@ export class UnixDevice implements DeviceType {
   readonly hotplug = true;
   private readonly kind: 'c' | 'b';
 
-  constructor(readonly type: 'unix-char' | 'unix-block') {
+  constructor(readonly type: 'unix-char' | 'unix-block', private readonly announcements: HostAnnouncements) {
     this.kind = type === 'unix-char' ? 'c' : 'b';
+  }
+
+  /** Only an optional device named by its source follows the host (fixed numbers need no source). */
+  followHost(ctx: DeviceRunningContext, changed: () => void): () => void {
+    const c = ctx.config;
+    if (c.required === undefined || truthy(c.required) || (c.major !== undefined && c.minor !== undefined)) return () => undefined;
+    const source = c.source || c.path!;
+    return this.announcements.subscribe((a) => {
+      if (a === 'rescan' || `/dev/${a.devname}` === source) changed();
+    });
   }
 
   validate(config: DeviceConfig, ctx: DeviceValidationContext): void {
@@ -66,9 +60,7 @@ export class UnixDevice implements DeviceType {
     }
     if (config.major !== undefined) option('major', () => bounded(MAX_MAJOR)(config.major!));
     if (config.minor !== undefined) option('minor', () => bounded(MAX_MINOR)(config.minor!));
-    if (config.uid !== undefined) option('uid', () => bounded(MAX_ID)(config.uid!));
-    if (config.gid !== undefined) option('gid', () => bounded(MAX_ID)(config.gid!));
-    if (config.mode !== undefined) option('mode', () => isMode(config.mode!));
+    checkOwnerAndMode(config);
     if (config.required !== undefined) option('required', () => isBool(config.required!));
   }
 
@@ -103,7 +95,7 @@ export class UnixDevice implements DeviceType {
       path: inside,
       uid: Number(c.uid ?? 0),
       gid: Number(c.gid ?? 0),
-      mode: c.mode !== undefined ? parseInt(c.mode, 8) : 0o660,
+      mode: nodeMode(c),
     };
     return { unixNodes: [node] };
   }
