@@ -11,15 +11,13 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { killContainers, startDaemon, startWithPool, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
-import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
-import { importImage } from '../helpers/api.js';
+import { startDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
+import { startBusyboxDaemon, stopBusyboxDaemon, type BusyboxDaemon } from '../helpers/busybox-daemon.js';
 import { lxc, lxcOk } from '../helpers/clients.js';
 import { processesWith } from '../helpers/processes.js';
 
 let d: Daemon;
-let image: BusyboxImage;
-const dataDir = mkdtempSync(path.join(tmpdir(), 'corral-u8-'));
+let setting: BusyboxDaemon;
 const scratch = mkdtempSync(path.join(tmpdir(), 'u8-hotplug-'));
 const madeLoops = new Set<number>();
 
@@ -70,20 +68,20 @@ const ueventHelpers = () => processesWith('corral-uevents').filter((p) => {
 });
 
 test.before(async () => {
-  image = buildBusyboxImage('gzip');
-  d = await startWithPool({ dir: dataDir, plugins: 'full' });
-  await importImage(d, image.unified, 'bb');
+  setting = await startBusyboxDaemon('corral-u8-', 'full');
+  d = setting.d;
 });
 
 test.after.always(async () => {
-  killContainers(dataDir);
-  await stopDaemons();
-  for (const n of madeLoops) {
+  if (setting) await stopBusyboxDaemon({ ...setting, d });
+  for (const n of [...madeLoops]) {
     spawnSync('losetup', ['-d', `/dev/loop${n}`]);
-    spawnSync('/usr/bin/python3', ['-c', `import fcntl,os; fd=os.open('/dev/loop-control',os.O_RDWR); fcntl.ioctl(fd,0x4C81,${n})`]);
+    try {
+      loopControl('remove', n);
+    } catch {
+      // already gone
+    }
   }
-  rmSync(image.dir, { recursive: true, force: true });
-  rmSync(dataDir, { recursive: true, force: true });
   rmSync(scratch, { recursive: true, force: true });
 });
 
@@ -200,7 +198,7 @@ test.serial('unix_device_hotplug: an optional unix-block whose source appears la
   d.child.kill('SIGKILL');
   await new Promise((resolve) => d.child.once('exit', resolve));
   loopControl('add', n);
-  d = await startDaemon({ dir: dataDir, plugins: 'full' });
+  d = await startDaemon({ dir: setting.dir, plugins: 'full' });
   await waitFor(async () => (await nodeInside('u8opt', '/dev/late')) !== undefined, 15_000, '/dev/late after the restart').catch(() => undefined);
   t.not(await nodeInside('u8opt', '/dev/late'), undefined, 'appeared while no daemon watched: given at adoption');
   loopControl('remove', n);
@@ -209,6 +207,6 @@ test.serial('unix_device_hotplug: an optional unix-block whose source appears la
   await run(t, 'stop', '--force', 'u8opt');
   await waitFor(() => ueventHelpers().length === 0, 5_000, 'the uevent reader to end').catch(() => undefined);
   t.is(ueventHelpers().length, 0, 'the reader ends when the last following container stops');
-  t.false(existsSync(path.join(dataDir, 'devices', 'unix', 'u8opt')) && readdirSync(path.join(dataDir, 'devices', 'unix', 'u8opt')).length > 0, 'no host node left');
+  t.false(existsSync(path.join(setting.dir, 'devices', 'unix', 'u8opt')) && readdirSync(path.join(setting.dir, 'devices', 'unix', 'u8opt')).length > 0, 'no host node left');
   await run(t, 'delete', 'u8opt');
 });

@@ -16,11 +16,14 @@ export interface BusyboxDaemon {
   image: BusyboxImage;
 }
 
-/** `prefix` names the temporary data directory (tests running at once must not share one). */
-export async function startBusyboxDaemon(prefix: string): Promise<BusyboxDaemon> {
+/**
+ * `prefix` names the temporary data directory (tests running at once must not share one);
+ * `plugins` the set (the edge set by default).
+ */
+export async function startBusyboxDaemon(prefix: string, plugins?: string): Promise<BusyboxDaemon> {
   const image = buildBusyboxImage('gzip');
   const dir = mkdtempSync(path.join(tmpdir(), prefix));
-  const d = await startWithPool({ dir });
+  const d = await startWithPool({ dir, plugins });
   const imported = await lxc(d.socket, 'image', 'import', image.unified, '--alias', 'bb');
   if (imported.status !== 0) throw new Error(`image import failed: ${imported.stderr}`);
   return { d, dir, image };
