@@ -14,8 +14,15 @@
  * mknod of the harmless character devices (and overlay whiteouts), and setxattr of the overlay
  * "opaque" mark (trusted.overlay.opaque=y) on a directory the caller owns, are done for the caller
  * from a child that joins the caller's mount namespace and root, with the caller's fsuid/fsgid, so
- * that it can never reach a file the caller could not. Everything else goes back to the kernel
- * (SECCOMP_USER_NOTIF_FLAG_CONTINUE), which decides as it would have without interception.
+ * that it can never reach a file the caller could not. sched_setscheduler from the container's
+ * root is done from a child in the caller's pid namespace (so the target pid is the caller's); a
+ * mount of a file system type the container's policy allows is done from a child in the caller's
+ * mount namespace, root and cwd, its block device opened as the caller and from the caller's device
+ * cgroup. Everything else goes back to the kernel (SECCOMP_USER_NOTIF_FLAG_CONTINUE), which decides
+ * as it would have without interception.
+ *
+ * Usage: corral-seccomp-proxy <socket path> <lxcpath>. The cookie liblxc sends is the container's
+ * name; its policy (the file systems it may mount) is <lxcpath>/<name>/seccomp.intercept.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,6 +40,7 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -40,6 +48,7 @@
 #include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/un.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -66,6 +75,8 @@ struct packet {
 #define PACKET_MIN (sizeof(struct proxy_msg) + sizeof(struct seccomp_notif) + sizeof(struct seccomp_notif_resp))
 
 static struct seccomp_notif_sizes kernel_sizes;
+/* Where each container's policy file is (argv[2]). */
+static const char *lxcpath;
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...)
@@ -384,6 +395,380 @@ out:
 /* handle()'s answer for "let the kernel run the call as it would have" (not ours to serve). */
 #define CONTINUE 1
 
+/* The answer pipe of a child run by in_child(). */
+static int child_out = -1;
+
+/* In a child, once its own files are open: nothing of the host stays open but the answer pipe. */
+static int keep_only_answer(void)
+{
+	if (dup2(child_out, 3) != 3)
+		return -1;
+	child_out = 3;
+	return (int)syscall(__NR_close_range, 4U, ~0U, 0);
+}
+
+/*
+ * Runs fn(arg) in a child (whatever namespaces, root, ids or cgroup it takes never touch the
+ * proxy) and returns 0 or the negative errno fn answered, EPERM if it did not answer in time.
+ */
+static int in_child(int (*fn)(void *), void *arg)
+{
+	int status_pipe[2];
+	if (pipe2(status_pipe, O_CLOEXEC) < 0)
+		return -errno;
+	pid_t child = fork();
+	if (child < 0) {
+		int err = errno;
+		close(status_pipe[0]);
+		close(status_pipe[1]);
+		return -err;
+	}
+	if (child == 0) {
+		close(status_pipe[0]);
+		child_out = status_pipe[1];
+		int err = fn(arg);
+		if (write(child_out, &err, sizeof(err)) != sizeof(err))
+			_exit(1);
+		_exit(0);
+	}
+	close(status_pipe[1]);
+	struct pollfd pfd = { .fd = status_pipe[0], .events = POLLIN };
+	int err = EPERM;
+	if (poll(&pfd, 1, CHILD_TIMEOUT_MS) == 1 && read(status_pipe[0], &err, sizeof(err)) != sizeof(err))
+		err = EPERM;
+	close(status_pipe[0]);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	return -err;
+}
+
+/* Whether the caller shares our user namespace (a privileged container: the kernel decides alone). */
+static int in_host_userns(int proc_fd)
+{
+	struct stat mine, theirs;
+	if (stat("/proc/self/ns/user", &mine) < 0 || fstatat(proc_fd, "ns/user", &theirs, 0) < 0)
+		return 1;
+	return mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
+}
+
+/* A field of the caller's status file: the n-th number (from 0) after "\n<name>:". */
+static int status_field(const char *status, const char *name, int n, long *out)
+{
+	char key[32];
+	snprintf(key, sizeof(key), "\n%s:", name);
+	const char *p = strstr(status, key);
+	if (!p)
+		return -1;
+	p += strlen(key);
+	for (int i = 0;; i++) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			return -1;
+		if (i == n) {
+			*out = v;
+			return 0;
+		}
+		p = end;
+	}
+}
+
+/* The last number of a status line (NSpid: the caller's pid in its own pid namespace). */
+static int status_last(const char *status, const char *name, long *out)
+{
+	char key[32];
+	snprintf(key, sizeof(key), "\n%s:", name);
+	const char *p = strstr(status, key);
+	if (!p)
+		return -1;
+	p += strlen(key);
+	int found = 0;
+	for (;;) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		*out = v;
+		found = 1;
+		p = end;
+	}
+	return found ? 0 : -1;
+}
+
+/* Effective host uid and gid of the caller, and whether they are its namespace's root. */
+static int caller_euid(int proc_fd, long *euid, long *egid, int *ns_root, char *status, size_t size)
+{
+	static struct id_map uids, gids;
+	if (read_proc_file(proc_fd, "status", status, size) < 0 || status_field(status, "Uid", 1, euid) < 0 ||
+	    status_field(status, "Gid", 1, egid) < 0 || read_map(proc_fd, "uid_map", &uids) < 0 || read_map(proc_fd, "gid_map", &gids) < 0)
+		return -1;
+	*ns_root = (unsigned long)*euid == host_of_root(&uids) && (unsigned long)*egid == host_of_root(&gids);
+	return 0;
+}
+
+struct sched_request {
+	int pidns_fd;
+	pid_t target;
+	int policy;
+	struct sched_param param;
+};
+
+/* The target's pid means what it meant to the caller only in the caller's pid namespace: a child of ours there makes the call. */
+static int sched_in_child(void *arg)
+{
+	const struct sched_request *r = arg;
+	if (setns(r->pidns_fd, CLONE_NEWPID) < 0 || keep_only_answer() < 0)
+		return EPERM;
+	int out[2];
+	if (pipe(out) < 0)
+		return EPERM;
+	pid_t member = fork();
+	if (member < 0)
+		return EPERM;
+	if (member == 0) {
+		int err = syscall(__NR_sched_setscheduler, r->target, r->policy, &r->param) < 0 ? errno : 0;
+		_exit(write(out[1], &err, sizeof(err)) == sizeof(err) ? 0 : 1);
+	}
+	close(out[1]);
+	int err = EPERM;
+	if (read(out[0], &err, sizeof(err)) != sizeof(err))
+		err = EPERM;
+	waitpid(member, NULL, 0);
+	return err;
+}
+
+/*
+ * sched_setscheduler from the root of an unprivileged container, as the reference: the kernel
+ * wants CAP_SYS_NICE of the host for a realtime policy. Any other caller gets the kernel's answer.
+ */
+static int handle_sched(const struct seccomp_notif *req, int proc_fd, int mem_fd, int notify_fd)
+{
+	const struct seccomp_data *d = &req->data;
+	char status[4096];
+	long euid, egid, nspid;
+	int ns_root;
+	if (in_host_userns(proc_fd) || caller_euid(proc_fd, &euid, &egid, &ns_root, status, sizeof(status)) < 0 || !ns_root)
+		return CONTINUE;
+	struct sched_request r = { .target = (pid_t)(int32_t)d->args[0], .policy = (int)d->args[1] };
+	if (r.target < 0 || r.policy < 0 || d->args[2] == 0)
+		return CONTINUE;
+	if (pread(mem_fd, &r.param, sizeof(r.param), (off_t)d->args[2]) != (ssize_t)sizeof(r.param))
+		return -EFAULT;
+	/* 0 is the calling thread: named by its id in its own namespace, like any other target. */
+	if (r.target == 0) {
+		if (status_last(status, "NSpid", &nspid) < 0)
+			return -ESRCH;
+		r.target = (pid_t)nspid;
+	}
+	r.pidns_fd = openat(proc_fd, "ns/pid", O_RDONLY | O_CLOEXEC);
+	if (r.pidns_fd < 0)
+		return -EPERM;
+	int ret = -ENOENT;
+	/* The caller may have gone (and its pid been reused) while we read its files. */
+	if (ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) == 0)
+		ret = in_child(sched_in_child, &r);
+	close(r.pidns_fd);
+	return ret;
+}
+
+#define POLICY_MAX 4096
+
+/* Whether the container (the cookie liblxc sends: its name) may mount this file system type. */
+static int mount_allowed(const char *cookie, const char *fstype)
+{
+	if (!*cookie || strchr(cookie, '/') || !strcmp(cookie, ".") || !strcmp(cookie, "..") || !*fstype || strchr(fstype, ','))
+		return 0;
+	char file[4096], policy[POLICY_MAX];
+	snprintf(file, sizeof(file), "%s/%s/seccomp.intercept", lxcpath, cookie);
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, policy, sizeof(policy) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	policy[n] = '\0';
+	const char *line = strstr(policy, "mount.allowed=");
+	if (!line || (line != policy && line[-1] != '\n'))
+		return 0;
+	line += strlen("mount.allowed=");
+	size_t len = strlen(fstype);
+	for (const char *p = line; *p && *p != '\n';) {
+		const char *end = p + strcspn(p, ",\n");
+		if ((size_t)(end - p) == len && !strncmp(p, fstype, len))
+			return 1;
+		p = *end == ',' ? end + 1 : end;
+	}
+	return 0;
+}
+
+/*
+ * The cgroup.procs file of the caller's device cgroup (v1 devices controller, or the unified
+ * hierarchy where device rules are bpf programs), so that the child opens devices under the
+ * container's rules.
+ */
+static int device_cgroup(int proc_fd, char *out, size_t size)
+{
+	char buf[4096];
+	if (read_proc_file(proc_fd, "cgroup", buf, sizeof(buf)) < 0)
+		return -1;
+	const char *v2 = NULL;
+	for (char *line = buf; line && *line;) {
+		char *next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		char *controllers = strchr(line, ':');
+		char *where = controllers ? strchr(controllers + 1, ':') : NULL;
+		if (where) {
+			*where++ = '\0';
+			controllers++;
+			for (char *c = strtok(controllers, ","); c; c = strtok(NULL, ","))
+				if (!strcmp(c, "devices"))
+					return snprintf(out, size, "/sys/fs/cgroup/devices%s/cgroup.procs", where) >= (int)size ? -1 : 0;
+			if (!*controllers)
+				v2 = where;
+		}
+		line = next;
+	}
+	if (!v2 || access("/sys/fs/cgroup/cgroup.controllers", F_OK) < 0)
+		return -1;
+	return snprintf(out, size, "/sys/fs/cgroup%s/cgroup.procs", v2) >= (int)size ? -1 : 0;
+}
+
+struct mount_request {
+	int mnt_fd, root_fd, cwd_fd;
+	char cgroup_procs[4096];
+	const char *source, *target, *fstype, *data;
+	unsigned long flags;
+	uid_t fsuid;
+	gid_t fsgid;
+};
+
+static int mount_in_child(void *arg)
+{
+	const struct mount_request *r = arg;
+	int fd = open(r->cgroup_procs, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "0", 1) != 1)
+		return EPERM;
+	close(fd);
+	if (setns(r->mnt_fd, CLONE_NEWNS) < 0 || fchdir(r->root_fd) < 0 || chroot(".") < 0 || fchdir(r->cwd_fd) < 0 || keep_only_answer() < 0)
+		return EPERM;
+	/* Paths are looked up with the caller's permissions (a non-root fsuid drops the DAC overrides). */
+	setfsgid(r->fsgid);
+	setfsuid(r->fsuid);
+	if ((uid_t)setfsuid((uid_t)-1) != r->fsuid || (gid_t)setfsgid((gid_t)-1) != r->fsgid)
+		return EPERM;
+	struct stat st;
+	if (r->source && stat(r->source, &st) == 0 && S_ISBLK(st.st_mode)) {
+		/* A device the caller itself could open for this mount, and nothing more. */
+		int dev = open(r->source, ((r->flags & MS_RDONLY) ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+		if (dev < 0)
+			return errno;
+		close(dev);
+	}
+	/* Device nodes on the new file system stay inert, as on any mount made inside a user namespace. */
+	if (mount(r->source, r->target, r->fstype, r->flags | MS_NODEV, r->data) < 0)
+		return errno;
+	return 0;
+}
+
+/* hugetlbfs belongs to the caller (host ids, the file system being the host's): uid=/gid= added, or given ones mapped. */
+static int hugetlbfs_owner(int proc_fd, long euid, long egid, char *data, size_t size)
+{
+	static struct id_map uids, gids;
+	if (read_map(proc_fd, "uid_map", &uids) < 0 || read_map(proc_fd, "gid_map", &gids) < 0)
+		return -1;
+	char out[4096] = "", copy[4096];
+	int have_uid = 0, have_gid = 0;
+	snprintf(copy, sizeof(copy), "%s", data);
+	for (char *opt = strtok(copy, ","); opt; opt = strtok(NULL, ",")) {
+		char piece[64];
+		const char *add = opt;
+		int is_uid = !strncmp(opt, "uid=", 4), is_gid = !strncmp(opt, "gid=", 4);
+		if (is_uid || is_gid) {
+			char *end;
+			unsigned long id = strtoul(opt + 4, &end, 10);
+			const struct id_map *map = is_uid ? &uids : &gids;
+			unsigned long host = (unsigned long)-1;
+			for (int i = 0; *end == '\0' && i < map->n; i++)
+				if (id >= map->r[i].inside && id - map->r[i].inside < map->r[i].count)
+					host = map->r[i].outside + (id - map->r[i].inside);
+			if (host == (unsigned long)-1)
+				return -EINVAL;
+			snprintf(piece, sizeof(piece), "%cid=%lu", is_uid ? 'u' : 'g', host);
+			add = piece;
+			have_uid |= is_uid, have_gid |= is_gid;
+		}
+		if (strlen(out) + strlen(add) + 2 >= sizeof(out))
+			return -EINVAL;
+		if (*out)
+			strcat(out, ",");
+		strcat(out, add);
+	}
+	size_t n = strlen(out);
+	if (!have_uid)
+		n += (size_t)snprintf(out + n, sizeof(out) - n, "%suid=%ld", n ? "," : "", euid);
+	if (!have_gid && n < sizeof(out))
+		n += (size_t)snprintf(out + n, sizeof(out) - n, "%sgid=%ld", n ? "," : "", egid);
+	if (n >= sizeof(out) || n >= size)
+		return -EINVAL;
+	memcpy(data, out, n + 1);
+	return 0;
+}
+
+/*
+ * A mount of a new file system (the profile sends no bind, move, remount or propagation change)
+ * whose type the container's policy allows: made for the caller in its own mount namespace, with
+ * its root and cwd. A type not allowed goes on to the kernel (EPERM in a user namespace).
+ */
+static int handle_mount(const struct packet *p, int proc_fd, int mem_fd, int notify_fd)
+{
+	const struct seccomp_data *d = &p->req.data;
+	char source[4096], target[4096], fstype[256], data[4096] = "", status[4096];
+	if (in_host_userns(proc_fd) || d->args[2] == 0 || read_string(mem_fd, d->args[2], fstype, sizeof(fstype)) < 0)
+		return CONTINUE;
+	if (!mount_allowed(p->cookie, fstype))
+		return CONTINUE;
+	if ((d->args[0] && read_string(mem_fd, d->args[0], source, sizeof(source)) < 0) || read_string(mem_fd, d->args[1], target, sizeof(target)) < 0)
+		return -EFAULT;
+	if (d->args[4] && read_string(mem_fd, d->args[4], data, sizeof(data)) < 0)
+		return -EFAULT;
+	long euid, egid, fsuid, fsgid;
+	int ns_root;
+	if (caller_euid(proc_fd, &euid, &egid, &ns_root, status, sizeof(status)) < 0 ||
+	    status_field(status, "Uid", 3, &fsuid) < 0 || status_field(status, "Gid", 3, &fsgid) < 0)
+		return -EPERM;
+	/* The kernel's rule for mount in the caller's namespace: CAP_SYS_ADMIN there. */
+	unsigned long long caps = 0;
+	const char *eff = strstr(status, "\nCapEff:");
+	if (!eff || sscanf(eff + 8, "%llx", &caps) != 1 || !((caps >> CAP_SYS_ADMIN) & 1))
+		return -EPERM;
+	if (!strcmp(fstype, "hugetlbfs") && hugetlbfs_owner(proc_fd, euid, egid, data, sizeof(data)) < 0)
+		return -EINVAL;
+	struct mount_request r = {
+		.source = d->args[0] ? source : NULL, .target = target, .fstype = fstype, .data = data,
+		.flags = (unsigned long)d->args[3], .fsuid = (uid_t)fsuid, .fsgid = (gid_t)fsgid,
+	};
+	if (device_cgroup(proc_fd, r.cgroup_procs, sizeof(r.cgroup_procs)) < 0)
+		return -EPERM;
+	r.mnt_fd = openat(proc_fd, "ns/mnt", O_RDONLY | O_CLOEXEC);
+	r.root_fd = openat(proc_fd, "root", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	r.cwd_fd = openat(proc_fd, "cwd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int ret = -EPERM;
+	if (r.mnt_fd >= 0 && r.root_fd >= 0 && r.cwd_fd >= 0) {
+		ret = -ENOENT;
+		if (ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &p->req.id) == 0)
+			ret = in_child(mount_in_child, &r);
+	}
+	if (r.mnt_fd >= 0)
+		close(r.mnt_fd);
+	if (r.root_fd >= 0)
+		close(r.root_fd);
+	if (r.cwd_fd >= 0)
+		close(r.cwd_fd);
+	return ret;
+}
+
 /*
  * The answer to one notification: 0 or a negative errno for the caller, or CONTINUE. What is not
  * served here goes on to the kernel, which refuses it as it would without interception (a device
@@ -392,16 +777,20 @@ out:
 static int handle(struct packet *p, int proc_fd, int mem_fd, int notify_fd)
 {
 	const struct seccomp_data *d = &p->req.data;
-	int mknod_nr = -1, mknodat_nr = -1, setxattr_nr = -1;
+	int mknod_nr = -1, mknodat_nr = -1, setxattr_nr = -1, mount_nr = -1, sched_nr = -1;
 	if (d->arch == AUDIT_ARCH_X86_64) {
-		mknod_nr = 133, mknodat_nr = 259, setxattr_nr = 188;
+		mknod_nr = 133, mknodat_nr = 259, setxattr_nr = 188, mount_nr = 165, sched_nr = 144;
 	} else if (d->arch == AUDIT_ARCH_I386) {
-		mknod_nr = 14, mknodat_nr = 297, setxattr_nr = 226;
+		mknod_nr = 14, mknodat_nr = 297, setxattr_nr = 226, mount_nr = 21, sched_nr = 156;
 	} else if (d->arch == AUDIT_ARCH_AARCH64) {
-		mknodat_nr = 33, setxattr_nr = 5;
+		mknodat_nr = 33, setxattr_nr = 5, mount_nr = 40, sched_nr = 119;
 	}
 	if (proc_fd < 0 || mem_fd < 0 || notify_fd < 0)
 		return CONTINUE;
+	if ((int)d->nr == sched_nr)
+		return handle_sched(&p->req, proc_fd, mem_fd, notify_fd);
+	if ((int)d->nr == mount_nr)
+		return handle_mount(p, proc_fd, mem_fd, notify_fd);
 	char path[4096];
 	struct request r = { .dirfd = AT_FDCWD, .path = path };
 	uint64_t path_arg;
@@ -461,6 +850,8 @@ static int serve(int conn)
 		for (size_t i = 0; i < count && i < 3; i++)
 			memcpy(&fds[i], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
 	}
+	if (p.msg.cookie_len < COOKIE_MAX)
+		p.cookie[p.msg.cookie_len] = '\0';
 	int answer;
 	int valid = (size_t)n >= PACKET_MIN && p.msg.reserved == 0 &&
 		    p.msg.sizes.seccomp_notif == kernel_sizes.seccomp_notif &&
@@ -488,10 +879,11 @@ static int serve(int conn)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2 || strlen(argv[1]) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-		say("usage: corral-seccomp-proxy <socket path (under 108 bytes)>");
+	if (argc != 3 || strlen(argv[1]) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		say("usage: corral-seccomp-proxy <socket path (under 108 bytes)> <lxcpath>");
 		return 2;
 	}
+	lxcpath = argv[2];
 	if (syscall(__NR_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &kernel_sizes) != 0) {
 		say("the kernel has no seccomp user notification: %s", strerror(errno));
 		return 3;

@@ -1,0 +1,259 @@
+/**
+ * The second part of syscall interception, through the real `lxc` client on real unprivileged
+ * containers: sched_setscheduler done for the container's root (a realtime policy, on a pid of its
+ * own namespace only), mount of the allowed file system types (an ext4 image on a loop device given
+ * as a unix-block device, mounted inside, written, seen on the host), refused types and devices the
+ * container cannot open, and hugetlbfs owned by the container's root.
+ */
+import test from 'ava';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { type Daemon } from '../helpers/daemon.js';
+import { hasLxc, lxc, lxcOk } from '../helpers/clients.js';
+import { type BusyboxImage } from '../helpers/busybox-image.js';
+import { startBusyboxDaemon, stopBusyboxDaemon } from '../helpers/busybox-daemon.js';
+import { claimsNamed } from '../helpers/claims.js';
+
+let d: Daemon;
+let dir: string;
+let image: BusyboxImage;
+const loops: string[] = [];
+
+const ok = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
+const inside = (name: string, ...cmd: string[]) => lxc(d.socket, 'exec', name, '--', ...cmd);
+
+const hasV1Devices = existsSync('/sys/fs/cgroup/devices/devices.list');
+const hasMusl = spawnSync('musl-gcc', ['--version']).status === 0;
+const hasHugetlbfs = readFileSync('/proc/filesystems', 'utf8').includes('\thugetlbfs');
+const skip = !hasLxc() ? 'the lxc client is not installed' : !hasMusl ? 'musl-gcc is not installed' : undefined;
+
+test.before(async () => {
+  if (skip) return;
+  ({ d, dir, image } = await startBusyboxDaemon('corral-w6-icpt-'));
+});
+
+test.after.always(async () => {
+  if (skip) return;
+  await stopBusyboxDaemon({ d, dir, image });
+  for (const loop of loops) spawnSync('losetup', ['-d', loop]);
+});
+
+const serial = skip ? test.serial.skip : test.serial;
+
+/** A static program built with musl-gcc (musl's sched_setscheduler wrapper answers ENOSYS: the raw syscall is made). */
+function schedProgram(): string {
+  const src = path.join(dir, 'w6sched.c');
+  writeFileSync(src, `#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+/* w6sched set <pid> <policy> <priority> | w6sched get <pid> (prints "policy priority") */
+int main(int c, char **v) {
+  if (c == 5 && !strcmp(v[1], "set")) {
+    struct sched_param p = { .sched_priority = atoi(v[4]) };
+    if (syscall(SYS_sched_setscheduler, atoi(v[2]), atoi(v[3]), &p) < 0) { perror("sched_setscheduler"); return 1; }
+    return 0;
+  }
+  if (c == 3 && !strcmp(v[1], "get")) {
+    struct sched_param p;
+    long policy = syscall(SYS_sched_getscheduler, atoi(v[2]));
+    if (policy < 0 || syscall(SYS_sched_getparam, atoi(v[2]), &p) < 0) { perror("sched_getscheduler"); return 1; }
+    printf("%ld %d\\n", policy, p.sched_priority);
+    return 0;
+  }
+  return 2;
+}
+`);
+  const out = path.join(dir, 'w6sched');
+  const built = spawnSync('musl-gcc', ['-static', '-Os', '-o', out, src], { encoding: 'utf8' });
+  if (built.status !== 0) throw new Error(`musl-gcc failed: ${built.stderr}`);
+  return out;
+}
+
+/** Policy and realtime priority of a host process (fields 41 and 40 of /proc/<pid>/stat). */
+function hostSched(pid: number): string {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
+  return `${fields[38]} ${fields[37]}`;
+}
+
+/** Host pid of the container's process whose command line is exactly `argv`. */
+function hostPidOf(argv: string[]): number | undefined {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8') === `${argv.join('\0')}\0`) return Number(entry);
+    } catch { /* gone */ }
+  }
+  return undefined;
+}
+
+serial('container_syscall_intercept_sched_setscheduler: the container root gets a realtime policy for its own processes, only for pids of its namespace', async (t) => {
+  await ok(t, 'launch', 'bb', 'w6sched');
+  await ok(t, 'file', 'push', schedProgram(), 'w6sched/bin/w6sched', '--mode', '0755');
+  // Without interception the kernel refuses a realtime policy in a user namespace.
+  const before = await inside('w6sched', 'w6sched', 'set', '0', '1', '10');
+  t.not(before.status, 0);
+  t.regex(before.stderr, /Operation not permitted/);
+  t.regex((await lxc(d.socket, 'config', 'set', 'w6sched', 'security.syscalls.intercept.sched_setscheduler=maybe')).stderr, /boolean/);
+  await ok(t, 'stop', 'w6sched', '--force');
+  await ok(t, 'config', 'set', 'w6sched', 'security.syscalls.intercept.sched_setscheduler=true');
+  await ok(t, 'start', 'w6sched');
+  t.regex(readFileSync(path.join(dir, 'containers', 'w6sched', 'seccomp.profile'), 'utf8'), /\nsched_setscheduler notify\n/);
+
+  // pid 0: the caller itself (SCHED_FIFO = 1, priority 10).
+  t.is((await ok(t, 'exec', 'w6sched', '--', 'sh', '-c', 'w6sched set 0 1 10 && echo done')).trim(), 'done');
+  // Another process of the container, named by its pid inside: checked inside and on the host.
+  const sleeper = spawn('lxc', ['exec', 'w6sched', '--', 'sleep', '4242'], { env: { ...process.env, LXD_SOCKET: d.socket }, stdio: 'ignore' });
+  try {
+    let hostPid: number | undefined;
+    for (let i = 0; i < 100 && !(hostPid = hostPidOf(['sleep', '4242'])); i++) await new Promise((r) => setTimeout(r, 100));
+    t.truthy(hostPid, 'the sleeper runs');
+    const nsPid = readFileSync(`/proc/${hostPid}/status`, 'utf8').match(/\nNSpid:.*\s(\d+)\n/)![1]!;
+    t.not(Number(nsPid), hostPid, 'a pid of the container\'s own namespace');
+    t.is(hostSched(hostPid!), '0 0');
+    await ok(t, 'exec', 'w6sched', '--', 'w6sched', 'set', nsPid, '2', '7');
+    t.is((await ok(t, 'exec', 'w6sched', '--', 'w6sched', 'get', nsPid)).trim(), '2 7', 'SCHED_RR 7 inside');
+    t.is(hostSched(hostPid!), '2 7', 'and on the host');
+    await ok(t, 'exec', 'w6sched', '--', 'w6sched', 'set', nsPid, '0', '0');
+    t.is(hostSched(hostPid!), '0 0');
+    // A user other than the container's root gets the kernel's answer.
+    const user = await lxc(d.socket, 'exec', 'w6sched', '--user', '1000', '--group', '1000', '--', 'w6sched', 'set', '0', '1', '10');
+    t.not(user.status, 0);
+    t.regex(user.stderr, /Operation not permitted/);
+    // A host pid the container's namespace does not hold is no process for it: the host's is untouched.
+    const host = spawn('sleep', ['4243'], { stdio: 'ignore' });
+    try {
+      const inContainer = (await ok(t, 'exec', 'w6sched', '--', 'sh', '-c', 'ls -d /proc/[0-9]* | wc -l')).trim();
+      t.true(host.pid! > 1000 && Number(inContainer) < 100, 'the host pid is not one of the container\'s');
+      const outside = await inside('w6sched', 'w6sched', 'set', String(host.pid), '1', '10');
+      t.not(outside.status, 0);
+      t.regex(outside.stderr, /No such process/);
+      t.is(hostSched(host.pid!), '0 0');
+    } finally {
+      host.kill('SIGKILL');
+    }
+    // A bad policy keeps the kernel's error.
+    t.regex((await inside('w6sched', 'w6sched', 'set', '0', '99', '1')).stderr, /Invalid argument/);
+  } finally {
+    sleeper.kill('SIGKILL');
+    await lxc(d.socket, 'exec', 'w6sched', '--', 'killall', 'sleep');
+  }
+  await ok(t, 'delete', '--force', 'w6sched');
+});
+
+/** An ext4 image whose root directory belongs to `owner` (host ids), on a loop device. */
+function ext4Loop(name: string, owner: string): { file: string; loop: string } {
+  const file = path.join(dir, `${name}.img`);
+  writeFileSync(file, Buffer.alloc(8 << 20));
+  execFileSync('mkfs.ext4', ['-q', '-F', '-E', `root_owner=${owner}`, file]);
+  const loop = execFileSync('losetup', ['--find', '--show', file], { encoding: 'utf8' }).trim();
+  loops.push(loop);
+  return { file, loop };
+}
+
+function detach(loop: string): void {
+  spawnSync('losetup', ['-d', loop]);
+  loops.splice(loops.indexOf(loop), 1);
+}
+
+serial('container_syscall_intercept_mount: an allowed file system type is mounted for the container from its own device, others and devices it cannot open are refused', async (t) => {
+  if (!hasV1Devices) return t.pass('no v1 devices cgroup on this host: unix-block devices are not hot-plugged here');
+  await ok(t, 'init', 'bb', 'w6mnt');
+  // Bad values are 400s, nothing stored; what is not done here is refused, not ignored.
+  for (const [key, value, why] of [
+    ['security.syscalls.intercept.mount.allowed', 'ext4,,xfs', /not a file system type name/],
+    ['security.syscalls.intercept.mount.allowed', 'ext4 xfs', /not a file system type name/],
+    ['security.syscalls.intercept.mount', 'maybe', /boolean/],
+    ['security.syscalls.intercept.mount.shift', 'true', /shifting intercepted mounts is not available/],
+    ['security.syscalls.intercept.mount.fuse', 'ext4=fuse2fs', /mounting through fuse is not available/],
+    ['security.syscalls.intercept.bpf', 'true', /interception of bpf is not available/],
+  ] as const) {
+    const res = await d.request('PATCH', '/1.0/instances/w6mnt', { config: { [key]: value } });
+    t.is(res.status, 400, `${key}=${value}`);
+    t.regex(res.json.error, why);
+  }
+  t.is((await ok(t, 'config', 'get', 'w6mnt', 'security.syscalls.intercept.mount.allowed')).trim(), '');
+  await ok(t, 'config', 'set', 'w6mnt', 'security.syscalls.intercept.mount.shift=false');
+  await ok(t, 'start', 'w6mnt');
+  const base = (await ok(t, 'config', 'get', 'w6mnt', 'volatile.idmap.base')).trim();
+  t.regex(base, /^\d+$/);
+  const { file, loop } = ext4Loop('w6ext4', `${base}:${base}`);
+  await ok(t, 'config', 'device', 'add', 'w6mnt', 'blk', 'unix-block', `source=${loop}`, 'path=/dev/w6blk');
+  await ok(t, 'exec', 'w6mnt', '--', 'mkdir', '-p', '/mnt/a', '/mnt/b');
+  // Without interception an unprivileged container cannot mount ext4.
+  const before = await inside('w6mnt', 'mount', '-t', 'ext4', '/dev/w6blk', '/mnt/a');
+  t.not(before.status, 0);
+  t.regex(before.stderr, /Operation not permitted|Permission denied/);
+
+  await ok(t, 'stop', 'w6mnt', '--force');
+  await ok(t, 'config', 'set', 'w6mnt', 'security.syscalls.intercept.mount=true', 'security.syscalls.intercept.mount.allowed=ext4');
+  await ok(t, 'start', 'w6mnt');
+  const profile = readFileSync(path.join(dir, 'containers', 'w6mnt', 'seccomp.profile'), 'utf8');
+  t.regex(profile, /\nmount notify \[3,0,SCMP_CMP_MASKED_EQ,18446744070422410016\]\nfsopen errno 38\n/);
+
+  // Mounted in the container's own mount namespace, written, unmounted inside: the file is on the image.
+  await ok(t, 'exec', 'w6mnt', '--', 'mount', '-t', 'ext4', '/dev/w6blk', '/mnt/a');
+  t.regex(await ok(t, 'exec', 'w6mnt', '--', 'cat', '/proc/self/mounts'), /^\/dev\/w6blk \/mnt\/a ext4 rw,nodev,/m);
+  t.false(readFileSync('/proc/self/mounts', 'utf8').includes(loop), 'nothing mounted on the host');
+  await ok(t, 'exec', 'w6mnt', '--', 'sh', '-c', 'echo written-inside > /mnt/a/w6file');
+  t.is((await ok(t, 'exec', 'w6mnt', '--', 'stat', '-c', '%u:%g', '/mnt/a/w6file')).trim(), '0:0', 'the container root\'s file');
+  await ok(t, 'exec', 'w6mnt', '--', 'umount', '/mnt/a');
+  t.is(execFileSync('debugfs', ['-R', 'cat /w6file', loop], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }), 'written-inside\n');
+  // Relative paths are the caller's (its cwd); the caller's flags are kept.
+  await ok(t, 'exec', 'w6mnt', '--cwd', '/mnt', '--', 'mount', '-t', 'ext4', '-o', 'ro', '../dev/w6blk', 'b');
+  t.regex(await ok(t, 'exec', 'w6mnt', '--', 'cat', '/proc/self/mounts'), /^\/dev\/w6blk \/mnt\/b ext4 ro,nodev,/m);
+  t.regex((await inside('w6mnt', 'touch', '/mnt/b/x')).stderr, /Read-only file system/);
+  await ok(t, 'exec', 'w6mnt', '--', 'umount', '/mnt/b');
+
+  // A type not allowed goes to the kernel: refused.
+  const btrfs = await inside('w6mnt', 'mount', '-t', 'btrfs', '/dev/w6blk', '/mnt/a');
+  t.not(btrfs.status, 0);
+  t.notRegex(await ok(t, 'exec', 'w6mnt', '--', 'cat', '/proc/self/mounts'), /\/mnt\/a/);
+  // A user without CAP_SYS_ADMIN in the container gets what the kernel gives it.
+  const user = await lxc(d.socket, 'exec', 'w6mnt', '--user', '1000', '--group', '1000', '--', 'mount', '-t', 'ext4', '/dev/w6blk', '/mnt/a');
+  t.not(user.status, 0);
+  // A node of a device the container was not given (made from the host): its device rules refuse it.
+  const other = ext4Loop('w6other', `${base}:${base}`);
+  const minor = Number(/loop(\d+)$/.exec(other.loop)![1]);
+  const rootfs = path.join(dir, 'storage-pools', 'default', 'containers', 'w6mnt', 'rootfs');
+  execFileSync('mknod', [path.join(rootfs, 'tmp', 'w6other'), 'b', '7', String(minor)]);
+  execFileSync('chown', [`${base}:${base}`, path.join(rootfs, 'tmp', 'w6other')]);
+  const notGiven = await inside('w6mnt', 'mount', '-t', 'ext4', '/tmp/w6other', '/mnt/a');
+  t.not(notGiven.status, 0);
+  t.regex(notGiven.stderr, /Operation not permitted|Permission denied/);
+  t.notRegex(await ok(t, 'exec', 'w6mnt', '--', 'cat', '/proc/self/mounts'), /\/mnt\/a/);
+
+  await ok(t, 'delete', '--force', 'w6mnt');
+  detach(loop);
+  detach(other.loop);
+  rmSync(file, { force: true });
+  rmSync(other.file, { force: true });
+});
+
+serial('container_syscall_intercept_hugetlbfs: hugetlbfs mounted through interception belongs to the container\'s root', async (t) => {
+  if (!hasHugetlbfs) return t.pass('the kernel has no hugetlbfs');
+  await ok(t, 'init', 'bb', 'w6huge', '-c', 'security.syscalls.intercept.mount=true', '-c', 'security.syscalls.intercept.mount.allowed=hugetlbfs');
+  await ok(t, 'start', 'w6huge');
+  await ok(t, 'exec', 'w6huge', '--', 'mkdir', '-p', '/mnt/huge', '/mnt/huge2');
+  await ok(t, 'exec', 'w6huge', '--', 'mount', '-t', 'hugetlbfs', 'none', '/mnt/huge');
+  t.is((await ok(t, 'exec', 'w6huge', '--', 'stat', '-c', '%u:%g', '/mnt/huge')).trim(), '0:0', 'owned by the container\'s root');
+  await ok(t, 'exec', 'w6huge', '--', 'touch', '/mnt/huge/w6');
+  await ok(t, 'exec', 'w6huge', '--', 'mkdir', '/mnt/huge/w6dir');
+  // Ids given by the caller are its own: mapped to the host's.
+  await ok(t, 'exec', 'w6huge', '--', 'mount', '-t', 'hugetlbfs', '-o', 'uid=1000,gid=1000,mode=0700', 'none', '/mnt/huge2');
+  t.is((await ok(t, 'exec', 'w6huge', '--', 'stat', '-c', '%u:%g %a', '/mnt/huge2')).trim(), '1000:1000 700');
+  await ok(t, 'exec', 'w6huge', '--', 'umount', '/mnt/huge2');
+  await ok(t, 'exec', 'w6huge', '--', 'umount', '/mnt/huge');
+  await ok(t, 'delete', '--force', 'w6huge');
+});
+
+test('instance-lxc names each interception extension it claims in a test title', (t) => {
+  const { claims, unnamed } = claimsNamed('instance-lxc');
+  for (const name of ['container_syscall_intercept_sched_setscheduler', 'container_syscall_intercept_mount', 'container_syscall_intercept_hugetlbfs']) t.true(claims.includes(name), name);
+  for (const name of ['container_syscall_intercept_mount_fuse', 'container_syscall_intercept_bpf', 'container_syscall_intercept_bpf_devices']) t.false(claims.includes(name), name);
+  t.deepEqual(unnamed, []);
+});
