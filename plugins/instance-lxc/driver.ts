@@ -39,6 +39,7 @@ import { checkKernelLimit, KERNEL_LIMIT_PREFIX } from './kernel-limits.js';
 import { lockInstanceDir, rootOwner } from './instance-dir.js';
 import { checkSyscallConfig, interceptionPolicy, intercepts, seccompProfile } from './seccomp-profile.js';
 import { SyscallInterceptor } from './syscall-intercept.js';
+import { realtimeBudget } from './realtime-budget.js';
 import type { DriverLog } from './driver-log.js';
 import { bindMount, cgroupRule, checkRuleWritable, UnixNodeMaker, writeCgroupRule, type RecordedUnixNode } from './unix-nodes.js';
 
@@ -286,7 +287,7 @@ export class LxcDriver implements InstanceDriver {
       nics: devices.flatMap((d) => d.nics ?? []),
       unixNodes,
       idmap: plan,
-      limits: [...startLimits(inst.config, this.host(), name), ...Object.entries(hugepages).map(([k, v]) => hugepageLimit(k, v))],
+      limits: [...startLimits(inst.config, this.host(), name), ...Object.entries(hugepages).map(([k, v]) => hugepageLimit(k, v)), ...realtimeBudget(inst.config, this.cgroups)],
       cgroups: this.cgroups,
       seccomp: profile === undefined ? undefined : {
         profile: this.paths.seccompProfile(name),
