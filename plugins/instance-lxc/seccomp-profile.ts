@@ -50,6 +50,7 @@ const isFsTypeList: Validator = (value) => {
 SYSCALL_KEYS.push(
   { key: 'security.syscalls.intercept.sched_setscheduler', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_intercept_sched_setscheduler', doc: 'Let the root of an unprivileged container set any scheduling policy (realtime ones included) on its own processes through sched_setscheduler; other callers get the kernel\'s answer' },
   { key: 'security.syscalls.intercept.mount', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_intercept_mount', doc: 'Mount, for an unprivileged container, new file systems of the types in security.syscalls.intercept.mount.allowed (in the caller\'s mount namespace, block devices only as the container can open them, always nodev); other types are left to the kernel' },
+  { key: 'security.syscalls.intercept.mount.shift', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_intercept_mount', doc: 'Idmap the file systems mounted through interception to the container (an idmapped mount: ids on disk are seen through the container\'s map); not for hugetlbfs, which belongs to the caller anyway' },
   { key: 'security.syscalls.intercept.mount.allowed', scope: 'instance', type: 'string', validate: isFsTypeList, extension: 'container_syscall_intercept_mount', doc: 'File system types the container may mount when security.syscalls.intercept.mount is true (comma separated); hugetlbfs is mounted owned by the caller' },
 );
 
@@ -67,7 +68,7 @@ const notIntercepted = (what: string, kind: 'bool' | 'string'): Validator => (va
 
 const UNAVAILABLE: [string, string, 'bool' | 'string'][] = [
   ['bpf', 'interception of bpf', 'bool'], ['bpf.devices', 'interception of bpf device programs', 'bool'],
-  ['mount.shift', 'shifting intercepted mounts', 'bool'], ['mount.fuse', 'mounting through fuse', 'string'],
+  ['mount.fuse', 'mounting through fuse', 'string'],
 ];
 
 SYSCALL_KEYS.push(...UNAVAILABLE.map(([suffix, what, kind]): ConfigKeyDescriptor => ({
@@ -105,12 +106,13 @@ export function intercepts(config: Record<string, string>): boolean {
 }
 
 /**
- * What the proxy reads at each intercepted mount (`mount.allowed=<types>`), or undefined when the
+ * What the proxy reads at each intercepted mount (`mount.allowed=<types>`, `mount.shift=1`), or undefined when the
  * container's mounts are not intercepted.
  */
 export function interceptionPolicy(config: Record<string, string>): string | undefined {
   if (!isTrue(config['security.syscalls.intercept.mount'])) return undefined;
-  return `mount.allowed=${config['security.syscalls.intercept.mount.allowed'] ?? ''}\n`;
+  const shift = isTrue(config['security.syscalls.intercept.mount.shift']) ? 'mount.shift=1\n' : '';
+  return `mount.allowed=${config['security.syscalls.intercept.mount.allowed'] ?? ''}\n${shift}`;
 }
 
 /** Entries the reference denies by default (ENOSYS), and forced umounts. */

@@ -166,7 +166,7 @@ function detach(loop: string): void {
   loops.splice(loops.indexOf(loop), 1);
 }
 
-serial('container_syscall_intercept_mount: an allowed file system type is mounted for the container from its own device, others and devices it cannot open are refused', async (t) => {
+serial('container_syscall_intercept_mount: an allowed file system type is mounted for the container from its own device (idmapped with mount.shift), others and devices it cannot open are refused', async (t) => {
   if (!hasV1Devices) return t.pass('no v1 devices cgroup on this host: unix-block devices are not hot-plugged here');
   await ok(t, 'init', 'bb', 'w6mnt');
   // Bad values are 400s, nothing stored; what is not done here is refused, not ignored.
@@ -174,7 +174,7 @@ serial('container_syscall_intercept_mount: an allowed file system type is mounte
     ['security.syscalls.intercept.mount.allowed', 'ext4,,xfs', /not a file system type name/],
     ['security.syscalls.intercept.mount.allowed', 'ext4 xfs', /not a file system type name/],
     ['security.syscalls.intercept.mount', 'maybe', /boolean/],
-    ['security.syscalls.intercept.mount.shift', 'true', /shifting intercepted mounts is not available/],
+    ['security.syscalls.intercept.mount.shift', 'maybe', /boolean/],
     ['security.syscalls.intercept.mount.fuse', 'ext4=fuse2fs', /mounting through fuse is not available/],
     ['security.syscalls.intercept.bpf', 'true', /interception of bpf is not available/],
   ] as const) {
@@ -240,7 +240,27 @@ serial('container_syscall_intercept_mount: an allowed file system type is mounte
   t.regex(notGiven.stderr, /permission denied|not permitted/i);
   t.notRegex(await ok(t, 'exec', 'w6mnt', '--', 'cat', '/proc/self/mounts'), /\/mnt\/a/);
 
+  // mount.shift: an image whose root belongs to the host's root (unmapped in the container) is idmapped to the container.
+  const hostOwned = ext4Loop('w6shift', '0:0');
+  await ok(t, 'config', 'device', 'add', 'w6mnt', 'shiftblk', 'unix-block', `source=${hostOwned.loop}`, 'path=/dev/w6shift');
+  await ok(t, 'exec', 'w6mnt', '--', 'mount', '-t', 'ext4', '/dev/w6shift', '/mnt/a');
+  t.is((await ok(t, 'exec', 'w6mnt', '--', 'stat', '-c', '%u:%g', '/mnt/a')).trim(), '65534:65534', 'unshifted: the host\'s root is nobody inside');
+  t.regex((await inside('w6mnt', 'touch', '/mnt/a/x')).stderr, /Permission denied/);
+  await ok(t, 'exec', 'w6mnt', '--', 'umount', '/mnt/a');
+  await ok(t, 'stop', 'w6mnt', '--force');
+  await ok(t, 'config', 'set', 'w6mnt', 'security.syscalls.intercept.mount.shift=true');
+  await ok(t, 'start', 'w6mnt');
+  await ok(t, 'exec', 'w6mnt', '--', 'mount', '-t', 'ext4', '/dev/w6shift', '/mnt/a');
+  t.regex(await ok(t, 'exec', 'w6mnt', '--', 'cat', '/proc/self/mountinfo'), /\/mnt\/a rw,nodev,[^ ]*idmapped/);
+  t.is((await ok(t, 'exec', 'w6mnt', '--', 'stat', '-c', '%u:%g', '/mnt/a')).trim(), '0:0', 'shifted: the container\'s root');
+  await ok(t, 'exec', 'w6mnt', '--', 'sh', '-c', 'echo shifted > /mnt/a/w6shifted && chown 1000:1000 /mnt/a/w6shifted');
+  await ok(t, 'exec', 'w6mnt', '--', 'umount', '/mnt/a');
+  // On disk the ids are the container's own (0 and 1000), not the host ids they run as.
+  t.regex(execFileSync('debugfs', ['-R', 'stat /w6shifted', hostOwned.loop], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }), /User:\s+1000\s+Group:\s+1000\s/);
+
   await ok(t, 'delete', '--force', 'w6mnt');
+  detach(hostOwned.loop);
+  rmSync(hostOwned.file, { force: true });
   detach(loop);
   detach(other.loop);
   rmSync(file, { force: true });

@@ -59,8 +59,9 @@ test('syscall names are checked against the host\'s tables; interceptions not do
   }
   t.notThrows(() => validate('security.syscalls.deny', 'mkdir\nchroot'));
   t.throws(() => validate('security.syscalls.allow', 'mkdir chroot'), { message: /not a system call name/ });
-  t.throws(() => validate('security.syscalls.intercept.mount.shift', 'true'), { message: /not available in this server/ });
-  t.notThrows(() => validate('security.syscalls.intercept.mount.shift', 'false'));
+  t.throws(() => validate('security.syscalls.intercept.bpf', 'true'), { message: /not available in this server/ });
+  t.notThrows(() => validate('security.syscalls.intercept.bpf', 'false'));
+  t.notThrows(() => validate('security.syscalls.intercept.mount.shift', 'true'));
   t.throws(() => validate('security.syscalls.intercept.mount.fuse', 'ext4=fuse2fs'), { message: /not available/ });
   t.notThrows(() => validate('security.syscalls.intercept.mount.allowed', 'ext4,hugetlbfs'));
   t.throws(() => validate('security.syscalls.intercept.mount.allowed', 'ext4,'), { message: /not a file system type name/ });
@@ -78,5 +79,6 @@ test('sched_setscheduler and mount interception: the reference\'s lines in its o
   t.true(intercepts({ 'security.syscalls.intercept.sched_setscheduler': '1' }));
   t.is(interceptionPolicy({ 'security.syscalls.intercept.mount': 'true', 'security.syscalls.intercept.mount.allowed': 'ext4,hugetlbfs' }), 'mount.allowed=ext4,hugetlbfs\n');
   t.is(interceptionPolicy({ 'security.syscalls.intercept.mount': 'true' }), 'mount.allowed=\n');
+  t.is(interceptionPolicy({ 'security.syscalls.intercept.mount': 'true', 'security.syscalls.intercept.mount.allowed': 'ext4', 'security.syscalls.intercept.mount.shift': 'true' }), 'mount.allowed=ext4\nmount.shift=1\n');
   t.is(interceptionPolicy({ 'security.syscalls.intercept.mount.allowed': 'ext4' }), undefined, 'nothing intercepted: no policy');
 });

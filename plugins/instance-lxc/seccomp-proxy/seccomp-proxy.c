@@ -398,13 +398,22 @@ out:
 /* The answer pipe of a child run by in_child(). */
 static int child_out = -1;
 
-/* In a child, once its own files are open: nothing of the host stays open but the answer pipe. */
-static int keep_only_answer(void)
+/*
+ * In a child, once its own files are open: nothing of the host stays open but the answer pipe (as
+ * fd 3) and, when keep is given and open, that one (a namespace, as fd 4).
+ */
+static int keep_only_answer(int *keep)
 {
-	if (dup2(child_out, 3) != 3)
+	int kept = keep && *keep >= 0 ? fcntl(*keep, F_DUPFD_CLOEXEC, 10) : -1;
+	if ((keep && *keep >= 0 && kept < 0) || dup2(child_out, 3) != 3)
 		return -1;
 	child_out = 3;
-	return (int)syscall(__NR_close_range, 4U, ~0U, 0);
+	if (kept >= 0) {
+		if (dup2(kept, 4) != 4)
+			return -1;
+		*keep = 4;
+	}
+	return (int)syscall(__NR_close_range, kept >= 0 ? 5U : 4U, ~0U, 0);
 }
 
 /*
@@ -517,7 +526,7 @@ struct sched_request {
 static int sched_in_child(void *arg)
 {
 	const struct sched_request *r = arg;
-	if (setns(r->pidns_fd, CLONE_NEWPID) < 0 || keep_only_answer() < 0)
+	if (setns(r->pidns_fd, CLONE_NEWPID) < 0 || keep_only_answer(NULL) < 0)
 		return EPERM;
 	int out[2];
 	if (pipe(out) < 0)
@@ -573,9 +582,23 @@ static int handle_sched(const struct seccomp_notif *req, int proc_fd, int mem_fd
 
 #define POLICY_MAX 4096
 
-/* Whether the container (the cookie liblxc sends: its name) may mount this file system type. */
-static int mount_allowed(const char *cookie, const char *fstype)
+/* The value of a `key=value` line of a policy, or NULL. */
+static const char *policy_value(const char *policy, const char *key)
 {
+	size_t len = strlen(key);
+	for (const char *line = policy; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+		if (!strncmp(line, key, len) && line[len] == '=')
+			return line + len + 1;
+	return NULL;
+}
+
+/*
+ * Whether the container (the cookie liblxc sends: its name) may mount this file system type, and
+ * whether the mount is to be idmapped to the container (mount.shift).
+ */
+static int mount_allowed(const char *cookie, const char *fstype, int *shift)
+{
+	*shift = 0;
 	if (!*cookie || strchr(cookie, '/') || !strcmp(cookie, ".") || !strcmp(cookie, "..") || !*fstype || strchr(fstype, ','))
 		return 0;
 	char file[4096], policy[POLICY_MAX];
@@ -588,10 +611,11 @@ static int mount_allowed(const char *cookie, const char *fstype)
 	if (n <= 0)
 		return 0;
 	policy[n] = '\0';
-	const char *line = strstr(policy, "mount.allowed=");
-	if (!line || (line != policy && line[-1] != '\n'))
+	const char *shift_value = policy_value(policy, "mount.shift");
+	*shift = shift_value && *shift_value == '1';
+	const char *line = policy_value(policy, "mount.allowed");
+	if (!line)
 		return 0;
-	line += strlen("mount.allowed=");
 	size_t len = strlen(fstype);
 	for (const char *p = line; *p && *p != '\n';) {
 		const char *end = p + strcspn(p, ",\n");
@@ -637,6 +661,8 @@ static int device_cgroup(int proc_fd, char *out, size_t size)
 
 struct mount_request {
 	int mnt_fd, root_fd, cwd_fd;
+	/* The caller's user namespace when the mount is to be idmapped to it, or -1. */
+	int userns_fd;
 	char cgroup_procs[4096];
 	const char *source, *target, *fstype, *data;
 	unsigned long flags;
@@ -644,14 +670,37 @@ struct mount_request {
 	gid_t fsgid;
 };
 
+/*
+ * mount.shift: the new mount replaced by an idmapped copy of itself, so that the file system's ids
+ * are seen through the container's map (its root owns what root owns on disk). Undone (the mount
+ * taken away) when a step fails.
+ */
+static int shift_mount(const char *target, int userns_fd)
+{
+	int err = 0;
+	int tree = (int)syscall(__NR_open_tree, AT_FDCWD, target, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (uint64_t)userns_fd };
+	if (tree < 0 || syscall(__NR_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+		err = errno;
+	/* The plain mount goes either way: the idmapped copy takes its place, or nothing does. */
+	if (umount2(target, MNT_DETACH) < 0 && !err)
+		err = errno;
+	if (!err && syscall(__NR_move_mount, tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+		err = errno;
+	if (tree >= 0)
+		close(tree);
+	return err;
+}
+
 static int mount_in_child(void *arg)
 {
 	const struct mount_request *r = arg;
+	int userns_fd = r->userns_fd;
 	int fd = open(r->cgroup_procs, O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || write(fd, "0", 1) != 1)
 		return EPERM;
 	close(fd);
-	if (setns(r->mnt_fd, CLONE_NEWNS) < 0 || fchdir(r->root_fd) < 0 || chroot(".") < 0 || fchdir(r->cwd_fd) < 0 || keep_only_answer() < 0)
+	if (setns(r->mnt_fd, CLONE_NEWNS) < 0 || fchdir(r->root_fd) < 0 || chroot(".") < 0 || fchdir(r->cwd_fd) < 0 || keep_only_answer(&userns_fd) < 0)
 		return EPERM;
 	/* Paths are looked up with the caller's permissions (a non-root fsuid drops the DAC overrides). */
 	setfsgid(r->fsgid);
@@ -669,7 +718,7 @@ static int mount_in_child(void *arg)
 	/* Device nodes on the new file system stay inert, as on any mount made inside a user namespace. */
 	if (mount(r->source, r->target, r->fstype, r->flags | MS_NODEV, r->data) < 0)
 		return errno;
-	return 0;
+	return userns_fd >= 0 ? shift_mount(r->target, userns_fd) : 0;
 }
 
 /* hugetlbfs belongs to the caller (host ids, the file system being the host's): uid=/gid= added, or given ones mapped. */
@@ -727,7 +776,8 @@ static int handle_mount(const struct packet *p, int proc_fd, int mem_fd, int not
 	char source[4096], target[4096], fstype[256], data[4096] = "", status[4096];
 	if (in_host_userns(proc_fd) || d->args[2] == 0 || read_string(mem_fd, d->args[2], fstype, sizeof(fstype)) < 0)
 		return CONTINUE;
-	if (!mount_allowed(p->cookie, fstype))
+	int shift;
+	if (!mount_allowed(p->cookie, fstype, &shift))
 		return CONTINUE;
 	if ((d->args[0] && read_string(mem_fd, d->args[0], source, sizeof(source)) < 0) || read_string(mem_fd, d->args[1], target, sizeof(target)) < 0)
 		return -EFAULT;
@@ -747,15 +797,19 @@ static int handle_mount(const struct packet *p, int proc_fd, int mem_fd, int not
 		return -EINVAL;
 	struct mount_request r = {
 		.source = d->args[0] ? source : NULL, .target = target, .fstype = fstype, .data = data,
-		.flags = (unsigned long)d->args[3], .fsuid = (uid_t)fsuid, .fsgid = (gid_t)fsgid,
+		.flags = (unsigned long)d->args[3], .fsuid = (uid_t)fsuid, .fsgid = (gid_t)fsgid, .userns_fd = -1,
 	};
+	/* hugetlbfs already belongs to the caller (and cannot be idmapped). */
+	int shifted = shift && strcmp(fstype, "hugetlbfs") != 0;
 	if (device_cgroup(proc_fd, r.cgroup_procs, sizeof(r.cgroup_procs)) < 0)
 		return -EPERM;
 	r.mnt_fd = openat(proc_fd, "ns/mnt", O_RDONLY | O_CLOEXEC);
 	r.root_fd = openat(proc_fd, "root", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	r.cwd_fd = openat(proc_fd, "cwd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (shifted)
+		r.userns_fd = openat(proc_fd, "ns/user", O_RDONLY | O_CLOEXEC);
 	int ret = -EPERM;
-	if (r.mnt_fd >= 0 && r.root_fd >= 0 && r.cwd_fd >= 0) {
+	if (r.mnt_fd >= 0 && r.root_fd >= 0 && r.cwd_fd >= 0 && (!shifted || r.userns_fd >= 0)) {
 		ret = -ENOENT;
 		if (ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &p->req.id) == 0)
 			ret = in_child(mount_in_child, &r);
@@ -766,6 +820,8 @@ static int handle_mount(const struct packet *p, int proc_fd, int mem_fd, int not
 		close(r.root_fd);
 	if (r.cwd_fd >= 0)
 		close(r.cwd_fd);
+	if (r.userns_fd >= 0)
+		close(r.userns_fd);
 	return ret;
 }
 
