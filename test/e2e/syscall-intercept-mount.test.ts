@@ -176,7 +176,7 @@ serial('container_syscall_intercept_mount: an allowed file system type is mounte
     ['security.syscalls.intercept.mount', 'maybe', /boolean/],
     ['security.syscalls.intercept.mount.shift', 'maybe', /boolean/],
     ['security.syscalls.intercept.mount.fuse', 'ext4=fuse2fs', /mounting through fuse is not available/],
-    ['security.syscalls.intercept.bpf', 'true', /interception of bpf is not available/],
+    ['security.syscalls.intercept.bpf', 'maybe', /boolean/],
   ] as const) {
     const res = await d.request('PATCH', '/1.0/instances/w6mnt', { config: { [key]: value } });
     t.is(res.status, 400, `${key}=${value}`);
@@ -284,9 +284,76 @@ serial('container_syscall_intercept_hugetlbfs: hugetlbfs mounted through interce
   await ok(t, 'delete', '--force', 'w6huge');
 });
 
+/** A static program that loads a cgroup device program denying every device (or a socket filter) and attaches it to a cgroup. */
+function bpfProgram(): string {
+  const src = path.join(dir, 'w6bpf.c');
+  writeFileSync(src, `#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+struct insn { uint8_t code; uint8_t regs; int16_t off; int32_t imm; };
+/* w6bpf device [<cgroup dir>] | w6bpf socket */
+int main(int c, char **v) {
+  struct insn prog[2] = { { 0xb7, 0, 0, 0 } /* r0 = 0: deny */, { 0x95, 0, 0, 0 } /* exit */ };
+  uint8_t attr[128];
+  memset(attr, 0, sizeof(attr));
+  int device = c >= 2 && !strcmp(v[1], "device");
+  *(uint32_t *)(attr + 0) = device ? 15 : 1; /* BPF_PROG_TYPE_CGROUP_DEVICE or _SOCKET_FILTER */
+  *(uint32_t *)(attr + 4) = 2;
+  *(uint64_t *)(attr + 8) = (uintptr_t)prog;
+  *(uint64_t *)(attr + 16) = (uintptr_t)"GPL";
+  int fd = syscall(SYS_bpf, 5 /* BPF_PROG_LOAD */, attr, 72);
+  if (fd < 0) { perror("bpf load"); return 1; }
+  printf("loaded\\n");
+  if (c != 3) return 0;
+  int cg = open(v[2], O_RDONLY | O_DIRECTORY);
+  if (cg < 0) { perror("open"); return 1; }
+  memset(attr, 0, sizeof(attr));
+  *(uint32_t *)(attr + 0) = cg;
+  *(uint32_t *)(attr + 4) = fd;
+  *(uint32_t *)(attr + 8) = 6; /* BPF_CGROUP_DEVICE */
+  if (syscall(SYS_bpf, 8 /* BPF_PROG_ATTACH */, attr, 16) < 0) { perror("bpf attach"); return 1; }
+  printf("attached\\n");
+  return 0;
+}
+`);
+  const out = path.join(dir, 'w6bpf');
+  const built = spawnSync('musl-gcc', ['-static', '-Os', '-o', out, src], { encoding: 'utf8' });
+  if (built.status !== 0) throw new Error(`musl-gcc failed: ${built.stderr}`);
+  return out;
+}
+
+serial('container_syscall_intercept_bpf_devices: a cgroup device program is loaded and attached for the container to its own cgroup and denies there, other programs are the kernel\'s', async (t) => {
+  await ok(t, 'launch', 'bb', 'w6bpf');
+  await ok(t, 'file', 'push', bpfProgram(), 'w6bpf/bin/w6bpf', '--mode', '0755');
+  // Without interception an unprivileged container loads no bpf program.
+  t.regex((await inside('w6bpf', 'w6bpf', 'device')).stderr, /bpf load: Operation not permitted/);
+  await ok(t, 'stop', 'w6bpf', '--force');
+  await ok(t, 'config', 'set', 'w6bpf', 'security.syscalls.intercept.bpf=true', 'security.syscalls.intercept.bpf.devices=true');
+  await ok(t, 'start', 'w6bpf');
+  t.regex(readFileSync(path.join(dir, 'containers', 'w6bpf', 'seccomp.profile'), 'utf8'), /\nbpf notify \[0,5,SCMP_CMP_EQ\]\nbpf notify \[0,8,SCMP_CMP_EQ\]\nbpf notify \[0,9,SCMP_CMP_EQ\]\n/);
+  // The container's own cgroup tree (its cgroup namespace), a cgroup for the program and one without.
+  await ok(t, 'exec', 'w6bpf', '--', 'sh', '-c', 'mkdir -p /tmp/cg && mount -t cgroup2 none /tmp/cg && mkdir /tmp/cg/w6deny /tmp/cg/w6open');
+  t.is((await ok(t, 'exec', 'w6bpf', '--', 'w6bpf', 'device', '/tmp/cg/w6deny')).trim(), 'loaded\nattached');
+  const denied = await inside('w6bpf', 'sh', '-c', 'echo $$ > /tmp/cg/w6deny/cgroup.procs && echo x > /dev/null');
+  t.not(denied.status, 0);
+  t.regex(denied.stderr, /Operation not permitted/);
+  await ok(t, 'exec', 'w6bpf', '--', 'sh', '-c', 'echo $$ > /tmp/cg/w6open/cgroup.procs && echo x > /dev/null');
+  // Any other program type is the kernel's to refuse.
+  t.regex((await inside('w6bpf', 'w6bpf', 'socket')).stderr, /bpf load: Operation not permitted/);
+  // bpf intercepted without bpf.devices serves nothing.
+  await ok(t, 'stop', 'w6bpf', '--force');
+  await ok(t, 'config', 'set', 'w6bpf', 'security.syscalls.intercept.bpf.devices=false');
+  await ok(t, 'start', 'w6bpf');
+  t.regex((await inside('w6bpf', 'w6bpf', 'device')).stderr, /bpf load: Operation not permitted/);
+  await ok(t, 'delete', '--force', 'w6bpf');
+});
+
 test('instance-lxc names each interception extension it claims in a test title', (t) => {
   const { claims, unnamed } = claimsNamed('instance-lxc');
-  for (const name of ['container_syscall_intercept_sched_setscheduler', 'container_syscall_intercept_mount', 'container_syscall_intercept_hugetlbfs']) t.true(claims.includes(name), name);
-  for (const name of ['container_syscall_intercept_mount_fuse', 'container_syscall_intercept_bpf', 'container_syscall_intercept_bpf_devices']) t.false(claims.includes(name), name);
+  for (const name of ['container_syscall_intercept_sched_setscheduler', 'container_syscall_intercept_mount', 'container_syscall_intercept_hugetlbfs', 'container_syscall_intercept_bpf_devices']) t.true(claims.includes(name), name);
+  t.false(claims.includes('container_syscall_intercept_mount_fuse'), 'fuse mounts are not done');
   t.deepEqual(unnamed, []);
 });

@@ -59,8 +59,8 @@ test('syscall names are checked against the host\'s tables; interceptions not do
   }
   t.notThrows(() => validate('security.syscalls.deny', 'mkdir\nchroot'));
   t.throws(() => validate('security.syscalls.allow', 'mkdir chroot'), { message: /not a system call name/ });
-  t.throws(() => validate('security.syscalls.intercept.bpf', 'true'), { message: /not available in this server/ });
-  t.notThrows(() => validate('security.syscalls.intercept.bpf', 'false'));
+  t.notThrows(() => validate('security.syscalls.intercept.bpf', 'true'));
+  t.notThrows(() => validate('security.syscalls.intercept.mount.fuse', ''));
   t.notThrows(() => validate('security.syscalls.intercept.mount.shift', 'true'));
   t.throws(() => validate('security.syscalls.intercept.mount.fuse', 'ext4=fuse2fs'), { message: /not available/ });
   t.notThrows(() => validate('security.syscalls.intercept.mount.allowed', 'ext4,hugetlbfs'));
@@ -81,4 +81,7 @@ test('sched_setscheduler and mount interception: the reference\'s lines in its o
   t.is(interceptionPolicy({ 'security.syscalls.intercept.mount': 'true' }), 'mount.allowed=\n');
   t.is(interceptionPolicy({ 'security.syscalls.intercept.mount': 'true', 'security.syscalls.intercept.mount.allowed': 'ext4', 'security.syscalls.intercept.mount.shift': 'true' }), 'mount.allowed=ext4\nmount.shift=1\n');
   t.is(interceptionPolicy({ 'security.syscalls.intercept.mount.allowed': 'ext4' }), undefined, 'nothing intercepted: no policy');
+  t.is(interceptionPolicy({ 'security.syscalls.intercept.bpf': 'true', 'security.syscalls.intercept.bpf.devices': 'true' }), 'bpf.devices=1\n');
+  t.is(interceptionPolicy({ 'security.syscalls.intercept.bpf': 'true' }), undefined);
+  t.regex(seccompProfile({ 'security.syscalls.intercept.bpf': 'true' }, 'x86_64')!, /\nbpf notify \[0,5,SCMP_CMP_EQ\]\nbpf notify \[0,8,SCMP_CMP_EQ\]\nbpf notify \[0,9,SCMP_CMP_EQ\]\n$/);
 });

@@ -18,16 +18,20 @@
  * root is done from a child in the caller's pid namespace (so the target pid is the caller's); a
  * mount of a file system type the container's policy allows is done from a child in the caller's
  * mount namespace, root and cwd, its block device opened as the caller and from the caller's device
- * cgroup. Everything else goes back to the kernel (SECCOMP_USER_NOTIF_FLAG_CONTINUE), which decides
- * as it would have without interception.
+ * cgroup; a cgroup device program is loaded for the caller (its fd added to the caller's table) and
+ * attached to or detached from a cgroup of the caller's container. Everything else goes back to the
+ * kernel (SECCOMP_USER_NOTIF_FLAG_CONTINUE), which decides as it would have without interception.
  *
  * Usage: corral-seccomp-proxy <socket path> <lxcpath>. The cookie liblxc sends is the container's
- * name; its policy (the file systems it may mount) is <lxcpath>/<name>/seccomp.intercept.
+ * name; its policy (the file systems it may mount, whether they are idmapped, whether device programs
+ * are served) is <lxcpath>/<name>/seccomp.intercept.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/audit.h>
+#include <linux/bpf.h>
 #include <linux/capability.h>
 #include <linux/seccomp.h>
 #include <poll.h>
@@ -825,21 +829,222 @@ static int handle_mount(const struct packet *p, int proc_fd, int mem_fd, int not
 	return ret;
 }
 
+/* The unified hierarchy's mount point (hybrid hosts mount it below the v1 ones). */
+static const char *unified_mount(void)
+{
+	return access("/sys/fs/cgroup/unified/cgroup.procs", F_OK) == 0 ? "/sys/fs/cgroup/unified" : "/sys/fs/cgroup";
+}
+
+/* Whether a directory at or below dir (depth-bounded) is the cgroup with this inode. */
+static int cgroup_below(int dir_fd, ino_t ino, int depth)
+{
+	struct stat st;
+	if (fstat(dir_fd, &st) < 0)
+		return 0;
+	if (st.st_ino == ino)
+		return 1;
+	if (depth <= 0)
+		return 0;
+	int copy = dup(dir_fd);
+	DIR *dir = copy < 0 ? NULL : fdopendir(copy);
+	if (!dir) {
+		if (copy >= 0)
+			close(copy);
+		return 0;
+	}
+	int found = 0;
+	for (struct dirent *e; !found && (e = readdir(dir));) {
+		if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		int sub = openat(dir_fd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (sub >= 0) {
+			found = cgroup_below(sub, ino, depth - 1);
+			close(sub);
+		}
+	}
+	closedir(dir);
+	return found;
+}
+
+/*
+ * Whether a cgroup (an fd of ours) is the caller's container's or below it: the unified cgroup
+ * that holds the caller, cut after liblxc's `lxc.payload.<name>` directory.
+ */
+static int cgroup_of_container(int proc_fd, int cgroup_fd)
+{
+	char buf[4096], dir[4096];
+	struct stat target, unified;
+	if (read_proc_file(proc_fd, "cgroup", buf, sizeof(buf)) < 0 || fstat(cgroup_fd, &target) < 0 ||
+	    stat(unified_mount(), &unified) < 0 || target.st_dev != unified.st_dev || !S_ISDIR(target.st_mode))
+		return 0;
+	char *line = strstr(buf, "0::");
+	if (!line || (line != buf && line[-1] != '\n'))
+		return 0;
+	line += 3;
+	line[strcspn(line, "\n")] = '\0';
+	char *payload = strstr(line, "/lxc.payload.");
+	if (!payload)
+		return 0;
+	char *end = strchr(payload + 1, '/');
+	if (end)
+		*end = '\0';
+	if (snprintf(dir, sizeof(dir), "%s%s", unified_mount(), line) >= (int)sizeof(dir))
+		return 0;
+	int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir_fd < 0)
+		return 0;
+	int found = cgroup_below(dir_fd, target.st_ino, 16);
+	close(dir_fd);
+	return found;
+}
+
+#define MAX_INSNS 1000000
+
+/*
+ * bpf for device programs (security.syscalls.intercept.bpf.devices), as the reference: loading a
+ * cgroup device program (the fd given to the caller) and attaching it to, or detaching it from, a
+ * cgroup of the caller's container. Only the fields these commands need are passed on: an fd or a
+ * pointer of the caller's is never taken as one of ours. Anything else goes on to the kernel.
+ * *val receives the new fd's number in the caller.
+ */
+static int handle_bpf(const struct packet *p, int proc_fd, int mem_fd, int notify_fd, uint64_t *val)
+{
+	const struct seccomp_data *d = &p->req.data;
+	char policy_file[4096], policy[POLICY_MAX];
+	const char *cookie = p->cookie;
+	if (in_host_userns(proc_fd) || !*cookie || strchr(cookie, '/') || !strcmp(cookie, ".") || !strcmp(cookie, ".."))
+		return CONTINUE;
+	snprintf(policy_file, sizeof(policy_file), "%s/%s/seccomp.intercept", lxcpath, cookie);
+	int pfd = open(policy_file, O_RDONLY | O_CLOEXEC);
+	ssize_t n = pfd < 0 ? -1 : read(pfd, policy, sizeof(policy) - 1);
+	if (pfd >= 0)
+		close(pfd);
+	if (n <= 0)
+		return CONTINUE;
+	policy[n] = '\0';
+	const char *devices = policy_value(policy, "bpf.devices");
+	if (!devices || *devices != '1')
+		return CONTINUE;
+	union bpf_attr attr, call;
+	memset(&attr, 0, sizeof(attr));
+	memset(&call, 0, sizeof(call));
+	size_t size = (size_t)d->args[2];
+	if (size > sizeof(attr))
+		return -E2BIG;
+	if (pread(mem_fd, &attr, size, (off_t)d->args[1]) != (ssize_t)size)
+		return -EFAULT;
+	int cmd = (int)d->args[0];
+	if (cmd == BPF_PROG_LOAD) {
+		if (attr.prog_type != BPF_PROG_TYPE_CGROUP_DEVICE)
+			return CONTINUE;
+		if (attr.insn_cnt == 0 || attr.insn_cnt > MAX_INSNS)
+			return -EINVAL;
+		size_t insns_size = (size_t)attr.insn_cnt * sizeof(struct bpf_insn);
+		struct bpf_insn *insns = malloc(insns_size);
+		char license[128] = "", log[4096] = "";
+		if (!insns)
+			return -ENOMEM;
+		int ret = 0;
+		if (pread(mem_fd, insns, insns_size, (off_t)attr.insns) != (ssize_t)insns_size ||
+		    (attr.license && read_string(mem_fd, attr.license, license, sizeof(license)) < 0))
+			ret = -EFAULT;
+		if (!ret) {
+			call.prog_type = attr.prog_type;
+			call.insn_cnt = attr.insn_cnt;
+			call.insns = (uint64_t)(uintptr_t)insns;
+			call.license = (uint64_t)(uintptr_t)license;
+			call.expected_attach_type = attr.expected_attach_type;
+			memcpy(call.prog_name, attr.prog_name, sizeof(call.prog_name));
+			if (attr.log_level && attr.log_size && attr.log_buf) {
+				call.log_level = attr.log_level;
+				call.log_size = attr.log_size < sizeof(log) ? attr.log_size : sizeof(log);
+				call.log_buf = (uint64_t)(uintptr_t)log;
+			}
+			int prog = (int)syscall(__NR_bpf, BPF_PROG_LOAD, &call, sizeof(call));
+			if (prog < 0) {
+				ret = -errno;
+				/* The verifier's words go back to the caller's buffer, as the kernel would write them. */
+				if (call.log_size && pwrite(mem_fd, log, call.log_size, (off_t)attr.log_buf) < 0)
+					ret = -EFAULT;
+			} else if (ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &p->req.id) < 0) {
+				ret = -ENOENT;
+				close(prog);
+			} else {
+				struct seccomp_notif_addfd addfd = { .id = p->req.id, .srcfd = (uint32_t)prog, .newfd_flags = O_CLOEXEC };
+				int remote = ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_ADDFD, &addfd);
+				ret = remote < 0 ? -errno : 0;
+				if (remote >= 0)
+					*val = (uint64_t)remote;
+				close(prog);
+			}
+		}
+		free(insns);
+		return ret;
+	}
+	if (cmd != BPF_PROG_ATTACH && cmd != BPF_PROG_DETACH)
+		return CONTINUE;
+	if (attr.attach_type != BPF_CGROUP_DEVICE)
+		return CONTINUE;
+	/* An fd to replace would be one more of the caller's fds: not taken. */
+	if (attr.attach_flags & ~(uint32_t)(BPF_F_ALLOW_OVERRIDE | BPF_F_ALLOW_MULTI))
+		return -EINVAL;
+	char status[4096];
+	long tgid;
+	if (read_proc_file(proc_fd, "status", status, sizeof(status)) < 0 || status_field(status, "Tgid", 0, &tgid) < 0)
+		return -ESRCH;
+	int pidfd = (int)syscall(__NR_pidfd_open, (pid_t)tgid, 0);
+	if (pidfd < 0)
+		return -ESRCH;
+	int ret = 0;
+	int target = -1, prog = -1;
+	/* The fds are the caller's only while its call is pending. */
+	if (ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &p->req.id) < 0)
+		ret = -ENOENT;
+	else if ((target = (int)syscall(__NR_pidfd_getfd, pidfd, (int)attr.target_fd, 0)) < 0)
+		ret = -EBADF;
+	else if (!cgroup_of_container(proc_fd, target))
+		ret = -EPERM;
+	else {
+		prog = (int)syscall(__NR_pidfd_getfd, pidfd, (int)attr.attach_bpf_fd, 0);
+		if (prog < 0 && cmd == BPF_PROG_ATTACH)
+			ret = -EBADF;
+	}
+	if (!ret && ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &p->req.id) < 0)
+		ret = -ENOENT;
+	if (!ret) {
+		call.target_fd = (uint32_t)target;
+		call.attach_bpf_fd = prog < 0 ? 0 : (uint32_t)prog;
+		call.attach_type = attr.attach_type;
+		call.attach_flags = attr.attach_flags;
+		/* Detaching without a program names none: an fd that is no program, as the kernel takes it. */
+		if (prog < 0)
+			call.attach_bpf_fd = (uint32_t)-1;
+		if (syscall(__NR_bpf, cmd, &call, sizeof(call)) < 0)
+			ret = -errno;
+	}
+	if (target >= 0)
+		close(target);
+	if (prog >= 0)
+		close(prog);
+	close(pidfd);
+	return ret;
+}
+
 /*
  * The answer to one notification: 0 or a negative errno for the caller, or CONTINUE. What is not
  * served here goes on to the kernel, which refuses it as it would without interception (a device
  * outside the list in an unprivileged container) or allows it (a privileged container).
  */
-static int handle(struct packet *p, int proc_fd, int mem_fd, int notify_fd)
+static int handle(struct packet *p, int proc_fd, int mem_fd, int notify_fd, uint64_t *val)
 {
 	const struct seccomp_data *d = &p->req.data;
-	int mknod_nr = -1, mknodat_nr = -1, setxattr_nr = -1, mount_nr = -1, sched_nr = -1;
+	int mknod_nr = -1, mknodat_nr = -1, setxattr_nr = -1, mount_nr = -1, sched_nr = -1, bpf_nr = -1;
 	if (d->arch == AUDIT_ARCH_X86_64) {
-		mknod_nr = 133, mknodat_nr = 259, setxattr_nr = 188, mount_nr = 165, sched_nr = 144;
+		mknod_nr = 133, mknodat_nr = 259, setxattr_nr = 188, mount_nr = 165, sched_nr = 144, bpf_nr = 321;
 	} else if (d->arch == AUDIT_ARCH_I386) {
-		mknod_nr = 14, mknodat_nr = 297, setxattr_nr = 226, mount_nr = 21, sched_nr = 156;
+		mknod_nr = 14, mknodat_nr = 297, setxattr_nr = 226, mount_nr = 21, sched_nr = 156, bpf_nr = 357;
 	} else if (d->arch == AUDIT_ARCH_AARCH64) {
-		mknodat_nr = 33, setxattr_nr = 5, mount_nr = 40, sched_nr = 119;
+		mknodat_nr = 33, setxattr_nr = 5, mount_nr = 40, sched_nr = 119, bpf_nr = 280;
 	}
 	if (proc_fd < 0 || mem_fd < 0 || notify_fd < 0)
 		return CONTINUE;
@@ -847,6 +1052,8 @@ static int handle(struct packet *p, int proc_fd, int mem_fd, int notify_fd)
 		return handle_sched(&p->req, proc_fd, mem_fd, notify_fd);
 	if ((int)d->nr == mount_nr)
 		return handle_mount(p, proc_fd, mem_fd, notify_fd);
+	if ((int)d->nr == bpf_nr)
+		return handle_bpf(p, proc_fd, mem_fd, notify_fd, val);
 	char path[4096];
 	struct request r = { .dirfd = AT_FDCWD, .path = path };
 	uint64_t path_arg;
@@ -919,9 +1126,10 @@ static int serve(int conn)
 		sendmsg(conn, &empty, MSG_NOSIGNAL);
 		answer = 1;
 	} else {
-		int err = handle(&p, fds[0], fds[1], fds[2]);
+		uint64_t val = 0;
+		int err = handle(&p, fds[0], fds[1], fds[2], &val);
 		p.resp.id = p.req.id;
-		p.resp.val = 0;
+		p.resp.val = err == 0 ? (int64_t)val : 0;
 		p.resp.error = err == CONTINUE ? 0 : err;
 		p.resp.flags = err == CONTINUE ? SECCOMP_USER_NOTIF_FLAG_CONTINUE : 0;
 		struct msghdr out = { .msg_iov = iov, .msg_iovlen = 3 };
