@@ -65,6 +65,7 @@ const notIntercepted = (what: string, kind: 'bool' | 'string'): Validator => (va
     isBool(value);
     if (!isTrue(value)) return;
   }
+  if (value === '') return;
   throw new Error(`${what} is not available in this server (mknod, setxattr, sched_setscheduler, bpf device programs and mount of allowed types are intercepted)`);
 };
 
