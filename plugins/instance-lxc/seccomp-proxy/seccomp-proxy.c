@@ -60,6 +60,8 @@
 #define MAX_CLIENTS 1024
 #define COOKIE_MAX 64
 #define CHILD_TIMEOUT_MS 2000
+/* A mount reads the file system's superblock (and may replay a journal): it gets longer. */
+#define MOUNT_TIMEOUT_MS 10000
 
 struct proxy_msg {
 	uint64_t reserved;
@@ -424,7 +426,7 @@ static int keep_only_answer(int *keep)
  * Runs fn(arg) in a child (whatever namespaces, root, ids or cgroup it takes never touch the
  * proxy) and returns 0 or the negative errno fn answered, EPERM if it did not answer in time.
  */
-static int in_child(int (*fn)(void *), void *arg)
+static int in_child(int (*fn)(void *), void *arg, int timeout_ms)
 {
 	int status_pipe[2];
 	if (pipe2(status_pipe, O_CLOEXEC) < 0)
@@ -447,7 +449,7 @@ static int in_child(int (*fn)(void *), void *arg)
 	close(status_pipe[1]);
 	struct pollfd pfd = { .fd = status_pipe[0], .events = POLLIN };
 	int err = EPERM;
-	if (poll(&pfd, 1, CHILD_TIMEOUT_MS) == 1 && read(status_pipe[0], &err, sizeof(err)) != sizeof(err))
+	if (poll(&pfd, 1, timeout_ms) == 1 && read(status_pipe[0], &err, sizeof(err)) != sizeof(err))
 		err = EPERM;
 	close(status_pipe[0]);
 	kill(child, SIGKILL);
@@ -579,7 +581,7 @@ static int handle_sched(const struct seccomp_notif *req, int proc_fd, int mem_fd
 	int ret = -ENOENT;
 	/* The caller may have gone (and its pid been reused) while we read its files. */
 	if (ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) == 0)
-		ret = in_child(sched_in_child, &r);
+		ret = in_child(sched_in_child, &r, CHILD_TIMEOUT_MS);
 	close(r.pidns_fd);
 	return ret;
 }
@@ -816,7 +818,7 @@ static int handle_mount(const struct packet *p, int proc_fd, int mem_fd, int not
 	if (r.mnt_fd >= 0 && r.root_fd >= 0 && r.cwd_fd >= 0 && (!shifted || r.userns_fd >= 0)) {
 		ret = -ENOENT;
 		if (ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_ID_VALID, &p->req.id) == 0)
-			ret = in_child(mount_in_child, &r);
+			ret = in_child(mount_in_child, &r, MOUNT_TIMEOUT_MS);
 	}
 	if (r.mnt_fd >= 0)
 		close(r.mnt_fd);
