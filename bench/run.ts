@@ -24,6 +24,7 @@ import { clusterScenarios } from './cluster.js';
 import { limitsScenarios } from './limits.js';
 import { hostHardwareScenarios } from './host-hardware.js';
 import { syscallScenarios } from './syscalls.js';
+import { syscallMountScenarios } from './syscall-mounts.js';
 import { unixDeviceScenarios } from './unix-devices.js';
 import { guestSocketScenarios } from './guest-socket.js';
 
@@ -156,6 +157,7 @@ if (want('cluster')) await clusterScenarios(rows, results);
 if (want('limits')) await limitsScenarios(rows, results);
 if (want('host-hardware')) await hostHardwareScenarios(rows, results);
 if (want('syscalls')) await syscallScenarios(rows, results);
+if (want('syscalls')) await syscallMountScenarios(rows, results);
 if (want('unix-devices')) await unixDeviceScenarios(rows, results);
 if (want('guest-socket')) await guestSocketScenarios(rows, results);
 if (only.has('soak')) await soakScenario(rows, results);

@@ -37,8 +37,9 @@ import { refuseShift } from './shift-protection.js';
 import { checkHugepages, HUGEPAGE_KEYS, HUGEPAGE_PREFIX, hugepageLimit, hugepagesUnsupported, setHugepages } from './hugepages.js';
 import { checkKernelLimit, KERNEL_LIMIT_PREFIX } from './kernel-limits.js';
 import { lockInstanceDir, rootOwner } from './instance-dir.js';
-import { checkSyscallConfig, intercepts, seccompProfile } from './seccomp-profile.js';
+import { checkSyscallConfig, interceptionPolicy, intercepts, seccompProfile } from './seccomp-profile.js';
 import { SyscallInterceptor } from './syscall-intercept.js';
+import { realtimeBudget } from './realtime-budget.js';
 import type { DriverLog } from './driver-log.js';
 import { bindMount, cgroupRule, checkRuleWritable, UnixNodeMaker, writeCgroupRule, type RecordedUnixNode } from './unix-nodes.js';
 
@@ -89,7 +90,7 @@ export class LxcDriver implements InstanceDriver {
     this.monitors = new MonitorTable(this.paths, this.cgroups);
     this.plumber = new NicPlumber(opts.hostTools);
     this.injector = new MountInjector(opts.hostTools);
-    this.interceptor = new SyscallInterceptor(path.join(opts.dataDir, 'seccomp.socket'), opts.log);
+    this.interceptor = new SyscallInterceptor(path.join(opts.dataDir, 'seccomp.socket'), this.paths.lxcpath, opts.log);
     this.nodeMaker = new UnixNodeMaker(opts.hostTools);
     this.unixNodesRoot = path.join(opts.dataDir, 'devices', 'unix');
   }
@@ -286,7 +287,7 @@ export class LxcDriver implements InstanceDriver {
       nics: devices.flatMap((d) => d.nics ?? []),
       unixNodes,
       idmap: plan,
-      limits: [...startLimits(inst.config, this.host(), name), ...Object.entries(hugepages).map(([k, v]) => hugepageLimit(k, v))],
+      limits: [...startLimits(inst.config, this.host(), name), ...Object.entries(hugepages).map(([k, v]) => hugepageLimit(k, v)), ...realtimeBudget(inst.config, this.cgroups)],
       cgroups: this.cgroups,
       seccomp: profile === undefined ? undefined : {
         profile: this.paths.seccompProfile(name),
@@ -295,6 +296,9 @@ export class LxcDriver implements InstanceDriver {
     });
     if (profile !== undefined) await writeFile(this.paths.seccompProfile(name), profile);
     else await rm(this.paths.seccompProfile(name), { force: true });
+    const policy = interceptionPolicy(inst.config);
+    if (policy !== undefined) await writeFile(this.paths.seccompPolicy(name), policy, { mode: 0o600 });
+    else await rm(this.paths.seccompPolicy(name), { force: true });
     await lockInstanceDir(inst.volumePath, rootOwner(plan));
     if (!plan.privileged) await this.traversable(rootfs, inst.volumePath);
     const configFile = this.paths.config(name);

@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 
-export type Controller = 'memory' | 'pids' | 'cpuset' | 'hugetlb';
+export type Controller = 'memory' | 'pids' | 'cpuset' | 'hugetlb' | 'cpu';
 
 export interface CgroupLimit {
   key: string;

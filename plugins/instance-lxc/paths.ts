@@ -41,6 +41,11 @@ export class LxcPaths {
     return path.join(this.lxcpath, name, 'seccomp.profile');
   }
 
+  /** What the seccomp proxy may do for the container (interceptionPolicy()), read by the proxy at each intercepted mount. */
+  seccompPolicy(name: string): string {
+    return path.join(this.lxcpath, name, 'seccomp.intercept');
+  }
+
   /** The device nodes each unix-char/unix-block device has (unix-nodes.ts). */
   unixNodesFile(name: string): string {
     return path.join(this.lxcpath, name, 'unix-nodes.json');

@@ -40,6 +40,22 @@ export const SYSCALL_KEYS: ConfigKeyDescriptor[] = [
   { key: 'security.syscalls.intercept.mknod', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_intercept', doc: 'Create the harmless character devices (null, zero, full, random, urandom, tty, console, overlay whiteouts) for mknod/mknodat inside unprivileged containers; other devices are left to the kernel (which refuses them there)' },
 ];
 
+/** File system type names, comma separated (as /proc/filesystems spells them). */
+const isFsTypeList: Validator = (value) => {
+  for (const name of value.split(',')) {
+    if (!/^[a-z0-9][a-z0-9._+-]*$/.test(name)) throw new Error(`"${name}" is not a file system type name (give a comma separated list, e.g. "ext4,xfs")`);
+  }
+};
+
+SYSCALL_KEYS.push(
+  { key: 'security.syscalls.intercept.sched_setscheduler', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_intercept_sched_setscheduler', doc: 'Let the root of an unprivileged container set any scheduling policy (realtime ones included) on its own processes through sched_setscheduler; other callers get the kernel\'s answer' },
+  { key: 'security.syscalls.intercept.mount', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_intercept_mount', doc: 'Mount, for an unprivileged container, new file systems of the types in security.syscalls.intercept.mount.allowed (in the caller\'s mount namespace, block devices only as the container can open them, always nodev); other types are left to the kernel' },
+  { key: 'security.syscalls.intercept.mount.shift', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_intercept_mount', doc: 'Idmap the file systems mounted through interception to the container (an idmapped mount: ids on disk are seen through the container\'s map); not for hugetlbfs, which belongs to the caller anyway' },
+  { key: 'security.syscalls.intercept.bpf', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_intercept_bpf_devices', doc: 'Intercept bpf program loads, attaches and detaches (what is served is set by security.syscalls.intercept.bpf.devices; the rest is the kernel\'s answer)' },
+  { key: 'security.syscalls.intercept.bpf.devices', scope: 'instance', type: 'bool', default: 'false', validate: isBool, extension: 'container_syscall_intercept_bpf_devices', doc: 'With security.syscalls.intercept.bpf: load cgroup device programs for an unprivileged container and attach them to (or detach them from) its own cgroups' },
+  { key: 'security.syscalls.intercept.mount.allowed', scope: 'instance', type: 'string', validate: isFsTypeList, extension: 'container_syscall_intercept_mount', doc: 'File system types the container may mount when security.syscalls.intercept.mount is true (comma separated); hugetlbfs is mounted owned by the caller' },
+);
+
 /**
  * Interceptions this server does not do: their keys are known so that a config naming them gets a
  * clear answer; "false" (or unset) is all they take.
@@ -49,18 +65,17 @@ const notIntercepted = (what: string, kind: 'bool' | 'string'): Validator => (va
     isBool(value);
     if (!isTrue(value)) return;
   }
-  throw new Error(`interception of ${what} is not available in this server (only mknod and setxattr are intercepted)`);
+  if (value === '') return;
+  throw new Error(`${what} is not available in this server (mknod, setxattr, sched_setscheduler, bpf device programs and mount of allowed types are intercepted)`);
 };
 
 const UNAVAILABLE: [string, string, 'bool' | 'string'][] = [
-  ['sched_setscheduler', 'sched_setscheduler', 'bool'],
-  ['bpf', 'bpf', 'bool'], ['bpf.devices', 'bpf device programs', 'bool'], ['mount', 'mount', 'bool'],
-  ['mount.allowed', 'mount', 'string'], ['mount.shift', 'mount', 'bool'], ['mount.fuse', 'mount', 'string'],
+  ['mount.fuse', 'mounting through fuse', 'string'],
 ];
 
 SYSCALL_KEYS.push(...UNAVAILABLE.map(([suffix, what, kind]): ConfigKeyDescriptor => ({
   key: `security.syscalls.intercept.${suffix}`, scope: 'instance', type: kind, ...(kind === 'bool' ? { default: 'false' } : {}),
-  validate: notIntercepted(what, kind), doc: `Not available in this server: refused unless ${kind === 'bool' ? 'false' : 'empty'} (interception of ${what})`,
+  validate: notIntercepted(what, kind), doc: `Not available in this server: refused unless ${kind === 'bool' ? 'false' : 'empty'} (${what})`,
 })));
 
 function isTrue(v: string | undefined): boolean {
@@ -89,7 +104,22 @@ export function checkSyscallConfig(config: Record<string, string>): void {
 
 /** Whether the container's syscalls go to the notify proxy. */
 export function intercepts(config: Record<string, string>): boolean {
-  return isTrue(config['security.syscalls.intercept.mknod']) || isTrue(config['security.syscalls.intercept.setxattr']);
+  return ['mknod', 'setxattr', 'sched_setscheduler', 'mount', 'bpf'].some((k) => isTrue(config[`security.syscalls.intercept.${k}`]));
+}
+
+/**
+ * What the proxy reads at each intercepted mount or bpf call (`mount.allowed=<types>`, `mount.shift=1`,
+ * `bpf.devices=1`), or undefined when neither is intercepted.
+ */
+export function interceptionPolicy(config: Record<string, string>): string | undefined {
+  const on = (key: string) => isTrue(config[`security.syscalls.intercept.${key}`]);
+  const lines: string[] = [];
+  if (on('mount')) {
+    lines.push(`mount.allowed=${config['security.syscalls.intercept.mount.allowed'] ?? ''}`);
+    if (on('mount.shift')) lines.push('mount.shift=1');
+  }
+  if (on('bpf') && on('bpf.devices')) lines.push('bpf.devices=1');
+  return lines.length ? `${lines.join('\n')}\n` : undefined;
 }
 
 /** Entries the reference denies by default (ENOSYS), and forced umounts. */
@@ -113,6 +143,21 @@ const COMPAT_DENY = [
 /** S_IFCHR and S_IFBLK under the S_IFMT mask: only device nodes are sent to the proxy. */
 /** Values of size 1 only: the overlay "opaque" mark is "y". */
 const NOTIFY_SETXATTR = ['setxattr notify [3,1,SCMP_CMP_EQ]'];
+
+const NOTIFY_SCHED_SETSCHEDULER = ['sched_setscheduler notify'];
+
+/**
+ * Only mounts that make a new superblock: none of the flags outside the mask of plain mount
+ * options (bind, move, remount, propagation changes) may be set. The new mount API is refused
+ * (ENOSYS), as by the reference: its calls keep state across syscalls no proxy could follow.
+ */
+const NOTIFY_MOUNT = [
+  'mount notify [3,0,SCMP_CMP_MASKED_EQ,18446744070422410016]',
+  ...['fsopen', 'fsconfig', 'fsinfo', 'fsmount', 'fspick', 'open_tree', 'move_mount', 'openat2'].map((n) => `${n} errno 38`),
+];
+
+/** BPF_PROG_LOAD (5), BPF_PROG_ATTACH (8), BPF_PROG_DETACH (9). */
+const NOTIFY_BPF = ['bpf notify [0,5,SCMP_CMP_EQ]', 'bpf notify [0,8,SCMP_CMP_EQ]', 'bpf notify [0,9,SCMP_CMP_EQ]'];
 
 const NOTIFY_MKNOD = [
   'mknod notify [1,8192,SCMP_CMP_MASKED_EQ,61440]',
@@ -149,7 +194,10 @@ export function seccompProfile(config: Record<string, string>, architecture: str
   if (denyDefault) lines.push('reject_force_umount', '[all]', ...DEFAULT_DENY.map((n) => `${n} errno 38`));
   if (intercepts(config)) lines.push(...NO_NESTED_LISTENER);
   if (isTrue(config['security.syscalls.intercept.mknod'])) lines.push(...NOTIFY_MKNOD);
+  if (isTrue(config['security.syscalls.intercept.sched_setscheduler'])) lines.push(...NOTIFY_SCHED_SETSCHEDULER);
   if (isTrue(config['security.syscalls.intercept.setxattr'])) lines.push(...NOTIFY_SETXATTR);
+  if (isTrue(config['security.syscalls.intercept.mount'])) lines.push(...NOTIFY_MOUNT);
+  if (isTrue(config['security.syscalls.intercept.bpf'])) lines.push(...NOTIFY_BPF);
   if (isTrue(either(config, 'security.syscalls.deny_compat')) && architecture === 'x86_64') {
     lines.push(`[${SECTIONS[architecture]}]`, ...COMPAT_DENY.map((n) => `${n} errno 38`));
   }

@@ -26,7 +26,8 @@ export class SyscallInterceptor {
   private stopped = false;
   private restartTimer?: NodeJS.Timeout;
 
-  constructor(readonly socket: string, private readonly log: DriverLog) {}
+  /** `lxcpath` holds each container's interception policy (`<name>/seccomp.intercept`, written at start). */
+  constructor(readonly socket: string, private readonly lxcpath: string, private readonly log: DriverLog) {}
 
   /** The proxy's pid while it runs (tests count it). */
   get pid(): number | undefined {
@@ -48,7 +49,7 @@ export class SyscallInterceptor {
       return Promise.reject(internalError(`The seccomp proxy socket path is too long for a unix socket: ${this.socket}`));
     }
     return new Promise<void>((resolve, reject) => {
-      const child = spawn(PROXY_BINARY, [this.socket], { stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(PROXY_BINARY, [this.socket, this.lxcpath], { stdio: ['ignore', 'pipe', 'pipe'] });
       this.child = child;
       let stderr = '';
       let ready = false;

@@ -38,9 +38,13 @@ const CASES: Record<string, Record<string, string>> = {
   u2rintercept: { 'security.syscalls.intercept.mknod': 'true', 'security.syscalls.intercept.setxattr': 'true' },
   u2rcompat: { 'security.syscalls.deny_compat': 'true', 'security.syscalls.deny': 'chroot', 'security.syscalls.intercept.mknod': 'true' },
   u2rallow: { 'security.syscalls.allow': 'read\nwrite' },
+  u2rmount: {
+    'security.syscalls.intercept.mknod': 'true', 'security.syscalls.intercept.sched_setscheduler': 'true', 'security.syscalls.intercept.setxattr': 'true',
+    'security.syscalls.intercept.mount': 'true', 'security.syscalls.intercept.mount.allowed': 'ext4,hugetlbfs', 'security.syscalls.intercept.bpf': 'true', 'security.syscalls.deny': 'chroot',
+  },
 };
 
-serial('container_syscall_filtering and container_syscall_intercept: the reference writes the same seccomp profile and answers mknod the same', async (t) => {
+serial('container_syscall_filtering, container_syscall_intercept, container_syscall_intercept_mount, container_syscall_intercept_sched_setscheduler and container_syscall_intercept_bpf_devices: the reference writes the same seccomp profile and answers mknod the same', async (t) => {
   for (const [name, config] of Object.entries(CASES)) {
     const made = await ref.lxc('init', 'bb', name, ...Object.entries(config).flatMap(([k, v]) => ['-c', `${k}=${v}`]));
     t.is(made.status, 0, made.stderr);

@@ -3,7 +3,7 @@
  * is given for each combination of keys, which combinations are refused, and which names are known.
  */
 import test from 'ava';
-import { checkSyscallConfig, intercepts, seccompProfile, SYSCALL_KEYS } from '../../plugins/instance-lxc/seccomp-profile.js';
+import { checkSyscallConfig, interceptionPolicy, intercepts, seccompProfile, SYSCALL_KEYS } from '../../plugins/instance-lxc/seccomp-profile.js';
 import { hostSyscallNames } from '../../plugins/instance-lxc/syscall-names.js';
 
 const validate = (key: string, value: string) => SYSCALL_KEYS.find((k) => k.key === key)!.validate!(value);
@@ -59,9 +59,29 @@ test('syscall names are checked against the host\'s tables; interceptions not do
   }
   t.notThrows(() => validate('security.syscalls.deny', 'mkdir\nchroot'));
   t.throws(() => validate('security.syscalls.allow', 'mkdir chroot'), { message: /not a system call name/ });
-  t.throws(() => validate('security.syscalls.intercept.mount', 'true'), { message: /not available in this server/ });
-  t.notThrows(() => validate('security.syscalls.intercept.mount', 'false'));
-  t.throws(() => validate('security.syscalls.intercept.mount.allowed', 'ext4'), { message: /not available/ });
+  t.notThrows(() => validate('security.syscalls.intercept.bpf', 'true'));
+  t.notThrows(() => validate('security.syscalls.intercept.mount.fuse', ''));
+  t.notThrows(() => validate('security.syscalls.intercept.mount.shift', 'true'));
+  t.throws(() => validate('security.syscalls.intercept.mount.fuse', 'ext4=fuse2fs'), { message: /not available/ });
+  t.notThrows(() => validate('security.syscalls.intercept.mount.allowed', 'ext4,hugetlbfs'));
+  t.throws(() => validate('security.syscalls.intercept.mount.allowed', 'ext4,'), { message: /not a file system type name/ });
   t.throws(() => validate('security.syscalls.intercept.bpf', 'maybe'), { message: /boolean/ });
   t.false(SYSCALL_KEYS.some((k) => k.key === 'security.syscalls.intercept.sysinfo'), 'not a key of the reference 5.0');
+});
+
+test('sched_setscheduler and mount interception: the reference\'s lines in its order, the new mount API refused, the policy the proxy reads', (t) => {
+  const all = seccompProfile({
+    'security.syscalls.intercept.mknod': 'true', 'security.syscalls.intercept.sched_setscheduler': 'true',
+    'security.syscalls.intercept.setxattr': 'true', 'security.syscalls.intercept.mount': 'true', 'security.syscalls.deny': 'chroot',
+  }, 'x86_64')!;
+  t.regex(all, /mknodat notify \[2,24576,SCMP_CMP_MASKED_EQ,61440\]\nsched_setscheduler notify\nsetxattr notify \[3,1,SCMP_CMP_EQ\]\nmount notify \[3,0,SCMP_CMP_MASKED_EQ,18446744070422410016\]\nfsopen errno 38\nfsconfig errno 38\nfsinfo errno 38\nfsmount errno 38\nfspick errno 38\nopen_tree errno 38\nmove_mount errno 38\nopenat2 errno 38\nchroot\n$/);
+  t.true(intercepts({ 'security.syscalls.intercept.mount': 'true' }));
+  t.true(intercepts({ 'security.syscalls.intercept.sched_setscheduler': '1' }));
+  t.is(interceptionPolicy({ 'security.syscalls.intercept.mount': 'true', 'security.syscalls.intercept.mount.allowed': 'ext4,hugetlbfs' }), 'mount.allowed=ext4,hugetlbfs\n');
+  t.is(interceptionPolicy({ 'security.syscalls.intercept.mount': 'true' }), 'mount.allowed=\n');
+  t.is(interceptionPolicy({ 'security.syscalls.intercept.mount': 'true', 'security.syscalls.intercept.mount.allowed': 'ext4', 'security.syscalls.intercept.mount.shift': 'true' }), 'mount.allowed=ext4\nmount.shift=1\n');
+  t.is(interceptionPolicy({ 'security.syscalls.intercept.mount.allowed': 'ext4' }), undefined, 'nothing intercepted: no policy');
+  t.is(interceptionPolicy({ 'security.syscalls.intercept.bpf': 'true', 'security.syscalls.intercept.bpf.devices': 'true' }), 'bpf.devices=1\n');
+  t.is(interceptionPolicy({ 'security.syscalls.intercept.bpf': 'true' }), undefined);
+  t.regex(seccompProfile({ 'security.syscalls.intercept.bpf': 'true' }, 'x86_64')!, /\nbpf notify \[0,5,SCMP_CMP_EQ\]\nbpf notify \[0,8,SCMP_CMP_EQ\]\nbpf notify \[0,9,SCMP_CMP_EQ\]\n$/);
 });
