@@ -240,7 +240,8 @@ test.serial('kill -9 of the target mid-transfer: after its restart there is no i
   const copy = remoteLxc('copy', 'r1:big2', 'r2:big2');
   const containers = path.dirname(volumeDir(target, 'big2'));
   const started = () => readdirSync(containers).some((n) => n.startsWith('.migrating-'));
-  for (let i = 0; i < 600 && !started(); i++) await new Promise((r) => setTimeout(r, 50));
+  // A snapshot of 300 MB is copied first: on a loaded machine that alone can take half a minute.
+  for (let i = 0; i < 2400 && !started(); i++) await new Promise((r) => setTimeout(r, 50));
   t.true(started(), 'the transfer started');
   target.child.kill('SIGKILL');
   t.not((await copy).status, 0, 'the copy fails');

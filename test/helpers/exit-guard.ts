@@ -4,8 +4,9 @@
  * suspended while a test with a long `t.timeout` is running and is not armed again afterwards: a
  * worker that never exits, or a test that never ends, then stalls the whole run until CI gives up.
  * Here each file gets a budget for its tests, and once its tests are done the worker has a few
- * seconds to exit on its own. Either failure names what is still open and ends the worker with a
- * non-zero code, which ava reports as a failed file.
+ * seconds to exit on its own (minutes when only timers are left, which end by themselves). Either
+ * failure names what is still open and ends the worker with a non-zero code, which ava reports as
+ * a failed file.
  */
 import { registerCompletionHandler } from 'ava';
 import { ChildProcess } from 'node:child_process';
@@ -15,6 +16,7 @@ const minute = 60_000;
 /** Long enough for the slowest file on a loaded CI machine; files that need more say so. */
 const defaultBudgetMs = Number(process.env.CORRAL_TEST_FILE_BUDGET_MS) || 20 * minute;
 const exitGraceMs = 15_000;
+const timersGraceMs = 5 * minute;
 
 const startedAt = Date.now();
 let budgetMs = defaultBudgetMs;
@@ -57,11 +59,17 @@ function openHandles(): string[] {
 
 function fail(why: string): void {
   const open = openHandles();
-  process.stderr.write(`exit-guard: ${why}; still open: ${open.length ? open.join('; ') : 'no handles (pending work)'}\n`);
+  // Timers and pending requests are not handles: name their kinds too.
+  const resources = process.getActiveResourcesInfo().filter((r) => r !== 'TTYWrap');
+  process.stderr.write(`exit-guard: ${why}; still open: ${open.length ? open.join('; ') : 'no handles'}; resources: ${resources.join(', ') || 'none'}\n`);
   process.exit(1);
 }
 
 registerCompletionHandler(() => {
   clearTimeout(watchdog);
-  setTimeout(() => fail(`the worker did not exit within ${exitGraceMs / 1000} s of its tests ending`), exitGraceMs).unref();
+  setTimeout(() => {
+    if (openHandles().length) fail(`the worker did not exit within ${exitGraceMs / 1000} s of its tests ending`);
+    // Only timers left (a bound a test raced and never cleared): they end by themselves, unless one repeats.
+    setTimeout(() => fail(`the worker's timers kept it ${timersGraceMs / minute} min after its tests ended`), timersGraceMs - exitGraceMs).unref();
+  }, exitGraceMs).unref();
 });
