@@ -2,7 +2,8 @@
  * One instance's guest socket: a small HTTP/1.1 server on `<dir>/sock`, which the container sees
  * as `/dev/lxd/sock`. Whoever connects to it is that instance: the socket is its identity, so an
  * answer never carries another instance's data. Answers come from a view of the instance kept
- * up to date by the plugin (no store read per request).
+ * up to date by the plugin (no store read per request); small answers are written whole by the
+ * front door, the rest (events, image exports, requests with a body) by a Node HTTP server.
  */
 import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -12,6 +13,7 @@ import path from 'node:path';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { truthy, type ImagesService, type StoredImageFile } from '../../sdk/index.js';
 import { guestChanges, type GuestEvent, type GuestView } from './changes.js';
+import { FrontDoor, type SmallAnswer } from './front-door.js';
 
 /** A guest waiting longer than this for the HTTP head of its request is dropped. */
 const HEADERS_TIMEOUT_MS = 10_000;
@@ -23,8 +25,11 @@ export interface EndpointDeps {
   images(): ImagesService | undefined;
 }
 
+/** An answer streamed through the full HTTP server (an image export). */
+type Streamed = (res: http.ServerResponse) => Promise<void>;
+
 export class GuestEndpoint {
-  private server?: http.Server;
+  private door?: FrontDoor;
   private readonly wss = new WebSocketServer({ noServer: true });
   private readonly listeners = new Map<WebSocket, Set<string>>();
 
@@ -41,16 +46,18 @@ export class GuestEndpoint {
   }
 
   get listening(): boolean {
-    return Boolean(this.server?.listening);
+    return Boolean(this.door?.server.listening);
   }
 
   /** Listen on a fresh socket (an old file from a former daemon is replaced), reachable by any user inside. */
   async listen(): Promise<void> {
-    if (this.server) return;
+    if (this.door) return;
     await rm(this.socketPath, { force: true });
-    const server = http.createServer((req, res) => this.answer(req, res));
-    server.headersTimeout = HEADERS_TIMEOUT_MS;
-    server.on('upgrade', (req, socket, head) => this.upgrade(req, socket, head));
+    const full = http.createServer((req, res) => this.answer(req, res));
+    full.headersTimeout = HEADERS_TIMEOUT_MS;
+    full.on('upgrade', (req, socket, head) => this.upgrade(req, socket, head));
+    const door = new FrontDoor({ quick: (_method, target) => this.quick(target), fallback: full, headersTimeoutMs: HEADERS_TIMEOUT_MS });
+    const server = door.server;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.socketPath, () => {
@@ -58,19 +65,19 @@ export class GuestEndpoint {
         resolve();
       });
     });
-    this.server = server;
+    this.door = door;
     await chmod(this.socketPath, 0o666);
   }
 
   /** Stop answering; with `remove`, the socket file goes too (the directory stays: it may still be mounted). */
   async close(remove = true): Promise<void> {
-    const server = this.server;
-    this.server = undefined;
+    const door = this.door;
+    this.door = undefined;
     for (const ws of this.listeners.keys()) ws.terminate();
     this.listeners.clear();
-    if (server) {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+    if (door) {
+      door.closeAll();
+      await new Promise<void>((resolve) => door.server.close(() => resolve()));
     }
     if (remove) await rm(this.socketPath, { force: true });
   }
@@ -87,61 +94,63 @@ export class GuestEndpoint {
     for (const [ws, types] of this.listeners) if (types.has(change.type)) ws.send(text);
   }
 
-  private answer(req: http.IncomingMessage, res: http.ServerResponse): void {
-    const url = new URL(req.url ?? '/', 'http://devlxd');
-    const route = this.route(url.pathname);
-    if (!route) return text(res, 404, 'not found');
-    // Every path answers any method as GET does: the reference's guest socket does not look at the method.
-    route(url, res);
+  /** The front door's question: a small answer, or undefined to let the full server stream it. */
+  private quick(target: string): SmallAnswer | undefined {
+    const answer = this.answerOf(pathOf(target));
+    return typeof answer === 'function' ? undefined : answer;
   }
 
-  /** The handler of a path, or undefined when nothing lives there. */
-  private route(pathname: string): ((url: URL, res: http.ServerResponse) => void) | undefined {
-    // Paths match exactly: `/1.0/` or `/1.0/config/` are 404s, as with the reference.
-    const p = pathname;
+  private answer(req: http.IncomingMessage, res: http.ServerResponse): void {
+    // Every path answers any method as GET does: the reference's guest socket does not look at the method.
+    const answer = this.answerOf(pathOf(req.url ?? '/'));
+    // A stream that fails midway (a file gone, the guest gone) ends the connection, never the daemon.
+    if (typeof answer === 'function') return void answer(res).catch(() => res.destroy());
+    send(res, answer);
+  }
+
+  /** What a path answers. Paths match exactly: `/1.0/` or `/1.0/config/` are 404s, as with the reference. */
+  private answerOf(p: string | undefined): SmallAnswer | Streamed {
     switch (p) {
-      case '/': return (_u, res) => json(res, ['/1.0']);
-      case '/1.0': return (_u, res) => json(res, { api_version: '1.0', location: this.deps.location(), instance_type: 'container', state: '' });
-      case '/1.0/config': return (_u, res) => json(res, Object.keys(this.view.config).filter(guestKey).sort().map((k) => `/1.0/config/${k}`));
-      case '/1.0/meta-data': return (_u, res) => this.metaData(res);
-      case '/1.0/devices': return (_u, res) => json(res, this.view.devices);
-      case '/1.0/events': return (_u, res) => text(res, 400, 'the events endpoint is a websocket: send an upgrade request');
+      case '/': return json(['/1.0']);
+      case '/1.0': return json({ api_version: '1.0', location: this.deps.location(), instance_type: 'container', state: '' });
+      case '/1.0/config': return json(Object.keys(this.view.config).filter(guestKey).sort().map((k) => `/1.0/config/${k}`));
+      case '/1.0/meta-data': return this.metaData();
+      case '/1.0/devices': return json(this.view.devices);
+      case '/1.0/events': return text(400, 'the events endpoint is a websocket: send an upgrade request');
+      case undefined: return text(400, 'the request target is not a path');
     }
     const key = /^\/1\.0\/config\/([^/]+)$/.exec(p);
-    if (key) return (_u, res) => this.configKey(decodeURIComponent(key[1]!), res);
+    if (key) return this.configKey(decode(key[1]!));
     const image = /^\/1\.0\/images\/([^/]+)\/export$/.exec(p);
-    if (image) return (_u, res) => void this.exportImage(decodeURIComponent(image[1]!), res);
-    return undefined;
+    if (image) return (res) => this.exportImage(decode(image[1]!), res);
+    return text(404, 'not found');
   }
 
-  private configKey(key: string, res: http.ServerResponse): void {
-    if (!guestKey(key)) return text(res, 403, 'not authorized (only user.* and cloud-init.* keys are visible from inside)');
+  private configKey(key: string): SmallAnswer {
+    if (!guestKey(key)) return text(403, 'not authorized (only user.* and cloud-init.* keys are visible from inside)');
     const value = this.view.config[key];
-    if (value === undefined) return text(res, 404, 'not found');
-    res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': Buffer.byteLength(value) });
-    res.end(value);
+    if (value === undefined) return text(404, 'not found');
+    return { status: 200, type: 'application/octet-stream', body: value };
   }
 
-  private metaData(res: http.ServerResponse): void {
+  private metaData(): SmallAnswer {
     const extra = this.view.config['user.meta-data'] ?? '';
     const id = this.view.config['volatile.cloud-init.instance-id'] || this.name;
-    const body = `#cloud-config\ninstance-id: ${id}\nlocal-hostname: ${this.name}\n${extra}`;
-    res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(body) });
-    res.end(body);
+    return { status: 200, type: 'text/plain', body: `#cloud-config\ninstance-id: ${id}\nlocal-hostname: ${this.name}\n${extra}` };
   }
 
   /** An image of the instance's project, as the main API exports it; only with `security.devlxd.images`. */
   private async exportImage(fingerprint: string, res: http.ServerResponse): Promise<void> {
-    if (!truthy(this.view.config['security.devlxd.images'])) return text(res, 403, 'image export is not enabled for this instance (security.devlxd.images)');
+    if (!truthy(this.view.config['security.devlxd.images'])) return send(res, text(403, 'image export is not enabled for this instance (security.devlxd.images)'));
     const images = this.deps.images();
-    if (!images || !/^[0-9a-f]{1,64}$/.test(fingerprint)) return text(res, 404, 'not found');
+    if (!images || !/^[0-9a-f]{1,64}$/.test(fingerprint)) return send(res, text(404, 'not found'));
     let files;
     let full: string;
     try {
       full = (await images.resolve(this.project, { fingerprint })).fingerprint;
       files = await images.files(full);
     } catch {
-      return text(res, 404, 'not found');
+      return send(res, text(404, 'not found'));
     }
     if (!files.rootfs) return streamFile(res, files.metadata, `${full}${files.metadata.extension}`, { 'Content-Type': 'application/octet-stream' });
     await streamMultipart(res, full, files.metadata, files.rootfs);
@@ -172,17 +181,32 @@ export class GuestEndpoint {
 
 const guestKey = (key: string): boolean => key.startsWith('user.') || key.startsWith('cloud-init.');
 
-function json(res: http.ServerResponse, value: unknown): void {
-  // A line of JSON, ending with a newline as the reference's answers do.
-  const body = `${JSON.stringify(value)}\n`;
-  res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
-  res.end(body);
+/** The path of a request target as URL rules read it (dot segments, no query), or undefined when it is none. */
+function pathOf(target: string): string | undefined {
+  try {
+    return new URL(target, 'http://devlxd').pathname;
+  } catch {
+    return undefined;
+  }
 }
 
-function text(res: http.ServerResponse, status: number, message: string): void {
-  const body = `${message}\n`;
-  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(body) });
-  res.end(body);
+/** A percent-decoded path segment; a malformed escape stays as written (and matches nothing). */
+function decode(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+/** A line of JSON, ending with a newline as the reference's answers do. */
+const json = (value: unknown): SmallAnswer => ({ status: 200, type: 'application/json', body: `${JSON.stringify(value)}\n` });
+
+const text = (status: number, message: string): SmallAnswer => ({ status, type: 'text/plain; charset=utf-8', body: `${message}\n` });
+
+function send(res: http.ServerResponse, answer: SmallAnswer): void {
+  res.writeHead(answer.status, { 'Content-Type': answer.type, 'Content-Length': Buffer.byteLength(answer.body) });
+  res.end(answer.body);
 }
 
 function streamFile(res: http.ServerResponse, file: StoredImageFile, filename: string, headers: Record<string, string>): void {
