@@ -2,8 +2,7 @@
  * One instance's guest socket: a small HTTP/1.1 server on `<dir>/sock`, which the container sees
  * as `/dev/lxd/sock`. Whoever connects to it is that instance: the socket is its identity, so an
  * answer never carries another instance's data. Answers come from a view of the instance kept
- * up to date by the plugin (no store read per request); small answers are written whole by the
- * front door, the rest (events, image exports, requests with a body) by a Node HTTP server.
+ * up to date by the plugin (no store read per request).
  */
 import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -13,10 +12,15 @@ import path from 'node:path';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { truthy, type ImagesService, type StoredImageFile } from '../../sdk/index.js';
 import { guestChanges, type GuestEvent, type GuestView } from './changes.js';
-import { FrontDoor, type SmallAnswer } from './front-door.js';
 
 /** A guest waiting longer than this for the HTTP head of its request is dropped. */
 const HEADERS_TIMEOUT_MS = 10_000;
+/**
+ * A connection with no traffic for this long is dropped: Node's headers timeout does not cover a
+ * guest that connects and sends nothing, which would otherwise hold the daemon's descriptors
+ * forever. Event websockets are not touched (ws disarms the timer on the sockets it takes).
+ */
+const IDLE_TIMEOUT_MS = 30_000;
 const EVENT_TYPES = new Set(['config', 'device']);
 
 export interface EndpointDeps {
@@ -25,11 +29,18 @@ export interface EndpointDeps {
   images(): ImagesService | undefined;
 }
 
-/** An answer streamed through the full HTTP server (an image export). */
+/** A whole answer: status, content type and body. */
+interface SmallAnswer {
+  status: number;
+  type: string;
+  body: string;
+}
+
+/** An answer streamed from files (an image export). */
 type Streamed = (res: http.ServerResponse) => Promise<void>;
 
 export class GuestEndpoint {
-  private door?: FrontDoor;
+  private server?: http.Server;
   private readonly wss = new WebSocketServer({ noServer: true });
   private readonly listeners = new Map<WebSocket, Set<string>>();
 
@@ -46,18 +57,17 @@ export class GuestEndpoint {
   }
 
   get listening(): boolean {
-    return Boolean(this.door?.server.listening);
+    return Boolean(this.server?.listening);
   }
 
   /** Listen on a fresh socket (an old file from a former daemon is replaced), reachable by any user inside. */
   async listen(): Promise<void> {
-    if (this.door) return;
+    if (this.server) return;
     await rm(this.socketPath, { force: true });
-    const full = http.createServer((req, res) => this.answer(req, res));
-    full.headersTimeout = HEADERS_TIMEOUT_MS;
-    full.on('upgrade', (req, socket, head) => this.upgrade(req, socket, head));
-    const door = new FrontDoor({ quick: (_method, target) => this.quick(target), fallback: full, headersTimeoutMs: HEADERS_TIMEOUT_MS });
-    const server = door.server;
+    const server = http.createServer((req, res) => this.answer(req, res));
+    server.headersTimeout = HEADERS_TIMEOUT_MS;
+    server.timeout = IDLE_TIMEOUT_MS;
+    server.on('upgrade', (req, socket, head) => this.upgrade(req, socket, head));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.socketPath, () => {
@@ -65,19 +75,19 @@ export class GuestEndpoint {
         resolve();
       });
     });
-    this.door = door;
+    this.server = server;
     await chmod(this.socketPath, 0o666);
   }
 
   /** Stop answering; with `remove`, the socket file goes too (the directory stays: it may still be mounted). */
   async close(remove = true): Promise<void> {
-    const door = this.door;
-    this.door = undefined;
+    const server = this.server;
+    this.server = undefined;
     for (const ws of this.listeners.keys()) ws.terminate();
     this.listeners.clear();
-    if (door) {
-      door.closeAll();
-      await new Promise<void>((resolve) => door.server.close(() => resolve()));
+    if (server) {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     }
     if (remove) await rm(this.socketPath, { force: true });
   }
@@ -94,15 +104,9 @@ export class GuestEndpoint {
     for (const [ws, types] of this.listeners) if (types.has(change.type)) ws.send(text);
   }
 
-  /** The front door's question: a small answer, or undefined to let the full server stream it. */
-  private quick(target: string): SmallAnswer | undefined {
-    const answer = this.answerOf(pathOf(target));
-    return typeof answer === 'function' ? undefined : answer;
-  }
-
   private answer(req: http.IncomingMessage, res: http.ServerResponse): void {
     // Every path answers any method as GET does: the reference's guest socket does not look at the method.
-    const answer = this.answerOf(pathOf(req.url ?? '/'));
+    const answer = this.answerOf(urlOf(req.url)?.pathname);
     // A stream that fails midway (a file gone, the guest gone) ends the connection, never the daemon.
     if (typeof answer === 'function') return void answer(res).catch(() => res.destroy());
     send(res, answer);
@@ -159,8 +163,8 @@ export class GuestEndpoint {
   private upgrade(req: http.IncomingMessage, socket: import('node:stream').Duplex, head: Buffer): void {
     // A guest that goes away mid-answer must not take the daemon with it (the socket has no other error listener yet).
     socket.on('error', () => socket.destroy());
-    const url = new URL(req.url ?? '/', 'http://devlxd');
-    if (url.pathname !== '/1.0/events' || req.method !== 'GET') {
+    const url = urlOf(req.url);
+    if (url?.pathname !== '/1.0/events' || req.method !== 'GET') {
       socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
       return;
     }
@@ -181,10 +185,13 @@ export class GuestEndpoint {
 
 const guestKey = (key: string): boolean => key.startsWith('user.') || key.startsWith('cloud-init.');
 
-/** The path of a request target as URL rules read it (dot segments, no query), or undefined when it is none. */
-function pathOf(target: string): string | undefined {
+/**
+ * A request target read as URL rules read it (dot segments resolved), or undefined when it is not
+ * one (`//`, `/\\`): a guest's malformed request must get an answer, never an exception in the daemon.
+ */
+function urlOf(target: string | undefined): URL | undefined {
   try {
-    return new URL(target, 'http://devlxd').pathname;
+    return new URL(target ?? '/', 'http://devlxd');
   } catch {
     return undefined;
   }
