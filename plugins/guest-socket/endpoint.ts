@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { chmod, rm } from 'node:fs/promises';
 import http from 'node:http';
+import type { Socket } from 'node:net';
 import path from 'node:path';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { truthy, type ImagesService, type StoredImageFile } from '../../sdk/index.js';
@@ -16,11 +17,11 @@ import { guestChanges, type GuestEvent, type GuestView } from './changes.js';
 /** A guest waiting longer than this for the HTTP head of its request is dropped. */
 const HEADERS_TIMEOUT_MS = 10_000;
 /**
- * A connection with no traffic for this long is dropped: Node's headers timeout does not cover a
- * guest that connects and sends nothing, which would otherwise hold the daemon's descriptors
- * forever. Event websockets are not touched (ws disarms the timer on the sockets it takes).
+ * A connection that has sent nothing after this long is dropped (checked every half of it): Node's
+ * head timeout starts with the first byte, so a silent guest would hold a descriptor forever. A
+ * sweep, not a timer per connection: a socket timer is re-armed on every read and write.
  */
-const IDLE_TIMEOUT_MS = 30_000;
+const SILENT_TIMEOUT_MS = 10_000;
 const EVENT_TYPES = new Set(['config', 'device']);
 
 export interface EndpointDeps {
@@ -43,6 +44,9 @@ export class GuestEndpoint {
   private server?: http.Server;
   private readonly wss = new WebSocketServer({ noServer: true });
   private readonly listeners = new Map<WebSocket, Set<string>>();
+  /** Open connections that had sent nothing at the last sweep, with when they came. */
+  private readonly silent = new Map<Socket, number>();
+  private sweeper?: NodeJS.Timeout;
 
   constructor(
     readonly project: string,
@@ -66,7 +70,11 @@ export class GuestEndpoint {
     await rm(this.socketPath, { force: true });
     const server = http.createServer((req, res) => this.answer(req, res));
     server.headersTimeout = HEADERS_TIMEOUT_MS;
-    server.timeout = IDLE_TIMEOUT_MS;
+    server.on('connection', (socket: Socket) => {
+      this.silent.set(socket, Date.now());
+      // Gone at once when closed: a socket kept until the next sweep would outlive the young generation.
+      socket.once('close', () => this.silent.delete(socket));
+    });
     server.on('upgrade', (req, socket, head) => this.upgrade(req, socket, head));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -76,6 +84,7 @@ export class GuestEndpoint {
       });
     });
     this.server = server;
+    this.sweeper = setInterval(() => this.sweep(), SILENT_TIMEOUT_MS / 2).unref();
     await chmod(this.socketPath, 0o666);
   }
 
@@ -83,6 +92,8 @@ export class GuestEndpoint {
   async close(remove = true): Promise<void> {
     const server = this.server;
     this.server = undefined;
+    clearInterval(this.sweeper);
+    this.silent.clear();
     for (const ws of this.listeners.keys()) ws.terminate();
     this.listeners.clear();
     if (server) {
@@ -90,6 +101,17 @@ export class GuestEndpoint {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
     if (remove) await rm(this.socketPath, { force: true });
+  }
+
+  private sweep(): void {
+    const now = Date.now();
+    for (const [socket, since] of this.silent) {
+      if (socket.destroyed || socket.bytesRead > 0) this.silent.delete(socket);
+      else if (now - since >= SILENT_TIMEOUT_MS) {
+        this.silent.delete(socket);
+        socket.destroy();
+      }
+    }
   }
 
   /** A new view of the instance: guests listening for events hear what changed. */
