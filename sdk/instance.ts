@@ -170,6 +170,8 @@ export const InstancesExtensionPointRef = createExtensionPoint<InstancesExtensio
 /** What the instances family answers at run time. */
 export interface InstancesService {
   list(project?: string): Promise<InstanceSummary[]>;
+  /** One instance, read alone (its project's size does not matter); undefined when there is none. */
+  get?(project: string, name: string): Promise<InstanceSummary | undefined>;
   /** Metrics of the running (or frozen) instances of `project`, or of every project. */
   metrics(project?: string): Promise<InstanceMetricsEntry[]>;
 }

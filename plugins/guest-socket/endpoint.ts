@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { chmod, rm } from 'node:fs/promises';
 import http from 'node:http';
+import type { Socket } from 'node:net';
 import path from 'node:path';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { truthy, type ImagesService, type StoredImageFile } from '../../sdk/index.js';
@@ -15,6 +16,12 @@ import { guestChanges, type GuestEvent, type GuestView } from './changes.js';
 
 /** A guest waiting longer than this for the HTTP head of its request is dropped. */
 const HEADERS_TIMEOUT_MS = 10_000;
+/**
+ * A connection that has sent nothing after this long is dropped (checked every half of it): Node's
+ * head timeout starts with the first byte, so a silent guest would hold a descriptor forever. A
+ * sweep, not a timer per connection: a socket timer is re-armed on every read and write.
+ */
+const SILENT_TIMEOUT_MS = 10_000;
 const EVENT_TYPES = new Set(['config', 'device']);
 
 export interface EndpointDeps {
@@ -23,10 +30,23 @@ export interface EndpointDeps {
   images(): ImagesService | undefined;
 }
 
+/** A whole answer: status, content type and body. */
+interface SmallAnswer {
+  status: number;
+  type: string;
+  body: string;
+}
+
+/** An answer streamed from files (an image export). */
+type Streamed = (res: http.ServerResponse) => Promise<void>;
+
 export class GuestEndpoint {
   private server?: http.Server;
   private readonly wss = new WebSocketServer({ noServer: true });
   private readonly listeners = new Map<WebSocket, Set<string>>();
+  /** Open connections that had sent nothing at the last sweep, with when they came. */
+  private readonly silent = new Map<Socket, number>();
+  private sweeper?: NodeJS.Timeout;
 
   constructor(
     readonly project: string,
@@ -50,6 +70,11 @@ export class GuestEndpoint {
     await rm(this.socketPath, { force: true });
     const server = http.createServer((req, res) => this.answer(req, res));
     server.headersTimeout = HEADERS_TIMEOUT_MS;
+    server.on('connection', (socket: Socket) => {
+      this.silent.set(socket, Date.now());
+      // Gone at once when closed: a socket kept until the next sweep would outlive the young generation.
+      socket.once('close', () => this.silent.delete(socket));
+    });
     server.on('upgrade', (req, socket, head) => this.upgrade(req, socket, head));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -59,6 +84,7 @@ export class GuestEndpoint {
       });
     });
     this.server = server;
+    this.sweeper = setInterval(() => this.sweep(), SILENT_TIMEOUT_MS / 2).unref();
     await chmod(this.socketPath, 0o666);
   }
 
@@ -66,6 +92,8 @@ export class GuestEndpoint {
   async close(remove = true): Promise<void> {
     const server = this.server;
     this.server = undefined;
+    clearInterval(this.sweeper);
+    this.silent.clear();
     for (const ws of this.listeners.keys()) ws.terminate();
     this.listeners.clear();
     if (server) {
@@ -73,6 +101,17 @@ export class GuestEndpoint {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
     if (remove) await rm(this.socketPath, { force: true });
+  }
+
+  private sweep(): void {
+    const now = Date.now();
+    for (const [socket, since] of this.silent) {
+      if (socket.destroyed || socket.bytesRead > 0) this.silent.delete(socket);
+      else if (now - since >= SILENT_TIMEOUT_MS) {
+        this.silent.delete(socket);
+        socket.destroy();
+      }
+    }
   }
 
   /** A new view of the instance: guests listening for events hear what changed. */
@@ -88,60 +127,56 @@ export class GuestEndpoint {
   }
 
   private answer(req: http.IncomingMessage, res: http.ServerResponse): void {
-    const url = new URL(req.url ?? '/', 'http://devlxd');
-    const route = this.route(url.pathname);
-    if (!route) return text(res, 404, 'not found');
     // Every path answers any method as GET does: the reference's guest socket does not look at the method.
-    route(url, res);
+    const answer = this.answerOf(urlOf(req.url)?.pathname);
+    // A stream that fails midway (a file gone, the guest gone) ends the connection, never the daemon.
+    if (typeof answer === 'function') return void answer(res).catch(() => res.destroy());
+    send(res, answer);
   }
 
-  /** The handler of a path, or undefined when nothing lives there. */
-  private route(pathname: string): ((url: URL, res: http.ServerResponse) => void) | undefined {
-    // Paths match exactly: `/1.0/` or `/1.0/config/` are 404s, as with the reference.
-    const p = pathname;
+  /** What a path answers. Paths match exactly: `/1.0/` or `/1.0/config/` are 404s, as with the reference. */
+  private answerOf(p: string | undefined): SmallAnswer | Streamed {
     switch (p) {
-      case '/': return (_u, res) => json(res, ['/1.0']);
-      case '/1.0': return (_u, res) => json(res, { api_version: '1.0', location: this.deps.location(), instance_type: 'container', state: '' });
-      case '/1.0/config': return (_u, res) => json(res, Object.keys(this.view.config).filter(guestKey).sort().map((k) => `/1.0/config/${k}`));
-      case '/1.0/meta-data': return (_u, res) => this.metaData(res);
-      case '/1.0/devices': return (_u, res) => json(res, this.view.devices);
-      case '/1.0/events': return (_u, res) => text(res, 400, 'the events endpoint is a websocket: send an upgrade request');
+      case '/': return json(['/1.0']);
+      case '/1.0': return json({ api_version: '1.0', location: this.deps.location(), instance_type: 'container', state: '' });
+      case '/1.0/config': return json(Object.keys(this.view.config).filter(guestKey).sort().map((k) => `/1.0/config/${k}`));
+      case '/1.0/meta-data': return this.metaData();
+      case '/1.0/devices': return json(this.view.devices);
+      case '/1.0/events': return text(400, 'the events endpoint is a websocket: send an upgrade request');
+      case undefined: return text(400, 'the request target is not a path');
     }
     const key = /^\/1\.0\/config\/([^/]+)$/.exec(p);
-    if (key) return (_u, res) => this.configKey(decodeURIComponent(key[1]!), res);
+    if (key) return this.configKey(decode(key[1]!));
     const image = /^\/1\.0\/images\/([^/]+)\/export$/.exec(p);
-    if (image) return (_u, res) => void this.exportImage(decodeURIComponent(image[1]!), res);
-    return undefined;
+    if (image) return (res) => this.exportImage(decode(image[1]!), res);
+    return text(404, 'not found');
   }
 
-  private configKey(key: string, res: http.ServerResponse): void {
-    if (!guestKey(key)) return text(res, 403, 'not authorized (only user.* and cloud-init.* keys are visible from inside)');
+  private configKey(key: string): SmallAnswer {
+    if (!guestKey(key)) return text(403, 'not authorized (only user.* and cloud-init.* keys are visible from inside)');
     const value = this.view.config[key];
-    if (value === undefined) return text(res, 404, 'not found');
-    res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': Buffer.byteLength(value) });
-    res.end(value);
+    if (value === undefined) return text(404, 'not found');
+    return { status: 200, type: 'application/octet-stream', body: value };
   }
 
-  private metaData(res: http.ServerResponse): void {
+  private metaData(): SmallAnswer {
     const extra = this.view.config['user.meta-data'] ?? '';
     const id = this.view.config['volatile.cloud-init.instance-id'] || this.name;
-    const body = `#cloud-config\ninstance-id: ${id}\nlocal-hostname: ${this.name}\n${extra}`;
-    res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(body) });
-    res.end(body);
+    return { status: 200, type: 'text/plain', body: `#cloud-config\ninstance-id: ${id}\nlocal-hostname: ${this.name}\n${extra}` };
   }
 
   /** An image of the instance's project, as the main API exports it; only with `security.devlxd.images`. */
   private async exportImage(fingerprint: string, res: http.ServerResponse): Promise<void> {
-    if (!truthy(this.view.config['security.devlxd.images'])) return text(res, 403, 'image export is not enabled for this instance (security.devlxd.images)');
+    if (!truthy(this.view.config['security.devlxd.images'])) return send(res, text(403, 'image export is not enabled for this instance (security.devlxd.images)'));
     const images = this.deps.images();
-    if (!images || !/^[0-9a-f]{1,64}$/.test(fingerprint)) return text(res, 404, 'not found');
+    if (!images || !/^[0-9a-f]{1,64}$/.test(fingerprint)) return send(res, text(404, 'not found'));
     let files;
     let full: string;
     try {
       full = (await images.resolve(this.project, { fingerprint })).fingerprint;
       files = await images.files(full);
     } catch {
-      return text(res, 404, 'not found');
+      return send(res, text(404, 'not found'));
     }
     if (!files.rootfs) return streamFile(res, files.metadata, `${full}${files.metadata.extension}`, { 'Content-Type': 'application/octet-stream' });
     await streamMultipart(res, full, files.metadata, files.rootfs);
@@ -150,8 +185,8 @@ export class GuestEndpoint {
   private upgrade(req: http.IncomingMessage, socket: import('node:stream').Duplex, head: Buffer): void {
     // A guest that goes away mid-answer must not take the daemon with it (the socket has no other error listener yet).
     socket.on('error', () => socket.destroy());
-    const url = new URL(req.url ?? '/', 'http://devlxd');
-    if (url.pathname !== '/1.0/events' || req.method !== 'GET') {
+    const url = urlOf(req.url);
+    if (url?.pathname !== '/1.0/events' || req.method !== 'GET') {
       socket.end('HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n');
       return;
     }
@@ -172,17 +207,35 @@ export class GuestEndpoint {
 
 const guestKey = (key: string): boolean => key.startsWith('user.') || key.startsWith('cloud-init.');
 
-function json(res: http.ServerResponse, value: unknown): void {
-  // A line of JSON, ending with a newline as the reference's answers do.
-  const body = `${JSON.stringify(value)}\n`;
-  res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) });
-  res.end(body);
+/**
+ * A request target read as URL rules read it (dot segments resolved), or undefined when it is not
+ * one (`//`, `/\\`): a guest's malformed request must get an answer, never an exception in the daemon.
+ */
+function urlOf(target: string | undefined): URL | undefined {
+  try {
+    return new URL(target ?? '/', 'http://devlxd');
+  } catch {
+    return undefined;
+  }
 }
 
-function text(res: http.ServerResponse, status: number, message: string): void {
-  const body = `${message}\n`;
-  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(body) });
-  res.end(body);
+/** A percent-decoded path segment; a malformed escape stays as written (and matches nothing). */
+function decode(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+/** A line of JSON, ending with a newline as the reference's answers do. */
+const json = (value: unknown): SmallAnswer => ({ status: 200, type: 'application/json', body: `${JSON.stringify(value)}\n` });
+
+const text = (status: number, message: string): SmallAnswer => ({ status, type: 'text/plain; charset=utf-8', body: `${message}\n` });
+
+function send(res: http.ServerResponse, answer: SmallAnswer): void {
+  res.writeHead(answer.status, { 'Content-Type': answer.type, 'Content-Length': Buffer.byteLength(answer.body) });
+  res.end(answer.body);
 }
 
 function streamFile(res: http.ServerResponse, file: StoredImageFile, filename: string, headers: Record<string, string>): void {

@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { truthy, type DeviceMount, type InstancesService, type InstanceSubject, type PluginContext } from '../../sdk/index.js';
+import { truthy, type DeviceMount, type InstancesService, type InstanceSubject, type InstanceSummary, type PluginContext } from '../../sdk/index.js';
 import type { GuestView } from './changes.js';
 import { GuestEndpoint, type EndpointDeps } from './endpoint.js';
 
@@ -111,10 +111,9 @@ export class GuestSockets {
 
   private async refreshNow(project: string, names?: string[]): Promise<void> {
     const wanted = [...this.endpoints.values()].filter((e) => e.project === project && (!names || names.includes(e.name)));
-    if (!wanted.length) return;
-    const list = (await this.instances()?.list(project)) ?? [];
     for (const endpoint of wanted) {
-      const summary = list.find((i) => i.name === endpoint.name);
+      // The instance alone is read: an update costs what that instance needs, not its project's size.
+      const summary = await this.readOne(endpoint.project, endpoint.name);
       if (!summary) continue;
       await this.serial(endpoint.project, endpoint.name, async () => {
         if (this.find(endpoint.project, endpoint.name) !== endpoint) return; // stopped meanwhile
@@ -125,7 +124,14 @@ export class GuestSockets {
     }
   }
 
-  /** A profile changed: its project's instances, or another project's using it (`features.profiles=false`), may see it. */
+  private async readOne(project: string, name: string): Promise<InstanceSummary | undefined> {
+    const instances = this.instances();
+    if (!instances) return undefined;
+    if (instances.get) return instances.get(project, name);
+    return (await instances.list(project)).find((i) => i.name === name);
+  }
+
+  /** A profile changed: any running container may see it (another project's too, with `features.profiles=false`). */
   async refreshAll(): Promise<void> {
     for (const project of new Set([...this.endpoints.values()].map((e) => e.project))) await this.refresh(project);
   }

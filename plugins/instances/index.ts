@@ -6,8 +6,10 @@
 import {
   CustomVolumesServiceRef, definePlugin, featureProjectOf, ImagesServiceRef, InstanceHooksRef, InstancesExtensionPointRef, InstancesServiceRef,
   ProfilesServiceRef, StorageServiceRef, instanceUrl, resourceUrl,
-  type InstanceDriver, type InstancesExtensionPoint, type InstanceType, type InstancesService, type PluginContext,
+  type InstanceDriver, type InstancesExtensionPoint, type InstanceSummary, type InstanceType, type InstancesService, type PluginContext,
+  type StoredDoc,
 } from '../../sdk/index.js';
+import type { InstanceRecord } from './record.js';
 import { INSTANCE_KEYS } from './keys.js';
 import { DeviceTypes } from './devices/device-types.js';
 import { diskDevice, isRootDisk } from './devices/disk.js';
@@ -91,16 +93,19 @@ export default definePlugin({
       registerDeviceType: (type) => devices.register(type),
     };
     ctx.extensionPoints.provide(InstancesExtensionPointRef, registration);
+    const summaryOf = async (s: StoredDoc<InstanceRecord>): Promise<InstanceSummary> => {
+      const profiles = await manager.loadProfiles(s.project, s.doc.profiles).catch(() => []);
+      return {
+        project: s.project, name: s.name, type: s.doc.type, location: locationOf(ctx.cluster, s.doc), profiles: s.doc.profiles, config: s.doc.config, devices: s.doc.devices,
+        expandedConfig: expandConfig(profiles, s.doc.config), expandedDevices: expandDevices(profiles, s.doc.devices),
+      };
+    };
     const service: InstancesService = {
       metrics: (project) => collectMetrics(manager, project),
-      async list(project) {
-        return Promise.all((await manager.records.list(project)).map(async (s) => {
-          const profiles = await manager.loadProfiles(s.project, s.doc.profiles).catch(() => []);
-          return {
-            project: s.project, name: s.name, type: s.doc.type, location: locationOf(ctx.cluster, s.doc), profiles: s.doc.profiles, config: s.doc.config, devices: s.doc.devices,
-            expandedConfig: expandConfig(profiles, s.doc.config), expandedDevices: expandDevices(profiles, s.doc.devices),
-          };
-        }));
+      list: async (project) => Promise.all((await manager.records.list(project)).map(summaryOf)),
+      async get(project, name) {
+        const stored = await manager.records.get(project, name);
+        return stored && summaryOf(stored);
       },
     };
     ctx.services.provide(InstancesServiceRef, service);
