@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { projectRoot } from './daemon.js';
+import { lxc } from './clients.js';
 
 /** Why the client cannot be built here, or undefined. */
 export function devlxdClientUnavailable(): string | undefined {
@@ -42,4 +43,20 @@ export interface GuestAnswer {
 export function parseGet(stdout: string): GuestAnswer {
   const nl = stdout.indexOf('\n');
   return { status: Number(stdout.slice(0, nl)), body: stdout.slice(nl + 1) };
+}
+
+/** Launch `name` from the image `bb` with `config`, and put the client at /devlxd-client in it. */
+export async function launchWithClient(socket: string, client: string, name: string, config: Record<string, string> = {}): Promise<void> {
+  const args = Object.entries(config).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
+  const r = await lxc(socket, 'launch', 'bb', name, ...args);
+  if (r.status !== 0) throw new Error(`lxc launch ${name}: ${r.stderr}`);
+  const push = await lxc(socket, 'file', 'push', client, `${name}/devlxd-client`, '--mode', '0755');
+  if (push.status !== 0) throw new Error(`lxc file push: ${push.stderr}`);
+}
+
+/** A request from inside `name` (a JSON body when one is given); status -1 when the client failed. */
+export async function askInside(socket: string, name: string, urlPath: string, method = 'GET', body?: string): Promise<GuestAnswer> {
+  const r = await lxc(socket, 'exec', name, '--', '/devlxd-client', 'get', urlPath, method, ...(body === undefined ? [] : [body]));
+  if (r.status !== 0) return { status: -1, body: r.stderr || r.stdout };
+  return parseGet(r.stdout);
 }

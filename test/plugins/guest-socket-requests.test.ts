@@ -17,7 +17,7 @@ import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.j
 import { importImage } from '../helpers/api.js';
 import { hasLxc, lxc, lxcEnv } from '../helpers/clients.js';
 import { serialUnless } from '../helpers/needs.js';
-import { buildDevlxdClient, devlxdClientUnavailable, parseGet, removeDevlxdClient, type GuestAnswer } from '../helpers/devlxd-client.js';
+import { askInside, buildDevlxdClient, devlxdClientUnavailable, launchWithClient, removeDevlxdClient } from '../helpers/devlxd-client.js';
 import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
 
 const missing = devlxdClientUnavailable() ?? (hasLxc() ? undefined : 'the lxc client is not installed');
@@ -28,20 +28,9 @@ let d: Daemon;
 let image: BusyboxImage;
 let client: string;
 
-async function launch(socket: string, name: string, config: Record<string, string> = {}): Promise<void> {
-  const args = Object.entries(config).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
-  const r = await lxc(socket, 'launch', 'bb', name, ...args);
-  if (r.status !== 0) throw new Error(`lxc launch ${name}: ${r.stderr}`);
-  const push = await lxc(socket, 'file', 'push', client, `${name}/devlxd-client`, '--mode', '0755');
-  if (push.status !== 0) throw new Error(`lxc file push: ${push.stderr}`);
-}
+const launch = (socket: string, name: string, config: Record<string, string> = {}) => launchWithClient(socket, client, name, config);
 
-/** A request from inside `name`, with a JSON body when one is given. */
-async function ask(socket: string, name: string, urlPath: string, method = 'GET', body?: string): Promise<GuestAnswer> {
-  const r = await lxc(socket, 'exec', name, '--', '/devlxd-client', 'get', urlPath, method, ...(body === undefined ? [] : [body]));
-  if (r.status !== 0) return { status: -1, body: r.stderr || r.stdout };
-  return parseGet(r.stdout);
-}
+const ask = askInside;
 
 /** Raw bytes to the guest socket from the host, written in `parts` with a pause between; all that comes back until the close. */
 function raw(sock: string, parts: string[], pauseMs = 50, boundMs = 20000): Promise<string> {

@@ -17,7 +17,7 @@ import { callAndWait, importImage } from '../helpers/api.js';
 import { claimsNamed } from '../helpers/claims.js';
 import { hasLxc, lxc, lxcEnv } from '../helpers/clients.js';
 import { serialUnless } from '../helpers/needs.js';
-import { buildDevlxdClient, devlxdClientUnavailable, parseGet, removeDevlxdClient, type GuestAnswer } from '../helpers/devlxd-client.js';
+import { askInside, buildDevlxdClient, devlxdClientUnavailable, launchWithClient, parseGet, removeDevlxdClient } from '../helpers/devlxd-client.js';
 import { referenceUnavailable, startReference, type ReferenceDaemon } from '../helpers/reference-daemon.js';
 
 const missing = devlxdClientUnavailable() ?? (hasLxc() ? undefined : 'the lxc client is not installed');
@@ -31,20 +31,9 @@ let fingerprint: string;
 
 const call = (method: string, url: string, body?: unknown) => callAndWait(d, method, url, body);
 
-async function launch(socket: string, name: string, config: Record<string, string> = {}): Promise<void> {
-  const args = Object.entries(config).flatMap(([k, v]) => ['-c', `${k}=${v}`]);
-  const r = await lxc(socket, 'launch', 'bb', name, ...args);
-  if (r.status !== 0) throw new Error(`lxc launch ${name}: ${r.stderr}`);
-  const push = await lxc(socket, 'file', 'push', client, `${name}/devlxd-client`, '--mode', '0755');
-  if (push.status !== 0) throw new Error(`lxc file push: ${push.stderr}`);
-}
+const launch = (socket: string, name: string, config: Record<string, string> = {}) => launchWithClient(socket, client, name, config);
 
-/** `GET path` (or another method) from inside `name`. */
-async function ask(socket: string, name: string, urlPath: string, method = 'GET'): Promise<GuestAnswer> {
-  const r = await lxc(socket, 'exec', name, '--', '/devlxd-client', 'get', urlPath, method);
-  if (r.status !== 0) return { status: -1, body: r.stderr || r.stdout };
-  return parseGet(r.stdout);
-}
+const ask = askInside;
 
 async function setKey(name: string, key: string, value: string): Promise<void> {
   const r = await lxc(d.socket, 'config', 'set', name, key, value);
