@@ -21,18 +21,40 @@ let image: BusyboxImage;
 
 const ok = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
 
-/** Processes running the seccomp proxy of this daemon (found by its socket path on the command line). */
-function proxyPids(): number[] {
+/** Processes of the seccomp proxy of this daemon (found by its socket path on the command line): pid and parent. */
+function proxyProcesses(): { pid: number; ppid: number }[] {
   const socket = path.join(dir, 'seccomp.socket');
-  const pids: number[] = [];
+  const found: { pid: number; ppid: number }[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (argv[0]?.endsWith('corral-seccomp-proxy') && argv[1] === socket) pids.push(Number(entry));
+      if (!argv[0]?.endsWith('corral-seccomp-proxy') || argv[1] !== socket) continue;
+      const ppid = Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+      found.push({ pid: Number(entry), ppid });
     } catch { /* gone */ }
   }
-  return pids;
+  return found;
+}
+
+/** The proxies the daemon runs: the process holding the socket (its server is a child of it). */
+function proxyPids(): number[] {
+  const all = proxyProcesses();
+  return all.filter((p) => !all.some((q) => q.pid === p.ppid)).map((p) => p.pid);
+}
+
+/** Whether something listens on the proxy's socket (/proc/net/unix: the accepting flag, 0x10000). */
+function proxyListening(): boolean {
+  const socket = path.join(dir, 'seccomp.socket');
+  return readFileSync('/proc/net/unix', 'utf8').split('\n').some((line) => {
+    const f = line.trim().split(/\s+/);
+    return f[7] === socket && (parseInt(f[3] ?? '0', 16) & 0x10000) !== 0;
+  });
+}
+
+/** The server child of the proxy `holder`, serving the monitors. */
+function proxyServer(holder: number): number | undefined {
+  return proxyProcesses().find((p) => p.ppid === holder)?.pid;
 }
 
 const skip = !hasLxc() ? 'the lxc client is not installed' : undefined;
@@ -178,9 +200,21 @@ serial('seccomp_notify and container_syscall_intercept: intercepted mknod create
   t.regex(await ok(t, 'exec', 'u2priv', '--', 'ls', '-ln', '/tmp/b'), /^brw/);
   await ok(t, 'delete', '--force', 'u2priv');
 
-  // A proxy that dies is started again, and the container's monitor reconnects to it.
+  // A server that dies is replaced by the process holding the socket: the monitor's reconnect is
+  // never refused, so the very next call is served (a refused one would leave exec sessions without
+  // interception in liblxc), without waiting for the daemon.
+  const server = proxyServer(proxy!);
+  t.truthy(server, 'the proxy serves from a child');
+  process.kill(server!, 'SIGKILL');
+  await ok(t, 'exec', 'u2mknod', '--', 'mknod', '/tmp/after-server', 'c', '1', '8');
+  t.deepEqual(proxyPids(), [proxy], 'the same proxy holds the socket');
+  t.not(proxyServer(proxy!), server, 'with a new server');
+  // A proxy that dies whole is started again by the daemon, and the container's monitor reconnects to it.
   process.kill(proxy!, 'SIGKILL');
   await waitFor(() => proxyPids().length === 1 && proxyPids()[0] !== proxy, 10_000, 'a new proxy');
+  // A call made before the new proxy listens would be refused for good (see above): the daemon's
+  // restart takes a moment, and only calls after it are the proxy's to serve.
+  await waitFor(proxyListening, 10_000, 'the new proxy to listen');
   await mknodWorks('u2mknod', ['c', '1', '8'], 'mknod through the new proxy');
   t.pass();
 });
@@ -259,6 +293,7 @@ serial('the seccomp proxy ends with the daemon, and a new daemon starts it for t
   // The container outlived the daemon; the next daemon serves its monitor again.
   d = await startDaemon({ dir, plugins: 'edge' });
   await waitFor(() => proxyPids().length === 1, 10_000, 'the proxy at boot');
+  await waitFor(proxyListening, 10_000, 'the proxy to listen');
   await mknodWorks('u2mknod', ['c', '1', '7'], 'mknod after the restart');
   await ok(t, 'delete', '--force', 'u2mknod');
   t.is(proxyPids().length, 1, 'the proxy stays for the daemon\'s life');

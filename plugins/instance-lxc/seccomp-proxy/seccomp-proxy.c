@@ -302,6 +302,39 @@ static int make_node(const struct request *r, mode_t umask_caller, int dac, cons
 	return err;
 }
 
+static int in_child(int (*fn)(void *), void *arg, int timeout_ms);
+static int keep_only_answer(int *keep);
+
+/* What act_as_caller's child needs: the caller's mount namespace, root and base, ids and request. */
+struct caller_act {
+	int mnt_fd, root_fd, base_fd;
+	uid_t fsuid;
+	gid_t fsgid;
+	mode_t umask_caller;
+	int dac;
+	unsigned long root;
+	const struct id_map *uids, *gids;
+	const struct request *r;
+};
+
+/* In the child: into the caller's mount namespace and root, then act with its fs ids; a positive errno. */
+static int caller_act_child(void *arg)
+{
+	const struct caller_act *a = arg;
+	if (setns(a->mnt_fd, CLONE_NEWNS) < 0 || fchdir(a->root_fd) < 0 || chroot(".") < 0 || fchdir(a->base_fd) < 0)
+		return EPERM;
+	/* Nothing of the host stays open while the caller's path is resolved: only the answer pipe. */
+	if (keep_only_answer(NULL) < 0)
+		return EPERM;
+	setfsgid(a->fsgid);
+	setfsuid(a->fsuid);
+	if ((uid_t)setfsuid((uid_t)-1) != a->fsuid || (gid_t)setfsgid((gid_t)-1) != a->fsgid || set_caps(a->dac && a->r->action == MAKE_NODE) < 0)
+		return EPERM;
+	if (a->r->action == MARK_OPAQUE)
+		return mark_opaque(a->r, a->fsuid, a->root);
+	return make_node(a->r, a->umask_caller, a->dac, a->uids, a->gids);
+}
+
 /*
  * Do what the caller asked as the caller would have: in a child that joins the caller's mount
  * namespace, takes its root (and cwd or dirfd for relative paths) and the caller's fsuid/fsgid.
@@ -344,50 +377,11 @@ static int act_as_caller(int proc_fd, int notify_fd, uint64_t id, const struct r
 		ret = -ENOENT;
 		goto out;
 	}
-	int status_pipe[2];
-	if (pipe2(status_pipe, O_CLOEXEC) < 0) {
-		ret = -errno;
-		goto out;
-	}
-	pid_t child = fork();
-	if (child < 0) {
-		ret = -errno;
-		close(status_pipe[0]);
-		close(status_pipe[1]);
-		goto out;
-	}
-	if (child == 0) {
-		int err = 0;
-		close(status_pipe[0]);
-		int out = status_pipe[1];
-		if (setns(mnt_fd, CLONE_NEWNS) < 0 || fchdir(root_fd) < 0 || chroot(".") < 0 || fchdir(base_fd) < 0)
-			err = EPERM;
-		/* Nothing of the host stays open while the caller's path is resolved: only the answer pipe. */
-		else if ((out = dup2(status_pipe[1], 3)) != 3 || syscall(__NR_close_range, 4U, ~0U, 0) < 0)
-			err = EPERM;
-		else {
-			setfsgid(fsgid);
-			setfsuid(fsuid);
-			if ((uid_t)setfsuid((uid_t)-1) != fsuid || (gid_t)setfsgid((gid_t)-1) != fsgid || set_caps(dac && r->action == MAKE_NODE) < 0)
-				err = EPERM;
-			else if (r->action == MARK_OPAQUE)
-				err = mark_opaque(r, fsuid, root);
-			else
-				err = make_node(r, umask_caller, dac, &uids, &gids);
-		}
-		if (out < 0 || write(out, &err, sizeof(err)) != sizeof(err))
-			_exit(1);
-		_exit(0);
-	}
-	close(status_pipe[1]);
-	struct pollfd pfd = { .fd = status_pipe[0], .events = POLLIN };
-	int err = EPERM;
-	if (poll(&pfd, 1, CHILD_TIMEOUT_MS) == 1 && read(status_pipe[0], &err, sizeof(err)) != sizeof(err))
-		err = EPERM;
-	close(status_pipe[0]);
-	kill(child, SIGKILL);
-	waitpid(child, NULL, 0);
-	ret = -err;
+	struct caller_act act = {
+		.mnt_fd = mnt_fd, .root_fd = root_fd, .base_fd = base_fd, .fsuid = fsuid, .fsgid = fsgid,
+		.umask_caller = umask_caller, .dac = dac, .root = root, .uids = &uids, .gids = &gids, .r = r,
+	};
+	ret = in_child(caller_act_child, &act, CHILD_TIMEOUT_MS);
 out:
 	if (mnt_fd >= 0)
 		close(mnt_fd);
@@ -1143,6 +1137,9 @@ static int serve(int conn)
 	return answer < 0 ? -1 : 0;
 }
 
+static int hold(int lfd);
+static int serve_connections(int lfd);
+
 int main(int argc, char **argv)
 {
 	if (argc != 3 || strlen(argv[1]) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
@@ -1171,7 +1168,44 @@ int main(int argc, char **argv)
 	/* The daemon waits for this line before it starts a container that needs us. */
 	printf("ready\n");
 	fflush(stdout);
+	return hold(lfd);
+}
 
+/*
+ * The listening socket outlives any one server: this process only holds it and runs a server
+ * child, started again at once should it die. A monitor that connects meanwhile waits in the
+ * backlog instead of being refused, which matters: once a monitor's reconnect is refused,
+ * liblxc gives no listener to the container's new exec sessions (their intercepted calls fail
+ * with ENOSYS) until the container's own processes make an intercepted call.
+ */
+static int hold(int lfd)
+{
+	for (;;) {
+		pid_t server = fork();
+		if (server < 0) {
+			say("fork: %s", strerror(errno));
+			return 1;
+		}
+		if (server == 0) {
+			/* Ends with the holder (which ends with the daemon). */
+			if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1)
+				_exit(1);
+			_exit(serve_connections(lfd));
+		}
+		int status;
+		while (waitpid(server, &status, 0) < 0)
+			if (errno != EINTR)
+				return 1;
+		say("the server exited (%s %d): starting another", WIFSIGNALED(status) ? "signal" : "code",
+		    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+		/* Never a tight loop. */
+		usleep(50 * 1000);
+	}
+}
+
+/* Accepts monitors and answers their packets, one at a time. */
+static int serve_connections(int lfd)
+{
 	struct pollfd pfds[MAX_CLIENTS + 1];
 	int count = 1;
 	pfds[0].fd = lfd;
