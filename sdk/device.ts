@@ -162,7 +162,9 @@ export interface DeviceType {
    * Devices that follow the host (a node given when the host's kernel announces it, taken back
    * when it goes): called once the instance runs with the device. The type calls `changed` when
    * what `start` would return may differ now; the instances family then runs `start` again and,
-   * when the run config differs, unplugs the device and plugs the new one. Also called for a
+   * when the run config differs, has the driver change the device in place
+   * (InstanceDriver.updateDevice; for types without `started`/`stop`) or unplugs it and plugs the
+   * new one. Also called for a
    * running instance a restarted daemon adopts (then the device is plugged again once, as the
    * host may have changed while no daemon watched). Returns what stops following, called before
    * the device is unplugged or once the instance stopped. Needs `hotplug`.
