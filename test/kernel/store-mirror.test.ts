@@ -114,6 +114,17 @@ serial('concurrent reads share one freshness check: a burst costs at most two ro
   await a.store.close();
 });
 
+/** `write`, again while the cluster database answers 503 (an election after a member died), for at most 15 s. */
+async function untilQuorum<T>(write: () => Promise<T>): Promise<T> {
+  for (const end = Date.now() + 15_000; ; await sleep(200)) {
+    try {
+      return await write();
+    } catch (err) {
+      if ((err as { status?: number }).status !== 503 || Date.now() > end) throw err;
+    }
+  }
+}
+
 serial('a member whose etcd dies and restarts reloads its copy and misses no write made meanwhile', async (t) => {
   const a = await open(0);
   const b = await open(2);
@@ -126,8 +137,9 @@ serial('a member whose etcd dies and restarts reloads its copy and misses no wri
   // Kill b's etcd member; its supervisor starts it again. Meanwhile a (quorum of two) writes.
   process.kill(etcd!.members[2]!.member.pid!, 'SIGKILL');
   await sleep(100);
-  await ca.put('', 'during', { n: 2 });
-  await ca.delete('', 'before');
+  // Member 2 may have led: a write during the election is refused with a 503 ("try again later"), as clients are told.
+  await untilQuorum(() => ca.put('', 'during', { n: 2 }));
+  await untilQuorum(() => ca.delete('', 'before'));
   let seen: { during?: number; before?: number } | undefined;
   for (const end = Date.now() + 15_000; Date.now() < end && !seen; await sleep(100)) {
     seen = await Promise.all([cb.get('', 'during'), cb.get('', 'before')])
@@ -137,7 +149,7 @@ serial('a member whose etcd dies and restarts reloads its copy and misses no wri
   // The copy is back (loaded again, the watch running from it) and follows new writes.
   for (const end = Date.now() + 5000; Date.now() < end && !b.backend.copy.ready;) await sleep(50);
   t.true(b.backend.copy.ready, 'the copy was loaded again');
-  await ca.put('', 'after', { n: 3 });
+  await untilQuorum(() => ca.put('', 'after', { n: 3 }));
   t.is((await cb.get('', 'after'))?.doc.n, 3);
   t.true(b.backend.copy.ready);
   await Promise.all([a.store.close(), b.store.close()]);
