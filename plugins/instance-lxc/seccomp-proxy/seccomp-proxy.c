@@ -460,15 +460,21 @@ static int in_host_userns(int proc_fd)
 	return mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
 }
 
-/* A field of the caller's status file: the n-th number (from 0) after "\n<name>:". */
-static int status_field(const char *status, const char *name, int n, long *out)
+/* Where the numbers of the status line "<name>:" start, or NULL. */
+static const char *status_line(const char *status, const char *name)
 {
 	char key[32];
 	snprintf(key, sizeof(key), "\n%s:", name);
 	const char *p = strstr(status, key);
+	return p ? p + strlen(key) : NULL;
+}
+
+/* A field of the caller's status file: the n-th number (from 0) after "\n<name>:". */
+static int status_field(const char *status, const char *name, int n, long *out)
+{
+	const char *p = status_line(status, name);
 	if (!p)
 		return -1;
-	p += strlen(key);
 	for (int i = 0;; i++) {
 		char *end;
 		long v = strtol(p, &end, 10);
@@ -485,12 +491,9 @@ static int status_field(const char *status, const char *name, int n, long *out)
 /* The last number of a status line (NSpid: the caller's pid in its own pid namespace). */
 static int status_last(const char *status, const char *name, long *out)
 {
-	char key[32];
-	snprintf(key, sizeof(key), "\n%s:", name);
-	const char *p = strstr(status, key);
+	const char *p = status_line(status, name);
 	if (!p)
 		return -1;
-	p += strlen(key);
 	int found = 0;
 	for (;;) {
 		char *end;
