@@ -15,13 +15,15 @@ import { hasLxc, lxc, lxcOk } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { stopBusyboxDaemon } from '../helpers/busybox-daemon.js';
 import { claimsNamed } from '../helpers/claims.js';
+import { execOk } from '../helpers/intercept-diagnosis.js';
 
 let d: Daemon;
 let dir: string;
 let image: BusyboxImage;
 const loops: string[] = [];
 
-const ok = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
+/** lxc that must succeed; a failed exec says why liblxc could not reach the proxy, should that be the cause. */
+const ok = async (t: any, ...args: string[]) => (args[0] === 'exec' ? (await execOk(t, d, args[1]!, ...args.slice(2))).stdout : lxcOk(t, d.socket, ...args));
 const inside = (name: string, ...cmd: string[]) => lxc(d.socket, 'exec', name, '--', ...cmd);
 
 const hasV1Devices = existsSync('/sys/fs/cgroup/devices/devices.list');

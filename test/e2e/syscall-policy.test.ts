@@ -14,12 +14,14 @@ import { hasLxc, lxc, lxcOk } from '../helpers/clients.js';
 import { type BusyboxImage } from '../helpers/busybox-image.js';
 import { startBusyboxDaemon, stopBusyboxDaemon } from '../helpers/busybox-daemon.js';
 import { claimsNamed } from '../helpers/claims.js';
+import { execOk, interceptDiagnosis } from '../helpers/intercept-diagnosis.js';
 
 let d: Daemon;
 let dir: string;
 let image: BusyboxImage;
 
-const ok = (t: any, ...args: string[]) => lxcOk(t, d.socket, ...args);
+/** lxc that must succeed; a failed exec says why liblxc could not reach the proxy, should that be the cause. */
+const ok = async (t: any, ...args: string[]) => (args[0] === 'exec' ? (await execOk(t, d, args[1]!, ...args.slice(2))).stdout : lxcOk(t, d.socket, ...args));
 
 /** Processes of the seccomp proxy of this daemon (found by its socket path on the command line): pid and parent. */
 function proxyProcesses(): { pid: number; ppid: number }[] {
@@ -229,7 +231,7 @@ async function mknodWorks(name: string, args: string[], what: string): Promise<v
       return run.status === 0;
     }, 30_000, what);
   } catch (err) {
-    throw new Error(`${(err as Error).message}; the last mknod said: ${last || '(nothing)'}`);
+    throw new Error(`${(err as Error).message}; the last mknod said: ${last || '(nothing)'}\n${await interceptDiagnosis(d, name)}`);
   }
 }
 
