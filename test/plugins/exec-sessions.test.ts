@@ -130,6 +130,8 @@ for (const [how, leave] of [
     await leave(sockets);
     const op = await finished(s);
     t.not(op.status, 'Running');
+    // SIGKILL is delivered, not awaited: a loaded machine may schedule the command's last breath a moment later.
+    await waitFor(() => processesWith(`sleep ${marker}`).length === 0, 5000, 'the command to be gone').catch(() => undefined);
     t.deepEqual(processesWith(`sleep ${marker}`), []);
     t.deepEqual(attachProcesses(), []);
   });
@@ -144,6 +146,7 @@ test.serial('without a control socket (pylxd), a client that drops stdout ends t
   stdout.terminate();
   const op = await finished(s);
   t.not(op.status, 'Running');
+  await waitFor(() => processesWith(`sleep ${marker}`).length === 0, 5000, 'the command to be gone').catch(() => undefined);
   t.deepEqual(processesWith(`sleep ${marker}`), []);
 });
 
