@@ -149,7 +149,10 @@ serial('split heads, late and chunked bodies, bad heads, two requests in one wri
   t.true(two.indexOf('value') > 0 && two.indexOf('["/1.0"]') > two.indexOf('value'), two);
   // A guest that connects and says nothing is dropped, not held forever.
   const started = Date.now();
-  t.is(await raw(sock, [], 0, 30000), '');
+  // Closed without a word by the sweep, or with a 408 by the server's own head timeout (the same 10 s;
+  // whichever check comes round first).
+  const silent = await raw(sock, [], 0, 30000);
+  t.true(silent === '' || statusOf(silent) === 408, silent);
   // 10 s, checked every 5 s.
   const waited = Date.now() - started;
   t.true(waited >= 9000 && waited < 20000, `dropped after ${waited} ms`);
