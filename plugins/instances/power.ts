@@ -69,6 +69,10 @@ export class PowerControl {
 
   async start(handle: InstanceHandle, req?: ApiRequest, quiet = false): Promise<void> {
     const hooks = this.manager.hooks;
+    // A container with an id map needs its rootfs whole (a shared image layer cannot be mounted id-mapped).
+    if (handle.inst.type === 'container' && !truthy(handle.inst.config['security.privileged'])) {
+      await this.manager.deps.storage.flattenVolume(handle.record.pool, { type: handle.inst.type, project: handle.project, name: handle.name });
+    }
     await hooks.starting.promise(handle);
     const runtime = this.manager.deviceRuntime;
     const { runs: devices, volatile: deviceVolatile } = await runtime.startAll(handle);

@@ -9,6 +9,9 @@ import { badRequest, type VolumeRef } from '../../sdk/index.js';
 export const LAYOUT: { dir: string; mode: number }[] = [
   { dir: 'containers', mode: 0o711 },
   { dir: 'containers-snapshots', mode: 0o711 },
+  // Upper layers of layered container volumes, and image volumes kept for them after a delete (layers.ts).
+  { dir: 'containers-layers', mode: 0o700 },
+  { dir: 'images-retired', mode: 0o700 },
   // Custom volumes are mounted into unprivileged containers: their user namespace must traverse this.
   { dir: 'custom', mode: 0o711 },
   { dir: 'custom-snapshots', mode: 0o700 },
