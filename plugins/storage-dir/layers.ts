@@ -16,13 +16,13 @@
  * containers) are layered; `flatten` turns a layered volume into a plain one (a copy through the
  * merged view) before anything needs it whole on disk in its own right.
  */
-import { lstat, mkdir, readdir, readFile, rename, rmdir, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, copyFile, lchown, lstat, mkdir, readdir, readFile, readlink, rename, rmdir, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { HostTools, PoolInfo } from '../../sdk/index.js';
+import { LAZY_DIRS } from './layout.js';
 import { removeInside } from './remove.js';
 
-export const LAYERS_DIR = 'containers-layers';
-export const RETIRED_DIR = 'images-retired';
+export const [LAYERS_DIR, RETIRED_DIR] = LAZY_DIRS as [string, string];
 const SHORT_MS = 30_000;
 const LONG_MS = 30 * 60_000;
 
@@ -30,6 +30,31 @@ const present = (p: string) => lstat(p).then(() => true, () => false);
 
 /** overlayfs splits its options on commas and colons (and treats backslashes as escapes). */
 const safeForOptions = (p: string) => !/[,:\\\s]/.test(p);
+
+/**
+ * Copy an image's metadata.yaml or templates/ (a few small files, directories and links) keeping
+ * owners, modes and times, in process: a
+ * `cp` child would cost more than the whole layered create otherwise does.
+ */
+async function copySmall(from: string, to: string): Promise<void> {
+  const st = await lstat(from);
+  if (st.isDirectory()) {
+    await mkdir(to);
+    for (const entry of await readdir(from)) await copySmall(path.join(from, entry), path.join(to, entry));
+  } else if (st.isFile()) {
+    await copyFile(from, to);
+  } else if (st.isSymbolicLink()) {
+    await symlink(await readlink(from), to);
+    await lchown(to, st.uid, st.gid);
+    return;
+  } else {
+    // Devices or fifos have no business in an image's metadata: left out.
+    return;
+  }
+  await chown(to, st.uid, st.gid);
+  await chmod(to, st.mode & 0o7777);
+  await utimes(to, st.atime, st.mtime);
+}
 
 export class LayeredVolumes {
   /** Per pool source: whether an overlay mounts there (probed once). */
@@ -124,10 +149,8 @@ export class LayeredVolumes {
       await mkdir(path.join(layer, 'upper'), { mode: 0o755 });
       await mkdir(path.join(layer, 'work'), { mode: 0o700 });
       await writeFile(path.join(layer, 'base'), path.relative(this.source(pool), imageDir) + '\n');
-      // `cp -a` of everything but rootfs keeps the volume directory's own mode, times and xattrs.
-      const entries = (await readdir(imageDir)).filter((e) => e !== 'rootfs').map((e) => path.join(imageDir, e));
       await mkdir(volumeDir, { mode });
-      if (entries.length) await this.tools.run('cp', ['-a', '--', ...entries, volumeDir], { timeoutMs: LONG_MS, endWithDaemon: true });
+      for (const entry of await readdir(imageDir)) if (entry !== 'rootfs') await copySmall(path.join(imageDir, entry), path.join(volumeDir, entry));
       const lowerRoot = await stat(path.join(imageDir, 'rootfs'));
       await mkdir(path.join(volumeDir, 'rootfs'), { mode: lowerRoot.mode & 0o7777 });
       await this.mount(pool, dirName, volumeDir);

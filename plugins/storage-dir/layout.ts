@@ -9,9 +9,6 @@ import { badRequest, type VolumeRef } from '../../sdk/index.js';
 export const LAYOUT: { dir: string; mode: number }[] = [
   { dir: 'containers', mode: 0o711 },
   { dir: 'containers-snapshots', mode: 0o711 },
-  // Upper layers of layered container volumes, and image volumes kept for them after a delete (layers.ts).
-  { dir: 'containers-layers', mode: 0o700 },
-  { dir: 'images-retired', mode: 0o700 },
   // Custom volumes are mounted into unprivileged containers: their user namespace must traverse this.
   { dir: 'custom', mode: 0o711 },
   { dir: 'custom-snapshots', mode: 0o700 },
@@ -19,6 +16,12 @@ export const LAYOUT: { dir: string; mode: number }[] = [
   { dir: 'virtual-machines', mode: 0o700 },
   { dir: 'virtual-machines-snapshots', mode: 0o700 },
 ];
+
+/**
+ * Directories of corral's own, made when first needed (a pool looks as the reference's until then):
+ * upper layers of layered container volumes, and image volumes kept for them after a delete (layers.ts).
+ */
+export const LAZY_DIRS = ['containers-layers', 'images-retired'];
 
 export function checkVolumeName(name: string): void {
   if (!name || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) {

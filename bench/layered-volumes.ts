@@ -1,0 +1,102 @@
+/**
+ * Create and delete of containers made from an image on `dir`, for the 1 MB busybox image and a
+ * large one (BENCH_LARGE_MB, 300 MB by default): layered (privileged, decision 0075: a mkdir and an
+ * overlay mount) and copied (unprivileged: `cp -a` of the unpacked tree), each against the bare
+ * tools doing the same in the same run (mkdir + mount / umount + rm; cp -a / rm -rf). Medians;
+ * the first create of each image (its unpack into the pool) is not counted. Group `layered`.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { startDaemon, waitFor, type Daemon } from '../test/helpers/daemon.js';
+import { buildBusyboxImage } from '../test/helpers/busybox-image.js';
+import { buildLargeImage } from '../test/helpers/large-image.js';
+import { importImage } from '../test/helpers/api.js';
+import { call, median, type Row } from './containers.js';
+
+const RUNS = Number(process.env.BENCH_LAYERED_RUNS ?? 7);
+const LARGE_MB = Number(process.env.BENCH_LARGE_MB ?? 300);
+
+const body = (name: string, alias: string, privileged: boolean) => ({
+  name, source: { type: 'image', alias }, config: privileged ? { 'security.privileged': 'true' } : {},
+});
+
+const since = (t0: number) => performance.now() - t0;
+
+async function apiCycle(d: Daemon, alias: string, privileged: boolean): Promise<{ create: number; remove: number }> {
+  const creates: number[] = [];
+  const removes: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    const name = `x2b-${alias}-${privileged ? 'p' : 'u'}-${i}`;
+    let t0 = performance.now();
+    await call(d, 'POST', '/1.0/instances', body(name, alias, privileged));
+    creates.push(since(t0));
+    t0 = performance.now();
+    await call(d, 'DELETE', `/1.0/instances/${name}`);
+    removes.push(since(t0));
+  }
+  return { create: median(creates), remove: median(removes) };
+}
+
+/** The bare tools on the same unpacked image: an overlay (mkdir + mount, umount + rm) and a copy (cp -a, rm -rf). */
+function bare(imageDir: string, scratch: string): { layeredCreate: number; layeredRemove: number; copyCreate: number; copyRemove: number } {
+  const lc: number[] = [];
+  const lr: number[] = [];
+  const cc: number[] = [];
+  const cr: number[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    const dir = path.join(scratch, `o${i}`);
+    let t0 = performance.now();
+    for (const p of ['upper', 'work', 'rootfs']) mkdirSync(path.join(dir, p), { recursive: true });
+    execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${imageDir}/rootfs,upperdir=${dir}/upper,workdir=${dir}/work`, `${dir}/rootfs`]);
+    lc.push(since(t0));
+    t0 = performance.now();
+    execFileSync('umount', [`${dir}/rootfs`]);
+    execFileSync('rm', ['-rf', '--one-file-system', dir]);
+    lr.push(since(t0));
+    const copy = path.join(scratch, `c${i}`);
+    t0 = performance.now();
+    execFileSync('cp', ['-a', '--reflink=auto', '--no-target-directory', imageDir, copy]);
+    cc.push(since(t0));
+    t0 = performance.now();
+    execFileSync('rm', ['-rf', '--one-file-system', copy]);
+    cr.push(since(t0));
+  }
+  return { layeredCreate: median(lc), layeredRemove: median(lr), copyCreate: median(cc), copyRemove: median(cr) };
+}
+
+export async function layeredVolumeScenarios(rows: Row[], results: Record<string, unknown>): Promise<void> {
+  const small = buildBusyboxImage('gzip');
+  const large = buildLargeImage(LARGE_MB);
+  const d = await startDaemon({ plugins: 'edge', args: ['--init', 'auto'] });
+  const scratch = path.join(d.dir, 'x2-bare');
+  try {
+    await waitFor(async () => (await d.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
+    const images = path.join(d.dir, 'storage-pools', 'default', 'images');
+    for (const [alias, file, label] of [['bb', small.unified, 'busybox 1 MB'], ['big', large.file, `large ${LARGE_MB} MB`]] as const) {
+      const fingerprint = await importImage(d, file, alias);
+      // The unpack into the pool, not counted.
+      await call(d, 'POST', '/1.0/instances', body(`x2b-${alias}-warm`, alias, true));
+      await call(d, 'DELETE', `/1.0/instances/x2b-${alias}-warm`);
+      const load = os.loadavg()[0]!.toFixed(2);
+      const layered = await apiCycle(d, alias, true);
+      const copied = await apiCycle(d, alias, false);
+      mkdirSync(scratch, { recursive: true });
+      const tools = bare(path.join(images, fingerprint), scratch);
+      rmSync(scratch, { recursive: true, force: true });
+      results[`layered_${alias}`] = { layered, copied, bare: tools, runs: RUNS, load };
+      const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
+      rows.push({ scenario: `${label}: layered create (privileged) vs mkdir + mount`, value: `${layered.create.toFixed(1)} ms vs ${tools.layeredCreate.toFixed(1)} ms = ${ratio(layered.create, tools.layeredCreate)} (load ${load})`, target: '<= 1.2x' });
+      rows.push({ scenario: `${label}: layered delete vs umount + rm`, value: `${layered.remove.toFixed(1)} ms vs ${tools.layeredRemove.toFixed(1)} ms = ${ratio(layered.remove, tools.layeredRemove)}` });
+      rows.push({ scenario: `${label}: copied create (unprivileged) vs cp -a`, value: `${copied.create.toFixed(1)} ms vs ${tools.copyCreate.toFixed(1)} ms = ${ratio(copied.create, tools.copyCreate)}` });
+      rows.push({ scenario: `${label}: copied delete vs rm -rf`, value: `${copied.remove.toFixed(1)} ms vs ${tools.copyRemove.toFixed(1)} ms = ${ratio(copied.remove, tools.copyRemove)}` });
+      rows.push({ scenario: `${label}: layered create vs copied create`, value: ratio(layered.create, copied.create) });
+    }
+  } finally {
+    await d.stop();
+    rmSync(small.dir, { recursive: true, force: true });
+    rmSync(large.dir, { recursive: true, force: true });
+  }
+}
