@@ -29,7 +29,7 @@ export class DirDriver implements StorageDriver {
     this.layers = new LayeredVolumes(tools);
     this.snapshots = new DirSnapshots(tools, (pool, vol) => this.volumePath(pool, vol), {
       isLayered: (pool, vol) => this.isLayered(pool, vol),
-      detach: (pool, vol) => this.layers.remove(pool, volumeDirName(vol), this.volumePath(pool, vol)),
+      detach: (pool, vol, oldDir) => this.layers.remove(pool, volumeDirName(vol), oldDir),
     });
   }
 
@@ -128,10 +128,13 @@ export class DirDriver implements StorageDriver {
   async deleteVolume(pool: PoolInfo, vol: VolumeRef): Promise<void> {
     const source = path.resolve(pool.config.source);
     await this.snapshots.deleteAll(pool, vol);
-    if (await this.isLayered(pool, vol)) await this.layers.remove(pool, volumeDirName(vol), this.volumePath(pool, vol));
     // An image whose files layered volumes still share is kept aside until the last of them goes.
     if (vol.type === 'image' && (await present(this.volumePath(pool, vol))) && (await this.layers.retireIfUsed(pool, this.volumePath(pool, vol)))) return;
+    const layered = await this.isLayered(pool, vol);
+    if (layered) await this.layers.unmount(this.volumePath(pool, vol));
     await removeInside(this.tools, source, typeDir(source, vol.type), volumeDirName(vol));
+    // The layer last: a crash in between leaves a layer without a volume, which the next mount drops.
+    if (layered) await this.layers.drop(pool, volumeDirName(vol));
   }
 
   async renameVolume(pool: PoolInfo, vol: VolumeRef, newName: string, newProject = vol.project): Promise<void> {

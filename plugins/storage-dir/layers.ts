@@ -130,9 +130,9 @@ export class LayeredVolumes {
     await this.mountOverlay(path.join(base, 'rootfs'), path.join(layer, 'upper'), path.join(layer, 'work'), path.join(volumeDir, 'rootfs'));
   }
 
-  private async unmount(volumeDir: string): Promise<void> {
+  async unmount(volumeDir: string): Promise<void> {
     const rootfs = path.join(volumeDir, 'rootfs');
-    if (!(await present(rootfs)) || !(await this.mounted(volumeDir))) return;
+    if (!(await present(volumeDir)) || !(await present(rootfs)) || !(await this.mounted(volumeDir))) return;
     await this.tools.run('umount', [rootfs], { timeoutMs: SHORT_MS });
   }
 
@@ -142,6 +142,12 @@ export class LayeredVolumes {
    * the overlay. Undoes what it did when a step fails.
    */
   async create(pool: PoolInfo, imageDir: string, dirName: string, volumeDir: string, mode: number): Promise<void> {
+    // The volume first: a crash leaves a volume without a record (removed at boot) or a layer
+    // without a volume (removed by mountAll), never a layer under a volume that looks finished.
+    await mkdir(volumeDir, { mode });
+    for (const entry of await readdir(imageDir)) if (entry !== 'rootfs') await copySmall(path.join(imageDir, entry), path.join(volumeDir, entry));
+    const lowerRoot = await stat(path.join(imageDir, 'rootfs'));
+    await mkdir(path.join(volumeDir, 'rootfs'), { mode: lowerRoot.mode & 0o7777 });
     const layer = this.layerDir(pool, dirName);
     await mkdir(path.dirname(layer), { recursive: true, mode: 0o700 });
     try {
@@ -149,10 +155,6 @@ export class LayeredVolumes {
       await mkdir(path.join(layer, 'upper'), { mode: 0o755 });
       await mkdir(path.join(layer, 'work'), { mode: 0o700 });
       await writeFile(path.join(layer, 'base'), path.relative(this.source(pool), imageDir) + '\n');
-      await mkdir(volumeDir, { mode });
-      for (const entry of await readdir(imageDir)) if (entry !== 'rootfs') await copySmall(path.join(imageDir, entry), path.join(volumeDir, entry));
-      const lowerRoot = await stat(path.join(imageDir, 'rootfs'));
-      await mkdir(path.join(volumeDir, 'rootfs'), { mode: lowerRoot.mode & 0o7777 });
       await this.mount(pool, dirName, volumeDir);
     } catch (err) {
       await this.remove(pool, dirName, volumeDir).catch(() => {});
@@ -163,6 +165,11 @@ export class LayeredVolumes {
   /** Unmount and drop the upper layer; the volume directory itself is the caller's. */
   async remove(pool: PoolInfo, dirName: string, volumeDir: string): Promise<void> {
     await this.unmount(volumeDir);
+    await this.drop(pool, dirName);
+  }
+
+  /** Drop the layer (unmounted), and the retired base it used when it was the last user. */
+  async drop(pool: PoolInfo, dirName: string): Promise<void> {
     const base = await this.baseOf(pool, dirName).catch(() => undefined);
     await removeInside(this.tools, this.source(pool), path.join(this.source(pool), LAYERS_DIR), dirName);
     if (base) await this.releaseRetired(pool, base);
@@ -187,9 +194,7 @@ export class LayeredVolumes {
     }
     await rmdir(rootfs);
     await rename(copy, rootfs);
-    const base = await this.baseOf(pool, dirName).catch(() => undefined);
-    await removeInside(this.tools, this.source(pool), path.join(this.source(pool), LAYERS_DIR), dirName);
-    if (base) await this.releaseRetired(pool, base);
+    await this.drop(pool, dirName);
   }
 
   /** A stopped volume is renamed with its layer: unmounted, both moved, mounted again. */
@@ -225,12 +230,34 @@ export class LayeredVolumes {
     return out;
   }
 
-  /** Mount every layered volume of the pool that is not mounted (daemon start). */
+  /**
+   * Mount every layered volume of the pool that is not mounted (daemon start), and finish what a
+   * crash interrupted: a layer without its volume goes; a flatten stopped between its two renames
+   * is completed; a layer under a rootfs that is not its empty mount point (a restore or flatten
+   * done, its layer not yet dropped) goes. One volume's failure does not make the pool unusable.
+   */
   async mountAll(pool: PoolInfo, volumeDirOf: (dirName: string) => string): Promise<void> {
     for (const { dirName } of await this.users(pool)) {
       const volumeDir = volumeDirOf(dirName);
-      if (!(await present(volumeDir))) continue;
-      await this.mount(pool, dirName, volumeDir);
+      const rootfs = path.join(volumeDir, 'rootfs');
+      try {
+        if (!(await present(volumeDir))) {
+          await this.drop(pool, dirName);
+          continue;
+        }
+        if (!(await present(rootfs)) && (await present(path.join(volumeDir, '.rootfs-flat')))) {
+          await rename(path.join(volumeDir, '.rootfs-flat'), rootfs);
+          await this.drop(pool, dirName);
+          continue;
+        }
+        if (!(await this.mounted(volumeDir)) && (await readdir(rootfs)).length > 0) {
+          await this.drop(pool, dirName);
+          continue;
+        }
+        await this.mount(pool, dirName, volumeDir);
+      } catch {
+        // Left as it is: the instance's start or delete reports the problem.
+      }
     }
   }
 

@@ -25,8 +25,8 @@ const missing = (err: unknown) => (err as NodeJS.ErrnoException).code === 'ENOEN
 /** What snapshots need to know of layered volumes (layers.ts). */
 export interface LayerHooks {
   isLayered(pool: PoolInfo, vol: VolumeRef): Promise<boolean>;
-  /** Unmount and drop the volume's layer (its tree has just been replaced by a restore). */
-  detach(pool: PoolInfo, vol: VolumeRef): Promise<void>;
+  /** Unmount the replaced volume directory `oldDir` and drop the volume's layer (a restore put a plain tree in its place). */
+  detach(pool: PoolInfo, vol: VolumeRef, oldDir: string): Promise<void>;
 }
 
 /** `<dir>/rootfs` is another file system (a layered volume's mount): hard links cannot cross into it. */
@@ -123,8 +123,6 @@ export class DirSnapshots implements VolumeSnapshots {
     await removeInside(this.tools, source, type, path.basename(fresh));
     try {
       await this.copy(from, fresh);
-      // A layered volume's mount and upper layer go: the restored tree is plain and whole.
-      if (await this.layers?.isLayered(pool, vol)) await this.layers!.detach(pool, vol);
       await rename(current, old);
     } catch (err) {
       await removeInside(this.tools, source, type, path.basename(fresh)).catch(() => {});
@@ -137,6 +135,8 @@ export class DirSnapshots implements VolumeSnapshots {
       await removeInside(this.tools, source, type, path.basename(fresh)).catch(() => {});
       throw err;
     }
+    // A layered volume's mount and upper layer go: the restored tree is plain and whole.
+    if (await this.layers?.isLayered(pool, vol)) await this.layers!.detach(pool, vol, old);
     await removeInside(this.tools, source, type, path.basename(old));
   }
 
