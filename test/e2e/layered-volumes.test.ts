@@ -173,9 +173,12 @@ serial('a daemon restart keeps running and stopped layered containers, and mount
   await ok(t, 'start', 'x2r');
   await ok(t, 'exec', 'x2r', '--', 'sh', '-c', 'echo before > /x2restart');
   await d.stop();
-  // As after a host reboot: the stopped one's mount is gone.
+  // As after a host reboot: the stopped one's mount is gone; and as after a crash in a delete: a layer without its volume.
   t.is(spawnSync('umount', [path.join(volume('x2s'), 'rootfs')]).status, 0);
+  for (const p of ['upper', 'work']) spawnSync('mkdir', ['-p', path.join(pool, 'containers-layers', 'x2ghost', p)]);
+  writeFileSync(path.join(pool, 'containers-layers', 'x2ghost', 'base'), 'images-retired/nothing\n');
   d = await startWithPool({ dir: dataDir });
+  t.false(existsSync(path.join(pool, 'containers-layers', 'x2ghost')), 'a stray layer is dropped at start');
   t.true(layered('x2s'), 'mounted again at start');
   t.true(layered('x2r'));
   t.is((await ok(t, 'exec', 'x2r', '--', 'cat', '/x2restart')).trim(), 'before');
@@ -187,4 +190,24 @@ serial('a daemon restart keeps running and stopped layered containers, and mount
   await ok(t, 'delete', '--force', 'x2s');
   t.false(existsSync(volume('x2r')));
   t.deepEqual(readdirSync(path.join(pool, 'containers-layers')), []);
+});
+
+serial('a layered container moves to another dir pool as a whole plain tree, and takes pushes while it runs', async (t) => {
+  await ok(t, 'storage', 'create', 'x2pool2', 'dir');
+  await ok(t, 'init', 'bb', 'x2m', '-c', 'security.privileged=true');
+  await ok(t, 'start', 'x2m');
+  const pushed = path.join(work, 'running-push');
+  writeFileSync(pushed, 'pushed while running\n');
+  await ok(t, 'file', 'push', pushed, 'x2m/root/pushed');
+  t.is((await ok(t, 'exec', 'x2m', '--', 'cat', '/root/pushed')).trim(), 'pushed while running', 'the container sees a push through the host view at once');
+  await ok(t, 'stop', 'x2m', '--force');
+  await ok(t, 'move', 'x2m', '--storage', 'x2pool2');
+  t.false(existsSync(path.join(pool, 'containers-layers', 'x2m')), 'the layer left with the old volume');
+  const moved = path.join(dataDir, 'storage-pools', 'x2pool2', 'containers', 'x2m');
+  t.is(statSync(path.join(moved, 'rootfs')).dev, statSync(moved).dev, 'a plain tree on the new pool');
+  t.true(statSync(path.join(moved, 'rootfs', 'bin', 'busybox')).isFile());
+  await ok(t, 'start', 'x2m');
+  t.is((await ok(t, 'exec', 'x2m', '--', 'cat', '/root/pushed')).trim(), 'pushed while running');
+  await ok(t, 'delete', '--force', 'x2m');
+  await ok(t, 'storage', 'delete', 'x2pool2');
 });
