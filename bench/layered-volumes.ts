@@ -25,46 +25,52 @@ const body = (name: string, alias: string, privileged: boolean) => ({
 
 const since = (t0: number) => performance.now() - t0;
 
-async function apiCycle(d: Daemon, alias: string, privileged: boolean): Promise<{ create: number; remove: number }> {
-  const creates: number[] = [];
-  const removes: number[] = [];
-  for (let i = 0; i < RUNS; i++) {
-    const name = `x2b-${alias}-${privileged ? 'p' : 'u'}-${i}`;
-    let t0 = performance.now();
-    await call(d, 'POST', '/1.0/instances', body(name, alias, privileged));
-    creates.push(since(t0));
-    t0 = performance.now();
-    await call(d, 'DELETE', `/1.0/instances/${name}`);
-    removes.push(since(t0));
-  }
-  return { create: median(creates), remove: median(removes) };
+interface Pair { create: number; remove: number }
+
+/** One create and delete through the API. */
+async function apiOnce(d: Daemon, name: string, alias: string, privileged: boolean): Promise<Pair> {
+  let t0 = performance.now();
+  await call(d, 'POST', '/1.0/instances', body(name, alias, privileged));
+  const create = since(t0);
+  t0 = performance.now();
+  await call(d, 'DELETE', `/1.0/instances/${name}`);
+  return { create, remove: since(t0) };
 }
 
-/** The bare tools on the same unpacked image: an overlay (mkdir + mount, umount + rm) and a copy (cp -a, rm -rf). */
-function bare(imageDir: string, scratch: string): { layeredCreate: number; layeredRemove: number; copyCreate: number; copyRemove: number } {
-  const lc: number[] = [];
-  const lr: number[] = [];
-  const cc: number[] = [];
-  const cr: number[] = [];
+/** The bare overlay: mkdir + mount, then umount + rm. */
+function bareLayered(imageDir: string, dir: string): Pair {
+  let t0 = performance.now();
+  for (const p of ['upper', 'work', 'rootfs']) mkdirSync(path.join(dir, p), { recursive: true });
+  execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${imageDir}/rootfs,upperdir=${dir}/upper,workdir=${dir}/work`, `${dir}/rootfs`]);
+  const create = since(t0);
+  t0 = performance.now();
+  execFileSync('umount', [`${dir}/rootfs`]);
+  execFileSync('rm', ['-rf', '--one-file-system', dir]);
+  return { create, remove: since(t0) };
+}
+
+/** The bare copy: cp -a, then rm -rf. */
+function bareCopy(imageDir: string, dir: string): Pair {
+  let t0 = performance.now();
+  execFileSync('cp', ['-a', '--reflink=auto', '--no-target-directory', imageDir, dir]);
+  const create = since(t0);
+  t0 = performance.now();
+  execFileSync('rm', ['-rf', '--one-file-system', dir]);
+  return { create, remove: since(t0) };
+}
+
+const medians = (xs: Pair[]): Pair => ({ create: median(xs.map((x) => x.create)), remove: median(xs.map((x) => x.remove)) });
+
+/** The four ways, interleaved run by run so that each sees the same load on a shared machine. */
+async function measure(d: Daemon, alias: string, imageDir: string, scratch: string) {
+  const runs = { layered: [] as Pair[], copied: [] as Pair[], bareLayered: [] as Pair[], bareCopy: [] as Pair[] };
   for (let i = 0; i < RUNS; i++) {
-    const dir = path.join(scratch, `o${i}`);
-    let t0 = performance.now();
-    for (const p of ['upper', 'work', 'rootfs']) mkdirSync(path.join(dir, p), { recursive: true });
-    execFileSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${imageDir}/rootfs,upperdir=${dir}/upper,workdir=${dir}/work`, `${dir}/rootfs`]);
-    lc.push(since(t0));
-    t0 = performance.now();
-    execFileSync('umount', [`${dir}/rootfs`]);
-    execFileSync('rm', ['-rf', '--one-file-system', dir]);
-    lr.push(since(t0));
-    const copy = path.join(scratch, `c${i}`);
-    t0 = performance.now();
-    execFileSync('cp', ['-a', '--reflink=auto', '--no-target-directory', imageDir, copy]);
-    cc.push(since(t0));
-    t0 = performance.now();
-    execFileSync('rm', ['-rf', '--one-file-system', copy]);
-    cr.push(since(t0));
+    runs.layered.push(await apiOnce(d, `x2b-${alias}-p-${i}`, alias, true));
+    runs.bareLayered.push(bareLayered(imageDir, path.join(scratch, `o${i}`)));
+    runs.copied.push(await apiOnce(d, `x2b-${alias}-u-${i}`, alias, false));
+    runs.bareCopy.push(bareCopy(imageDir, path.join(scratch, `c${i}`)));
   }
-  return { layeredCreate: median(lc), layeredRemove: median(lr), copyCreate: median(cc), copyRemove: median(cr) };
+  return { layered: medians(runs.layered), copied: medians(runs.copied), bareLayered: medians(runs.bareLayered), bareCopy: medians(runs.bareCopy) };
 }
 
 export async function layeredVolumeScenarios(rows: Row[], results: Record<string, unknown>): Promise<void> {
@@ -81,11 +87,10 @@ export async function layeredVolumeScenarios(rows: Row[], results: Record<string
       await call(d, 'POST', '/1.0/instances', body(`x2b-${alias}-warm`, alias, true));
       await call(d, 'DELETE', `/1.0/instances/x2b-${alias}-warm`);
       const load = os.loadavg()[0]!.toFixed(2);
-      const layered = await apiCycle(d, alias, true);
-      const copied = await apiCycle(d, alias, false);
       mkdirSync(scratch, { recursive: true });
-      const tools = bare(path.join(images, fingerprint), scratch);
+      const { layered, copied, bareLayered: bl, bareCopy: bc } = await measure(d, alias, path.join(images, fingerprint), scratch);
       rmSync(scratch, { recursive: true, force: true });
+      const tools = { layeredCreate: bl.create, layeredRemove: bl.remove, copyCreate: bc.create, copyRemove: bc.remove };
       results[`layered_${alias}`] = { layered, copied, bare: tools, runs: RUNS, load };
       const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
       rows.push({ scenario: `${label}: layered create (privileged) vs mkdir + mount`, value: `${layered.create.toFixed(1)} ms vs ${tools.layeredCreate.toFixed(1)} ms = ${ratio(layered.create, tools.layeredCreate)} (load ${load})`, target: '<= 1.2x' });

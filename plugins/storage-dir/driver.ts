@@ -130,11 +130,10 @@ export class DirDriver implements StorageDriver {
     await this.snapshots.deleteAll(pool, vol);
     // An image whose files layered volumes still share is kept aside until the last of them goes.
     if (vol.type === 'image' && (await present(this.volumePath(pool, vol))) && (await this.layers.retireIfUsed(pool, this.volumePath(pool, vol)))) return;
-    const layered = await this.isLayered(pool, vol);
-    if (layered) await this.layers.unmount(this.volumePath(pool, vol));
-    await removeInside(this.tools, source, typeDir(source, vol.type), volumeDirName(vol));
-    // The layer last: a crash in between leaves a layer without a volume, which the next mount drops.
-    if (layered) await this.layers.drop(pool, volumeDirName(vol));
+    const volume = { parent: typeDir(source, vol.type), entry: volumeDirName(vol) };
+    if (!(await this.isLayered(pool, vol))) return removeInside(this.tools, source, volume.parent, volume.entry);
+    await this.layers.unmount(this.volumePath(pool, vol));
+    await this.layers.dropWith(pool, volumeDirName(vol), [volume]);
   }
 
   async renameVolume(pool: PoolInfo, vol: VolumeRef, newName: string, newProject = vol.project): Promise<void> {

@@ -20,7 +20,7 @@ import { chmod, chown, copyFile, lchown, lstat, mkdir, readdir, readFile, readli
 import path from 'node:path';
 import type { HostTools, PoolInfo } from '../../sdk/index.js';
 import { LAZY_DIRS } from './layout.js';
-import { removeInside } from './remove.js';
+import { removeAllInside, removeInside } from './remove.js';
 
 export const [LAYERS_DIR, RETIRED_DIR] = LAZY_DIRS as [string, string];
 const SHORT_MS = 30_000;
@@ -170,8 +170,17 @@ export class LayeredVolumes {
 
   /** Drop the layer (unmounted), and the retired base it used when it was the last user. */
   async drop(pool: PoolInfo, dirName: string): Promise<void> {
+    await this.dropWith(pool, dirName, []);
+  }
+
+  /**
+   * Drop the layer together with other entries of the pool (a deleted volume's directory) in one
+   * removal: the layer is named last, so a crash can leave a layer without its volume (dropped by
+   * mountAll), never a volume without its layer.
+   */
+  async dropWith(pool: PoolInfo, dirName: string, also: { parent: string; entry: string }[]): Promise<void> {
     const base = await this.baseOf(pool, dirName).catch(() => undefined);
-    await removeInside(this.tools, this.source(pool), path.join(this.source(pool), LAYERS_DIR), dirName);
+    await removeAllInside(this.tools, this.source(pool), [...also, { parent: path.join(this.source(pool), LAYERS_DIR), entry: dirName }]);
     if (base) await this.releaseRetired(pool, base);
   }
 
