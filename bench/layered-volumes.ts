@@ -20,7 +20,7 @@ const RUNS = Number(process.env.BENCH_LAYERED_RUNS ?? 7);
 const LARGE_MB = Number(process.env.BENCH_LARGE_MB ?? 300);
 
 const body = (name: string, alias: string, privileged: boolean) => ({
-  name, source: { type: 'image', alias }, config: privileged ? { 'security.privileged': 'true' } : {},
+  name, source: alias ? { type: 'image', alias } : { type: 'none' }, config: privileged ? { 'security.privileged': 'true' } : {},
 });
 
 const since = (t0: number) => performance.now() - t0;
@@ -63,14 +63,16 @@ const medians = (xs: Pair[]): Pair => ({ create: median(xs.map((x) => x.create))
 
 /** The four ways, interleaved run by run so that each sees the same load on a shared machine. */
 async function measure(d: Daemon, alias: string, imageDir: string, scratch: string) {
-  const runs = { layered: [] as Pair[], copied: [] as Pair[], bareLayered: [] as Pair[], bareCopy: [] as Pair[] };
+  const runs = { layered: [] as Pair[], copied: [] as Pair[], bareLayered: [] as Pair[], bareCopy: [] as Pair[], empty: [] as Pair[] };
   for (let i = 0; i < RUNS; i++) {
+    // The API's own floor: an instance with an empty volume (a mkdir), no image at all.
+    runs.empty.push(await apiOnce(d, `x2b-${alias}-e-${i}`, '', true));
     runs.layered.push(await apiOnce(d, `x2b-${alias}-p-${i}`, alias, true));
     runs.bareLayered.push(bareLayered(imageDir, path.join(scratch, `o${i}`)));
     runs.copied.push(await apiOnce(d, `x2b-${alias}-u-${i}`, alias, false));
     runs.bareCopy.push(bareCopy(imageDir, path.join(scratch, `c${i}`)));
   }
-  return { layered: medians(runs.layered), copied: medians(runs.copied), bareLayered: medians(runs.bareLayered), bareCopy: medians(runs.bareCopy) };
+  return { layered: medians(runs.layered), copied: medians(runs.copied), bareLayered: medians(runs.bareLayered), bareCopy: medians(runs.bareCopy), empty: medians(runs.empty) };
 }
 
 export async function layeredVolumeScenarios(rows: Row[], results: Record<string, unknown>): Promise<void> {
@@ -88,16 +90,20 @@ export async function layeredVolumeScenarios(rows: Row[], results: Record<string
       await call(d, 'DELETE', `/1.0/instances/x2b-${alias}-warm`);
       const load = os.loadavg()[0]!.toFixed(2);
       mkdirSync(scratch, { recursive: true });
-      const { layered, copied, bareLayered: bl, bareCopy: bc } = await measure(d, alias, path.join(images, fingerprint), scratch);
+      const { layered, copied, bareLayered: bl, bareCopy: bc, empty } = await measure(d, alias, path.join(images, fingerprint), scratch);
       rmSync(scratch, { recursive: true, force: true });
       const tools = { layeredCreate: bl.create, layeredRemove: bl.remove, copyCreate: bc.create, copyRemove: bc.remove };
-      results[`layered_${alias}`] = { layered, copied, bare: tools, runs: RUNS, load };
+      results[`layered_${alias}`] = { layered, copied, empty, bare: tools, runs: RUNS, load };
       const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
       rows.push({ scenario: `${label}: layered create (privileged) vs mkdir + mount`, value: `${layered.create.toFixed(1)} ms vs ${tools.layeredCreate.toFixed(1)} ms = ${ratio(layered.create, tools.layeredCreate)} (load ${load})`, target: '<= 1.2x' });
       rows.push({ scenario: `${label}: layered delete vs umount + rm`, value: `${layered.remove.toFixed(1)} ms vs ${tools.layeredRemove.toFixed(1)} ms = ${ratio(layered.remove, tools.layeredRemove)}` });
       rows.push({ scenario: `${label}: copied create (unprivileged) vs cp -a`, value: `${copied.create.toFixed(1)} ms vs ${tools.copyCreate.toFixed(1)} ms = ${ratio(copied.create, tools.copyCreate)}` });
       rows.push({ scenario: `${label}: copied delete vs rm -rf`, value: `${copied.remove.toFixed(1)} ms vs ${tools.copyRemove.toFixed(1)} ms = ${ratio(copied.remove, tools.copyRemove)}` });
       rows.push({ scenario: `${label}: layered create vs copied create`, value: ratio(layered.create, copied.create) });
+      rows.push({
+        scenario: `${label}: API floor (empty instance) create / delete`,
+        value: `${empty.create.toFixed(1)} / ${empty.remove.toFixed(1)} ms; layered beyond it: create ${(layered.create - empty.create).toFixed(1)} ms (bare ${tools.layeredCreate.toFixed(1)}), delete ${(layered.remove - empty.remove).toFixed(1)} ms (bare ${tools.layeredRemove.toFixed(1)})`,
+      });
     }
   } finally {
     await d.stop();
