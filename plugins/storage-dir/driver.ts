@@ -113,7 +113,7 @@ export class DirDriver implements StorageDriver {
     if (!(await present(from))) throw notFound(`Volume "${source.name}" not found on storage pool "${pool.name}"`);
     if (await present(to)) throw conflict(`Volume "${target.name}" already exists on storage pool "${pool.name}"`);
     // An image shared under a writable layer (layers.ts): a mkdir and a mount instead of a copy.
-    if (opts?.layered && source.type === 'image' && target.type === 'container' && !fromSnapshot && (await this.layers.supported(pool))) {
+    if (opts?.layered && source.type === 'image' && target.type === 'container' && !fromSnapshot && (await this.layers.eligible(pool, from, volumeDirName(target), to))) {
       await this.layers.create(pool, from, volumeDirName(target), to, (await lstat(from)).mode & 0o7777);
       return;
     }

@@ -75,8 +75,14 @@ export class LayeredVolumes {
     return present(path.join(this.layerDir(pool, dirName), 'base'));
   }
 
+  /** This volume can be layered over this image: overlayfs works here and can be told every path. */
+  async eligible(pool: PoolInfo, imageDir: string, dirName: string, volumeDir: string): Promise<boolean> {
+    if (![imageDir, volumeDir, this.layerDir(pool, dirName)].every(safeForOptions)) return false;
+    return this.supported(pool);
+  }
+
   /** overlayfs works on this pool's file system (a real mount, once per pool and daemon run). */
-  supported(pool: PoolInfo): Promise<boolean> {
+  private supported(pool: PoolInfo): Promise<boolean> {
     const source = this.source(pool);
     let answer = this.probed.get(source);
     if (!answer) {
