@@ -14,6 +14,7 @@ import {
 } from '../../sdk/index.js';
 import type { InstanceAccess, InstanceHandle } from './access.js';
 import { expandConfig, expandDevices } from './expand.js';
+import { mayShareImage } from './shared-rootfs.js';
 import { isRootDisk } from './devices/disk.js';
 import { checkDevices, type DeviceTypes } from './devices/device-types.js';
 import { liveChanges } from './live-keys.js';
@@ -226,9 +227,7 @@ export class InstanceManager implements InstanceAccess {
     this.hooks.creating.call({ project: spec.project, name: spec.name, type: spec.type, origin: spec.origin, config: record.config, devices });
     record.config['volatile.last_state.power'] = 'STOPPED';
     // A container that runs without an id map may share its image's files (decision 0075).
-    const source = spec.source.kind === 'image' && spec.type === 'container'
-      ? { ...spec.source, layered: truthy(expandConfig(creatingProfiles, record.config)['security.privileged']) }
-      : spec.source;
+    const source = spec.source.kind === 'image' ? { ...spec.source, layered: mayShareImage(spec.type, expandConfig(creatingProfiles, record.config)) } : spec.source;
     const volumePath = await this.deps.storage.createInstanceVolume(pool, vol, source, spec.volumeState);
     let stored: StoredDoc<InstanceRecord> | undefined;
     try {

@@ -91,7 +91,7 @@ serial('a privileged container made from an image shares it: its volume holds on
   await ok(t, 'stop', 'x2b', '--force');
 });
 
-serial('an unprivileged container gets a plain copy, and a layered one turning unprivileged is flattened before its id-mapped start', async (t) => {
+serial('an unprivileged or nesting container gets a plain copy, and a layered one turning unprivileged or nesting is flattened before its start', async (t) => {
   await ok(t, 'init', 'bb', 'x2u');
   t.false(existsSync(path.join(pool, 'containers-layers', 'x2u')));
   t.false(mounted(volume('x2u')), 'an id-mapped rootfs cannot be an overlay: copied as before');
@@ -104,6 +104,17 @@ serial('an unprivileged container gets a plain copy, and a layered one turning u
   t.is((await ok(t, 'exec', 'x2f', '--', 'sh', '-c', 'ls /bin/busybox && cat /etc/hostname')).trim(), '/bin/busybox\nx2f');
   await ok(t, 'delete', '--force', 'x2f');
   await ok(t, 'delete', 'x2u');
+  // Nesting: the overlays a nested runtime makes cannot have an overlay as their upper layer.
+  await ok(t, 'init', 'bb', 'x2n', '-c', 'security.privileged=true', '-c', 'security.nesting=true');
+  t.false(existsSync(path.join(pool, 'containers-layers', 'x2n')), 'a nesting container gets a copy');
+  await ok(t, 'delete', 'x2n');
+  await ok(t, 'init', 'bb', 'x2g', '-c', 'security.privileged=true');
+  t.true(layered('x2g'));
+  await ok(t, 'config', 'set', 'x2g', 'security.nesting', 'true');
+  await ok(t, 'start', 'x2g');
+  t.false(existsSync(path.join(pool, 'containers-layers', 'x2g')), 'flattened before a nesting start');
+  t.is((await ok(t, 'exec', 'x2g', '--', 'cat', '/etc/hostname')).trim(), 'x2g');
+  await ok(t, 'delete', '--force', 'x2g');
 });
 
 serial('snapshot, restore, copy, export and publish of a layered container give whole trees', async (t) => {
