@@ -236,11 +236,13 @@ export class LayeredVolumes {
   /** Volume directory names of the layered volumes, with their base. */
   private async users(pool: PoolInfo): Promise<{ dirName: string; base: string }[]> {
     const entries = await readdir(path.join(this.source(pool), LAYERS_DIR)).catch(() => [] as string[]);
+    const names = entries.filter((e) => !e.startsWith('.'));
     const out: { dirName: string; base: string }[] = [];
-    for (const dirName of entries) {
-      if (dirName.startsWith('.')) continue;
-      const base = await this.baseOf(pool, dirName).catch(() => undefined);
-      if (base) out.push({ dirName, base });
+    for (let i = 0; i < names.length; i += 64) {
+      const bases = await Promise.all(names.slice(i, i + 64).map((dirName) => this.baseOf(pool, dirName).catch(() => undefined)));
+      bases.forEach((base, j) => {
+        if (base) out.push({ dirName: names[i + j]!, base });
+      });
     }
     return out;
   }
@@ -252,27 +254,25 @@ export class LayeredVolumes {
    * done, its layer not yet dropped) goes. One volume's failure does not make the pool unusable.
    */
   async mountAll(pool: PoolInfo, volumeDirOf: (dirName: string) => string): Promise<void> {
-    for (const { dirName } of await this.users(pool)) {
-      const volumeDir = volumeDirOf(dirName);
-      const rootfs = path.join(volumeDir, 'rootfs');
-      try {
-        if (!(await present(volumeDir))) {
-          await this.drop(pool, dirName);
-          continue;
-        }
-        if (!(await present(rootfs)) && (await present(path.join(volumeDir, '.rootfs-flat')))) {
-          await rename(path.join(volumeDir, '.rootfs-flat'), rootfs);
-          await this.drop(pool, dirName);
-          continue;
-        }
-        if (!(await this.mounted(volumeDir)) && (await readdir(rootfs)).length > 0) {
-          await this.drop(pool, dirName);
-          continue;
-        }
-        await this.mount(pool, dirName, volumeDir);
-      } catch {
-        // Left as it is: the instance's start or delete reports the problem.
+    const users = await this.users(pool);
+    // A few at a time: a daemon start with thousands of layered volumes is mostly stats of mounted ones.
+    for (let i = 0; i < users.length; i += 16) {
+      await Promise.all(users.slice(i, i + 16).map(({ dirName }) => this.settle(pool, dirName, volumeDirOf(dirName))));
+    }
+  }
+
+  private async settle(pool: PoolInfo, dirName: string, volumeDir: string): Promise<void> {
+    const rootfs = path.join(volumeDir, 'rootfs');
+    try {
+      if (!(await present(volumeDir))) return await this.drop(pool, dirName);
+      if (!(await present(rootfs)) && (await present(path.join(volumeDir, '.rootfs-flat')))) {
+        await rename(path.join(volumeDir, '.rootfs-flat'), rootfs);
+        return await this.drop(pool, dirName);
       }
+      if (!(await this.mounted(volumeDir)) && (await readdir(rootfs)).length > 0) return await this.drop(pool, dirName);
+      await this.mount(pool, dirName, volumeDir);
+    } catch {
+      // Left as it is: the instance's start or delete reports the problem.
     }
   }
 
