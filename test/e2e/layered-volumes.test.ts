@@ -38,7 +38,7 @@ test.before(async () => {
   image = buildBusyboxImage('gzip');
   work = mkdtempSync(path.join(tmpdir(), 'x2-layered-'));
   dataDir = mkdtempSync(path.join(tmpdir(), 'x2-layered-data-'));
-  d = await startWithPool({ dir: dataDir });
+  d = await startWithPool({ dir: dataDir, plugins: 'full' });
   pool = path.join(dataDir, 'storage-pools', 'default');
   const imported = await lxc(d.socket, 'image', 'import', image.unified, '--alias', 'bb');
   if (imported.status !== 0) throw new Error(`image import failed: ${imported.stderr}`);
@@ -188,7 +188,7 @@ serial('a daemon restart keeps running and stopped layered containers, and mount
   t.is(spawnSync('umount', [path.join(volume('x2s'), 'rootfs')]).status, 0);
   for (const p of ['upper', 'work']) spawnSync('mkdir', ['-p', path.join(pool, 'containers-layers', 'x2ghost', p)]);
   writeFileSync(path.join(pool, 'containers-layers', 'x2ghost', 'base'), 'images-retired/nothing\n');
-  d = await startWithPool({ dir: dataDir });
+  d = await startWithPool({ dir: dataDir, plugins: 'full' });
   t.false(existsSync(path.join(pool, 'containers-layers', 'x2ghost')), 'a stray layer is dropped at start');
   t.true(layered('x2s'), 'mounted again at start');
   t.true(layered('x2r'));
@@ -221,4 +221,21 @@ serial('a layered container moves to another dir pool as a whole plain tree, and
   t.is((await ok(t, 'exec', 'x2m', '--', 'cat', '/root/pushed')).trim(), 'pushed while running');
   await ok(t, 'delete', '--force', 'x2m');
   await ok(t, 'storage', 'delete', 'x2pool2');
+});
+
+serial('a layered container moved to another project keeps its layer under its new volume name', async (t) => {
+  await ok(t, 'project', 'create', 'x2proj', '-c', 'features.images=false', '-c', 'features.profiles=false');
+  await ok(t, 'init', 'bb', 'x2pm', '-c', 'security.privileged=true');
+  const note = path.join(work, 'project-note');
+  writeFileSync(note, 'moving projects\n');
+  await ok(t, 'file', 'push', note, 'x2pm/root/note');
+  await ok(t, 'move', 'x2pm', '--target-project', 'x2proj');
+  t.false(existsSync(path.join(pool, 'containers-layers', 'x2pm')));
+  t.true(layered('x2proj_x2pm'), 'layered under the project-prefixed name');
+  t.is(readFileSync(path.join(upper('x2proj_x2pm'), 'root', 'note'), 'utf8'), 'moving projects\n');
+  await ok(t, 'start', 'x2pm', '--project', 'x2proj');
+  t.is((await ok(t, 'exec', 'x2pm', '--project', 'x2proj', '--', 'cat', '/root/note')).trim(), 'moving projects');
+  await ok(t, 'delete', '--force', 'x2pm', '--project', 'x2proj');
+  t.false(existsSync(path.join(pool, 'containers-layers', 'x2proj_x2pm')));
+  await ok(t, 'project', 'delete', 'x2proj');
 });
