@@ -8,8 +8,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, w
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
-import { startWithPool, stopDaemons, unmountUnder, type Daemon } from '../helpers/daemon.js';
-import { lxc, lxcOk } from '../helpers/clients.js';
+import { projectRoot, startWithPool, stopDaemons, unmountUnder, type Daemon } from '../helpers/daemon.js';
+import { lxc, lxcOk, python } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 
 let d: Daemon;
@@ -238,4 +238,19 @@ serial('a layered container moved to another project keeps its layer under its n
   await ok(t, 'delete', '--force', 'x2pm', '--project', 'x2proj');
   t.false(existsSync(path.join(pool, 'containers-layers', 'x2proj_x2pm')));
   await ok(t, 'project', 'delete', 'x2proj');
+});
+
+serial('pylxd: a privileged container from an image is layered, takes files stopped and running, and a delete drops the layer', async (t) => {
+  const run = await python(path.join(projectRoot, 'test', 'e2e', 'pylxd_layered.py'), [d.socket, 'x2py']);
+  t.is(run.status, 0, run.stderr);
+  const out = JSON.parse(run.stdout);
+  t.is(out.stopped_get, 'from pylxd\n');
+  t.is(out.exec, 'from pylxd\nx2py\n');
+  t.is(out.running_exec, 'while running\n');
+  t.true(layered('x2py'), 'layered');
+  t.is(readFileSync(path.join(upper('x2py'), 'root', 'py-note'), 'utf8'), 'from pylxd\n', 'what pylxd wrote is in the upper layer');
+  t.false(existsSync(path.join(upper('x2py'), 'bin')), 'the image files are not');
+  await ok(t, 'delete', 'x2py');
+  t.false(existsSync(path.join(pool, 'containers-layers', 'x2py')), 'the layer went with the delete');
+  t.false(existsSync(volume('x2py')));
 });
