@@ -310,6 +310,8 @@ export class VolumeManager {
   }
 
   async flattenVolume(poolName: string, vol: VolumeRef): Promise<void> {
+    // Drivers that never share files are left alone (an unavailable pool is the start's own failure to report).
+    if (!(await this.pools.withDriver(poolName)).driver.flattenVolume) return;
     await this.locks.shared(poolLockKey(poolName), async () => {
       const { info, driver } = await this.pools.usable(poolName);
       await driver.flattenVolume?.(info, vol);
