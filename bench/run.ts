@@ -27,6 +27,7 @@ import { syscallScenarios } from './syscalls.js';
 import { syscallMountScenarios } from './syscall-mounts.js';
 import { unixDeviceScenarios } from './unix-devices.js';
 import { guestSocketScenarios } from './guest-socket.js';
+import { layeredVolumeScenarios } from './layered-volumes.js';
 
 interface Row { scenario: string; value: string; target?: string }
 const rows: Row[] = [];
@@ -160,6 +161,7 @@ if (want('syscalls')) await syscallScenarios(rows, results);
 if (want('syscalls')) await syscallMountScenarios(rows, results);
 if (want('unix-devices')) await unixDeviceScenarios(rows, results);
 if (want('guest-socket')) await guestSocketScenarios(rows, results);
+if (want('layered')) await layeredVolumeScenarios(rows, results);
 if (only.has('soak')) await soakScenario(rows, results);
 
 const width = Math.max(...rows.map((r) => r.scenario.length));

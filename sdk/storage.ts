@@ -35,6 +35,15 @@ export interface PoolResources {
   inodes: { used: number; total: number };
 }
 
+/** How a clone may be made. */
+export interface CloneOptions {
+  /**
+   * The clone will be used without an id map (a privileged container): a driver may share the
+   * source's files read-only under a writable layer of the clone's own instead of copying them.
+   */
+  layered?: boolean;
+}
+
 export interface StorageDriver {
   readonly name: string;
   /** Shown as `environment.storage_version` and in `storage_supported_drivers`. */
@@ -56,7 +65,12 @@ export interface StorageDriver {
   /** Create an empty volume, then let `fill` populate it; removes the volume if `fill` throws. */
   createVolume(pool: PoolInfo, vol: VolumeRef, fill?: (dir: string) => Promise<void>): Promise<void>;
   /** Make `target` a copy of `source`, or of its snapshot `fromSnapshot` (cheapest clone the backend has). */
-  cloneVolume(pool: PoolInfo, source: VolumeRef, target: VolumeRef, fromSnapshot?: string): Promise<void>;
+  cloneVolume(pool: PoolInfo, source: VolumeRef, target: VolumeRef, fromSnapshot?: string, opts?: CloneOptions): Promise<void>;
+  /**
+   * Make a volume that shares files with another (a `layered` clone) hold its whole tree itself;
+   * a no-op for any other volume. Drivers that never share leave it out.
+   */
+  flattenVolume?(pool: PoolInfo, vol: VolumeRef): Promise<void>;
   deleteVolume(pool: PoolInfo, vol: VolumeRef): Promise<void>;
   /** Rename a volume, and with `newProject` move it to another project (an instance moving between projects). */
   renameVolume(pool: PoolInfo, vol: VolumeRef, newName: string, newProject?: string): Promise<void>;
@@ -228,6 +242,8 @@ export type VolumeSource =
     kind: 'image'; fingerprint: string; project: string;
     unpack: (dir: string, onProgress?: UnpackProgress) => Promise<void>;
     onProgress?: UnpackProgress;
+    /** The instance runs without an id map: the image's files may be shared (CloneOptions.layered). */
+    layered?: boolean;
   }
   /**
    * From another volume, on this pool or another one; from one of its snapshots with `snapshot`;
@@ -273,6 +289,8 @@ export interface StorageService {
   /** Description and config of an instance or image volume and of its snapshots (empty when it has none). */
   volumeState(pool: string, vol: VolumeRef): Promise<VolumeState>;
   deleteVolume(pool: string, vol: VolumeRef): Promise<void>;
+  /** Make a volume that shares an image's files hold its whole tree (before an id-mapped start); else a no-op. */
+  flattenVolume(pool: string, vol: VolumeRef): Promise<void>;
   /** Rename a volume (and its snapshots), into `newProject` when given. */
   renameVolume(pool: string, vol: VolumeRef, newName: string, newProject?: string): Promise<void>;
   /** Host directory of a volume (no check that it exists). */

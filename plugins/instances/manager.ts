@@ -14,6 +14,7 @@ import {
 } from '../../sdk/index.js';
 import type { InstanceAccess, InstanceHandle } from './access.js';
 import { expandConfig, expandDevices } from './expand.js';
+import { mayShareImage } from './shared-rootfs.js';
 import { isRootDisk } from './devices/disk.js';
 import { checkDevices, type DeviceTypes } from './devices/device-types.js';
 import { liveChanges } from './live-keys.js';
@@ -221,10 +222,13 @@ export class InstanceManager implements InstanceAccess {
     // In a cluster the member that creates is the one that holds the volume and runs the instance.
     if (this.ctx.cluster.enabled) record.location = this.ctx.cluster.serverName;
     record.config['volatile.uuid'] ??= randomUUID();
-    const devices = expandDevices(await this.loadProfiles(spec.project, spec.profiles), spec.devices);
+    const creatingProfiles = await this.loadProfiles(spec.project, spec.profiles);
+    const devices = expandDevices(creatingProfiles, spec.devices);
     this.hooks.creating.call({ project: spec.project, name: spec.name, type: spec.type, origin: spec.origin, config: record.config, devices });
     record.config['volatile.last_state.power'] = 'STOPPED';
-    const volumePath = await this.deps.storage.createInstanceVolume(pool, vol, spec.source, spec.volumeState);
+    // A container that runs without an id map may share its image's files (decision 0075).
+    const source = spec.source.kind === 'image' ? { ...spec.source, layered: mayShareImage(spec.type, expandConfig(creatingProfiles, record.config)) } : spec.source;
+    const volumePath = await this.deps.storage.createInstanceVolume(pool, vol, source, spec.volumeState);
     let stored: StoredDoc<InstanceRecord> | undefined;
     try {
       await mkdir(this.logsRoot, { recursive: true, mode: LOGS_MODE });

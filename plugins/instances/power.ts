@@ -7,6 +7,7 @@ import { badRequest, instanceUrl, truthy, type ApiRequest, type DeviceMount, typ
 import type { InstanceHandle } from './access.js';
 import type { InstanceManager } from './manager.js';
 import { applyVolatile } from './device-runtime.js';
+import { mayShareImage } from './shared-rootfs.js';
 
 export type PowerAction = 'start' | 'stop' | 'restart' | 'freeze' | 'unfreeze';
 export const POWER_ACTIONS: PowerAction[] = ['start', 'stop', 'restart', 'freeze', 'unfreeze'];
@@ -69,6 +70,10 @@ export class PowerControl {
 
   async start(handle: InstanceHandle, req?: ApiRequest, quiet = false): Promise<void> {
     const hooks = this.manager.hooks;
+    // A container that may no longer share its image's files (now id-mapped or nesting) gets its rootfs whole first.
+    if (handle.inst.type === 'container' && !mayShareImage(handle.inst.type, handle.inst.config)) {
+      await this.manager.deps.storage.flattenVolume(handle.record.pool, { type: handle.inst.type, project: handle.project, name: handle.name });
+    }
     await hooks.starting.promise(handle);
     const runtime = this.manager.deviceRuntime;
     const { runs: devices, volatile: deviceVolatile } = await runtime.startAll(handle);

@@ -17,6 +17,12 @@ export const LAYOUT: { dir: string; mode: number }[] = [
   { dir: 'virtual-machines-snapshots', mode: 0o700 },
 ];
 
+/**
+ * Directories of corral's own, made when first needed (a pool looks as the reference's until then):
+ * upper layers of layered container volumes, and image volumes kept for them after a delete (layers.ts).
+ */
+export const LAZY_DIRS = ['containers-layers', 'images-retired'];
+
 export function checkVolumeName(name: string): void {
   if (!name || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) {
     throw badRequest(`Invalid volume name "${name}"`);

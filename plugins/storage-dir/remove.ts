@@ -12,31 +12,41 @@ const LONG_MS = 30 * 60_000;
 
 /** Remove `<parent>/<entry>` where `parent` must resolve to `expectedParent` (both inside `root`). */
 export async function removeInside(tools: HostTools, root: string, parent: string, entry: string): Promise<void> {
-  let realParent: string;
-  try {
-    realParent = await realpath(parent);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-    throw err;
+  await removeAllInside(tools, root, [{ parent, entry }]);
+}
+
+/** The same for several entries, with one `rm` for all the directories among them (a child costs more than the removal of a small tree). */
+export async function removeAllInside(tools: HostTools, root: string, targets: { parent: string; entry: string }[]): Promise<void> {
+  let realRoot: string | undefined;
+  const dirs: string[] = [];
+  for (const { parent, entry } of targets) {
+    let realParent: string;
+    try {
+      realParent = await realpath(parent);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw err;
+    }
+    realRoot ??= await realpath(root);
+    const expected = path.join(realRoot, path.relative(path.resolve(root), path.resolve(parent)));
+    if (realParent !== expected || !(realParent === realRoot || realParent.startsWith(realRoot + path.sep))) {
+      throw internalError(`Refusing to remove "${entry}": "${parent}" does not resolve inside the pool`);
+    }
+    const target = path.join(realParent, entry);
+    let stats;
+    try {
+      stats = await lstat(target);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw err;
+    }
+    if (!stats.isDirectory()) {
+      await unlink(target).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'ENOENT') throw err;
+      });
+      continue;
+    }
+    dirs.push(target);
   }
-  const realRoot = await realpath(root);
-  const expected = path.join(realRoot, path.relative(path.resolve(root), path.resolve(parent)));
-  if (realParent !== expected || !(realParent === realRoot || realParent.startsWith(realRoot + path.sep))) {
-    throw internalError(`Refusing to remove "${entry}": "${parent}" does not resolve inside the pool`);
-  }
-  const target = path.join(realParent, entry);
-  let stats;
-  try {
-    stats = await lstat(target);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-    throw err;
-  }
-  if (!stats.isDirectory()) {
-    await unlink(target).catch((err: NodeJS.ErrnoException) => {
-      if (err.code !== 'ENOENT') throw err;
-    });
-    return;
-  }
-  await tools.run('rm', ['-rf', '--one-file-system', '--', target], { timeoutMs: LONG_MS, endWithDaemon: true });
+  if (dirs.length) await tools.run('rm', ['-rf', '--one-file-system', '--', ...dirs], { timeoutMs: LONG_MS, endWithDaemon: true });
 }

@@ -4,7 +4,7 @@
  * that exists is whole. A restore copies the snapshot beside the volume and swaps the two by
  * renames; the swap is finished or undone at the next mount if the daemon dies between them.
  */
-import { chmod, lstat, mkdir, readdir, rename, rmdir } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readdir, rename, rmdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import {
   conflict, notFound, type HostTools, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType,
@@ -22,8 +22,25 @@ export const RESTORE_OLD = '.restore-old';
 
 const missing = (err: unknown) => (err as NodeJS.ErrnoException).code === 'ENOENT';
 
+/** What snapshots need to know of layered volumes (layers.ts). */
+export interface LayerHooks {
+  isLayered(pool: PoolInfo, vol: VolumeRef): Promise<boolean>;
+  /** Unmount the replaced volume directory `oldDir` and drop the volume's layer (a restore put a plain tree in its place). */
+  detach(pool: PoolInfo, vol: VolumeRef, oldDir: string): Promise<void>;
+}
+
+/** `<dir>/rootfs` is another file system (a layered volume's mount): hard links cannot cross into it. */
+async function rootfsMounted(dir: string): Promise<boolean> {
+  const [outer, inner] = await Promise.all([stat(dir), stat(path.join(dir, 'rootfs')).catch(() => undefined)]);
+  return inner !== undefined && inner.dev !== outer.dev;
+}
+
 export class DirSnapshots implements VolumeSnapshots {
-  constructor(private readonly tools: HostTools, private readonly volumePath: (pool: PoolInfo, vol: VolumeRef) => string) {}
+  constructor(
+    private readonly tools: HostTools,
+    private readonly volumePath: (pool: PoolInfo, vol: VolumeRef) => string,
+    private readonly layers?: LayerHooks,
+  ) {}
 
   private root(pool: PoolInfo, type: VolumeType): string {
     const dir = SNAPSHOT_DIRS[type];
@@ -41,7 +58,12 @@ export class DirSnapshots implements VolumeSnapshots {
     return path.join(this.parent(pool, vol), snapshot);
   }
 
-  private copy(from: string, to: string): Promise<void> {
+  private async copy(from: string, to: string): Promise<void> {
+    // A layered volume is read through its merged view: a whole, plain copy.
+    if (await rootfsMounted(from)) {
+      await this.tools.run('cp', ['-a', '--reflink=auto', '--no-target-directory', '--', from, to], { timeoutMs: 30 * 60_000, endWithDaemon: true });
+      return;
+    }
     return copyTreeSharingSymlinks(this.tools, from, to);
   }
 
@@ -113,6 +135,8 @@ export class DirSnapshots implements VolumeSnapshots {
       await removeInside(this.tools, source, type, path.basename(fresh)).catch(() => {});
       throw err;
     }
+    // A layered volume's mount and upper layer go: the restored tree is plain and whole.
+    if (await this.layers?.isLayered(pool, vol)) await this.layers!.detach(pool, vol, old);
     await removeInside(this.tools, source, type, path.basename(old));
   }
 

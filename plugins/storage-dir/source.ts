@@ -7,7 +7,7 @@
 import { chmod, mkdir, readdir, rmdir, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { badRequest, type Collection, type HostTools } from '../../sdk/index.js';
-import { LAYOUT } from './layout.js';
+import { LAYOUT, LAZY_DIRS } from './layout.js';
 import { removeInside } from './remove.js';
 
 export interface SourceRecord {
@@ -16,7 +16,7 @@ export interface SourceRecord {
   created: boolean;
 }
 
-const LAYOUT_DIRS = new Set(LAYOUT.map((l) => l.dir));
+const LAYOUT_DIRS = new Set([...LAYOUT.map((l) => l.dir), ...LAZY_DIRS]);
 
 async function isEmptyDir(dir: string): Promise<boolean> {
   return (await readdir(dir)).length === 0;
@@ -66,7 +66,7 @@ export async function makeLayout(source: string): Promise<void> {
 export async function clearSource(tools: HostTools, source: string, created: boolean): Promise<void> {
   const dir = path.resolve(source);
   if (!(await stat(dir).then((s) => s.isDirectory(), () => false))) return;
-  for (const { dir: sub } of LAYOUT) await removeInside(tools, dir, dir, sub);
+  for (const sub of [...LAYOUT.map((l) => l.dir), ...LAZY_DIRS]) await removeInside(tools, dir, dir, sub);
   if (!created) return;
   // Anything else found there was put there by hand: keep it rather than guess.
   await rmdir(dir).catch((err: NodeJS.ErrnoException) => {

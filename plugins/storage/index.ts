@@ -39,6 +39,7 @@ export default definePlugin({
       createInstanceVolume: (pool, vol, source, state) => volumes.createInstanceVolume(pool, vol, source, state),
       volumeState: (pool, vol) => volumes.volumeState(pool, vol),
       deleteVolume: (pool, vol) => volumes.deleteVolume(pool, vol),
+      flattenVolume: (pool, vol) => volumes.flattenVolume(pool, vol),
       renameVolume: (pool, vol, newName, newProject) => volumes.renameVolume(pool, vol, newName, newProject),
       volumePath: (pool, vol) => volumes.volumePath(pool, vol),
       volumeUsage: (pool, vol) => volumes.volumeUsage(pool, vol),

@@ -9,7 +9,7 @@ import path from 'node:path';
 import {
   badRequest, canQuota, canRefresh, canReportUsage, canSendReceive, canSnapshot, conflict, unsupportedMessage,
   type OptimizedPart, type PluginContext, type PoolInfo, type StorageDriver, type VolumeRef, type VolumeSendReceive, type VolumeSnapshots, type VolumeSource,
-  type UnpackProgress, type VolumeState, type VolumeType,
+  type CloneOptions, type UnpackProgress, type VolumeState, type VolumeType,
 } from '../../sdk/index.js';
 import type { InstanceVolumeRecords } from './instance-volumes.js';
 import { withPoolDefaults } from './volume-defaults.js';
@@ -91,7 +91,7 @@ export class VolumeManager {
         case 'image':
           await this.locks.shared(imageLockKey(poolName, source.fingerprint), async () => {
             await this.ensureImage(info, driver, source);
-            await this.clone(info, driver, imageVolume(source.fingerprint), vol);
+            await this.clone(info, driver, imageVolume(source.fingerprint), vol, undefined, { layered: source.layered });
           });
           break;
         case 'copy':
@@ -252,9 +252,9 @@ export class VolumeManager {
     });
   }
 
-  private async clone(info: PoolInfo, driver: StorageDriver, from: VolumeRef, to: VolumeRef, fromSnapshot?: string): Promise<void> {
+  private async clone(info: PoolInfo, driver: StorageDriver, from: VolumeRef, to: VolumeRef, fromSnapshot?: string, opts?: CloneOptions): Promise<void> {
     try {
-      await driver.cloneVolume(info, from, to, fromSnapshot);
+      await driver.cloneVolume(info, from, to, fromSnapshot, opts);
     } catch (err) {
       await driver.deleteVolume(info, to).catch((undo) => this.ctx.log.error({ err: undo, volume: to }, 'removing a failed clone failed'));
       throw err;
@@ -306,6 +306,15 @@ export class VolumeManager {
       const { info, driver } = await this.pools.usable(poolName);
       await driver.deleteVolume(info, vol);
       if (this.recorded(vol)) await this.records.delete(poolName, vol);
+    });
+  }
+
+  async flattenVolume(poolName: string, vol: VolumeRef): Promise<void> {
+    // Drivers that never share files are left alone (an unavailable pool is the start's own failure to report).
+    if (!(await this.pools.withDriver(poolName)).driver.flattenVolume) return;
+    await this.locks.shared(poolLockKey(poolName), async () => {
+      const { info, driver } = await this.pools.usable(poolName);
+      await driver.flattenVolume?.(info, vol);
     });
   }
 

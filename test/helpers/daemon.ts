@@ -182,8 +182,19 @@ export function killContainers(dir: string): void {
   }
 }
 
+/** Mounts a data directory still holds (layered dir volumes stay mounted after the daemon exits), deepest first. */
+export function unmountUnder(dir: string): void {
+  const prefix = path.resolve(dir) + '/';
+  const points = readFileSync('/proc/self/mountinfo', 'utf8').split('\n')
+    .map((line) => line.split(' ')[4]?.replace(/\\040/g, ' '))
+    .filter((p): p is string => Boolean(p?.startsWith(prefix)))
+    .sort((a, b) => b.length - a.length);
+  for (const p of points) spawnSync('umount', ['-l', p], { stdio: 'ignore', timeout: 10000 });
+}
+
 function removeDataDir(dir: string): void {
   killContainers(dir);
+  unmountUnder(dir);
   rmSync(dir, { recursive: true, force: true });
 }
 
