@@ -27,6 +27,7 @@ import { syscallScenarios } from './syscalls.js';
 import { syscallMountScenarios } from './syscall-mounts.js';
 import { unixDeviceScenarios } from './unix-devices.js';
 import { guestSocketScenarios } from './guest-socket.js';
+import { startupCostScenarios } from './startup-costs.js';
 
 interface Row { scenario: string; value: string; target?: string }
 const rows: Row[] = [];
@@ -129,6 +130,7 @@ async function fanout(d: Daemon, listeners: number): Promise<void> {
 const only = new Set(process.argv.slice(2));
 const want = (group: string) => only.size === 0 || only.has(group);
 
+if (want('startup-costs')) await startupCostScenarios(rows, results);
 if (want('startup')) {
   await startup('edge');
   await startup('full');
