@@ -5,8 +5,8 @@
  * separate script the bundle must still find where the compiled tree keeps it.
  */
 import test from 'ava';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { killContainers, nodeFlags, projectRoot, startDaemon, superviseDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
@@ -129,5 +129,33 @@ test.serial('the edge bundle refuses a plugin it does not carry, before serving'
     t.false(existsSync(path.join(other, 'unix.socket')));
   } finally {
     rmSync(other, { recursive: true, force: true });
+  }
+});
+
+serial('scripts/edge-install.sh lays out an install that serves with only sqlite3 beside the bundle', async (t) => {
+  const target = mkdtempSync(path.join(tmpdir(), 'corral-x1-edge-install-'));
+  const data = mkdtempSync(path.join(tmpdir(), 'corral-x1-edge-data-'));
+  let daemon: Daemon | undefined;
+  try {
+    const laid = spawnSync('sh', [path.join(projectRoot, 'scripts', 'edge-install.sh'), target], { encoding: 'utf8', timeout: 60_000 });
+    t.is(laid.status, 0, laid.stderr);
+    // What `npm ci --omit=dev` would bring that the bundle loads at start: sqlite3's addon and its lookup (bindings).
+    for (const pkg of ['bindings', 'file-uri-to-path']) cpSync(path.join(projectRoot, 'node_modules', pkg), path.join(target, 'node_modules', pkg), { recursive: true, dereference: true });
+    for (const part of ['package.json', 'lib', path.join('build', 'Release', 'node_sqlite3.node')]) {
+      cpSync(path.join(projectRoot, 'node_modules', 'sqlite3', part), path.join(target, 'node_modules', 'sqlite3', part), { recursive: true, dereference: true });
+    }
+    const child = spawn(process.execPath, [...nodeFlags, path.join(target, 'dist', 'bundle', 'corrald-edge.mjs'), '--dir', data, '--init', 'auto'], {
+      cwd: target, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CORRAL_INIT_NETWORK: 'none' },
+    });
+    ({ daemon } = await superviseDaemon(child, { dir: data, socket: path.join(data, 'unix.socket'), where: ' (edge install)', stopBoundMs: 60_000, samePid: true }));
+    await waitFor(async () => (await daemon!.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 15_000, 'the init pool');
+    t.regex(await lxcOk(t, daemon.socket, 'info'), /driver: lxc/);
+    t.deepEqual(JSON.parse(await lxcOk(t, daemon.socket, 'storage', 'list', '--format', 'json')).map((p: { driver: string }) => p.driver), ['dir']);
+    t.true(existsSync(path.join(target, 'dist', 'plugins', 'instance-lxc', 'seccomp-proxy', 'corral-seccomp-proxy')));
+  } finally {
+    await daemon?.stop();
+    killContainers(data);
+    rmSync(data, { recursive: true, force: true });
+    rmSync(target, { recursive: true, force: true });
   }
 });
