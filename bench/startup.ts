@@ -25,11 +25,12 @@ http.createServer((req, res) => { res.setHeader('content-type', 'application/jso
   .listen(require('node:path').join(process.argv[1], 'unix.socket'));
 process.on('SIGTERM', () => process.exit(0));`;
 
-interface Variant { name: string; args: (dir: string) => string[] }
+interface Variant { name: string; args: (dir: string) => string[]; env?: NodeJS.ProcessEnv }
 
 const VARIANTS: Variant[] = [
   { name: 'bare node (floor)', args: (dir) => ['-e', BARE_SERVER, dir] },
-  { name: 'edge (bundle)', args: (dir) => [EDGE_BUNDLE, '--dir', dir] },
+  // As `npm run start:edge` runs it (decision 0002: glibc keeps boot's freed heap otherwise, 0–9 MiB by chance).
+  { name: 'edge (bundle)', args: (dir) => [EDGE_BUNDLE, '--dir', dir], env: { MALLOC_TRIM_THRESHOLD_: '0' } },
   { name: 'edge (compiled tree)', args: (dir) => [corrald, '--dir', dir, '--plugins', 'edge'] },
   { name: 'full', args: (dir) => [corrald, '--dir', dir, '--plugins', 'full'] },
 ];
@@ -40,7 +41,7 @@ async function once(v: Variant): Promise<{ ms: number; rss: number }> {
   const dir = mkdtempSync(path.join(tmpdir(), 'corral-x1-startup-'));
   try {
     const t0 = performance.now();
-    const child = spawn(process.execPath, [...nodeFlags, ...v.args(dir)], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CORRAL_INIT_NETWORK: 'none' } });
+    const child = spawn(process.execPath, [...nodeFlags, ...v.args(dir)], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CORRAL_INIT_NETWORK: 'none', ...v.env } });
     const { daemon } = await superviseDaemon(child, { dir, socket: path.join(dir, 'unix.socket'), where: ` (${v.name})`, stopBoundMs: 30_000 });
     const ms = performance.now() - t0;
     await new Promise((r) => setTimeout(r, SETTLE_MS));

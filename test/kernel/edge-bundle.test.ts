@@ -25,7 +25,7 @@ let image: BusyboxImage | undefined;
 async function startBundle(dataDir: string, extra: string[] = []): Promise<{ daemon: Daemon; exited: Promise<number | null> }> {
   const child = spawn(process.execPath, [...nodeFlags, BUNDLE, '--dir', dataDir, ...extra], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, CORRAL_INIT_NETWORK: 'none' },
+    env: { ...process.env, CORRAL_INIT_NETWORK: 'none', MALLOC_TRIM_THRESHOLD_: '0' },
   });
   const { daemon, exited } = await superviseDaemon(child, { dir: dataDir, socket: path.join(dataDir, 'unix.socket'), where: ' (edge bundle)', stopBoundMs: 60_000, samePid: true });
   return { daemon, exited };
