@@ -425,9 +425,9 @@ export class Kernel {
 
 /** `which` is the host-tools service's: a test kit's fake says which tools its host has. */
 async function checkHostTools(plugins: PluginManifest[], which: HostTools['which']): Promise<void> {
-  const missing: string[] = [];
-  for (const m of plugins) {
-    for (const tool of m.hostTools ?? []) if (!(await which(tool))) missing.push(`${m.id} needs "${tool}", which is not installed`);
-  }
+  // Each tool looked up once, all at once: one by one, the edge set's ~45 lookups were a visible part of a cold start.
+  const tools = [...new Set(plugins.flatMap((m) => m.hostTools ?? []))];
+  const found = new Map(await Promise.all(tools.map(async (tool) => [tool, Boolean(await which(tool))] as const)));
+  const missing = plugins.flatMap((m) => (m.hostTools ?? []).filter((tool) => !found.get(tool)).map((tool) => `${m.id} needs "${tool}", which is not installed`));
   if (missing.length) throw new PluginSetError(missing);
 }

@@ -1,5 +1,5 @@
 /** The one place child processes are started. */
-import { access, constants } from 'node:fs/promises';
+import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
 import type Logger from 'bunyan';
 import { HostToolError, type HostTools, type RunOptions, type RunResult } from '../../sdk/index.js';
@@ -38,12 +38,17 @@ export function createHostTools(log: Logger): HostTools {
   };
 }
 
+/**
+ * Where `command` is on PATH (then /usr/sbin, /sbin). The checks are synchronous: a few access() calls
+ * take microseconds, while each asynchronous one waits for a worker thread, which at start, for every
+ * tool of every plugin, added up to a visible part of a cold start.
+ */
 export async function findOnPath(command: string): Promise<string | undefined> {
   const dirs = (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':');
   for (const dir of [...dirs, '/usr/sbin', '/sbin']) {
     const candidate = path.join(dir, command);
     try {
-      await access(candidate, constants.X_OK);
+      accessSync(candidate, constants.X_OK);
       return candidate;
     } catch { /* not here */ }
   }
