@@ -28,6 +28,8 @@ import { syscallMountScenarios } from './syscall-mounts.js';
 import { unixDeviceScenarios } from './unix-devices.js';
 import { guestSocketScenarios } from './guest-socket.js';
 import { layeredVolumeScenarios } from './layered-volumes.js';
+import { startupCostScenarios } from './startup-costs.js';
+import { startupScenarios } from './startup.js';
 
 interface Row { scenario: string; value: string; target?: string }
 const rows: Row[] = [];
@@ -42,25 +44,6 @@ const rssMiB = (pid: number) => {
 };
 
 const percentile = (sorted: number[], p: number) => sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]! : NaN;
-
-async function startup(set: string): Promise<void> {
-  const starts: number[] = [];
-  const rss: number[] = [];
-  for (let i = 0; i < 3; i++) {
-    const t0 = performance.now();
-    const d = await startDaemon({ plugins: set });
-    starts.push(performance.now() - t0);
-    await new Promise((r) => setTimeout(r, 1500));
-    rss.push(rssMiB(d.child.pid!));
-    await d.stop();
-  }
-  const start = Math.min(...starts);
-  const mem = Math.max(...rss);
-  results[`startup_${set}_ms`] = start;
-  results[`rss_idle_${set}_mib`] = mem;
-  rows.push({ scenario: `cold start to serving socket (${set})`, value: `${start.toFixed(0)} ms`, target: '< 1500 ms' });
-  rows.push({ scenario: `RSS idle, freshly started (${set})`, value: `${mem.toFixed(1)} MiB`, target: set === 'edge' ? '< 60 MiB' : '< 90 MiB' });
-}
 
 async function throughput(d: Daemon, url: string, connections: number): Promise<void> {
   await autocannon({ url: `http://localhost${url}`, socketPath: d.socket, connections, duration: 1 });
@@ -123,17 +106,15 @@ async function fanout(d: Daemon, listeners: number): Promise<void> {
 }
 
 /**
- * `npm run bench -- tls startup` runs only those groups (startup, api, tls, containers, networks, volumes, storage,
+ * `npm run bench -- tls startup` runs only those groups (startup, startup-costs, api, tls, containers, networks, volumes, storage,
  * proxy, nics, migration, image-copy, migration-reference, vms, cluster, limits, host-hardware, syscalls, unix-devices, guest-socket);
  * no argument runs them all. `soak` (minutes of steady load, BENCH_SOAK_MINUTES) runs only when named.
  */
 const only = new Set(process.argv.slice(2));
 const want = (group: string) => only.size === 0 || only.has(group);
 
-if (want('startup')) {
-  await startup('edge');
-  await startup('full');
-}
+if (want('startup-costs')) await startupCostScenarios(rows, results);
+if (want('startup')) await startupScenarios(rows, results);
 if (want('api')) {
   const d = await startDaemon({ plugins: 'full' });
   for (const url of ['/1.0', '/1.0/operations']) for (const c of [1, 32]) await throughput(d, url, c);

@@ -1,6 +1,6 @@
 /** The daemon itself: `corrald [flags]`, with `--init auto|<preseed.yaml>|-` applied once it is up. */
 import { parseArgs, UsageError } from '../kernel/args.js';
-import { runDaemon } from '../kernel/daemon.js';
+import { runDaemon, type BundledPlugins } from '../kernel/daemon.js';
 import { PluginSetError } from '../kernel/loader/plugin-set.js';
 import { DataDirLockedError } from '../kernel/lock.js';
 import { injectApi, InitError } from './init/api.js';
@@ -20,10 +20,12 @@ function splitInit(argv: string[]): { rest: string[]; init?: string } {
   return { rest, init };
 }
 
-export async function runDaemonCommand(argv: string[]): Promise<void> {
+/** `bundled`: the daemon is a bundle (scripts/build-bundle.mjs); it runs its own set unless `--plugins` names one. */
+export async function runDaemonCommand(argv: string[], bundled?: BundledPlugins): Promise<void> {
   try {
     const { rest, init } = splitInit(argv);
     const args = parseArgs(rest, process.env);
+    if (bundled && !rest.some((a) => a === '--plugins' || a.startsWith('--plugins='))) args.plugins = bundled.set;
     if (args.help) {
       console.log(await helpText(INIT_USAGE));
       process.exit(0);
@@ -44,7 +46,7 @@ export async function runDaemonCommand(argv: string[]): Promise<void> {
         console.error(`corrald: init failed: ${(err as Error).message}`);
         return 1;
       }
-    }));
+    }), bundled);
   } catch (err) {
     if (err instanceof UsageError) console.error(`corrald: ${err.message}\n${await helpText(INIT_USAGE)}`);
     else if (err instanceof InitError) {

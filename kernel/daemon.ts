@@ -10,6 +10,12 @@ import type { DaemonArgs } from './args.js';
 const compiledRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const projectRoot = path.resolve(compiledRoot, '..');
 
+/** What a bundled daemon carries: the plugin set it was built for, and that set's modules by plugin id. */
+export interface BundledPlugins {
+  set: string;
+  modules: Readonly<Record<string, unknown>>;
+}
+
 /** Beyond the sum of the shutdown steps' bounds, before the daemon gives up on a clean stop. */
 const BACKSTOP_MARGIN_MS = 5_000;
 
@@ -17,7 +23,7 @@ const BACKSTOP_MARGIN_MS = 5_000;
  * `afterStart` runs once the daemon serves (the bin's `--init`); when it answers an exit code the
  * daemon stops cleanly and exits with it, so a supervisor sees the failure.
  */
-export async function runDaemon(args: DaemonArgs, afterStart?: (kernel: Kernel) => Promise<number | undefined>): Promise<Kernel> {
+export async function runDaemon(args: DaemonArgs, afterStart?: (kernel: Kernel) => Promise<number | undefined>, bundled?: BundledPlugins): Promise<Kernel> {
   const dir = path.resolve(args.dir);
   mkdirSync(dir, { recursive: true, mode: 0o711 });
   const unlock = lockDataDir(dir);
@@ -40,6 +46,7 @@ export async function runDaemon(args: DaemonArgs, afterStart?: (kernel: Kernel) 
       logToFile: true,
       logLevel: args.logLevel,
       onShutdownRequest: () => shutdownRequested(),
+      pluginModules: bundled?.modules,
     });
   } catch (err) {
     unlock();

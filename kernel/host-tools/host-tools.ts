@@ -1,9 +1,10 @@
-/** The one place child processes are started (execa underneath). */
-import { access, constants } from 'node:fs/promises';
+/** The one place child processes are started. */
+import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
 import type Logger from 'bunyan';
 import { HostToolError, type HostTools, type RunOptions, type RunResult } from '../../sdk/index.js';
 import { spawnHostProcess } from './spawn.js';
+import { runCommand } from './run-command.js';
 
 const DEFAULT_TIMEOUT_MS = 60_000;
 
@@ -16,25 +17,17 @@ export function createHostTools(log: Logger): HostTools {
   return {
     async run(command: string, args: string[], opts: RunOptions = {}): Promise<RunResult> {
       const started = Date.now();
-      // Loaded on first use: most runs of an edge build never start a child process.
-      const { execa } = await import('execa');
       const [file, argv] = bound(command, args, opts.endWithDaemon);
-      const result = await execa(file, argv, {
-        timeout: opts.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-        input: opts.input,
-        cwd: opts.cwd,
-        env: opts.env,
-        reject: false,
-        stripFinalNewline: true,
-      });
+      const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+      const result = await runCommand(file, argv, { timeoutMs, input: opts.input, cwd: opts.cwd, env: opts.env });
       const exitCode = result.exitCode ?? -1;
       log.debug({ command, args, exitCode, ms: Date.now() - started }, 'host tool');
-      if (result.timedOut) throw new HostToolError(command, `${command} timed out after ${opts.timeoutMs ?? DEFAULT_TIMEOUT_MS} ms`);
-      if (result.failed && (result.exitCode === undefined || !opts.allowFailure)) {
-        const detail = String(result.stderr || result.stdout || result.shortMessage).trim().split('\n').slice(-3).join(' ');
+      if (result.timedOut) throw new HostToolError(command, `${command} timed out after ${timeoutMs} ms`);
+      if (result.exitCode === undefined || (result.exitCode !== 0 && !opts.allowFailure)) {
+        const detail = String(result.stderr || result.stdout || result.failure).trim().split('\n').slice(-3).join(' ');
         throw new HostToolError(command, `${command} failed${result.exitCode !== undefined ? ` (exit ${result.exitCode})` : ''}: ${detail}`, result.exitCode);
       }
-      return { stdout: String(result.stdout), stderr: String(result.stderr), exitCode };
+      return { stdout: result.stdout, stderr: result.stderr, exitCode };
     },
     spawn(command, args, opts = {}) {
       log.debug({ command, args, pty: Boolean(opts.pty) }, 'host process');
@@ -45,12 +38,17 @@ export function createHostTools(log: Logger): HostTools {
   };
 }
 
+/**
+ * Where `command` is on PATH (then /usr/sbin, /sbin). The checks are synchronous: a few access() calls
+ * take microseconds, while each asynchronous one waits for a worker thread, which at start, for every
+ * tool of every plugin, added up to a visible part of a cold start.
+ */
 export async function findOnPath(command: string): Promise<string | undefined> {
   const dirs = (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':');
   for (const dir of [...dirs, '/usr/sbin', '/sbin']) {
     const candidate = path.join(dir, command);
     try {
-      await access(candidate, constants.X_OK);
+      accessSync(candidate, constants.X_OK);
       return candidate;
     } catch { /* not here */ }
   }

@@ -128,32 +128,41 @@ export class RoutePipeline {
   /** Put every route on a hapi server (one per listener), authenticating callers with `authenticate`. */
   /** `only`: the paths this server serves (a listener for part of the API); all when undefined. */
   install(server: Hapi.Server, authenticate: Authenticate, only?: ReadonlySet<string>): void {
-    for (const { route } of this.routes) {
-      for (const { path, fixed } of servedPaths(route)) {
-        if (only && !only.has(path)) continue;
-        for (const verb of VERBS) {
-          const spec = this.verbSpec(route, verb);
-          if (!spec) continue;
-          server.route({
-            method: verb.toUpperCase() as Uppercase<Verb>,
-            path,
-            options: {
-              // Bodies are JSON whatever Content-Type a client sends (curl -d says form data), so the kernel reads
-              // and parses them itself, within the route's limit (request-body.ts).
-              payload: verb === 'get' ? undefined : UNREAD_PAYLOAD,
-            },
-            handler: (request, h) => this.serve(request, h, route, fixed, verb, spec, authenticate),
-          });
-        }
-        server.route({ method: '*', path, options: { payload: UNREAD_PAYLOAD }, handler: (request, h) => {
-          // Browsers ask before cross-origin calls; the answer carries no body.
-          if (request.method === 'options') return h.response().code(200);
-          if (request.method === 'get' && route.websocket) throw badRequest('This endpoint needs a websocket upgrade');
-          throw badRequest(`Method ${request.method.toUpperCase()} is not supported on ${request.path}`);
-        } });
-      }
+    // One hapi route per path, whatever its verbs: hapi checks and copies every route's options when it is
+    // added, which made adding one per verb the largest part of a cold start (decision 0002, issue 21).
+    for (const { route, path, fixed, specs } of this.servedPaths()) {
+      if (only && !only.has(path)) continue;
+      server.route({ method: '*', path, options: { payload: UNREAD_PAYLOAD }, handler: (request, h) => {
+        // HEAD is a GET without its body, as hapi serves it for GET routes. Bodies are JSON whatever Content-Type
+        // a client sends (curl -d says form data), so the kernel reads and parses them itself, within the
+        // route's limit (request-body.ts); hapi reads none for GET and HEAD.
+        const verb = (request.method === 'head' ? 'get' : request.method) as Verb;
+        const spec = specs.get(verb);
+        if (spec) return this.serve(request, h, route, fixed, verb, spec, authenticate);
+        // Browsers ask before cross-origin calls; the answer carries no body.
+        if (request.method === 'options') return h.response().code(200);
+        if (request.method === 'get' && route.websocket) throw badRequest('This endpoint needs a websocket upgrade');
+        throw badRequest(`Method ${request.method.toUpperCase()} is not supported on ${request.path}`);
+      } });
     }
     server.route({ method: '*', path: '/{any*}', options: { payload: UNREAD_PAYLOAD }, handler: () => { throw notFound(); } });
+  }
+
+  /** Every `METHOD path` (hapi's path syntax) that install() serves, websockets aside. */
+  servedMethods(): string[] {
+    return this.servedPaths().flatMap(({ path, specs }) => [...specs.keys()].map((verb) => `${verb.toUpperCase()} ${path}`));
+  }
+
+  /** Each path a route serves, with the verbs served there. */
+  private servedPaths(): { route: RouteDescriptor; path: string; fixed: Readonly<Record<string, string>>; specs: Map<Verb, VerbSpec> }[] {
+    return this.routes.flatMap(({ route }) => {
+      const specs = new Map<Verb, VerbSpec>();
+      for (const verb of VERBS) {
+        const spec = this.verbSpec(route, verb);
+        if (spec) specs.set(verb, spec);
+      }
+      return servedPaths(route).map(({ path, fixed }) => ({ route, path, fixed, specs }));
+    });
   }
 
   /** PATCH comes for free from PUT and `current`. */

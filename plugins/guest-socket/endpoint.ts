@@ -10,7 +10,7 @@ import { chmod, rm } from 'node:fs/promises';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import path from 'node:path';
-import { WebSocketServer, type WebSocket } from 'ws';
+import type { WebSocketServer, WebSocket } from 'ws';
 import { truthy, type ImagesService, type StoredImageFile } from '../../sdk/index.js';
 import { guestChanges, type GuestEvent, type GuestView } from './changes.js';
 
@@ -42,7 +42,8 @@ type Streamed = (res: http.ServerResponse) => Promise<void>;
 
 export class GuestEndpoint {
   private server?: http.Server;
-  private readonly wss = new WebSocketServer({ noServer: true });
+  /** Made at the first event listener: ws is loaded then, not at every daemon's start. */
+  private wss: WebSocketServer | undefined;
   private readonly listeners = new Map<WebSocket, Set<string>>();
   /** Open connections that had sent nothing at the last sweep, with when they came. */
   private readonly silent = new Map<Socket, number>();
@@ -197,11 +198,12 @@ export class GuestEndpoint {
       socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`);
       return;
     }
-    this.wss.handleUpgrade(req, socket, head, (ws) => {
+    const server = this.wss ? Promise.resolve(this.wss) : import('ws').then(({ WebSocketServer }) => (this.wss ??= new WebSocketServer({ noServer: true })));
+    server.then((wss) => wss.handleUpgrade(req, socket, head, (ws) => {
       this.listeners.set(ws, new Set(asked));
       ws.on('close', () => this.listeners.delete(ws));
       ws.on('error', () => this.listeners.delete(ws));
-    });
+    }), () => socket.destroy());
   }
 }
 

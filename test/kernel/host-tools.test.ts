@@ -24,6 +24,19 @@ test('a failing command becomes a HostToolError naming the command and its stder
   t.is(allowed.exitCode, 4);
 });
 
+test('input reaches stdin, env adds to the daemon environment, one final newline is stripped', async (t) => {
+  const r = await tools.run('sh', ['-c', 'cat; echo "$X1_HOST_TOOL:$PATH_SEEN"; printf "\\n\\n"'], { input: 'in\n', env: { X1_HOST_TOOL: 'set', PATH_SEEN: process.env.PATH ? 'yes' : 'no' } });
+  t.is(r.stdout, 'in\nset:yes\n\n');
+  // Without input the command reads end of file rather than waiting.
+  t.is((await tools.run('cat', [], { timeoutMs: 5000 })).stdout, '');
+});
+
+test('a command killed by a signal fails even when failure is allowed', async (t) => {
+  const err = await t.throwsAsync(tools.run('sh', ['-c', 'kill -9 $$'], { allowFailure: true })) as HostToolError;
+  t.regex(err.message, /sh failed: killed by SIGKILL/);
+  t.is(err.exitCode, undefined);
+});
+
 test('a command past its timeout is killed and reported', async (t) => {
   const started = Date.now();
   const err = await t.throwsAsync(tools.run('sleep', ['10'], { timeoutMs: 200 })) as HostToolError;

@@ -5,7 +5,8 @@
  * Field names and numbers follow the reference's wire format; the ones we do not use yet are kept so
  * a peer's header decodes whole.
  */
-import protobuf from 'protobufjs';
+import { createRequire } from 'node:module';
+import type protobuf from 'protobufjs';
 
 /** Filesystem transfer types of a header's `fs`. */
 export const FsType = { RSYNC: 0, BTRFS: 1, ZFS: 2, RBD: 3, BLOCK_AND_RSYNC: 4 } as const;
@@ -85,9 +86,16 @@ const schema = {
   },
 };
 
-const root = protobuf.Root.fromJSON(schema);
-const HeaderType = root.lookupType('migration.MigrationHeader');
-const ControlType = root.lookupType('migration.MigrationControl');
+/** Built on the first message: protobufjs and the schema cost every daemon ~1 MiB at start, and most never migrate. */
+let types: { header: protobuf.Type; control: protobuf.Type } | undefined;
+function messageTypes(): { header: protobuf.Type; control: protobuf.Type } {
+  if (!types) {
+    const { Root } = createRequire(import.meta.url)('protobufjs') as typeof protobuf;
+    const root = Root.fromJSON(schema);
+    types = { header: root.lookupType('migration.MigrationHeader'), control: root.lookupType('migration.MigrationControl') };
+  }
+  return types;
+}
 
 export interface KeyValue { key: string; value: string }
 export interface SnapshotMessage {
@@ -123,18 +131,22 @@ export interface MigrationControl { success: boolean; message?: string }
 const toObject = { longs: Number, enums: Number, defaults: false, arrays: true } as const;
 
 export function encodeHeader(header: MigrationHeader): Buffer {
+  const { header: HeaderType } = messageTypes();
   return Buffer.from(HeaderType.encode(HeaderType.fromObject(header)).finish());
 }
 
 /** Throws on bytes that are not a header (missing required fields included). */
 export function decodeHeader(bytes: Uint8Array): MigrationHeader {
+  const { header: HeaderType } = messageTypes();
   return HeaderType.toObject(HeaderType.decode(bytes), toObject) as MigrationHeader;
 }
 
 export function encodeControl(control: MigrationControl): Buffer {
+  const { control: ControlType } = messageTypes();
   return Buffer.from(ControlType.encode(ControlType.fromObject(control)).finish());
 }
 
 export function decodeControl(bytes: Uint8Array): MigrationControl {
+  const { control: ControlType } = messageTypes();
   return ControlType.toObject(ControlType.decode(bytes), toObject) as MigrationControl;
 }

@@ -8,7 +8,7 @@ import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { PeerCertificate } from 'node:tls';
-import { WebSocket, type ClientOptions } from 'ws';
+import type { ClientOptions } from 'ws';
 import { badRequest } from '../../errors.js';
 import { MigrationChannel } from './channel.js';
 
@@ -63,7 +63,9 @@ export function parsePeer(fields: Record<string, unknown>, what: string): Migrat
 const pinned = (expected: string, role: string) => (_host: string, cert: PeerCertificate): Error | undefined =>
   cert.fingerprint256 === expected ? undefined : new Error(`the ${role} presented another certificate than the one given`);
 
-function open(url: URL, secret: string, label: string, role: string, tls: { cert: string; key: string; ca: string }, signal: AbortSignal): Promise<MigrationChannel> {
+async function open(url: URL, secret: string, label: string, role: string, tls: { cert: string; key: string; ca: string }, signal: AbortSignal): Promise<MigrationChannel> {
+  // Loaded on the first migration: a daemon that never migrates does not carry ws's client at start.
+  const { WebSocket } = await import('ws');
   const wsUrl = new URL(`${url.pathname}/websocket`, url);
   wsUrl.protocol = 'wss:';
   wsUrl.searchParams.set('secret', secret);

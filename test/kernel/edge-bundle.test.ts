@@ -1,0 +1,161 @@
+/**
+ * The edge set as one bundled file (scripts/build-bundle.mjs, part of `npm run build`): it starts the
+ * same daemon as dist/bin/corrald.js with the edge plugins and serves the real `lxc` client: server
+ * info, lists, a busybox container through its whole life, and a proxy device, whose forwarder is a
+ * separate script the bundle must still find where the compiled tree keeps it.
+ */
+import test from 'ava';
+import { spawn, spawnSync } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { killContainers, nodeFlags, projectRoot, startDaemon, superviseDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
+import { lxc, lxcOk } from '../helpers/clients.js';
+import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
+import { withLxcClient } from '../helpers/needs.js';
+
+const BUNDLE = path.join(projectRoot, 'dist', 'bundle', 'corrald-edge.mjs');
+const serial = withLxcClient();
+
+let d: Daemon | undefined;
+let dir: string;
+let image: BusyboxImage | undefined;
+
+/** The bundle as `npm run start:edge` runs it: the daemon's node flags, `--init auto`, no `--plugins`. */
+async function startBundle(dataDir: string, extra: string[] = []): Promise<{ daemon: Daemon; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [...nodeFlags, BUNDLE, '--dir', dataDir, ...extra], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, CORRAL_INIT_NETWORK: 'none', MALLOC_TRIM_THRESHOLD_: '0' },
+  });
+  const { daemon, exited } = await superviseDaemon(child, { dir: dataDir, socket: path.join(dataDir, 'unix.socket'), where: ' (edge bundle)', stopBoundMs: 60_000, samePid: true });
+  return { daemon, exited };
+}
+
+/** Processes whose parent is `pid`, with their command lines. */
+function childrenOf(pid: number): string[] {
+  const found: string[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) found.push(readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0').join(' '));
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return found;
+}
+
+test.before(async () => {
+  dir = mkdtempSync(path.join(tmpdir(), 'corral-x1-bundle-'));
+});
+
+test.after.always(async () => {
+  if (d) {
+    const list = await lxc(d.socket, 'list', '--format', 'json').catch(() => undefined);
+    for (const c of JSON.parse(list?.stdout || '[]')) await lxc(d.socket, 'delete', '--force', c.name);
+    await d.stop();
+  }
+  killContainers(dir);
+  rmSync(dir, { recursive: true, force: true });
+  if (image) rmSync(image.dir, { recursive: true, force: true });
+});
+
+test.serial('npm run build writes the edge bundle as one file', (t) => {
+  t.true(existsSync(BUNDLE), `${BUNDLE} is missing: npm run build makes it`);
+  // One file: nothing of the kernel, sdk or plugins is imported from dist/ (only node's builtins at its top).
+  const text = readFileSync(BUNDLE, 'utf8');
+  t.notRegex(text, /from\s*["']\.\.?\//);
+  t.notRegex(text, /import\(["']\.\.?\//);
+});
+
+serial('the edge bundle serves lxc info, list, profile list and storage list as the edge set does', async (t) => {
+  ({ daemon: d } = await startBundle(dir, ['--init', 'auto']));
+  await waitFor(async () => (await d!.request('GET', '/1.0/profiles/default')).json?.metadata?.devices?.root !== undefined, 15_000, 'the init root disk');
+  const info = await lxcOk(t, d.socket, 'info');
+  t.regex(info, /api_extensions:/);
+  t.regex(info, /server_pid: \d+/);
+  t.regex(info, /driver: lxc/);
+  t.is(JSON.parse(await lxcOk(t, d.socket, 'list', '--format', 'json')).length, 0);
+  t.deepEqual(JSON.parse(await lxcOk(t, d.socket, 'profile', 'list', '--format', 'json')).map((p: { name: string }) => p.name), ['default']);
+  t.deepEqual(JSON.parse(await lxcOk(t, d.socket, 'storage', 'list', '--format', 'json')).map((p: { name: string; driver: string }) => `${p.name}:${p.driver}`), ['default:dir']);
+
+  // The same API as the daemon started from the compiled tree with --plugins edge.
+  const tree = await startDaemon({ plugins: 'edge' });
+  try {
+    const [fromTree, fromBundle] = await Promise.all([tree.request('GET', '/1.0'), d.request('GET', '/1.0')]);
+    t.deepEqual(fromBundle.json.metadata.api_extensions, fromTree.json.metadata.api_extensions);
+    const [treeApi, bundleApi] = await Promise.all([tree.request('GET', '/openapi.json'), d.request('GET', '/openapi.json')]);
+    t.is(bundleApi.status, 200);
+    t.true(Object.keys(bundleApi.json.paths).length > 20);
+    t.deepEqual(Object.keys(bundleApi.json.paths).sort(), Object.keys(treeApi.json.paths).sort());
+  } finally {
+    await tree.stop();
+  }
+});
+
+serial('a busybox container created, started, run, stopped and deleted through the edge bundle', async (t) => {
+  t.truthy(d, 'the daemon of the test before');
+  image = buildBusyboxImage('gzip');
+  await lxcOk(t, d!.socket, 'image', 'import', image.unified, '--alias', 'bb');
+  await lxcOk(t, d!.socket, 'launch', 'bb', 'x1bundle');
+  t.is((await lxcOk(t, d!.socket, 'exec', 'x1bundle', '--', 'echo', 'from-the-bundle')).trim(), 'from-the-bundle');
+  t.regex(await lxcOk(t, d!.socket, 'list', 'x1bundle', '--format', 'csv', '-c', 'ns'), /x1bundle,RUNNING/);
+
+  // A proxy device's forwarder is a script of its own (dist/plugins/proxy-devices/forwarder.js), run beside the bundle.
+  const listen = path.join(dir, 'x1-proxy.sock');
+  await lxcOk(t, d!.socket, 'config', 'device', 'add', 'x1bundle', 'x1p', 'proxy', `listen=unix:${listen}`, 'connect=tcp:127.0.0.1:9');
+  await waitFor(() => existsSync(listen), 15_000, 'the proxy listener');
+  t.true(childrenOf(d!.child.pid!).some((c) => c.includes(path.join('dist', 'plugins', 'proxy-devices', 'forwarder.js'))), 'the forwarder runs from the compiled tree');
+  await lxcOk(t, d!.socket, 'config', 'device', 'remove', 'x1bundle', 'x1p');
+
+  await lxcOk(t, d!.socket, 'stop', '--force', 'x1bundle');
+  await lxcOk(t, d!.socket, 'delete', 'x1bundle');
+  t.is(JSON.parse(await lxcOk(t, d!.socket, 'list', '--format', 'json')).length, 0);
+});
+
+test.serial('the edge bundle refuses a plugin it does not carry, before serving', async (t) => {
+  const other = mkdtempSync(path.join(tmpdir(), 'corral-x1-bundle-full-'));
+  try {
+    const child = spawn(process.execPath, [...nodeFlags, BUNDLE, '--dir', other, '--plugins', 'full'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (c) => (output += c));
+    child.stderr.on('data', (c) => (output += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    clearTimeout(timer);
+    t.is(code, 2, output);
+    t.regex(output, /this daemon is a bundle of the plugins .*run dist\/bin\/corrald\.js for other plugins/);
+    t.false(existsSync(path.join(other, 'unix.socket')));
+  } finally {
+    rmSync(other, { recursive: true, force: true });
+  }
+});
+
+serial('scripts/edge-install.sh lays out an install that serves with only sqlite3 beside the bundle', async (t) => {
+  const target = mkdtempSync(path.join(tmpdir(), 'corral-x1-edge-install-'));
+  const data = mkdtempSync(path.join(tmpdir(), 'corral-x1-edge-data-'));
+  let daemon: Daemon | undefined;
+  try {
+    const laid = spawnSync('sh', [path.join(projectRoot, 'scripts', 'edge-install.sh'), target], { encoding: 'utf8', timeout: 60_000 });
+    t.is(laid.status, 0, laid.stderr);
+    // What `npm ci --omit=dev` would bring that the bundle loads at start: sqlite3's addon and its lookup (bindings).
+    for (const pkg of ['bindings', 'file-uri-to-path']) cpSync(path.join(projectRoot, 'node_modules', pkg), path.join(target, 'node_modules', pkg), { recursive: true, dereference: true });
+    for (const part of ['package.json', 'lib', path.join('build', 'Release', 'node_sqlite3.node')]) {
+      cpSync(path.join(projectRoot, 'node_modules', 'sqlite3', part), path.join(target, 'node_modules', 'sqlite3', part), { recursive: true, dereference: true });
+    }
+    const child = spawn(process.execPath, [...nodeFlags, path.join(target, 'dist', 'bundle', 'corrald-edge.mjs'), '--dir', data, '--init', 'auto'], {
+      cwd: target, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CORRAL_INIT_NETWORK: 'none' },
+    });
+    ({ daemon } = await superviseDaemon(child, { dir: data, socket: path.join(data, 'unix.socket'), where: ' (edge install)', stopBoundMs: 60_000, samePid: true }));
+    await waitFor(async () => (await daemon!.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 15_000, 'the init pool');
+    t.regex(await lxcOk(t, daemon.socket, 'info'), /driver: lxc/);
+    t.deepEqual(JSON.parse(await lxcOk(t, daemon.socket, 'storage', 'list', '--format', 'json')).map((p: { driver: string }) => p.driver), ['dir']);
+    t.true(existsSync(path.join(target, 'dist', 'plugins', 'instance-lxc', 'seccomp-proxy', 'corral-seccomp-proxy')));
+  } finally {
+    await daemon?.stop();
+    killContainers(data);
+    rmSync(data, { recursive: true, force: true });
+    rmSync(target, { recursive: true, force: true });
+  }
+});
