@@ -7,6 +7,14 @@ export function syncBody(metadata: unknown): string {
   return `{"type":"sync","status":"Success","status_code":200,"operation":"","error_code":0,"error":"","metadata":${JSON.stringify(metadata ?? {})}}`;
 }
 
+/** A sync envelope around a list whose items are serialised already. */
+export function syncListBody(items: string[]): string {
+  return `{"type":"sync","status":"Success","status_code":200,"operation":"","error_code":0,"error":"","metadata":[${items.join(',')}]}`;
+}
+
+/** An item of a list as JSON.stringify would write it inside the list (undefined becomes null). */
+export const stringifyItem = (item: unknown): string => JSON.stringify(item) ?? 'null';
+
 export function asyncBody(op: OperationView): string {
   return JSON.stringify({ type: 'async', status: 'OK', status_code: 100, operation: `/1.0/operations/${op.id}`, error_code: 0, error: '', metadata: op });
 }

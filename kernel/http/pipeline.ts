@@ -15,7 +15,7 @@ import {
 import { errorStatuses } from '../openapi/error-answers.js';
 import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } from '../filter/index.js';
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
-import { asyncBody, etagOf, syncBody } from './envelope.js';
+import { asyncBody, etagOf, stringifyItem, syncBody, syncListBody } from './envelope.js';
 import { checkDeclaredLength, readBody } from './request-body.js';
 import { servedPaths } from './route-paths.js';
 import { READ_REVISION_HEADER, stripPeerHeaders } from '../cluster/peer-headers.js';
@@ -83,6 +83,7 @@ export class RoutePipeline {
   readonly websockets: WebsocketRoute[] = [];
   /** Serialised sync bodies and ETags, by the identity of the object a handler returned (cached answers pay once). */
   private readonly bodyCache = new WeakMap<object, string>();
+  private readonly fragmentCache = new WeakMap<object, string>();
   private readonly etagCache = new WeakMap<object, string>();
   /** PUT and PATCH of one object, one at a time: a PATCH's read, merge and write see no other write between them. */
   private readonly writes = new KeyedLock();
@@ -335,7 +336,7 @@ export class RoutePipeline {
         const metadata = req.recursion === 0
           ? items.map((item) => response.url(item))
           : objects ?? (await Promise.all(items.map((item) => response.render(item, level))));
-        return h.response(syncBody(metadata)).type('application/json');
+        return h.response(req.recursion === 0 ? syncBody(metadata) : syncListBody(metadata.map((item) => this.fragment(item)))).type('application/json');
       }
       case 'raw': {
         const r = h.response(response.body as any).type(response.contentType).code(response.status ?? 200);
@@ -343,6 +344,14 @@ export class RoutePipeline {
         return r;
       }
     }
+  }
+
+  /**
+   * One item of a listing as JSON. A frozen item is a view its plugin hands back unchanged while what
+   * it shows is unchanged (instances at recursion=1): serialised once, then reused while it lives.
+   */
+  private fragment(item: unknown): string {
+    return typeof item === 'object' && item !== null && Object.isFrozen(item) ? memoByIdentity(this.fragmentCache, item, stringifyItem) : stringifyItem(item);
   }
 
   private serialise(metadata: unknown): string {

@@ -23,6 +23,8 @@ import { NEVER, type InstanceRecord } from './record.js';
 import { snapshotKey, type SnapshotRecord } from './snapshots/record.js';
 import type { ChildKinds } from './children.js';
 import { isHere, locationOf } from './location.js';
+import { RecordIndex } from './record-index.js';
+import { ListingViews } from './listing-views.js';
 
 export interface InstanceDeps {
   storage: StorageService;
@@ -67,6 +69,10 @@ export const volumeName = (project: string, name: string) => (project === 'defau
 
 export class InstanceManager implements InstanceAccess {
   readonly records: Collection<InstanceRecord>;
+  /** Every record, parsed once, for the read-only paths that walk them all (shared documents: never edit them). */
+  readonly index: RecordIndex;
+  /** Handles and recursion=1 views of listed instances, kept while they stay true. */
+  readonly views = new ListingViews();
   readonly lock = new KeyedLock();
   private readonly reserved = new Set<string>();
   private readonly profileCache = new Map<string, Profile>();
@@ -78,6 +84,7 @@ export class InstanceManager implements InstanceAccess {
   /** Neighbours (backups, snapshots, templates, quotas, devices) follow the changes made here through these. */
   constructor(private readonly ctx: PluginContext, readonly deps: InstanceDeps, readonly hooks: FamilyHooks) {
     this.records = ctx.store.collection<InstanceRecord>('instances');
+    this.index = new RecordIndex(ctx, this.records);
     this.deviceRuntime = new DeviceRuntime(ctx, deps.devices);
     // A device that follows the host is plugged again under the instance's lock, never beside an edit of it.
     this.deviceRuntime.onHostChange = (project, name, device) => this.lock.run(`${project}/${name}`, async () => {
@@ -88,7 +95,10 @@ export class InstanceManager implements InstanceAccess {
     // and on any project change (features.profiles, a project's own profiles created or dropped).
     ctx.events.subscribe((event) => {
       const action = (event.metadata as { action?: string }).action ?? '';
-      if (action.startsWith('profile-') || action.startsWith('project-')) this.profileCache.clear();
+      if (action.startsWith('profile-') || action.startsWith('project-')) {
+        this.profileCache.clear();
+        this.views.invalidate();
+      }
     }, ['lifecycle']);
   }
 

@@ -1,0 +1,46 @@
+/**
+ * A helper for making the scale bench flat (not a scenario): a daemon with BENCH_SCALE_PROFILE_COUNT
+ * empty instances, then a V8 CPU profile of the requests named in argv (each asked 10 times), written
+ * to BENCH_SCALE_PROFILE_OUT (a .cpuprofile for DevTools). `node dist/bench/scale-profile.js '/1.0/instances?recursion=1'`
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { startWithPool } from '../test/helpers/daemon.js';
+import { Inspector } from '../test/helpers/inspector.js';
+
+const COUNT = Number(process.env.BENCH_SCALE_PROFILE_COUNT ?? 1000);
+const dir = mkdtempSync(path.join(tmpdir(), 'x3prof-'));
+const d = await startWithPool({ plugins: 'full', dir, nodeArgs: ['--inspect=127.0.29.1:0'] });
+try {
+  const inspector = await Inspector.connect(d.output);
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: 16 }, async () => {
+    while (next < COUNT) {
+      const res = await d.request('POST', '/1.0/instances', { name: `x3p${next++}`, source: { type: 'none' } });
+      await d.request('GET', `${res.json.operation}/wait?timeout=60`);
+    }
+  }));
+  console.log(`created ${COUNT} in ${(performance.now() - t0).toFixed(0)} ms`);
+  await inspector.call('Profiler.enable');
+  await inspector.call('Profiler.setSamplingInterval', { interval: 100 });
+  await inspector.call('Profiler.start');
+  for (const url of process.argv.slice(2)) {
+    const times: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      const t = performance.now();
+      const res = await d.request('GET', url);
+      times.push(performance.now() - t);
+      if (res.status !== 200) throw new Error(`${url}: ${res.status}`);
+    }
+    console.log(url, times.map((t) => t.toFixed(0)).join(' '));
+  }
+  const { profile } = await inspector.call('Profiler.stop');
+  writeFileSync(process.env.BENCH_SCALE_PROFILE_OUT ?? '/tmp/x3prof/listing.cpuprofile', JSON.stringify(profile));
+  inspector.close();
+} finally {
+  await d.stop();
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,48 @@
+/**
+ * What a listing builds per instance, kept while it stays true: the handle (profiles applied, paths
+ * looked up) and the recursion=1 view for each status seen, frozen so that the kernel serialises it
+ * once (see the pipeline's fragment cache). Keyed by the record document itself: the record index
+ * hands out a new document for every change, so an edit, rename or delete is a miss by construction.
+ * What else a view shows comes from profiles and projects: any change of those (the same lifecycle
+ * events that empty the profile cache) starts a new generation. The status is asked every time.
+ * In a cluster the records come straight from the store (new documents each time): nothing is kept.
+ */
+import type { InstanceStatus, StoredDoc } from '../../sdk/index.js';
+import type { InstanceHandle } from './access.js';
+import type { InstanceRecord } from './record.js';
+import { instanceView } from './render.js';
+
+interface Entry {
+  generation: number;
+  handle: InstanceHandle;
+  views: Map<InstanceStatus, Readonly<ReturnType<typeof instanceView>>>;
+}
+
+export class ListingViews {
+  private readonly entries = new WeakMap<StoredDoc<InstanceRecord>, Entry>();
+  private generation = 0;
+
+  /** Profiles or projects changed: every handle and view made before may show old expanded keys. */
+  invalidate(): void {
+    this.generation++;
+  }
+
+  async handle(stored: StoredDoc<InstanceRecord>, make: () => Promise<InstanceHandle>): Promise<InstanceHandle> {
+    const entry = this.entries.get(stored);
+    if (entry && entry.generation === this.generation) return entry.handle;
+    const generation = this.generation;
+    const handle = await make();
+    // A change of generation while it was made: this one may be old already.
+    if (generation === this.generation) this.entries.set(stored, { generation, handle, views: new Map() });
+    return handle;
+  }
+
+  /** The recursion=1 view; `handle` must come from handle() for the same document. */
+  view(stored: StoredDoc<InstanceRecord>, handle: InstanceHandle, status: InstanceStatus): Readonly<ReturnType<typeof instanceView>> {
+    const entry = this.entries.get(stored);
+    if (!entry || entry.handle !== handle) return instanceView(handle, status);
+    let view = entry.views.get(status);
+    if (!view) entry.views.set(status, (view = Object.freeze(instanceView(handle, status))));
+    return view;
+  }
+}
