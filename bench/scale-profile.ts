@@ -1,7 +1,7 @@
 /**
  * A helper for making the scale bench flat (not a scenario): a daemon with BENCH_SCALE_PROFILE_COUNT
  * empty instances, then a V8 CPU profile of the requests named in argv (each asked 10 times), written
- * to BENCH_SCALE_PROFILE_OUT (a .cpuprofile for DevTools). `node dist/bench/scale-profile.js '/1.0/instances?recursion=1'`
+ * to BENCH_SCALE_PROFILE_OUT (a .cpuprofile for DevTools); BENCH_SCALE_NODE_ARGS: node options for the daemon. `node dist/bench/scale-profile.js '/1.0/instances?recursion=1'`
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,7 +12,7 @@ import { Inspector } from '../test/helpers/inspector.js';
 
 const COUNT = Number(process.env.BENCH_SCALE_PROFILE_COUNT ?? 1000);
 const dir = mkdtempSync(path.join(tmpdir(), 'x3prof-'));
-const d = await startWithPool({ plugins: 'full', dir, nodeArgs: ['--inspect=127.0.29.1:0'] });
+const d = await startWithPool({ plugins: 'full', dir, nodeArgs: ['--inspect=127.0.29.1:0', ...(process.env.BENCH_SCALE_NODE_ARGS ?? '').split(' ').filter(Boolean)] });
 try {
   const inspector = await Inspector.connect(d.output);
   let next = 0;

@@ -10,12 +10,14 @@
 import type { InstanceStatus, StoredDoc } from '../../sdk/index.js';
 import type { InstanceHandle } from './access.js';
 import type { InstanceRecord } from './record.js';
-import { instanceView } from './render.js';
+import { fullView, instanceView, type PrefetchedChildren } from './render.js';
 
 interface Entry {
   generation: number;
   handle: InstanceHandle;
   views: Map<InstanceStatus, Readonly<ReturnType<typeof instanceView>>>;
+  /** recursion=2 while stopped with no snapshot, no backup and no disk usage to tell: nothing in it moves. */
+  stopped?: Readonly<Awaited<ReturnType<typeof fullView>>>;
 }
 
 export class ListingViews {
@@ -43,6 +45,18 @@ export class ListingViews {
     if (!entry || entry.handle !== handle) return instanceView(handle, status);
     let view = entry.views.get(status);
     if (!view) entry.views.set(status, (view = Object.freeze(instanceView(handle, status))));
+    return view;
+  }
+
+  /** The recursion=2 view; `handle` must come from handle() for the same document. */
+  async full(stored: StoredDoc<InstanceRecord>, handle: InstanceHandle, children: PrefetchedChildren, make: () => ReturnType<typeof fullView>): Promise<Readonly<Awaited<ReturnType<typeof fullView>>>> {
+    const entry = this.entries.get(stored);
+    if (!entry || entry.handle !== handle) return make();
+    const key = `${stored.project}/${stored.name}`;
+    const childless = !children.snapshots?.get(key)?.length && !children.backups?.get(key)?.length;
+    if (entry.stopped && childless && (await handle.driver.status(handle.inst)) === 'Stopped') return entry.stopped;
+    const view = await make();
+    if (childless && view.status === 'Stopped' && Object.keys(view.state.disk).length === 0) entry.stopped = Object.freeze(view);
     return view;
   }
 }

@@ -56,7 +56,9 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
           const told = elsewhere ? (await remote).get(runtimeKey(s.project, s.name)) : undefined;
           if (recursion === 2) {
             const state = elsewhere ? (told?.state as Awaited<ReturnType<typeof stateView>> | undefined) ?? UNREACHABLE_STATE : undefined;
-            return fullView(handle, manager, await (prefetched ??= prefetchChildren(manager, project)), state);
+            const children = await (prefetched ??= prefetchChildren(manager, project));
+            if (ctx.cluster.enabled) return fullView(handle, manager, children, state);
+            return manager.views.full(s, handle, children, () => fullView(handle, manager, children));
           }
           if (elsewhere) return instanceView(handle, told?.status ?? 'Error');
           return manager.views.view(s, handle, await handle.driver.status(handle.inst).catch(() => 'Error' as const));
