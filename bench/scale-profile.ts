@@ -7,12 +7,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { startWithPool } from '../test/helpers/daemon.js';
+import { startDaemon, startWithPool } from '../test/helpers/daemon.js';
 import { Inspector } from '../test/helpers/inspector.js';
 
 const COUNT = Number(process.env.BENCH_SCALE_PROFILE_COUNT ?? 1000);
 const dir = mkdtempSync(path.join(tmpdir(), 'x3prof-'));
-const d = await startWithPool({ plugins: 'full', dir, nodeArgs: ['--inspect=127.0.29.1:0', ...(process.env.BENCH_SCALE_NODE_ARGS ?? '').split(' ').filter(Boolean)] });
+let d = await startWithPool({ plugins: 'full', dir, nodeArgs: ['--inspect=127.0.29.1:0', ...(process.env.BENCH_SCALE_NODE_ARGS ?? '').split(' ').filter(Boolean)] });
 try {
   const inspector = await Inspector.connect(d.output);
   let next = 0;
@@ -40,6 +40,13 @@ try {
   const { profile } = await inspector.call('Profiler.stop');
   writeFileSync(process.env.BENCH_SCALE_PROFILE_OUT ?? '/tmp/x3prof/listing.cpuprofile', JSON.stringify(profile));
   inspector.close();
+  if (process.env.BENCH_SCALE_PROFILE_RESTART) {
+    // The boot with COUNT instances: a profile of the whole restart, written where the variable says.
+    await d.stop();
+    const t = performance.now();
+    d = await startDaemon({ plugins: 'full', dir, nodeArgs: ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_SCALE_PROFILE_RESTART] });
+    console.log(`restart to serving: ${(performance.now() - t).toFixed(0)} ms`);
+  }
 } finally {
   await d.stop();
   rmSync(dir, { recursive: true, force: true });

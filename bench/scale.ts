@@ -287,11 +287,11 @@ async function runningScenarios(first: Daemon, dir: string, agent: http.Agent, m
   // The floor: the bare tools on a sample of the same containers, with the config corral generated, as many at once.
   const lxcpath = path.join(dir, 'containers');
   const sample = readdirSync(lxcpath).filter((n) => n.includes('x3r')).slice(0, Math.min(RUNNING, 100));
-  // corral makes each container's /dev/lxd directory at its start; the bare tools need it there.
-  for (const n of sample) mkdirSync(path.join(dir, 'devlxd', n), { recursive: true });
+  // corral makes each container's /dev/lxd directory at its start (and removes it after the stop): the bare tools need it there.
+  await sleep(1000);
   t0 = performance.now();
   const failures: string[] = [];
-  await parallel(sample, (n) => run('lxc-start', ['-n', n, '-P', lxcpath, '-d', '-o', path.join(dir, `bare-${n}.log`), '-l', 'ERROR'], { timeout: 60_000 })
+  await parallel(sample, (n) => (mkdirSync(path.join(dir, 'devlxd', n), { recursive: true }), run('lxc-start', ['-n', n, '-P', lxcpath, '-d', '-o', path.join(dir, `bare-${n}.log`), '-l', 'ERROR'], { timeout: 60_000 }))
     .catch(() => failures.push(readFileSync(path.join(dir, `bare-${n}.log`), 'utf8').split('\n')[0]!.slice(0, 300))));
   if (failures.length) rows.push({ scenario: `scale running: bare lxc-start failures`, value: `${failures.length}: ${failures[0]}` });
   const bareStart = (performance.now() - t0) / sample.length;

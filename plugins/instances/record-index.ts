@@ -15,6 +15,9 @@
 import type { Collection, PluginContext, StoredDoc } from '../../sdk/index.js';
 import type { InstanceRecord } from './record.js';
 
+/** Changed keys past which the whole collection is read again at once. */
+const REREAD_ALL_AFTER = 256;
+
 const keyOf = (project: string, name: string) => `${project}\0${name}`;
 
 export class RecordIndex {
@@ -63,6 +66,11 @@ export class RecordIndex {
         continue;
       }
       if (!this.marked.size) return;
+      // After a burst of changes (thousands of creates) one read of everything beats a read per key.
+      if (this.marked.size > REREAD_ALL_AFTER) {
+        this.filled = false;
+        continue;
+      }
       const resets = this.resets;
       const batch = [...this.marked];
       this.marked.clear();
