@@ -7,8 +7,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { startDaemon, startWithPool } from '../test/helpers/daemon.js';
+import { killContainers, startDaemon, startWithPool } from '../test/helpers/daemon.js';
 import { Inspector } from '../test/helpers/inspector.js';
+import { buildBusyboxImage } from '../test/helpers/busybox-image.js';
+import { callAndWait, importImage } from '../test/helpers/api.js';
 
 const COUNT = Number(process.env.BENCH_SCALE_PROFILE_COUNT ?? 1000);
 const dir = mkdtempSync(path.join(tmpdir(), 'x3prof-'));
@@ -24,6 +26,16 @@ try {
     }
   }));
   console.log(`created ${COUNT} in ${(performance.now() - t0).toFixed(0)} ms`);
+  // BENCH_SCALE_PROFILE_RUNNING: that many busybox containers too, started (the restart then adopts them).
+  const running = Number(process.env.BENCH_SCALE_PROFILE_RUNNING ?? 0);
+  if (running > 0) {
+    const image = buildBusyboxImage('gzip');
+    await importImage(d, image.unified, 'bb');
+    rmSync(image.dir, { recursive: true, force: true });
+    for (let i = 0; i < running; i++) await callAndWait(d, 'POST', '/1.0/instances', { name: `x3pr${i}`, source: { type: 'image', alias: 'bb' } });
+    const started = await callAndWait(d, 'PUT', '/1.0/instances', { state: { action: 'start' } });
+    console.log(`started ${running}: ${started.op?.status} ${started.op?.err ?? ''}`);
+  }
   await inspector.call('Profiler.enable');
   await inspector.call('Profiler.setSamplingInterval', { interval: 100 });
   await inspector.call('Profiler.start');
@@ -49,5 +61,6 @@ try {
   }
 } finally {
   await d.stop();
+  killContainers(dir);
   rmSync(dir, { recursive: true, force: true });
 }

@@ -182,10 +182,8 @@ export async function scaleScenarios(rows: Row[], results: Record<string, unknow
       }
     }
 
-    if (RUNNING > 0) await runningScenarios(d, dir, agent, measure, rows, out);
-    // Restarting replaced the daemon: `d` is whatever runs now.
-    d = (out as { daemon?: Daemon }).daemon ?? d;
-    delete (out as { daemon?: Daemon }).daemon;
+    // Restarting replaces the daemon: the finally below stops whichever runs, even after a failure.
+    if (RUNNING > 0) await runningScenarios(d, dir, agent, measure, rows, out, (next) => (d = next));
   } finally {
     agent.destroy();
     bare.close();
@@ -203,7 +201,9 @@ export async function scaleScenarios(rows: Row[], results: Record<string, unknow
 
 type Measure = (url: string, socket?: string) => Promise<{ ms: number; bare_ms: number; bytes: number; json: Buffer }>;
 
-async function runningScenarios(first: Daemon, dir: string, agent: http.Agent, measure: Measure, rows: Row[], out: Record<string, unknown>): Promise<void> {
+async function runningScenarios(
+  first: Daemon, dir: string, agent: http.Agent, measure: Measure, rows: Row[], out: Record<string, unknown>, replaced: (d: Daemon) => void,
+): Promise<void> {
   let d = first;
   // A project of their own (sharing the default profile and images), so that bulk changes touch only them.
   await call(d, 'POST', '/1.0/projects', { name: PROJECT, config: { 'features.profiles': 'false', 'features.images': 'false', 'features.storage.volumes': 'false' } });
@@ -254,6 +254,7 @@ async function runningScenarios(first: Daemon, dir: string, agent: http.Agent, m
   t0 = performance.now();
   d = await startDaemon({ plugins: 'full', dir, nodeArgs: process.env.BENCH_SCALE_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_SCALE_CPU_PROF] : [] });
   const serving = performance.now() - t0;
+  replaced(d);
   let adopted = 0;
   await waitFor(async () => {
     const list = JSON.parse((await fetchRaw(agent, d.socket, `/1.0/instances?recursion=1&${q}`)).body.toString()).metadata as { status: string }[];
@@ -261,7 +262,6 @@ async function runningScenarios(first: Daemon, dir: string, agent: http.Agent, m
     return adopted === RUNNING;
   }, 60_000, 'every container seen running after the restart').catch(() => {});
   const allAdopted = performance.now() - t0;
-  out.daemon = d;
   running.restart_serving_ms = serving;
   running.restart_adopted_ms = allAdopted;
   running.adopted = adopted;
