@@ -15,7 +15,7 @@ import {
 import { errorStatuses } from '../openapi/error-answers.js';
 import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } from '../filter/index.js';
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
-import { asyncBody, etagOf, stringifyItem, syncBody, syncListBody } from './envelope.js';
+import { asyncBody, encodeItem, etagOf, syncBody, syncListBody } from './envelope.js';
 import { checkDeclaredLength, readBody } from './request-body.js';
 import { servedPaths } from './route-paths.js';
 import { READ_REVISION_HEADER, stripPeerHeaders } from '../cluster/peer-headers.js';
@@ -83,7 +83,7 @@ export class RoutePipeline {
   readonly websockets: WebsocketRoute[] = [];
   /** Serialised sync bodies and ETags, by the identity of the object a handler returned (cached answers pay once). */
   private readonly bodyCache = new WeakMap<object, string>();
-  private readonly fragmentCache = new WeakMap<object, string>();
+  private readonly fragmentCache = new WeakMap<object, Buffer>();
   private readonly etagCache = new WeakMap<object, string>();
   /** PUT and PATCH of one object, one at a time: a PATCH's read, merge and write see no other write between them. */
   private readonly writes = new KeyedLock();
@@ -350,8 +350,11 @@ export class RoutePipeline {
    * One item of a listing as JSON. A frozen item is a view its plugin hands back unchanged while what
    * it shows is unchanged (instances at recursion=1): serialised once, then reused while it lives.
    */
-  private fragment(item: unknown): string {
-    return typeof item === 'object' && item !== null && Object.isFrozen(item) ? memoByIdentity(this.fragmentCache, item, stringifyItem) : stringifyItem(item);
+  private fragment(item: unknown): Buffer {
+    if (typeof item !== 'object' || item === null || !Object.isFrozen(item)) return encodeItem(item);
+    let bytes = this.fragmentCache.get(item);
+    if (bytes === undefined) this.fragmentCache.set(item, (bytes = encodeItem(item)));
+    return bytes;
   }
 
   private serialise(metadata: unknown): string {

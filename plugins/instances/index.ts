@@ -102,7 +102,7 @@ export default definePlugin({
     };
     const service: InstancesService = {
       metrics: (project) => collectMetrics(manager, project),
-      list: async (project) => Promise.all((await manager.index.list(project)).map(summaryOf)),
+      list: async (project) => Promise.all((await manager.index.list(project)).map((s) => manager.views.summary(s, () => summaryOf(s)))),
       async get(project, name) {
         const stored = await manager.records.get(project, name);
         return stored && summaryOf(stored);

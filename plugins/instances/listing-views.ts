@@ -7,7 +7,7 @@
  * events that empty the profile cache) starts a new generation. The status is asked every time.
  * In a cluster the records come straight from the store (new documents each time): nothing is kept.
  */
-import type { InstanceStatus, StoredDoc } from '../../sdk/index.js';
+import type { InstanceStatus, InstanceSummary, StoredDoc } from '../../sdk/index.js';
 import type { InstanceHandle } from './access.js';
 import type { InstanceRecord } from './record.js';
 import { fullView, instanceView, type PrefetchedChildren } from './render.js';
@@ -22,6 +22,8 @@ interface Entry {
 
 export class ListingViews {
   private readonly entries = new WeakMap<StoredDoc<InstanceRecord>, Entry>();
+  /** What the instances service tells other plugins (used_by of networks, project state, the policy gate). */
+  private readonly summaries = new WeakMap<StoredDoc<InstanceRecord>, { generation: number; summary: Readonly<InstanceSummary> }>();
   private generation = 0;
 
   /** Profiles or projects changed: every handle and view made before may show old expanded keys. */
@@ -37,6 +39,15 @@ export class ListingViews {
     // A change of generation while it was made: this one may be old already.
     if (generation === this.generation) this.entries.set(stored, { generation, handle, views: new Map() });
     return handle;
+  }
+
+  async summary(stored: StoredDoc<InstanceRecord>, make: () => Promise<InstanceSummary>): Promise<Readonly<InstanceSummary>> {
+    const kept = this.summaries.get(stored);
+    if (kept && kept.generation === this.generation) return kept.summary;
+    const generation = this.generation;
+    const summary = Object.freeze(await make());
+    if (generation === this.generation) this.summaries.set(stored, { generation, summary });
+    return summary;
   }
 
   /** The recursion=1 view; `handle` must come from handle() for the same document. */
