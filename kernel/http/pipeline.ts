@@ -328,14 +328,14 @@ export class RoutePipeline {
         let items = response.items;
         let objects: unknown[] | undefined;
         if (filter) {
-          const rendered = await Promise.all(items.map((item) => response.render(item, level)));
+          const rendered = await settled(items.map((item) => response.render(item, level)));
           const keep = await filterCooperatively(rendered, filter);
           items = items.filter((_, i) => keep[i]);
           objects = rendered.filter((_, i) => keep[i]);
         }
         const metadata = req.recursion === 0
           ? items.map((item) => response.url(item))
-          : objects ?? (await Promise.all(items.map((item) => response.render(item, level))));
+          : objects ?? (await settled(items.map((item) => response.render(item, level))));
         return h.response(req.recursion === 0 ? syncBody(metadata) : syncListBody(metadata.map((item) => this.fragment(item)))).type('application/json');
       }
       case 'raw': {
@@ -367,6 +367,11 @@ export class RoutePipeline {
 }
 
 /** Objects handed back unchanged (cached answers) are computed once; anything else every time. */
+/** Promise.all, skipped when no item is a promise (views kept by their plugin come back as they are). */
+function settled(results: unknown[]): unknown[] | Promise<unknown[]> {
+  return results.some((r) => typeof (r as PromiseLike<unknown> | undefined)?.then === 'function') ? Promise.all(results) : results;
+}
+
 function memoByIdentity(cache: WeakMap<object, string>, value: unknown, compute: (value: unknown) => string): string {
   if (typeof value !== 'object' || value === null) return compute(value);
   let result = cache.get(value);

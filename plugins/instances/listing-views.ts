@@ -50,6 +50,23 @@ export class ListingViews {
     return summary;
   }
 
+  /**
+   * The recursion=1 view without waiting, when the handle is kept and its driver tells the status
+   * synchronously; undefined otherwise (the caller takes the asynchronous way).
+   */
+  viewNow(stored: StoredDoc<InstanceRecord>): Readonly<ReturnType<typeof instanceView>> | undefined {
+    const entry = this.entries.get(stored);
+    const driver = entry?.handle.driver;
+    if (!entry || entry.generation !== this.generation || !driver?.statusNow) return undefined;
+    let status: InstanceStatus;
+    try {
+      status = driver.statusNow(entry.handle.inst);
+    } catch {
+      status = 'Error';
+    }
+    return this.view(stored, entry.handle, status);
+  }
+
   /** The recursion=1 view; `handle` must come from handle() for the same document. */
   view(stored: StoredDoc<InstanceRecord>, handle: InstanceHandle, status: InstanceStatus): Readonly<ReturnType<typeof instanceView>> {
     const entry = this.entries.get(stored);

@@ -50,7 +50,8 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
         return collection(stored, (s) => {
           const url = `${prefix}/${encodeURIComponent(s.name)}`;
           return s.project === 'default' ? url : `${url}?project=${encodeURIComponent(s.project)}`;
-        }, async (s, recursion) => {
+        }, (s, recursion) => (recursion === 1 && !ctx.cluster.enabled && manager.views.viewNow(s)) || render(s, recursion));
+        async function render(s: (typeof stored)[number], recursion: 1 | 2) {
           const elsewhere = remote !== undefined && remoteLocation(ctx.cluster, s.doc) !== undefined;
           const handle = ctx.cluster.enabled ? await manager.handleFor(s, { elsewhere }) : await manager.views.handle(s, () => manager.handleFor(s));
           const told = elsewhere ? (await remote).get(runtimeKey(s.project, s.name)) : undefined;
@@ -62,7 +63,7 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
           }
           if (elsewhere) return instanceView(handle, told?.status ?? 'Error');
           return manager.views.view(s, handle, await handle.driver.status(handle.inst).catch(() => 'Error' as const));
-        });
+        }
       },
     },
     post: acceptBackupUploads(ctx, manager, {
