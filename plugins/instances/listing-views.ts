@@ -10,14 +10,19 @@
 import type { InstanceStatus, InstanceSummary, StoredDoc } from '../../sdk/index.js';
 import type { InstanceHandle } from './access.js';
 import type { InstanceRecord } from './record.js';
-import { fullView, instanceView, type PrefetchedChildren } from './render.js';
+
+/** What render.ts makes (kept opaque here: render.ts reads the manager, which holds these). */
+type View = object;
+/** recursion=2: the parts read to decide whether a kept view still holds. */
+type FullView = { status: InstanceStatus; state: { disk: object } };
+interface Children { snapshots?: Map<string, unknown[]>; backups?: Map<string, unknown[]> }
 
 interface Entry {
   generation: number;
   handle: InstanceHandle;
-  views: Map<InstanceStatus, Readonly<ReturnType<typeof instanceView>>>;
+  views: Map<InstanceStatus, Readonly<View>>;
   /** recursion=2 while stopped with no snapshot, no backup and no disk usage to tell: nothing in it moves. */
-  stopped?: Readonly<Awaited<ReturnType<typeof fullView>>>;
+  stopped?: Readonly<FullView>;
 }
 
 export class ListingViews {
@@ -54,7 +59,7 @@ export class ListingViews {
    * The recursion=1 view without waiting, when the handle is kept and its driver tells the status
    * synchronously; undefined otherwise (the caller takes the asynchronous way).
    */
-  viewNow(stored: StoredDoc<InstanceRecord>): Readonly<ReturnType<typeof instanceView>> | undefined {
+  viewNow(stored: StoredDoc<InstanceRecord>, make: (handle: InstanceHandle, status: InstanceStatus) => View): Readonly<View> | undefined {
     const entry = this.entries.get(stored);
     const driver = entry?.handle.driver;
     if (!entry || entry.generation !== this.generation || !driver?.statusNow) return undefined;
@@ -64,25 +69,25 @@ export class ListingViews {
     } catch {
       status = 'Error';
     }
-    return this.view(stored, entry.handle, status);
+    return this.view(stored, entry.handle, status, make);
   }
 
   /** The recursion=1 view; `handle` must come from handle() for the same document. */
-  view(stored: StoredDoc<InstanceRecord>, handle: InstanceHandle, status: InstanceStatus): Readonly<ReturnType<typeof instanceView>> {
+  view(stored: StoredDoc<InstanceRecord>, handle: InstanceHandle, status: InstanceStatus, make: (handle: InstanceHandle, status: InstanceStatus) => View): Readonly<View> {
     const entry = this.entries.get(stored);
-    if (!entry || entry.handle !== handle) return instanceView(handle, status);
+    if (!entry || entry.handle !== handle) return make(handle, status);
     let view = entry.views.get(status);
-    if (!view) entry.views.set(status, (view = Object.freeze(instanceView(handle, status))));
+    if (!view) entry.views.set(status, (view = Object.freeze(make(handle, status))));
     return view;
   }
 
   /** The recursion=2 view; `handle` must come from handle() for the same document. */
-  async full(stored: StoredDoc<InstanceRecord>, handle: InstanceHandle, children: PrefetchedChildren, make: () => ReturnType<typeof fullView>): Promise<Readonly<Awaited<ReturnType<typeof fullView>>>> {
+  async full<V extends FullView>(stored: StoredDoc<InstanceRecord>, handle: InstanceHandle, children: Children, make: () => Promise<V>): Promise<Readonly<V>> {
     const entry = this.entries.get(stored);
     if (!entry || entry.handle !== handle) return make();
     const key = `${stored.project}/${stored.name}`;
     const childless = !children.snapshots?.get(key)?.length && !children.backups?.get(key)?.length;
-    if (entry.stopped && childless && (await handle.driver.status(handle.inst)) === 'Stopped') return entry.stopped;
+    if (entry.stopped && childless && (await handle.driver.status(handle.inst)) === 'Stopped') return entry.stopped as V;
     const view = await make();
     if (childless && view.status === 'Stopped' && Object.keys(view.state.disk).length === 0) entry.stopped = Object.freeze(view);
     return view;

@@ -50,7 +50,7 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
         return collection(stored, (s) => {
           const url = `${prefix}/${encodeURIComponent(s.name)}`;
           return s.project === 'default' ? url : `${url}?project=${encodeURIComponent(s.project)}`;
-        }, (s, recursion) => (recursion === 1 && !ctx.cluster.enabled && manager.views.viewNow(s)) || render(s, recursion));
+        }, (s, recursion) => (recursion === 1 && !ctx.cluster.enabled && manager.views.viewNow(s, instanceView)) || render(s, recursion));
         async function render(s: (typeof stored)[number], recursion: 1 | 2) {
           const elsewhere = remote !== undefined && remoteLocation(ctx.cluster, s.doc) !== undefined;
           const handle = ctx.cluster.enabled ? await manager.handleFor(s, { elsewhere }) : await manager.views.handle(s, () => manager.handleFor(s));
@@ -62,7 +62,7 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
             return manager.views.full(s, handle, children, () => fullView(handle, manager, children));
           }
           if (elsewhere) return instanceView(handle, told?.status ?? 'Error');
-          return manager.views.view(s, handle, await handle.driver.status(handle.inst).catch(() => 'Error' as const));
+          return manager.views.view(s, handle, await handle.driver.status(handle.inst).catch(() => 'Error' as const), instanceView);
         }
       },
     },
