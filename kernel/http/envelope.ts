@@ -32,6 +32,17 @@ export const stringifyItem = (item: unknown): string => JSON.stringify(item) ?? 
 /** The same, as UTF-8 bytes. */
 export const encodeItem = (item: unknown): Buffer => Buffer.from(stringifyItem(item));
 
+/**
+ * The same, in memory of its own: a small Buffer.from() is a slice of a shared 8 KiB slab, and one
+ * kept for long (a cached fragment) would keep the whole slab, and whatever else was cut from it, alive.
+ */
+export function encodeItemToKeep(item: unknown): Buffer {
+  const text = stringifyItem(item);
+  const bytes = Buffer.allocUnsafeSlow(Buffer.byteLength(text));
+  bytes.write(text);
+  return bytes;
+}
+
 export function asyncBody(op: OperationView): string {
   return JSON.stringify({ type: 'async', status: 'OK', status_code: 100, operation: `/1.0/operations/${op.id}`, error_code: 0, error: '', metadata: op });
 }

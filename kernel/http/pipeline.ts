@@ -15,7 +15,7 @@ import {
 import { errorStatuses } from '../openapi/error-answers.js';
 import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } from '../filter/index.js';
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
-import { asyncBody, encodeItem, etagOf, syncBody, syncListBody } from './envelope.js';
+import { asyncBody, encodeItem, encodeItemToKeep, etagOf, syncBody, syncListBody } from './envelope.js';
 import { checkDeclaredLength, readBody } from './request-body.js';
 import { servedPaths } from './route-paths.js';
 import { READ_REVISION_HEADER, stripPeerHeaders } from '../cluster/peer-headers.js';
@@ -353,7 +353,7 @@ export class RoutePipeline {
   private fragment(item: unknown): Buffer {
     if (typeof item !== 'object' || item === null || !Object.isFrozen(item)) return encodeItem(item);
     let bytes = this.fragmentCache.get(item);
-    if (bytes === undefined) this.fragmentCache.set(item, (bytes = encodeItem(item)));
+    if (bytes === undefined) this.fragmentCache.set(item, (bytes = encodeItemToKeep(item)));
     return bytes;
   }
 
