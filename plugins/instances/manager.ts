@@ -65,6 +65,9 @@ export type InstanceVet = Pick<InstanceProposal, 'action' | 'name' | 'replaces' 
 /** The logs root is root's alone, as the reference's log directory is: logs may tell what runs inside. */
 export const LOGS_MODE = 0o700;
 
+/** Volume paths kept (see volumePathOf); past this the map starts again. */
+const VOLUME_PATHS_MAX = 50_000;
+
 export const volumeName = (project: string, name: string) => (project === 'default' ? name : `${project}_${name}`);
 
 export class InstanceManager implements InstanceAccess {
@@ -76,6 +79,7 @@ export class InstanceManager implements InstanceAccess {
   readonly lock = new KeyedLock();
   private readonly reserved = new Set<string>();
   private readonly profileCache = new Map<string, Profile>();
+  private readonly volumePaths = new Map<string, string>();
   /** recursion=2 lists of what an instance owns, wired by the snapshot and backup modules. */
   readonly children: ChildKinds = {};
   /** Devices of running instances: start and stop hooks, hot-plug. */
@@ -95,11 +99,17 @@ export class InstanceManager implements InstanceAccess {
     // and on any project change (features.profiles, a project's own profiles created or dropped).
     ctx.events.subscribe((event) => {
       const action = (event.metadata as { action?: string }).action ?? '';
+      // Volume paths (and the kept handles holding them) follow the pools; a member joining a cluster takes the cluster's (below).
+      if (action.startsWith('storage-pool-')) {
+        this.volumePaths.clear();
+        this.views.invalidate();
+      }
       if (action.startsWith('profile-') || action.startsWith('project-')) {
         this.profileCache.clear();
         this.views.invalidate();
       }
     }, ['lifecycle']);
+    ctx.cluster.onChange(() => this.volumePaths.clear());
   }
 
   get log(): PluginContext['log'] {
@@ -134,7 +144,7 @@ export class InstanceManager implements InstanceAccess {
     const project = stored.project;
     const profiles = await this.loadProfiles(project, record.profiles).catch(() => [] as Profile[]);
     // A pool whose driver is absent must not break listings: the instance then reports an error status.
-    const volumePath = opts.elsewhere ? '' : await this.deps.storage.volumePath(record.pool, { type: record.type, project, name: record.name }).catch(() => '');
+    const volumePath = opts.elsewhere ? '' : await this.volumePathOf(record.pool, record.type, project, record.name).catch(() => '');
     const inst: DriverInstance = {
       project,
       name: record.name,
@@ -146,6 +156,23 @@ export class InstanceManager implements InstanceAccess {
       logDir: this.logDir(project, record.name),
     };
     return { project, name: record.name, record, rev: stored.rev, inst, driver: this.driverFor(record.type), rootfs: path.join(volumePath, 'rootfs'), location: locationOf(this.ctx.cluster, record) };
+  }
+
+  /**
+   * Where an instance's volume lives: fixed by its pool, type, project and name (a rename or move is
+   * another key), so asked of the storage family once. Each answer there reads and parses the pool's
+   * record: 10,000 times at a boot or at the first listing of 10,000 instances. Pool changes empty it.
+   */
+  private volumePathOf(pool: string, type: InstanceType, project: string, name: string): Promise<string> {
+    const key = `${pool}\0${type}\0${project}\0${name}`;
+    const known = this.volumePaths.get(key);
+    if (known !== undefined) return Promise.resolve(known);
+    return this.deps.storage.volumePath(pool, { type, project, name }).then((found) => {
+      // Bounded: names come and go over a daemon's life.
+      if (this.volumePaths.size >= VOLUME_PATHS_MAX) this.volumePaths.clear();
+      this.volumePaths.set(key, found);
+      return found;
+    });
   }
 
   /** The records of the instances this server holds (all of them on a standalone server). */
