@@ -79,6 +79,8 @@ export class InstanceManager implements InstanceAccess {
   readonly lock = new KeyedLock();
   private readonly reserved = new Set<string>();
   private readonly profileCache = new Map<string, Profile>();
+  private readonly profileLoads = new Map<string, Promise<Profile>>();
+  private profileGeneration = 0;
   private readonly volumePaths = new Map<string, string>();
   /** recursion=2 lists of what an instance owns, wired by the snapshot and backup modules. */
   readonly children: ChildKinds = {};
@@ -106,6 +108,8 @@ export class InstanceManager implements InstanceAccess {
       }
       if (action.startsWith('profile-') || action.startsWith('project-')) {
         this.profileCache.clear();
+        this.profileLoads.clear();
+        this.profileGeneration++;
         this.views.invalidate();
       }
     }, ['lifecycle']);
@@ -131,11 +135,24 @@ export class InstanceManager implements InstanceAccess {
   }
 
   async loadProfiles(project: string, names: string[]): Promise<Profile[]> {
-    const missing = names.filter((n) => !this.profileCache.has(`${project}/${n}`));
-    if (missing.length) {
-      for (const p of await this.deps.profiles.load(project, missing)) this.profileCache.set(`${project}/${p.name}`, p);
+    const key = (n: string) => `${project}/${n}`;
+    const missing = names.filter((n) => !this.profileCache.has(key(n)));
+    if (!missing.length) return names.map((n) => this.profileCache.get(key(n))!);
+    // Callers that miss at once share one read: a boot or a first listing asks for the same profile
+    // for each of thousands of instances before the first answer is back.
+    const starting = missing.filter((n) => !this.profileLoads.has(key(n)));
+    if (starting.length) {
+      const generation = this.profileGeneration;
+      const loading = this.deps.profiles.load(project, starting);
+      const shared = new Map(starting.map((n, i) => [key(n), loading.then((found) => found[i]!)]));
+      for (const [k, p] of shared) this.profileLoads.set(k, p);
+      // A profile change meanwhile: what was read may be old, so it is not kept (the callers still get it, as before).
+      loading.then((found) => generation === this.profileGeneration && found.forEach((p) => this.profileCache.set(key(p.name), p)), () => {})
+        .finally(() => shared.forEach((p, k) => this.profileLoads.get(k) === p && this.profileLoads.delete(k)));
     }
-    return names.map((n) => this.profileCache.get(`${project}/${n}`)!);
+    const loaded = new Map<string, Profile>();
+    await Promise.all(missing.map(async (n) => loaded.set(n, await this.profileLoads.get(key(n))!)));
+    return names.map((n) => loaded.get(n) ?? this.profileCache.get(key(n))!);
   }
 
   /** `elsewhere`: the instance is another member's; its volume is not here, so no path is looked up (listings). */
