@@ -16,6 +16,7 @@ import { storageScenarios } from './storage.js';
 import { proxyScenarios } from './proxy.js';
 import { nicScenarios } from './nics.js';
 import { soakScenario } from './soak.js';
+import { scaleScenarios } from './scale.js';
 import { migrationScenarios } from './migration.js';
 import { imageCopyScenarios } from './image-copy.js';
 import { referenceMigrationScenarios } from './reference-migration.js';
@@ -108,7 +109,8 @@ async function fanout(d: Daemon, listeners: number): Promise<void> {
 /**
  * `npm run bench -- tls startup` runs only those groups (startup, startup-costs, api, tls, containers, networks, volumes, storage,
  * proxy, nics, migration, image-copy, migration-reference, vms, cluster, limits, host-hardware, syscalls, unix-devices, guest-socket);
- * no argument runs them all. `soak` (minutes of steady load, BENCH_SOAK_MINUTES) runs only when named.
+ * no argument runs them all. `soak` (minutes of steady load, BENCH_SOAK_MINUTES) and `scale`
+ * (10,000 instances, BENCH_SCALE_SIZES / BENCH_SCALE_RUNNING) run only when named.
  */
 const only = new Set(process.argv.slice(2));
 const want = (group: string) => only.size === 0 || only.has(group);
@@ -144,6 +146,7 @@ if (want('unix-devices')) await unixDeviceScenarios(rows, results);
 if (want('guest-socket')) await guestSocketScenarios(rows, results);
 if (want('layered')) await layeredVolumeScenarios(rows, results);
 if (only.has('soak')) await soakScenario(rows, results);
+if (only.has('scale')) await scaleScenarios(rows, results);
 
 const width = Math.max(...rows.map((r) => r.scenario.length));
 const valueWidth = Math.max(...rows.map((r) => r.value.length));

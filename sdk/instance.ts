@@ -102,6 +102,8 @@ export interface InstanceDriver {
   unfreeze(inst: DriverInstance): Promise<void>;
   /** Cheap (no child process): used for every listed instance. */
   status(inst: DriverInstance): Promise<InstanceStatus>;
+  /** The same, synchronously, for drivers that can tell it without waiting (listings of thousands skip a promise each). */
+  statusNow?(inst: DriverInstance): InstanceStatus;
   state(inst: DriverInstance): Promise<RuntimeState>;
   /** Figures for `GET /1.0/metrics`; undefined when the instance is not running. Cheap: file reads only. */
   metrics?(inst: DriverInstance): Promise<InstanceMetrics | undefined>;

@@ -15,7 +15,7 @@ import {
 import { errorStatuses } from '../openapi/error-answers.js';
 import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } from '../filter/index.js';
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
-import { asyncBody, etagOf, syncBody } from './envelope.js';
+import { asyncBody, encodeItem, encodeItemToKeep, etagOf, syncBody, syncListBody } from './envelope.js';
 import { checkDeclaredLength, readBody } from './request-body.js';
 import { servedPaths } from './route-paths.js';
 import { READ_REVISION_HEADER, stripPeerHeaders } from '../cluster/peer-headers.js';
@@ -83,6 +83,7 @@ export class RoutePipeline {
   readonly websockets: WebsocketRoute[] = [];
   /** Serialised sync bodies and ETags, by the identity of the object a handler returned (cached answers pay once). */
   private readonly bodyCache = new WeakMap<object, string>();
+  private readonly fragmentCache = new WeakMap<object, Buffer>();
   private readonly etagCache = new WeakMap<object, string>();
   /** PUT and PATCH of one object, one at a time: a PATCH's read, merge and write see no other write between them. */
   private readonly writes = new KeyedLock();
@@ -336,15 +337,15 @@ export class RoutePipeline {
         let items = response.items;
         let objects: unknown[] | undefined;
         if (filter) {
-          const rendered = await Promise.all(items.map((item) => response.render(item, level)));
+          const rendered = await settled(items.map((item) => response.render(item, level)));
           const keep = await filterCooperatively(rendered, filter);
           items = items.filter((_, i) => keep[i]);
           objects = rendered.filter((_, i) => keep[i]);
         }
         const metadata = req.recursion === 0
           ? items.map((item) => response.url(item))
-          : objects ?? (await Promise.all(items.map((item) => response.render(item, level))));
-        return h.response(syncBody(metadata)).type('application/json');
+          : objects ?? (await settled(items.map((item) => response.render(item, level))));
+        return h.response(req.recursion === 0 ? syncBody(metadata) : syncListBody(metadata.map((item) => this.fragment(item)))).type('application/json');
       }
       case 'raw': {
         const r = h.response(response.body as any).type(response.contentType).code(response.status ?? 200);
@@ -352,6 +353,17 @@ export class RoutePipeline {
         return r;
       }
     }
+  }
+
+  /**
+   * One item of a listing as JSON. A frozen item is a view its plugin hands back unchanged while what
+   * it shows is unchanged (instances at recursion=1): serialised once, then reused while it lives.
+   */
+  private fragment(item: unknown): Buffer {
+    if (typeof item !== 'object' || item === null || !Object.isFrozen(item)) return encodeItem(item);
+    let bytes = this.fragmentCache.get(item);
+    if (bytes === undefined) this.fragmentCache.set(item, (bytes = encodeItemToKeep(item)));
+    return bytes;
   }
 
   private serialise(metadata: unknown): string {
@@ -364,6 +376,11 @@ export class RoutePipeline {
 }
 
 /** Objects handed back unchanged (cached answers) are computed once; anything else every time. */
+/** Promise.all, skipped when no item is a promise (views kept by their plugin come back as they are). */
+function settled(results: unknown[]): unknown[] | Promise<unknown[]> {
+  return results.some((r) => typeof (r as PromiseLike<unknown> | undefined)?.then === 'function') ? Promise.all(results) : results;
+}
+
 function memoByIdentity(cache: WeakMap<object, string>, value: unknown, compute: (value: unknown) => string): string {
   if (typeof value !== 'object' || value === null) return compute(value);
   let result = cache.get(value);

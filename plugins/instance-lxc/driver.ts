@@ -660,6 +660,11 @@ export class LxcDriver implements InstanceDriver {
   }
 
   async status(inst: DriverInstance): Promise<InstanceStatus> {
+    return this.statusNow(inst);
+  }
+
+  /** A stat of the monitor's pid file (and, running, a read of its cmdline and freezer state). */
+  statusNow(inst: DriverInstance): InstanceStatus {
     const running = this.monitors.find(this.nameOf(inst));
     if (!running) return 'Stopped';
     return running.cgroup?.frozen() ? 'Frozen' : 'Running';

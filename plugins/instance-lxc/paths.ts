@@ -23,8 +23,13 @@ export class LxcPaths {
 
   /** Pid of the container's monitor process, written by `lxc-start -p` and removed by liblxc at stop. */
   pidFile(name: string): string {
-    return path.join(this.lxcpath, name, 'monitor.pid');
+    // Asked for every instance of every listing: built once per name.
+    let file = this.pidFiles.get(name);
+    if (file === undefined) this.pidFiles.set(name, (file = path.join(this.lxcpath, name, 'monitor.pid')));
+    return file;
   }
+
+  private readonly pidFiles = new Map<string, string>();
 
   /** The id map applied at the last start, read when another isolated map must be placed. */
   idmapFile(name: string): string {

@@ -3,6 +3,7 @@
  * instances it holds. The member asked changes its own and asks each other member holding instances of
  * the project through an internal route that changes only that member's, and waits for them all.
  */
+import { availableParallelism } from 'node:os';
 import { async, type ApiRequest, type PluginContext, type RouteDescriptor, type StoredDoc } from '../../sdk/index.js';
 import type { InstanceManager } from './manager.js';
 import type { PowerAction, PowerControl, PowerOptions } from './power.js';
@@ -12,6 +13,9 @@ import { stateBody } from './routes/state.js';
 import { runRemote, withProject } from './cluster-move.js';
 
 export const BULK_STATE_PATH = '/internal/cluster/instances-state';
+
+/** Instances a bulk start starts at once (each start is a few processes, CPU-bound). */
+const BULK_STARTS_IN_FLIGHT = Math.max(4, 4 * availableParallelism());
 
 /** In a bulk change, instances already in the wanted state are left alone. */
 function skipBulk(action: PowerAction, status: string): boolean {
@@ -25,13 +29,22 @@ export async function changeHeldInstances(
   manager: InstanceManager, power: PowerControl, req: ApiRequest, action: PowerAction, opts: PowerOptions, stored: StoredDoc<InstanceRecord>[],
 ): Promise<string[]> {
   const failures: string[] = [];
-  await Promise.all(stored.map((s) => manager.lock.run(`${s.project}/${s.name}`, async () => {
-    const handle = await manager.load(s.project, s.name).catch(() => undefined);
-    if (!handle) return;
-    const status = await power.status(handle);
-    if (skipBulk(action, status)) return;
-    await power.change(handle, action, opts, req).catch((err: Error) => failures.push(`${s.name}: ${err.message}`));
-  })));
+  // Starts a bounded number at once: a thousand liblxc starts side by side only fight over the CPUs.
+  // Other changes all at once: a stop may wait out its grace time, and those waits must overlap.
+  const inFlight = action === 'start' ? BULK_STARTS_IN_FLIGHT : stored.length;
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(inFlight, stored.length) }, async () => {
+    while (next < stored.length) {
+      const s = stored[next++]!;
+      await manager.lock.run(`${s.project}/${s.name}`, async () => {
+        const handle = await manager.load(s.project, s.name).catch(() => undefined);
+        if (!handle) return;
+        const status = await power.status(handle);
+        if (skipBulk(action, status)) return;
+        await power.change(handle, action, opts, req).catch((err: Error) => failures.push(`${s.name}: ${err.message}`));
+      });
+    }
+  }));
   return failures;
 }
 

@@ -102,7 +102,7 @@ export default definePlugin({
     };
     const service: InstancesService = {
       metrics: (project) => collectMetrics(manager, project),
-      list: async (project) => Promise.all((await manager.records.list(project)).map(summaryOf)),
+      list: async (project) => Promise.all((await manager.index.list(project)).map((s) => manager.views.summary(s, () => summaryOf(s)))),
       async get(project, name) {
         const stored = await manager.records.get(project, name);
         return stored && summaryOf(stored);
@@ -115,10 +115,10 @@ export default definePlugin({
      * those of projects without `features.profiles` (`features.images`).
      */
     const recordsUsing = async (feature: 'profiles' | 'images', project: string) => {
-      if (project !== 'default') return manager.records.list(project);
+      if (project !== 'default') return manager.index.list(project);
       const homes = new Map<string, Promise<string>>();
       const home = (p: string) => homes.get(p) ?? homes.set(p, featureProjectOf(ctx.services, p, feature)).get(p)!;
-      const all = await manager.records.list();
+      const all = await manager.index.list();
       const keep = await Promise.all(all.map(async (s) => (await home(s.project)) === 'default'));
       return all.filter((_, i) => keep[i]);
     };
@@ -126,7 +126,7 @@ export default definePlugin({
     // What uses profiles, pools and images.
     profiles.usedBy.add(async (project, name, memo) => (await memo.get(`records:profiles:${project}`, () => recordsUsing('profiles', project)))
       .filter((s) => s.doc.profiles.includes(name)).map((s) => instanceUrl(s.project, s.name)));
-    storage.poolUsedBy.add(async (_project, pool, memo) => (await memo.get('records', () => manager.records.list()))
+    storage.poolUsedBy.add(async (_project, pool, memo) => (await memo.get('records', () => manager.index.list()))
       .filter((s) => s.doc.pool === pool).map((s) => instanceUrl(s.project, s.name)));
     images.usedBy.add(async (project, fingerprint, memo) => (await memo.get(`records:images:${project}`, () => recordsUsing('images', project)))
       .filter((s) => s.doc.config['volatile.base_image'] === fingerprint).map((s) => resourceUrl(`/1.0/instances/${s.name}`, s.project)));

@@ -11,6 +11,16 @@ import { removeStaleStaging } from './migration/staging.js';
 import { LOGS_MODE, volumeName, type InstanceManager } from './manager.js';
 import { isHere } from './location.js';
 
+/** Per-instance boot checks in flight at once: the API opens after them, and each is a few file system calls. */
+const BOOT_CHECKS_IN_FLIGHT = 16;
+
+async function eachBounded<T>(items: T[], fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(BOOT_CHECKS_IN_FLIGHT, items.length) }, async () => {
+    while (next < items.length) await fn(items[next++]!);
+  }));
+}
+
 export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceManager): Promise<void> {
   const records = await manager.records.list();
   // Keyed by pool too: a move between pools interrupted by a crash leaves a copy the record does not name.
@@ -32,7 +42,7 @@ export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceMana
   const snapshotRecords = new Set((await ctx.store.collection('snapshots').list()).map((s) => `${s.project}/${s.name}`));
   // In a cluster, only the instances held here have their storage and directories here.
   const held = ctx.cluster.enabled ? records.filter((s) => isHere(ctx.cluster, s.doc)) : records;
-  for (const s of held) {
+  await eachBounded(held, async (s) => {
     const vol = { type: s.doc.type, project: s.project, name: s.name };
     const names = await storage.listSnapshots(s.doc.pool, vol).catch(() => [] as string[]);
     for (const snap of names) {
@@ -44,15 +54,15 @@ export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceMana
       ctx.log.warn({ pool: s.doc.pool, volume: vol, snapshot: snap }, 'removing a snapshot that has no record (left by a crash)');
       await storage.deleteSnapshot(s.doc.pool, vol, snap).catch((err) => ctx.log.error({ err }, 'leftover snapshot removal failed'));
     }
-  }
+  });
   for (const driver of manager.deps.drivers.values()) {
     await driver.cleanup?.(records.map((s) => ({ project: s.project, name: s.name }))).catch((err) => ctx.log.error({ err }, 'driver leftover cleanup failed'));
   }
   // Directories made by an older version (or changed by hand) get the owners and modes of now.
-  for (const s of held) {
+  await eachBounded(held, async (s) => {
     const handle = await manager.handleFor(s).catch(() => undefined);
     await handle?.driver.secureFiles?.(handle.inst).catch((err) => ctx.log.warn({ err, instance: s.name }, 'securing the instance directory failed'));
-  }
+  });
   const logs = path.join(ctx.dataDir, 'logs');
   await chmod(logs, LOGS_MODE).catch(() => undefined);
   const logNames = new Set(records.map((s) => volumeName(s.project, s.name)));

@@ -24,6 +24,8 @@ import { NEVER, type InstanceRecord } from './record.js';
 import { snapshotKey, type SnapshotRecord } from './snapshots/record.js';
 import type { ChildKinds } from './children.js';
 import { isHere, locationOf } from './location.js';
+import { RecordIndex } from './record-index.js';
+import { ListingViews } from './listing-views.js';
 
 export interface InstanceDeps {
   storage: StorageService;
@@ -64,13 +66,23 @@ export type InstanceVet = Pick<InstanceProposal, 'action' | 'name' | 'replaces' 
 /** The logs root is root's alone, as the reference's log directory is: logs may tell what runs inside. */
 export const LOGS_MODE = 0o700;
 
+/** Volume paths kept (see volumePathOf); past this the map starts again. */
+const VOLUME_PATHS_MAX = 50_000;
+
 export const volumeName = (project: string, name: string) => (project === 'default' ? name : `${project}_${name}`);
 
 export class InstanceManager implements InstanceAccess {
   readonly records: Collection<InstanceRecord>;
+  /** Every record, parsed once, for the read-only paths that walk them all (shared documents: never edit them). */
+  readonly index: RecordIndex;
+  /** Handles and recursion=1 views of listed instances, kept while they stay true. */
+  readonly views = new ListingViews();
   readonly lock = new KeyedLock();
   private readonly reserved = new Set<string>();
   private readonly profileCache = new Map<string, Profile>();
+  private readonly profileLoads = new Map<string, Promise<Profile>>();
+  private profileGeneration = 0;
+  private readonly volumePaths = new Map<string, string>();
   /** recursion=2 lists of what an instance owns, wired by the snapshot and backup modules. */
   readonly children: ChildKinds = {};
   /** Devices of running instances: start and stop hooks, hot-plug. */
@@ -79,6 +91,7 @@ export class InstanceManager implements InstanceAccess {
   /** Neighbours (backups, snapshots, templates, quotas, devices) follow the changes made here through these. */
   constructor(private readonly ctx: PluginContext, readonly deps: InstanceDeps, readonly hooks: FamilyHooks) {
     this.records = ctx.store.collection<InstanceRecord>('instances');
+    this.index = new RecordIndex(ctx, this.records);
     this.deviceRuntime = new DeviceRuntime(ctx, deps.devices);
     // A device that follows the host is plugged again under the instance's lock, never beside an edit of it.
     this.deviceRuntime.onHostChange = (project, name, device) => this.lock.run(`${project}/${name}`, async () => {
@@ -89,8 +102,19 @@ export class InstanceManager implements InstanceAccess {
     // and on any project change (features.profiles, a project's own profiles created or dropped).
     ctx.events.subscribe((event) => {
       const action = (event.metadata as { action?: string }).action ?? '';
-      if (action.startsWith('profile-') || action.startsWith('project-')) this.profileCache.clear();
+      // Volume paths (and the kept handles holding them) follow the pools; a member joining a cluster takes the cluster's (below).
+      if (action.startsWith('storage-pool-')) {
+        this.volumePaths.clear();
+        this.views.invalidate();
+      }
+      if (action.startsWith('profile-') || action.startsWith('project-')) {
+        this.profileCache.clear();
+        this.profileLoads.clear();
+        this.profileGeneration++;
+        this.views.invalidate();
+      }
     }, ['lifecycle']);
+    ctx.cluster.onChange(() => this.volumePaths.clear());
   }
 
   get log(): PluginContext['log'] {
@@ -112,11 +136,24 @@ export class InstanceManager implements InstanceAccess {
   }
 
   async loadProfiles(project: string, names: string[]): Promise<Profile[]> {
-    const missing = names.filter((n) => !this.profileCache.has(`${project}/${n}`));
-    if (missing.length) {
-      for (const p of await this.deps.profiles.load(project, missing)) this.profileCache.set(`${project}/${p.name}`, p);
+    const key = (n: string) => `${project}/${n}`;
+    const missing = names.filter((n) => !this.profileCache.has(key(n)));
+    if (!missing.length) return names.map((n) => this.profileCache.get(key(n))!);
+    // Callers that miss at once share one read: a boot or a first listing asks for the same profile
+    // for each of thousands of instances before the first answer is back.
+    const starting = missing.filter((n) => !this.profileLoads.has(key(n)));
+    if (starting.length) {
+      const generation = this.profileGeneration;
+      const loading = this.deps.profiles.load(project, starting);
+      const shared = new Map(starting.map((n, i) => [key(n), loading.then((found) => found[i]!)]));
+      for (const [k, p] of shared) this.profileLoads.set(k, p);
+      // A profile change meanwhile: what was read may be old, so it is not kept (the callers still get it, as before).
+      loading.then((found) => generation === this.profileGeneration && found.forEach((p) => this.profileCache.set(key(p.name), p)), () => {})
+        .finally(() => shared.forEach((p, k) => this.profileLoads.get(k) === p && this.profileLoads.delete(k)));
     }
-    return names.map((n) => this.profileCache.get(`${project}/${n}`)!);
+    const loaded = new Map<string, Profile>();
+    await Promise.all(missing.map(async (n) => loaded.set(n, await this.profileLoads.get(key(n))!)));
+    return names.map((n) => loaded.get(n) ?? this.profileCache.get(key(n))!);
   }
 
   /** `elsewhere`: the instance is another member's; its volume is not here, so no path is looked up (listings). */
@@ -125,7 +162,7 @@ export class InstanceManager implements InstanceAccess {
     const project = stored.project;
     const profiles = await this.loadProfiles(project, record.profiles).catch(() => [] as Profile[]);
     // A pool whose driver is absent must not break listings: the instance then reports an error status.
-    const volumePath = opts.elsewhere ? '' : await this.deps.storage.volumePath(record.pool, { type: record.type, project, name: record.name }).catch(() => '');
+    const volumePath = opts.elsewhere ? '' : await this.volumePathOf(record.pool, record.type, project, record.name).catch(() => '');
     const inst: DriverInstance = {
       project,
       name: record.name,
@@ -137,6 +174,23 @@ export class InstanceManager implements InstanceAccess {
       logDir: this.logDir(project, record.name),
     };
     return { project, name: record.name, record, rev: stored.rev, inst, driver: this.driverFor(record.type), rootfs: path.join(volumePath, 'rootfs'), location: locationOf(this.ctx.cluster, record) };
+  }
+
+  /**
+   * Where an instance's volume lives: fixed by its pool, type, project and name (a rename or move is
+   * another key), so asked of the storage family once. Each answer there reads and parses the pool's
+   * record: 10,000 times at a boot or at the first listing of 10,000 instances. Pool changes empty it.
+   */
+  private volumePathOf(pool: string, type: InstanceType, project: string, name: string): Promise<string> {
+    const key = `${pool}\0${type}\0${project}\0${name}`;
+    const known = this.volumePaths.get(key);
+    if (known !== undefined) return Promise.resolve(known);
+    return this.deps.storage.volumePath(pool, { type, project, name }).then((found) => {
+      // Bounded: names come and go over a daemon's life.
+      if (this.volumePaths.size >= VOLUME_PATHS_MAX) this.volumePaths.clear();
+      this.volumePaths.set(key, found);
+      return found;
+    });
   }
 
   /** The records of the instances this server holds (all of them on a standalone server). */

@@ -40,8 +40,9 @@ const STOPPED_STATE: Omit<RuntimeState, 'status'> = {
 };
 
 export async function stateView(handle: InstanceHandle, storage: StorageService) {
-  const status = await handle.driver.status(handle.inst);
-  const runtime = status === 'Stopped' ? { ...STOPPED_STATE, status } : await handle.driver.state(handle.inst);
+  // state() tells the status itself (a stopped instance costs it one check): asking status() first
+  // would look up a running container's monitor and freezer twice (recursion=2 over 1,000 running).
+  const runtime = await handle.driver.state(handle.inst);
   const usage = await storage.volumeUsage(handle.record.pool, { type: handle.record.type, project: handle.project, name: handle.name }).catch(() => undefined);
   return {
     status: runtime.status,

@@ -44,23 +44,26 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
         // In a cluster, other members' instances run there: one question per member, all at once, begun
         // while the records are still being read (cluster-runtime.ts).
         const runtimeOf = ctx.cluster.enabled && req.recursion > 0 ? remoteRuntime(ctx, project, req.recursion === 2) : undefined;
-        const stored = (await manager.records.list(project)).filter((s) => !type || s.doc.type === type);
+        const stored = (await manager.index.list(project)).filter((s) => !type || s.doc.type === type);
         let prefetched: Promise<PrefetchedChildren> | undefined;
         const remote = runtimeOf?.(stored);
         return collection(stored, (s) => {
           const url = `${prefix}/${encodeURIComponent(s.name)}`;
           return s.project === 'default' ? url : `${url}?project=${encodeURIComponent(s.project)}`;
-        }, async (s, recursion) => {
+        }, (s, recursion) => (recursion === 1 && !ctx.cluster.enabled && manager.views.viewNow(s, instanceView)) || render(s, recursion));
+        async function render(s: (typeof stored)[number], recursion: 1 | 2) {
           const elsewhere = remote !== undefined && remoteLocation(ctx.cluster, s.doc) !== undefined;
-          const handle = await manager.handleFor(s, { elsewhere });
+          const handle = ctx.cluster.enabled ? await manager.handleFor(s, { elsewhere }) : await manager.views.handle(s, () => manager.handleFor(s));
           const told = elsewhere ? (await remote).get(runtimeKey(s.project, s.name)) : undefined;
           if (recursion === 2) {
             const state = elsewhere ? (told?.state as Awaited<ReturnType<typeof stateView>> | undefined) ?? UNREACHABLE_STATE : undefined;
-            return fullView(handle, manager, await (prefetched ??= prefetchChildren(manager, project)), state);
+            const children = await (prefetched ??= prefetchChildren(manager, project));
+            if (ctx.cluster.enabled) return fullView(handle, manager, children, state);
+            return manager.views.full(s, handle, children, () => fullView(handle, manager, children));
           }
           if (elsewhere) return instanceView(handle, told?.status ?? 'Error');
-          return instanceView(handle, await handle.driver.status(handle.inst).catch(() => 'Error' as const));
-        });
+          return manager.views.view(s, handle, await handle.driver.status(handle.inst).catch(() => 'Error' as const), instanceView);
+        }
       },
     },
     post: acceptBackupUploads(ctx, manager, {
@@ -76,7 +79,7 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
       body: bulkStateBody,
       handler: async (req) => {
         const { action, opts } = stateBody(req.body?.state);
-        const all = await manager.records.list(req.project);
+        const all = await manager.index.list(req.project);
         // In a cluster, each member changes the instances it holds: this one its own, the others when asked.
         const stored = ctx.cluster.enabled ? all.filter((s) => isHere(ctx.cluster, s.doc)) : all;
         const others = [...new Set(all.map((s) => remoteLocation(ctx.cluster, s.doc)).filter((m): m is string => m !== undefined))];
