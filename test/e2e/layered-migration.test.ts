@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { killContainers, startWithPool, type Daemon } from '../helpers/daemon.js';
 import { RemoteClient } from '../helpers/remotes.js';
 import { startWithImage, stopImageDaemons } from '../helpers/image-daemon.js';
+import { overlayMounts } from '../helpers/needs.js';
 import { lxcOk, lxcWithInput } from '../helpers/clients.js';
 
 const PASSWORD = 'x2-layered-migration';
@@ -20,14 +21,7 @@ const { lxc: remoteLxc, ok, listen } = client;
 let source: Daemon;
 let target: Daemon;
 
-const overlaySupported = (() => {
-  const probe = mkdtempSync(path.join(tmpdir(), 'x2-ovl-probe-'));
-  for (const p of ['l', 'u', 'w', 'm']) spawnSync('mkdir', [path.join(probe, p)]);
-  const res = spawnSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${probe}/l,upperdir=${probe}/u,workdir=${probe}/w`, `${probe}/m`]);
-  if (res.status === 0) spawnSync('umount', [`${probe}/m`]);
-  rmSync(probe, { recursive: true, force: true });
-  return res.status === 0;
-})();
+const overlaySupported = overlayMounts();
 const serial = overlaySupported ? test.serial : test.serial.skip;
 
 const poolDir = (daemon: Daemon) => {

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { projectRoot, startWithPool, stopDaemons, unmountUnder, type Daemon } from '../helpers/daemon.js';
 import { lxc, lxcOk, python } from '../helpers/clients.js';
+import { overlayMounts } from '../helpers/needs.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 
 let d: Daemon;
@@ -23,14 +24,7 @@ const mounted = (dir: string) => statSync(path.join(dir, 'rootfs')).dev !== stat
 const volume = (name: string) => path.join(pool, 'containers', name);
 const upper = (name: string) => path.join(pool, 'containers-layers', name, 'upper');
 const layered = (name: string) => existsSync(path.join(pool, 'containers-layers', name, 'base')) && mounted(volume(name));
-const overlaySupported = (() => {
-  const probe = mkdtempSync(path.join(tmpdir(), 'x2-ovl-probe-'));
-  for (const p of ['l', 'u', 'w', 'm']) spawnSync('mkdir', [path.join(probe, p)]);
-  const res = spawnSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${probe}/l,upperdir=${probe}/u,workdir=${probe}/w`, `${probe}/m`]);
-  if (res.status === 0) spawnSync('umount', [`${probe}/m`]);
-  rmSync(probe, { recursive: true, force: true });
-  return res.status === 0;
-})();
+const overlaySupported = overlayMounts();
 const serial = overlaySupported ? test.serial : test.serial.skip;
 
 test.before(async () => {

@@ -4,6 +4,10 @@
  * passing having checked nothing.
  */
 import test, { type Implementation } from 'ava';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { hasLxc } from './clients.js';
 
 export type SerialTest = (title: string, implementation: Implementation<[]>) => void;
@@ -17,3 +21,16 @@ export function serialUnless(missing: string | undefined): SerialTest {
 
 /** Serial tests that drive the `lxc` client. */
 export const withLxcClient = (): SerialTest => serialUnless(hasLxc() ? undefined : 'the lxc client is not installed');
+
+/** Whether this host mounts overlayfs (what layered `dir` volumes need), tried once in a scratch directory. */
+export function overlayMounts(): boolean {
+  const probe = mkdtempSync(path.join(tmpdir(), 'corral-ovl-probe-'));
+  try {
+    for (const p of ['l', 'u', 'w', 'm']) mkdirSync(path.join(probe, p));
+    const res = spawnSync('mount', ['-t', 'overlay', 'overlay', '-o', `lowerdir=${probe}/l,upperdir=${probe}/u,workdir=${probe}/w`, `${probe}/m`]);
+    if (res.status === 0) spawnSync('umount', [`${probe}/m`]);
+    return res.status === 0;
+  } finally {
+    rmSync(probe, { recursive: true, force: true });
+  }
+}
