@@ -355,6 +355,8 @@ export class KernelClusterControl implements ClusterControl {
         // A lease that never took its key is given up, or its keep-alive would run on forever.
         next.release();
         if (lease === next) lease = previous;
+        // Released while this grant was under way: the previous lease would keep its keep-alive (a ref'd timer) forever.
+        if (released) previous?.release();
         throw err;
       }
       // The key belongs to the new lease now: the previous one (kept alive through another member) is let go.
