@@ -30,6 +30,7 @@ export class RecordIndex {
   /** Bumped by every reset: a full read that overlapped one is thrown away. */
   private resets = 0;
   private filling?: Promise<void>;
+  private refreshing?: Promise<void>;
 
   constructor(private readonly ctx: PluginContext, private readonly records: Collection<InstanceRecord>) {
     ctx.store.onChange((change) => {
@@ -57,9 +58,17 @@ export class RecordIndex {
     return project === undefined ? [...all] : all.filter((doc) => doc.project === project);
   }
 
-  /** Fill once, then re-read what changed, until nothing changed meanwhile. */
+  /**
+   * Fill once, then re-read what changed, until nothing changed meanwhile. One round at a time: a
+   * reader that found nothing marked while another's round was still reading would answer from the
+   * rows that round was about to replace (a delete acknowledged, its row still listed).
+   */
   private async current(): Promise<void> {
     for (;;) {
+      if (this.refreshing) {
+        await this.refreshing;
+        continue;
+      }
       if (!this.filled) {
         this.filling ??= this.fill().finally(() => (this.filling = undefined));
         await this.filling;
@@ -71,20 +80,25 @@ export class RecordIndex {
         this.filled = false;
         continue;
       }
-      const resets = this.resets;
-      const batch = [...this.marked];
-      this.marked.clear();
-      const rows = await Promise.all(batch.map(([, at]) => this.records.get(at.project, at.name)));
-      if (resets !== this.resets) continue;
-      batch.forEach(([key], i) => {
-        // Changed again while it was read: marked again, read again in the next round.
-        if (this.marked.has(key)) return;
-        const row = rows[i];
-        if (row) this.docs.set(key, row);
-        else this.docs.delete(key);
-      });
-      this.sorted = undefined;
+      this.refreshing = this.refresh().finally(() => (this.refreshing = undefined));
     }
+  }
+
+  /** One round: the marked keys read again. */
+  private async refresh(): Promise<void> {
+    const resets = this.resets;
+    const batch = [...this.marked];
+    this.marked.clear();
+    const rows = await Promise.all(batch.map(([, at]) => this.records.get(at.project, at.name)));
+    if (resets !== this.resets) return;
+    batch.forEach(([key], i) => {
+      // Changed again while it was read: marked again, read again in the next round.
+      if (this.marked.has(key)) return;
+      const row = rows[i];
+      if (row) this.docs.set(key, row);
+      else this.docs.delete(key);
+    });
+    this.sorted = undefined;
   }
 
   /** Changes during the read are marked (after the clear) and re-read by current(). */
