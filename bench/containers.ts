@@ -22,11 +22,11 @@ export const median = (xs: number[]) => {
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
 
 /** A request that, when it answers with an operation, waits for it and fails on its failure. */
-export async function call(d: Daemon, method: string, url: string, body?: unknown): Promise<any> {
+export async function call(d: Daemon, method: string, url: string, body?: unknown, waitSeconds = 120): Promise<any> {
   const res = await d.request(method, url, body);
   if (res.status >= 400) throw new Error(`${method} ${url}: ${res.json?.error ?? res.status}`);
   if (res.json?.type === 'async') {
-    const op = await d.request('GET', `${res.json.operation}/wait?timeout=120`);
+    const op = await d.request('GET', `${res.json.operation}/wait?timeout=${waitSeconds}`);
     if (op.json?.metadata?.status !== 'Success') throw new Error(`${method} ${url}: ${op.json?.metadata?.err ?? 'operation did not succeed'}`);
     return op.json.metadata;
   }

@@ -22,6 +22,7 @@ import { promisify } from 'node:util';
 import { startDaemon, startWithPool, unixWebsocket, waitFor, type Daemon } from '../test/helpers/daemon.js';
 import { buildBusyboxImage } from '../test/helpers/busybox-image.js';
 import { importImage } from '../test/helpers/api.js';
+import { call as callAndWait } from './containers.js';
 
 interface Row { scenario: string; value: string; target?: string }
 
@@ -78,16 +79,8 @@ class BareServer {
   }
 }
 
-async function call(d: Daemon, method: string, url: string, body?: unknown): Promise<any> {
-  const res = await d.request(method, url, body);
-  if (res.status >= 400) throw new Error(`${method} ${url}: ${res.json?.error ?? res.status}`);
-  if (res.json?.type === 'async') {
-    const op = await d.request('GET', `${res.json.operation}/wait?timeout=600`);
-    if (op.json?.metadata?.status !== 'Success') throw new Error(`${method} ${url}: ${op.json?.metadata?.err ?? 'operation did not succeed'}`);
-    return op.json.metadata;
-  }
-  return res.json?.metadata;
-}
+/** Bulk operations over thousands of instances take longer than the container bench's bound. */
+const call = (d: Daemon, method: string, url: string, body?: unknown): Promise<any> => callAndWait(d, method, url, body, 600);
 
 /** Run `work` over `items` with `CONCURRENCY` in flight. */
 async function parallel<T>(items: T[], work: (item: T) => Promise<unknown>): Promise<void> {

@@ -17,7 +17,7 @@ import { lxcOk, lxcWithInput } from '../helpers/clients.js';
 
 const PASSWORD = 'x2-layered-migration';
 const client = new RemoteClient(PASSWORD);
-const { lxc: remoteLxc, ok, listen } = client;
+const { ok } = client;
 let source: Daemon;
 let target: Daemon;
 
@@ -33,11 +33,8 @@ test.before(async () => {
   if (!overlaySupported) return;
   source = await startWithImage({ plugins: 'full' });
   target = await startWithPool({ plugins: 'full' });
-  const [u1, u2] = await Promise.all([listen(source, '127.0.28.1'), listen(target, '127.0.28.2')]);
-  for (const [name, url] of [['x2r1', u1], ['x2r2', u2]] as const) {
-    const res = await remoteLxc('remote', 'add', name, url, '--password', PASSWORD, '--accept-certificate');
-    if (res.status !== 0) throw new Error(`remote add ${name}: ${res.stderr}`);
-  }
+  await client.add('x2r1', source, '127.0.28.1');
+  await client.add('x2r2', target, '127.0.28.2');
 });
 
 test.after.always(async () => {
