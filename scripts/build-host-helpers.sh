@@ -3,6 +3,7 @@
 # and linux-libc-dev, which scripts/install.sh installs), into dist/plugins/<plugin>:
 #   instance-lxc/corral-seccomp-proxy  the seccomp notify proxy (seccomp-proxy/*.c)
 #   instance-lxc/corral-mknod          the device node maker (mknod-helper.c; without it the driver falls back to a shell)
+#   instance-lxc/corral-attach-order.so  preloaded into lxc-attach to order liblxc's attach (attach-order.c)
 #   unix-devices/corral-uevents        the reader of the kernel's device announcements (uevent-monitor.c)
 set -eu
 cd "$(dirname "$0")/.."
@@ -20,4 +21,5 @@ build() {
 }
 build dist/plugins/instance-lxc/seccomp-proxy/corral-seccomp-proxy plugins/instance-lxc/seccomp-proxy/*.c
 build dist/plugins/instance-lxc/corral-mknod plugins/instance-lxc/mknod-helper.c
+build dist/plugins/instance-lxc/corral-attach-order.so -shared -fPIC plugins/instance-lxc/attach-order.c
 build dist/plugins/unix-devices/corral-uevents plugins/unix-devices/uevent-monitor.c

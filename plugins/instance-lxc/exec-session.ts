@@ -4,8 +4,9 @@
  * container's own, resized along with ours. lxc-attach does not forward signals, so a signal
  * goes straight to the command: lxc-attach's child inside the container's pid namespace.
  */
-import { lstatSync, readlinkSync } from 'node:fs';
+import { existsSync, lstatSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
 import { badRequest, type ExecSession, type ExecSpec, type HostTools } from '../../sdk/index.js';
 import { childrenOf, descendantsOf } from './process-tree.js';
@@ -17,6 +18,23 @@ import { childrenOf, descendantsOf } from './process-tree.js';
  * reference's exec does.
  */
 const CHDIR_THEN_EXEC = 'cd "$1" 2>/dev/null || cd /; shift; exec "$@"';
+
+/**
+ * attach-order.c, built by `npm run build`: preloaded into lxc-attach, it orders liblxc's attach
+ * so that a container with intercepted syscalls never gets an exec session without its listener
+ * (a silent exit 1, and ENOSYS inside). Without it (not built) lxc-attach runs as it is.
+ */
+const ATTACH_ORDER = path.join(path.dirname(fileURLToPath(import.meta.url)), 'corral-attach-order.so');
+let attachEnv: Record<string, string> | undefined;
+
+/** The environment lxc-attach runs with (--clear-env keeps it from the command itself). */
+function lxcAttachEnv(): Record<string, string> | undefined {
+  if (!attachEnv && existsSync(ATTACH_ORDER)) {
+    const preload = [ATTACH_ORDER, process.env.LD_PRELOAD].filter(Boolean).join(' ');
+    attachEnv = { ...(process.env as Record<string, string>), LD_PRELOAD: preload };
+  }
+  return attachEnv;
+}
 
 /** How long interactive input waits for the command to be attached before it is written anyway. */
 const ATTACH_WAIT_MS = 2_000;
@@ -68,6 +86,7 @@ export function startExec(hostTools: HostTools, target: AttachTarget, spec: Exec
   // The daemon's cwd may not exist in the container; `/` always does (and is the default).
   const proc = hostTools.spawn('lxc-attach', args, {
     cwd: '/',
+    env: lxcAttachEnv(),
     pty: spec.interactive ? { cols: spec.width || 80, rows: spec.height || 25 } : undefined,
     // A daemon that dies leaves no lxc-attach behind; the command then sees its input and output close.
     endWithDaemon: true,
