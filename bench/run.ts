@@ -31,6 +31,7 @@ import { guestSocketScenarios } from './guest-socket.js';
 import { layeredVolumeScenarios } from './layered-volumes.js';
 import { startupCostScenarios } from './startup-costs.js';
 import { startupScenarios } from './startup.js';
+import { readPathScenarios } from './read-path.js';
 
 interface Row { scenario: string; value: string; target?: string }
 const rows: Row[] = [];
@@ -107,7 +108,7 @@ async function fanout(d: Daemon, listeners: number): Promise<void> {
 }
 
 /**
- * `npm run bench -- tls startup` runs only those groups (startup, startup-costs, api, tls, containers, networks, volumes, storage,
+ * `npm run bench -- tls startup` runs only those groups (startup, startup-costs, api, read-path, tls, containers, networks, volumes, storage,
  * proxy, nics, migration, image-copy, migration-reference, vms, cluster, limits, host-hardware, syscalls, unix-devices, guest-socket);
  * no argument runs them all. `soak` (minutes of steady load, BENCH_SOAK_MINUTES) and `scale`
  * (10,000 instances, BENCH_SCALE_SIZES / BENCH_SCALE_RUNNING) run only when named.
@@ -126,6 +127,7 @@ if (want('api')) {
   rows.push({ scenario: 'RSS after the load above (full)', value: `${(results.rss_after_load_full_mib as number).toFixed(1)} MiB` });
   await d.stop();
 }
+if (want('read-path')) await readPathScenarios(rows, results);
 if (want('tls')) await tlsScenarios(rows, results);
 if (want('containers') && process.env.BENCH_CONTAINERS !== '0') await containerScenarios(rows, results);
 if (want('networks')) await networkScenarios(rows, results);

@@ -1,0 +1,137 @@
+/**
+ * The read path against its floor (issue 22): for each listed endpoint, at recursion 0 and 1, the
+ * same load generator (autocannon, 32 connections) drives corral and then a bare node http server
+ * (bench/bare-server.ts, a process of its own) that answers the very bytes corral answered. Per
+ * endpoint: requests per second of each and their ratio, and CPU time per request of each process
+ * (utime + stime from /proc) and their ratio. With BENCH_READ_LARGE (default 1000) instances more,
+ * `GET /1.0/instances?recursion=1` is compared per instance returned. BENCH_READ_SECONDS (default 5)
+ * is the length of each run.
+ */
+import autocannon from 'autocannon';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startWithPool, type Daemon } from '../test/helpers/daemon.js';
+import { buildBusyboxImage } from '../test/helpers/busybox-image.js';
+import { importImage } from '../test/helpers/api.js';
+import { call } from './containers.js';
+
+interface Row { scenario: string; value: string; target?: string }
+
+const SECONDS = Number(process.env.BENCH_READ_SECONDS ?? 5);
+const LARGE = Number(process.env.BENCH_READ_LARGE ?? 1000);
+const CONNECTIONS = 32;
+const INSTANCES = 10;
+const ENDPOINTS = ['/1.0', '/1.0/instances', '/1.0/profiles', '/1.0/networks', '/1.0/images', '/1.0/operations', '/1.0/storage-pools/default/volumes'];
+/** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux). */
+const TICKS = 100;
+
+/** CPU seconds a process has used so far. */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / TICKS;
+}
+
+function fetchBody(socketPath: string, url: string): Promise<{ status: number; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    http.get({ socketPath, path: url }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
+    }).on('error', reject);
+  });
+}
+
+/** The bare server, serving `answers` (URL to body). */
+async function startBare(dir: string, answers: Map<string, Buffer>): Promise<{ socket: string; pid: number; stop(): void }> {
+  const file = path.join(dir, 'answers.json');
+  writeFileSync(file, JSON.stringify(Object.fromEntries([...answers].map(([url, body]) => [url, body.toString('base64')]))));
+  const socket = path.join(dir, 'bare.socket');
+  const script = path.join(path.dirname(fileURLToPath(import.meta.url)), 'bare-server.js');
+  const child = spawn(process.execPath, [script, socket, file], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once('data', () => resolve());
+    child.once('exit', (code) => reject(new Error(`the bare server exited (${code})`)));
+  });
+  return { socket, pid: child.pid!, stop: () => child.kill('SIGTERM') };
+}
+
+interface Load { rps: number; cpuPerRequestUs: number; requests: number; failures: number }
+
+/** One run of the generator against `socket`, with the CPU time `pid` spent meanwhile. */
+async function load(socket: string, pid: number, url: string, seconds = SECONDS): Promise<Load> {
+  await autocannon({ url: `http://localhost${url}`, socketPath: socket, connections: CONNECTIONS, duration: 1 });
+  const before = cpuSeconds(pid);
+  const r = await autocannon({ url: `http://localhost${url}`, socketPath: socket, connections: CONNECTIONS, duration: seconds });
+  const cpu = cpuSeconds(pid) - before;
+  const requests = r.requests.total;
+  return { rps: r.requests.average, cpuPerRequestUs: requests ? (cpu / requests) * 1e6 : NaN, requests, failures: r.errors + r.non2xx + r.timeouts };
+}
+
+export async function readPathScenarios(rows: Row[], results: Record<string, unknown>): Promise<void> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'x5read-'));
+  const d: Daemon = await startWithPool({ plugins: 'full', dir });
+  const out: Record<string, unknown> = { load: readFileSync('/proc/loadavg', 'utf8').trim(), connections: CONNECTIONS, seconds: SECONDS };
+  results.read_path = out;
+  let bare: Awaited<ReturnType<typeof startBare>> | undefined;
+  try {
+    const image = buildBusyboxImage('gzip');
+    await importImage(d, image.unified, 'bb');
+    rmSync(image.dir, { recursive: true, force: true });
+    for (let i = 0; i < INSTANCES; i++) await call(d, 'POST', '/1.0/instances', { name: `x5r${i}`, source: { type: 'image', alias: 'bb' } });
+
+    const urls = ENDPOINTS.flatMap((u) => [u, u === '/1.0' ? undefined : `${u}?recursion=1`]).filter((u): u is string => !!u);
+    const answers = new Map<string, Buffer>();
+    for (const url of urls) {
+      const res = await fetchBody(d.socket, url);
+      if (res.status !== 200) throw new Error(`GET ${url}: ${res.status} ${res.body.toString().slice(0, 200)}`);
+      answers.set(url, res.body);
+    }
+    bare = await startBare(dir, answers);
+    const figures: Record<string, unknown> = {};
+    for (const url of urls) {
+      const corral = await load(d.socket, d.child.pid!, url);
+      const floor = await load(bare.socket, bare.pid, url);
+      const cpuRatio = corral.cpuPerRequestUs / floor.cpuPerRequestUs;
+      const rpsRatio = corral.rps / floor.rps;
+      figures[url] = { corral, bare: floor, cpu_ratio: cpuRatio, rps_ratio: rpsRatio, bytes: answers.get(url)!.length };
+      rows.push({
+        scenario: `read path ${url} (${INSTANCES} instances), c=${CONNECTIONS}`,
+        value: `${corral.rps.toFixed(0)} req/s (${rpsRatio.toFixed(2)} of bare ${floor.rps.toFixed(0)}), ${corral.cpuPerRequestUs.toFixed(0)} us CPU/req (${cpuRatio.toFixed(2)}x bare ${floor.cpuPerRequestUs.toFixed(0)})${corral.failures ? `, ${corral.failures} failures` : ''}`,
+        target: 'CPU <= 2x, req/s >= 0.8',
+      });
+    }
+    out.endpoints = figures;
+    bare.stop();
+    bare = undefined;
+
+    if (LARGE > 0) {
+      const names = Array.from({ length: LARGE }, (_, i) => `x5l${i}`);
+      let next = 0;
+      await Promise.all(Array.from({ length: 16 }, async () => {
+        while (next < names.length) await call(d, 'POST', '/1.0/instances', { name: names[next++], source: { type: 'none' } });
+      }));
+      const url = '/1.0/instances?recursion=1';
+      const res = await fetchBody(d.socket, url);
+      const count = (JSON.parse(res.body.toString()).metadata as unknown[]).length;
+      bare = await startBare(dir, new Map([[url, res.body]]));
+      const corral = await load(d.socket, d.child.pid!, url);
+      const floor = await load(bare.socket, bare.pid, url);
+      const perInstance = (l: Load) => l.cpuPerRequestUs / count;
+      const ratio = perInstance(corral) / perInstance(floor);
+      out.large = { instances: count, corral, bare: floor, cpu_per_instance_us: perInstance(corral), bare_cpu_per_instance_us: perInstance(floor), ratio, bytes: res.body.length };
+      rows.push({
+        scenario: `read path ${url} with ${count} instances, c=${CONNECTIONS}`,
+        value: `${perInstance(corral).toFixed(2)} us CPU per instance returned (${ratio.toFixed(2)}x bare ${perInstance(floor).toFixed(2)}); ${corral.rps.toFixed(0)} req/s vs ${floor.rps.toFixed(0)}; ${(res.body.length / 1024).toFixed(0)} KiB`,
+        target: 'CPU per instance <= 2x',
+      });
+    }
+  } finally {
+    bare?.stop();
+    await d.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
