@@ -57,11 +57,55 @@ function openHandles(): string[] {
   return handles.filter(holdsLoop).map(describe).filter((d) => d !== '');
 }
 
+/**
+ * Where each pending timer the worker's code made was set (library code included): when only timers
+ * hold a finished worker, that is what names the culprit. Node's own internal timers are not seen.
+ */
+const timerOrigins = new Map<NodeJS.Timeout, string>();
+function recordTimers(): void {
+  const origin = () => (new Error().stack ?? '').split('\n').slice(3, 9).map((l) => l.trim()).join(' < ');
+  const { setTimeout: setT, setInterval: setI, clearTimeout: clearT, clearInterval: clearI } = globalThis;
+  const wrappedTimeout = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+    if (typeof fn !== 'function') return setT(fn, ms, ...args);
+    const timer = setT((...a: unknown[]) => {
+      timerOrigins.delete(timer);
+      fn(...a);
+    }, ms, ...args);
+    timerOrigins.set(timer, origin());
+    return timer;
+  }) as typeof setTimeout;
+  // timers/promises and util.promisify(setTimeout) keep working.
+  Object.assign(wrappedTimeout, setT);
+  const wrappedInterval = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+    const timer = setI(fn, ms, ...args);
+    if (typeof fn === 'function') timerOrigins.set(timer, origin());
+    return timer;
+  }) as typeof setInterval;
+  globalThis.setTimeout = wrappedTimeout;
+  globalThis.setInterval = wrappedInterval;
+  globalThis.clearTimeout = ((t?: NodeJS.Timeout | string | number) => {
+    if (t && typeof t === 'object') timerOrigins.delete(t);
+    clearT(t);
+  }) as typeof clearTimeout;
+  globalThis.clearInterval = ((t?: NodeJS.Timeout | string | number) => {
+    if (t && typeof t === 'object') timerOrigins.delete(t);
+    clearI(t);
+  }) as typeof clearInterval;
+}
+recordTimers();
+
+/** The origins of the pending timers that hold the worker (those not unref'd), each once. */
+function heldTimers(): string[] {
+  const held = [...timerOrigins].filter(([timer]) => timer.hasRef()).map(([, where]) => where);
+  return [...new Set(held)].slice(0, 8);
+}
+
 function fail(why: string): void {
   const open = openHandles();
   // Timers and pending requests are not handles: name their kinds too.
   const resources = process.getActiveResourcesInfo().filter((r) => r !== 'TTYWrap');
-  process.stderr.write(`exit-guard: ${why}; still open: ${open.length ? open.join('; ') : 'no handles'}; resources: ${resources.join(', ') || 'none'}\n`);
+  const timers = heldTimers();
+  process.stderr.write(`exit-guard: ${why}; still open: ${open.length ? open.join('; ') : 'no handles'}; resources: ${resources.join(', ') || 'none'}${timers.length ? `; timers set at: ${timers.map((t) => `\n  ${t}`).join('')}` : ''}\n`);
   process.exit(1);
 }
 

@@ -43,7 +43,8 @@ export async function startReference(): Promise<ReferenceDaemon> {
   const socket = path.join(dir, 'unix.socket');
   // npm puts node_modules/.bin first on PATH, where an unrelated `nft` shadows the one lxd runs (and panics on).
   const hostPath = (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':').filter((p) => !p.includes('node_modules')).join(':');
-  const env = { ...process.env, PATH: hostPath, LXD_DIR: dir };
+  // GOTRACEBACK=all: a reference stuck in an operation is made to print every goroutine's stack (see call()).
+  const env = { ...process.env, PATH: hostPath, LXD_DIR: dir, GOTRACEBACK: 'all' };
   const logFile = path.join(dir, 'lxd.log');
   const child: ChildProcess = spawn('lxd', ['--group', 'root', '--debug', '--logfile', logFile], { env, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
@@ -62,8 +63,9 @@ export async function startReference(): Promise<ReferenceDaemon> {
     if (metadata?.status === 'Running') {
       const running = (await request('GET', '/1.0/operations?recursion=1')).body;
       const tasks = spawnSync('ps', ['-eo', 'pid,stat,etimes,wchan:24,args', '--forest'], { encoding: 'utf8' }).stdout;
-      // Go prints every goroutine's stack on SIGQUIT (and exits): where the reference is stuck.
-      child.kill('SIGQUIT');
+      // lxd takes SIGQUIT as a request to shut down; on SIGABRT the Go runtime prints every goroutine's
+      // stack (GOTRACEBACK=all) and exits: where the reference is stuck.
+      child.kill('SIGABRT');
       await waitFor(() => exited, 10_000, 'the reference daemon to dump its stacks').catch(() => {});
       return { ...res, op: { ...metadata, err: `still running after 240 s\n${running}\n${tasks}\n${log()}` } };
     }
