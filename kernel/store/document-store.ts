@@ -22,6 +22,10 @@ const toDoc = <T>(row: Row): StoredDoc<T> => ({ project: row.project, name: row.
 
 /** Rows kept in memory for `get`; every change (own or, on etcd, another member's) passes through publish(). */
 const ROW_CACHE_MAX = 20_000;
+/** Listings kept for `list`, per collection, dropped by any change to it; big ones are read every time. */
+const LIST_CACHE_MAX = 512;
+const LIST_ROWS_MAX = 2_000;
+const collectionKey = (namespace: string, collection: string) => `${namespace}\0${collection}`;
 
 /** How the data moves at a backend switch: copied along (enabling clustering) or left behind (joining). */
 export type SwitchMode = 'copy' | 'discard';
@@ -31,6 +35,9 @@ export class DocumentStore {
   private readonly mutex = new Mutex();
   private readonly listeners = new Set<(change: StoreChange) => void>();
   private readonly rows = new Map<string, Row>();
+  /** Listings by collection, then by project and name prefix. */
+  private readonly lists = new Map<string, Map<string, Row[]>>();
+  private listCount = 0;
   /** Bumped by every published change: a read that overlapped one does not fill the cache. */
   private changeCount = 0;
 
@@ -104,8 +111,7 @@ export class DocumentStore {
         throw err;
       }
       this.backend = next;
-      this.rows.clear();
-      this.changeCount++;
+      this.forget();
       if (after) {
         const old = new Map(before.docs.map((d) => [addressKey(d), d]));
         const changes: StoreChange[] = [];
@@ -142,8 +148,7 @@ export class DocumentStore {
       () => {
         if (this.backend !== backend) return;
         // Changes may have been missed (a watch that had to start again): forget every cached row.
-        this.rows.clear();
-        this.changeCount++;
+        this.forget();
       },
     );
   }
@@ -217,9 +222,42 @@ export class DocumentStore {
     this.rows.set(key, row);
   }
 
+  /** @internal A listing for a read outside a write, under the same rules as readableRow(). */
+  readableList(collection: string, key: string): Row[] | undefined {
+    return this.backend.mirrored || !this.backend.reachable ? undefined : this.lists.get(collection)?.get(key);
+  }
+
+  /** @internal */
+  rememberList(collection: string, key: string, rows: Row[], stamp: number): void {
+    if (stamp !== this.changeCount || rows.length > LIST_ROWS_MAX) return;
+    if (this.listCount >= LIST_CACHE_MAX) {
+      this.lists.clear();
+      this.listCount = 0;
+    }
+    let byKey = this.lists.get(collection);
+    if (!byKey) this.lists.set(collection, (byKey = new Map()));
+    if (!byKey.has(key)) this.listCount++;
+    byKey.set(key, rows);
+  }
+
+  /** Every cached row and listing goes (changes may have been missed, or the backend changed). */
+  private forget(): void {
+    this.rows.clear();
+    this.lists.clear();
+    this.listCount = 0;
+    this.changeCount++;
+  }
+
   private publish(changes: StoreChange[], written: Map<string, Row> | undefined): void {
     if (changes.length) this.changeCount++;
-    for (const change of changes) this.rows.delete(addressKey(change));
+    for (const change of changes) {
+      this.rows.delete(addressKey(change));
+      const listed = this.lists.get(collectionKey(change.namespace, change.collection));
+      if (listed) {
+        this.listCount -= listed.size;
+        this.lists.delete(collectionKey(change.namespace, change.collection));
+      }
+    }
     if (written) for (const [key, row] of written) this.rememberRow(key, row, this.changeCount);
     for (const change of changes) for (const listener of this.listeners) listener(change);
   }
@@ -288,8 +326,15 @@ class CollectionView<T> implements Collection<T> {
   }
 
   list(project?: string, namePrefix = ''): Promise<StoredDoc<T>[]> {
+    // As get(): inside a transaction its own writes count, so no cache there.
+    const collection = collectionKey(this.namespace, this.name);
+    const key = this.tx ? undefined : `${project ?? '\0'}\0${namePrefix}`;
+    const hit = key !== undefined ? this.core.readableList(collection, key) : undefined;
+    if (hit) return Promise.resolve(hit.map((row) => toDoc<T>(row)));
+    const stamp = this.core.readStamp();
     return this.core.read(this.tx, async (reader) => {
       const rows = await reader.list(this.namespace, this.name, project, namePrefix);
+      if (key !== undefined) this.core.rememberList(collection, key, rows, stamp);
       return rows.map((row) => toDoc<T>(row));
     });
   }

@@ -5,8 +5,8 @@
  * up to date by the plugin (no store read per request).
  */
 import { randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { chmod, rm } from 'node:fs/promises';
+import { chmodSync, createReadStream, rmSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import path from 'node:path';
@@ -65,10 +65,14 @@ export class GuestEndpoint {
     return Boolean(this.server?.listening);
   }
 
-  /** Listen on a fresh socket (an old file from a former daemon is replaced), reachable by any user inside. */
+  /**
+   * Listen on a fresh socket (an old file from a former daemon is replaced), reachable by any user inside.
+   * The file calls are synchronous: each is one cheap syscall, and a daemon starting with hundreds of
+   * containers running makes them all before it serves.
+   */
   async listen(): Promise<void> {
     if (this.server) return;
-    await rm(this.socketPath, { force: true });
+    rmSync(this.socketPath, { force: true });
     const server = http.createServer((req, res) => this.answer(req, res));
     server.headersTimeout = HEADERS_TIMEOUT_MS;
     server.on('connection', (socket: Socket) => {
@@ -86,7 +90,7 @@ export class GuestEndpoint {
     });
     this.server = server;
     this.sweeper = setInterval(() => this.sweep(), SILENT_TIMEOUT_MS / 2).unref();
-    await chmod(this.socketPath, 0o666);
+    chmodSync(this.socketPath, 0o666);
   }
 
   /** Stop answering; with `remove`, the socket file goes too (the directory stays: it may still be mounted). */

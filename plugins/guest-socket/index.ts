@@ -42,7 +42,10 @@ export default definePlugin({
     ctx.events.subscribe((event) => follow(ctx, own, event.project ?? 'default', event.metadata as LifecycleMetadata), ['lifecycle']);
   },
   async boot(ctx) {
-    await sockets.get(ctx)?.resume();
+    // The API does not wait for it: guests of running containers get their sockets back shortly after (sockets.ts).
+    ctx.hooks.ready.tap(async () => {
+      void sockets.get(ctx)?.resume().catch((err) => ctx.log.warn({ err }, 'guest sockets could not listen again'));
+    });
   },
   async shutdown(ctx) {
     await sockets.get(ctx)?.closeAll();

@@ -4,8 +4,8 @@
  * The directory (not the socket) is mounted so that a restarted daemon can make a new socket in
  * it that the running container reaches at once.
  */
-import { existsSync } from 'node:fs';
-import { chmod, mkdir, rm } from 'node:fs/promises';
+import { chmodSync, existsSync, mkdirSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { truthy, type DeviceMount, type InstancesService, type InstanceSubject, type InstanceSummary, type PluginContext } from '../../sdk/index.js';
 import type { GuestView } from './changes.js';
@@ -18,8 +18,19 @@ export const devlxdEnabled = (config: Record<string, string>): boolean => !confi
 
 const keyOf = (project: string, name: string) => `${project}/${name}`;
 
+/** Guest sockets opened at once when a daemon starts with containers running. */
+const RESUME_IN_FLIGHT = 16;
+
+const isRunning = (inst: InstanceSummary) => inst.expandedConfig['volatile.last_state.power'] === 'RUNNING';
+
 export class GuestSockets {
+  /** The sockets' parent directory exists with its mode (made by the first open). */
+  private rootReady = false;
   private readonly endpoints = new Map<string, GuestEndpoint>();
+  /** While resume() runs: the instances stopped or removed since it listed them (not to be opened again). */
+  private resumeSkip: Set<string> | undefined;
+  /** Set at daemon stop: nothing opens any more. */
+  private closed = false;
   private refreshing: Promise<void> = Promise.resolve();
   /** Per instance, the last socket change in flight: a stop's cleanup must finish before the next start makes its socket. */
   private readonly pending = new Map<string, Promise<unknown>>();
@@ -71,12 +82,15 @@ export class GuestSockets {
     const key = keyOf(project, name);
     let endpoint = this.endpoints.get(key);
     if (!endpoint) {
-      // Mode 0755 all the way: the container's (mapped) root must traverse to bind-mount it.
-      await mkdir(this.root, { recursive: true, mode: 0o755 });
-      await chmod(this.root, 0o755);
+      // Mode 0755 all the way: the container's (mapped) root must traverse to bind-mount it (the root once).
+      if (!this.rootReady) {
+        mkdirSync(this.root, { recursive: true, mode: 0o755 });
+        chmodSync(this.root, 0o755);
+        this.rootReady = true;
+      }
       const dir = this.dirOf(project, name);
-      await mkdir(dir, { recursive: true, mode: 0o755 });
-      await chmod(dir, 0o755);
+      mkdirSync(dir, { recursive: true, mode: 0o755 });
+      chmodSync(dir, 0o755);
       endpoint = new GuestEndpoint(project, name, dir, view, this.deps);
       this.endpoints.set(key, endpoint);
     } else {
@@ -88,6 +102,7 @@ export class GuestSockets {
 
   /** The instance stopped or is gone: no socket, no directory. */
   forget(project: string, name: string): Promise<void> {
+    this.resumeSkip?.add(keyOf(project, name));
     return this.serial(project, name, async () => {
       const key = keyOf(project, name);
       const endpoint = this.endpoints.get(key);
@@ -136,23 +151,46 @@ export class GuestSockets {
     for (const project of new Set([...this.endpoints.values()].map((e) => e.project))) await this.refresh(project);
   }
 
-  /** Daemon start: every running container that was started with its directory gets its socket back. */
+  /**
+   * Daemon start: every running container that was started with its directory gets its socket back.
+   * It runs after the API serves (see index.ts): making a socket file costs about a millisecond and a
+   * half on a disk-backed file system, which with a thousand containers running was most of a restart.
+   * Each socket is opened from the instance as it is then, unless its container stopped meanwhile or
+   * a start already opened it.
+   */
   async resume(): Promise<void> {
     // A daemon stopped while it boots closes the store under this read: nothing to listen for then.
     const list = (await this.instances()?.list().catch((err) => {
       this.log.warn({ err }, 'listing instances for their guest sockets failed');
       return [];
     })) ?? [];
-    for (const inst of list) {
-      if (inst.type !== 'container' || inst.expandedConfig['volatile.last_state.power'] !== 'RUNNING') continue;
-      if (!devlxdEnabled(inst.expandedConfig) || !existsSync(this.dirOf(inst.project, inst.name))) continue;
-      await this.open(inst.project, inst.name, { config: inst.expandedConfig, devices: inst.expandedDevices })
-        .catch((err) => this.log.warn({ err, instance: inst.name }, 'the guest socket could not listen again'));
-    }
+    const wanted = list.filter((inst) => inst.type === 'container' && isRunning(inst) && devlxdEnabled(inst.expandedConfig)
+      && existsSync(this.dirOf(inst.project, inst.name)));
+    this.resumeSkip = new Set();
+    let next = 0;
+    await Promise.all(Array.from({ length: Math.min(RESUME_IN_FLIGHT, wanted.length) }, async () => {
+      while (next < wanted.length && !this.closed) {
+        const { project, name } = wanted[next++]!;
+        await this.serial(project, name, async () => {
+          const key = keyOf(project, name);
+          if (this.closed || this.resumeSkip?.has(key) || this.endpoints.has(key)) return;
+          const now = await this.readOne(project, name);
+          if (!now || !isRunning(now) || !devlxdEnabled(now.expandedConfig)) return;
+          const endpoint = await this.openNow(project, name, { config: now.expandedConfig, devices: now.expandedDevices });
+          // The daemon began to stop while this one was opening: closeAll() did not see it.
+          if (this.closed) {
+            this.endpoints.delete(key);
+            await endpoint.close();
+          }
+        }).catch((err) => this.log.warn({ err, instance: name }, 'the guest socket could not listen again'));
+      }
+    }));
+    this.resumeSkip = undefined;
   }
 
   /** Daemon stop: sockets close; the directories stay, mounted in the running containers. */
   async closeAll(): Promise<void> {
+    this.closed = true;
     await Promise.all([...this.endpoints.values()].map((e) => e.close()));
     this.endpoints.clear();
   }

@@ -60,8 +60,10 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools, service
     const out: Entry[] = managed.map((m) => ({ managed: m }));
     if (project === 'default') {
       const taken = new Set((await manager.list()).map((n) => n.name));
-      const unmanaged = hostInterfaceNames().filter((n) => !taken.has(n)).sort((a, b) => ifindex(a) - ifindex(b));
-      out.push(...unmanaged.map((n) => ({ unmanaged: n })));
+      // Each index read once (a sysfs read costs more than the rest of the listing), then sorted.
+      const unmanaged = hostInterfaceNames().filter((n) => !taken.has(n)).map((n) => ({ n, index: ifindex(n) }));
+      unmanaged.sort((a, b) => a.index - b.index);
+      out.push(...unmanaged.map(({ n }) => ({ unmanaged: n })));
     }
     return out;
   };

@@ -80,6 +80,49 @@ for (const kit of [sqliteKit, ...(hasEtcd ? [] : [etcdKit])]) {
     await store.close();
   });
 
+  test.serial(`${kit.label}: a listing is never stale: every acknowledged write and delete shows in the next one, racing listings included`, async (t) => {
+    const store = await kit.open();
+    const things = store.namespace('a').collection<{ n: number }>('things');
+    const names = (list: { name: string }[]) => list.map((d) => d.name).sort();
+    const expected = new Set<string>();
+    // Listings in flight while the writes land: a listing that overlapped a change must not be kept.
+    let racing = true;
+    const racer = (async () => {
+      while (racing) {
+        await Promise.all([things.list('p'), things.list('p', 'x'), things.list()]);
+        // A cached listing answers at once: let the writes' I/O run between rounds.
+        await new Promise((r) => setImmediate(r));
+      }
+    })();
+    for (let i = 0; i < 60; i++) {
+      const name = `x${i % 7}`;
+      if (expected.has(name) && i % 3 === 0) {
+        await things.delete('p', name);
+        expected.delete(name);
+      } else {
+        await things.put('p', name, { n: i });
+        expected.add(name);
+      }
+      t.deepEqual(names(await things.list('p')), [...expected].sort(), `after step ${i}`);
+      t.deepEqual(names(await things.list('p', 'x')), [...expected].sort(), `by prefix, after step ${i}`);
+      if (expected.has(name)) t.is((await things.list('p')).find((d) => d.name === name)?.doc.n, i, 'the document as written');
+    }
+    racing = false;
+    await racer;
+    // A caller changing what it was given changes nothing for the next caller.
+    const listed = await things.list('p');
+    listed[0]!.doc.n = -1;
+    t.not((await things.list('p'))[0]!.doc.n, -1);
+    // Inside a transaction its own writes are listed; outside, only once it committed.
+    await store.namespace('a').transaction(async (tx) => {
+      const inTx = tx.collection<{ n: number }>('things');
+      await inTx.put('p', 'y-in-tx', { n: 1 });
+      t.true((await inTx.list('p')).some((d) => d.name === 'y-in-tx'));
+    });
+    t.true((await things.list('p')).some((d) => d.name === 'y-in-tx'));
+    await store.close();
+  });
+
   test.serial(`${kit.label}: compare-and-swap refuses stale revisions and duplicate creations`, async (t) => {
     const store = await kit.open();
     const things = store.namespace('a').collection<{ n: number }>('things');

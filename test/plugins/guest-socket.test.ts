@@ -212,6 +212,9 @@ serial('a stopped container\'s socket is gone; a daemon killed and started again
     killed.child.kill('SIGKILL');
     await exited;
     d2 = await startDaemon({ plugins: 'full', dir });
+    // The API serves first; the running containers' sockets come back right after.
+    const restarted = d2;
+    await waitFor(async () => (await ask(restarted.socket, 'u3rs', '/1.0/config/user.k').catch(() => undefined))?.status === 200, 10_000, 'the guest socket back');
     t.deepEqual(await ask(d2.socket, 'u3rs', '/1.0/config/user.k'), { status: 200, body: 'v' }, 'the new daemon listens in the directory the container has mounted');
     t.is((await lxc(d2.socket, 'delete', '--force', 'u3rs')).status, 0);
   } finally {
