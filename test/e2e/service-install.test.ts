@@ -68,7 +68,9 @@ test('install-service.sh writes units with this checkout\'s paths that systemd-a
   const daemon = readFileSync(path.join(units, 'corrald.service'), 'utf8');
   const instances = readFileSync(path.join(units, 'corrald-instances.service'), 'utf8');
   const entry = path.join(projectRoot, 'dist', 'bin', 'corrald.js');
-  t.regex(daemon, new RegExp(`^ExecStart=${process.execPath.replace(/[.]/g, '\\.')} .*${entry} --dir /var/lib/corral-test --plugins edge$`, 'm'));
+  // The daemon runs from the full set's bundle, as `npm start` does (any set of its plugins with --plugins).
+  const bundle = path.join(projectRoot, 'dist', 'bundle', 'corrald-full.mjs');
+  t.regex(daemon, new RegExp(`^ExecStart=${process.execPath.replace(/[.]/g, '\\.')} .*${bundle} --dir /var/lib/corral-test --plugins edge$`, 'm'));
   t.regex(daemon, new RegExp(`^ExecStartPost=.* ${entry} waitready --dir /var/lib/corral-test --timeout 600$`, 'm'));
   t.regex(daemon, /^KillMode=process$/m, 'a stop or restart leaves the containers running');
   t.regex(instances, new RegExp(`^ExecStop=-.* ${entry} shutdown --dir /var/lib/corral-test$`, 'm'));

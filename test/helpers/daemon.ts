@@ -93,13 +93,14 @@ export async function stopDaemons(): Promise<void> {
 
 /**
  * `nodeArgs`: node options beside the daemon's own flags (the soak bench adds the inspector).
+ * `entry`: the daemon's file (dist/bin/corrald.js unless a bundle is named).
  * `env`: added to the daemon's environment. `--init auto` makes no bridge in tests unless `env`
  * names one in CORRAL_INIT_NETWORK: bridges are host-wide, and test daemons run side by side.
  */
-export async function startDaemon(opts: { plugins?: string; dir?: string; args?: string[]; nodeArgs?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<Daemon> {
+export async function startDaemon(opts: { plugins?: string; dir?: string; args?: string[]; nodeArgs?: string[]; env?: NodeJS.ProcessEnv; entry?: string } = {}): Promise<Daemon> {
   const dir = opts.dir ?? mkdtempSync(path.join(tmpdir(), 'corral-'));
   const socket = path.join(dir, 'unix.socket');
-  const child = spawn(process.execPath, [...nodeFlags, ...(opts.nodeArgs ?? []), corrald, '--dir', dir, '--plugins', opts.plugins ?? 'full', ...(opts.args ?? [])], {
+  const child = spawn(process.execPath, [...nodeFlags, ...(opts.nodeArgs ?? []), opts.entry ?? corrald, '--dir', dir, '--plugins', opts.plugins ?? 'full', ...(opts.args ?? [])], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, CORRAL_INIT_NETWORK: 'none', ...opts.env },
   });
@@ -206,7 +207,7 @@ export function collect(ws: WebSocket): any[] {
 }
 
 /** An `edge` daemon once `--init auto` has made its default pool: where every container test starts. */
-export async function startWithPool(opts: { dir?: string; plugins?: string; nodeArgs?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<Daemon> {
+export async function startWithPool(opts: { dir?: string; plugins?: string; nodeArgs?: string[]; env?: NodeJS.ProcessEnv; entry?: string } = {}): Promise<Daemon> {
   const daemon = await startDaemon({ plugins: 'edge', ...opts, args: ['--init', 'auto'] });
   await waitFor(async () => (await daemon.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 10000, 'the init pool');
   // The init gives the default profile its root disk after making the pool: on a loaded machine a test could come in between.
