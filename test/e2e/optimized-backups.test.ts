@@ -291,7 +291,10 @@ interop('optimized backups move between corral and the reference daemon both way
     // corral -> reference
     const ours = `cor-${suffix}`;
     await instanceWithSnapshots(ours);
-    t.is((await callAndWait(d, 'POST', `/1.0/instances/${ours}/backups`, { name: 'o', optimized_storage: true })).op.status, 'Success');
+    // Uncompressed for the reference to read. Under load, LXD 5.0.2 twice hung here for good: its tar reader
+    // waited on the pipe from its gzip unpacker, a pipe it closes only when the import ends (goroutine dump
+    // in a suite run). Reading a plain tarball it runs no unpacker. Our gzip backups are tested above.
+    t.is((await callAndWait(d, 'POST', `/1.0/instances/${ours}/backups`, { name: 'o', optimized_storage: true, compression_algorithm: 'none' })).op.status, 'Success');
     const tarball = await download(d.socket, `/1.0/instances/${ours}/backups/o/export`);
     const intoRef = await ref.call('POST', '/1.0/instances', tarball, { ...octet, 'X-LXD-pool': 'rb' });
     t.is(intoRef.op?.status, 'Success', `${intoRef.op?.err ?? intoRef.body}\n${ref.log()}`);
@@ -304,7 +307,7 @@ interop('optimized backups move between corral and the reference daemon both way
     writeFileSync(path.join(poolDir(), 'custom', 'cv', 'data.txt'), 'corral one');
     t.is((await callAndWait(d, 'POST', `${vols}/cv/snapshots`, { name: 'y1' })).op.status, 'Success');
     writeFileSync(path.join(poolDir(), 'custom', 'cv', 'data.txt'), 'corral two');
-    t.is((await callAndWait(d, 'POST', `${vols}/cv/backups`, { name: 'o', optimized_storage: true })).op.status, 'Success');
+    t.is((await callAndWait(d, 'POST', `${vols}/cv/backups`, { name: 'o', optimized_storage: true, compression_algorithm: 'none' })).op.status, 'Success');
     const ourVol = await download(d.socket, `${vols}/cv/backups/o/export`);
     const volIntoRef = await ref.call('POST', rvols, ourVol, octet);
     t.is(volIntoRef.op?.status, 'Success', `${volIntoRef.op?.err ?? volIntoRef.body}\n${ref.log()}`);
