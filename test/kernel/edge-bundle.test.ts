@@ -10,9 +10,10 @@ import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } fr
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { killContainers, nodeFlags, projectRoot, startDaemon, superviseDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
-import { lxc, lxcOk } from '../helpers/clients.js';
+import { lxcOk } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { withLxcClient } from '../helpers/needs.js';
+import { checkOneFile, endBundleDaemon } from '../helpers/bundle-checks.js';
 
 const BUNDLE = path.join(projectRoot, 'dist', 'bundle', 'corrald-edge.mjs');
 const serial = withLxcClient();
@@ -50,23 +51,10 @@ test.before(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'corral-x1-bundle-'));
 });
 
-test.after.always(async () => {
-  if (d) {
-    const list = await lxc(d.socket, 'list', '--format', 'json').catch(() => undefined);
-    for (const c of JSON.parse(list?.stdout || '[]')) await lxc(d.socket, 'delete', '--force', c.name);
-    await d.stop();
-  }
-  killContainers(dir);
-  rmSync(dir, { recursive: true, force: true });
-  if (image) rmSync(image.dir, { recursive: true, force: true });
-});
+test.after.always(() => endBundleDaemon(d, dir, image?.dir));
 
 test.serial('npm run build writes the edge bundle as one file', (t) => {
-  t.true(existsSync(BUNDLE), `${BUNDLE} is missing: npm run build makes it`);
-  // One file: nothing of the kernel, sdk or plugins is imported from dist/ (only node's builtins at its top).
-  const text = readFileSync(BUNDLE, 'utf8');
-  t.notRegex(text, /from\s*["']\.\.?\//);
-  t.notRegex(text, /import\(["']\.\.?\//);
+  checkOneFile(t, BUNDLE);
 });
 
 serial('the edge bundle serves lxc info, list, profile list and storage list as the edge set does', async (t) => {

@@ -7,13 +7,14 @@
  * files, which are read from beside the compiled plugin.
  */
 import test from 'ava';
-import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { killContainers, projectRoot, startDaemon, startWithPool, type Daemon } from '../helpers/daemon.js';
-import { lxc, lxcOk } from '../helpers/clients.js';
+import { projectRoot, startDaemon, startWithPool, type Daemon } from '../helpers/daemon.js';
+import { lxcOk } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { withLxcClient } from '../helpers/needs.js';
+import { checkOneFile, endBundleDaemon } from '../helpers/bundle-checks.js';
 
 const BUNDLE = path.join(projectRoot, 'dist', 'bundle', 'corrald-full.mjs');
 const serial = withLxcClient();
@@ -26,22 +27,10 @@ test.before(() => {
   dir = mkdtempSync(path.join(tmpdir(), 'corral-x4-full-bundle-'));
 });
 
-test.after.always(async () => {
-  if (d) {
-    const list = await lxc(d.socket, 'list', '--format', 'json').catch(() => undefined);
-    for (const c of JSON.parse(list?.stdout || '[]')) await lxc(d.socket, 'delete', '--force', c.name);
-    await d.stop();
-  }
-  killContainers(dir);
-  rmSync(dir, { recursive: true, force: true });
-  if (image) rmSync(image.dir, { recursive: true, force: true });
-});
+test.after.always(() => endBundleDaemon(d, dir, image?.dir));
 
 test.serial('npm run build writes the full bundle as one file, and npm start runs it', (t) => {
-  t.true(existsSync(BUNDLE), `${BUNDLE} is missing: npm run build makes it`);
-  const text = readFileSync(BUNDLE, 'utf8');
-  t.notRegex(text, /from\s*["']\.\.?\//);
-  t.notRegex(text, /import\(["']\.\.?\//);
+  checkOneFile(t, BUNDLE);
   const scripts = JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')).scripts as Record<string, string>;
   t.regex(scripts.start!, /dist\/bundle\/corrald-full\.mjs/);
 });
