@@ -18,6 +18,7 @@ import { startWithPool, type Daemon } from '../test/helpers/daemon.js';
 import { buildBusyboxImage } from '../test/helpers/busybox-image.js';
 import { importImage } from '../test/helpers/api.js';
 import { call } from './containers.js';
+import { fetchRaw } from './scale.js';
 
 interface Row { scenario: string; value: string; target?: string }
 
@@ -33,16 +34,6 @@ const TICKS = 100;
 function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) / TICKS;
-}
-
-function fetchBody(socketPath: string, url: string): Promise<{ status: number; body: Buffer }> {
-  return new Promise((resolve, reject) => {
-    http.get({ socketPath, path: url }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
-    }).on('error', reject);
-  });
 }
 
 /** The bare server, serving `answers` (URL to body). */
@@ -77,6 +68,7 @@ export async function readPathScenarios(rows: Row[], results: Record<string, unk
   const out: Record<string, unknown> = { load: readFileSync('/proc/loadavg', 'utf8').trim(), connections: CONNECTIONS, seconds: SECONDS };
   results.read_path = out;
   let bare: Awaited<ReturnType<typeof startBare>> | undefined;
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   try {
     const image = buildBusyboxImage('gzip');
     await importImage(d, image.unified, 'bb');
@@ -86,7 +78,7 @@ export async function readPathScenarios(rows: Row[], results: Record<string, unk
     const urls = ENDPOINTS.flatMap((u) => [u, u === '/1.0' ? undefined : `${u}?recursion=1`]).filter((u): u is string => !!u);
     const answers = new Map<string, Buffer>();
     for (const url of urls) {
-      const res = await fetchBody(d.socket, url);
+      const res = await fetchRaw(agent, d.socket, url);
       if (res.status !== 200) throw new Error(`GET ${url}: ${res.status} ${res.body.toString().slice(0, 200)}`);
       answers.set(url, res.body);
     }
@@ -115,7 +107,7 @@ export async function readPathScenarios(rows: Row[], results: Record<string, unk
         while (next < names.length) await call(d, 'POST', '/1.0/instances', { name: names[next++], source: { type: 'none' } });
       }));
       const url = '/1.0/instances?recursion=1';
-      const res = await fetchBody(d.socket, url);
+      const res = await fetchRaw(agent, d.socket, url);
       const count = (JSON.parse(res.body.toString()).metadata as unknown[]).length;
       bare = await startBare(dir, new Map([[url, res.body]]));
       const corral = await load(d.socket, d.child.pid!, url);
@@ -130,6 +122,7 @@ export async function readPathScenarios(rows: Row[], results: Record<string, unk
       });
     }
   } finally {
+    agent.destroy();
     bare?.stop();
     await d.stop();
     rmSync(dir, { recursive: true, force: true });

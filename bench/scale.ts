@@ -40,7 +40,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** One keep-alive connection's GET, returning the raw bytes (no parse: the floor does not parse either). */
-function fetchRaw(agent: http.Agent, socketPath: string, url: string, method = 'GET', body?: unknown): Promise<{ status: number; body: Buffer }> {
+export function fetchRaw(agent: http.Agent, socketPath: string, url: string, method = 'GET', body?: unknown): Promise<{ status: number; body: Buffer }> {
   const payload = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const req = http.request({ socketPath, agent, method, path: url, headers: payload ? { 'content-type': 'application/json' } : {} }, (res) => {

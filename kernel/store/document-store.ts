@@ -22,8 +22,8 @@ const toDoc = <T>(row: Row): StoredDoc<T> => ({ project: row.project, name: row.
 
 /** Rows kept in memory for `get`; every change (own or, on etcd, another member's) passes through publish(). */
 const ROW_CACHE_MAX = 20_000;
-/** Listings kept for `list`, per collection, dropped by any change to it; big ones are read every time. */
-const LIST_CACHE_MAX = 512;
+/** Listings kept for `list`, per collection (dropped by any change to it); big ones are read every time. */
+const LISTS_PER_COLLECTION_MAX = 64;
 const LIST_ROWS_MAX = 2_000;
 const collectionKey = (namespace: string, collection: string) => `${namespace}\0${collection}`;
 
@@ -37,7 +37,6 @@ export class DocumentStore {
   private readonly rows = new Map<string, Row>();
   /** Listings by collection, then by project and name prefix. */
   private readonly lists = new Map<string, Map<string, Row[]>>();
-  private listCount = 0;
   /** Bumped by every published change: a read that overlapped one does not fill the cache. */
   private changeCount = 0;
 
@@ -207,7 +206,12 @@ export class DocumentStore {
    * is current; the cache (fed by the watch, unchecked) could miss another member's acknowledged write.
    */
   readableRow(key: string): Row | undefined {
-    return this.backend.mirrored ? undefined : this.cachedRow(key);
+    return this.readsCached() ? this.rows.get(key) : undefined;
+  }
+
+  /** Whether reads outside a write may be answered from memory (see readableRow()). */
+  private readsCached(): boolean {
+    return !this.backend.mirrored && this.backend.reachable;
   }
 
   /** @internal The change count to hand back to rememberRow() once a read finishes. */
@@ -224,19 +228,15 @@ export class DocumentStore {
 
   /** @internal A listing for a read outside a write, under the same rules as readableRow(). */
   readableList(collection: string, key: string): Row[] | undefined {
-    return this.backend.mirrored || !this.backend.reachable ? undefined : this.lists.get(collection)?.get(key);
+    return this.readsCached() ? this.lists.get(collection)?.get(key) : undefined;
   }
 
   /** @internal */
   rememberList(collection: string, key: string, rows: Row[], stamp: number): void {
     if (stamp !== this.changeCount || rows.length > LIST_ROWS_MAX) return;
-    if (this.listCount >= LIST_CACHE_MAX) {
-      this.lists.clear();
-      this.listCount = 0;
-    }
     let byKey = this.lists.get(collection);
     if (!byKey) this.lists.set(collection, (byKey = new Map()));
-    if (!byKey.has(key)) this.listCount++;
+    else if (byKey.size >= LISTS_PER_COLLECTION_MAX) byKey.clear();
     byKey.set(key, rows);
   }
 
@@ -244,7 +244,6 @@ export class DocumentStore {
   private forget(): void {
     this.rows.clear();
     this.lists.clear();
-    this.listCount = 0;
     this.changeCount++;
   }
 
@@ -252,11 +251,7 @@ export class DocumentStore {
     if (changes.length) this.changeCount++;
     for (const change of changes) {
       this.rows.delete(addressKey(change));
-      const listed = this.lists.get(collectionKey(change.namespace, change.collection));
-      if (listed) {
-        this.listCount -= listed.size;
-        this.lists.delete(collectionKey(change.namespace, change.collection));
-      }
+      this.lists.delete(collectionKey(change.namespace, change.collection));
     }
     if (written) for (const [key, row] of written) this.rememberRow(key, row, this.changeCount);
     for (const change of changes) for (const listener of this.listeners) listener(change);

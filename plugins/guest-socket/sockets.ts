@@ -153,7 +153,7 @@ export class GuestSockets {
 
   /**
    * Daemon start: every running container that was started with its directory gets its socket back.
-   * It runs after the API serves (see index.ts): making a socket file costs about a millisecond and a
+   * The API does not wait for it (see index.ts): making a socket file costs about a millisecond and a
    * half on a disk-backed file system, which with a thousand containers running was most of a restart.
    * Each socket is opened from the instance as it is then, unless its container stopped meanwhile or
    * a start already opened it.
