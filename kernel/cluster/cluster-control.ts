@@ -222,7 +222,7 @@ export class KernelClusterControl implements ClusterControl {
       if (!running) throw unavailable('This server is not clustered: it has no cluster database');
       const { conn, urls } = running;
       const list = await conn.call((c) => c.cluster.memberList({ linearizable: true } as never));
-      const self = list.members.find((m) => m.peerURLs.includes(urls.peerUrl));
+      const self = ownEtcdMember(list.members, urls);
       if (!self) throw conflict('This member is not in the cluster database');
       if (self.isLearner) return;
       if (list.members.some((m) => m.isLearner)) throw conflict('etcd keeps one standby at most, and another member is one already');
@@ -280,7 +280,10 @@ export class KernelClusterControl implements ClusterControl {
       // What the cluster held, for telling listeners it is gone (unreadable when this member was removed first).
       const before = await this.deps.store().dumpBackend().catch(() => undefined);
       // Still a member of the database: take this member out, so the others keep their quorum count right.
-      const self = await running.conn.call((c) => c.maintenance.status()).then((s) => s.header.member_id, () => undefined);
+      // Found by its peer URL, never by asking "who answers": once removed, its etcd stops and the
+      // connection moves to another member, whose id that answer would be (and that member would go).
+      const self = await running.conn.call((c) => c.cluster.memberList({ linearizable: true } as never))
+        .then((list) => ownEtcdMember(list.members, running.urls)?.ID, () => undefined);
       if (self) await this.removeEtcdMember(self).catch((err: Error) => this.deps.log.warn({ err }, 'could not remove this member from the cluster database'));
       // A fresh standalone store: what this member held belongs to the cluster.
       if (this.deps.storeFile !== ':memory:') {
@@ -508,6 +511,11 @@ export class KernelClusterControl implements ClusterControl {
       this.busy = false;
     }
   }
+}
+
+/** This daemon's etcd member in a member list: the one advertising its peer URL. */
+function ownEtcdMember<M extends { peerURLs: string[] }>(members: M[], urls: EtcdMemberUrls): M | undefined {
+  return members.find((m) => m.peerURLs.includes(urls.peerUrl));
 }
 
 /** Client URLs of the other members of an etcd --initial-cluster value (every member serves clients on its peer host). */

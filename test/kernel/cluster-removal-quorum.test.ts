@@ -2,7 +2,8 @@
  * etcd runs without its strict reconfiguration check (decision 0062), so ClusterControl checks a voter's
  * removal itself: three voters on loopback (127.0.24.1-3), one of them frozen (SIGSTOP of its etcd):
  * removing another voter would leave two voters of which one answers, and is refused with a 503 that says
- * so, nothing changed; once the frozen one answers again the same removal goes through.
+ * so, nothing changed; once the frozen one answers again the same removal goes through. A removed member
+ * that leaves afterwards (its etcd gone, its connection on another member's) takes no one else along.
  */
 import test from 'ava';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -72,4 +73,15 @@ serial('a voter is removed only while a quorum of the voters left answers', asyn
     return true;
   }, 10_000), 'removed once m3 answers again');
   t.deepEqual((await control(a).etcdMembers()).map((m) => m.name).sort(), ['m1', 'm3']);
+});
+
+serial('a removed member that leaves afterwards takes no other member out with it', async (t) => {
+  const [a, b] = kernels as [Kernel, Kernel, Kernel];
+  // m2 was removed above: its etcd stops by itself, and its connection moves to another member's etcd.
+  t.true(await until(async () => !(await control(b).etcdMembers()).some((m) => m.name === 'm2'), 10_000), 'm2 reads the database through another member');
+  await control(b).leave();
+  t.deepEqual((await control(a).etcdMembers()).map((m) => m.name).sort(), ['m1', 'm3'], 'both remaining voters are still members');
+  // A linearizable member list needs a quorum: both members still answer one.
+  const c = kernels[2]!;
+  t.true(await until(async () => (await control(c).etcdMembers()).length === 2, 5_000), 'the cluster keeps its quorum');
 });
