@@ -16,10 +16,14 @@ import { scheduleHourMs } from './tasks.js';
 
 /** Membership changes come in bursts (a join publishes several times): one pass once they settle. */
 const SETTLE_MS = 2_000;
-/** A pass that left copies missing (a member could not take one yet) tries again this much later. */
-const RETRY_MS = 10_000;
+/**
+ * A pass that left copies missing (a member could not take one yet, as while a demotion moves its
+ * database member) tries again after 2 s, then 4, 8… up to a minute.
+ */
+const RETRY_FIRST_MS = 2_000;
+const RETRY_MAX_MS = 60_000;
 /** How many such retries before waiting for the next hour or membership change. */
-const RETRIES = 6;
+const RETRIES = 8;
 
 export class ImageReplicaPass {
   private readonly hourMs = scheduleHourMs();
@@ -75,7 +79,7 @@ export class ImageReplicaPass {
       this.running = this.pass()
         .then((complete) => {
           if (complete) this.retries = 0;
-          else if (this.retries++ < RETRIES) this.runSoon(RETRY_MS);
+          else if (this.retries < RETRIES) this.runSoon(Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** this.retries++));
         })
         .catch((err) => this.ctx.log.warn({ err }, 'the image replica pass failed'))
         .finally(() => { this.running = undefined; });
