@@ -5,8 +5,9 @@ import type { TLSSocket } from 'node:tls';
 import type { IncomingMessage } from 'node:http';
 import { createHash } from 'node:crypto';
 import type Logger from 'bunyan';
-import { ApiError, forbidden, type AuthDecision, type TlsClient } from '../../sdk/index.js';
-import { allowedStatus, errorBody } from './envelope.js';
+import { forbidden, type AuthDecision, type TlsClient } from '../../sdk/index.js';
+import { toHapi } from './answer.js';
+import { errorAnswer } from './error-answer.js';
 import { answerClientErrors } from './client-errors.js';
 import { keepConnectionsOpen } from './connection-timeouts.js';
 import { requestTarget } from './request-target.js';
@@ -82,41 +83,11 @@ export function createHapiServer(opts: ServerOptions): Hapi.Server {
       if (extra && response) for (const [name, value] of Object.entries(extra)) (response as Hapi.ResponseObject).header(name, value);
       return h.continue;
     }
-    const { status, message, metadata } = describeError(response);
-    if (status === 500) opts.log.error({ err: response, path: request.path }, 'request failed');
-    else if (response instanceof ApiError && response.cause) opts.log.warn({ err: rootCause(response), path: request.path }, `request refused: ${message}`);
-    else if (!(response instanceof ApiError)) opts.log.debug({ err: response, path: request.path }, 'request refused by the HTTP layer');
-    const answer = h.response(errorBody(status, message, metadata)).type('application/json').code(status);
+    const answer = toHapi(h, errorAnswer(response, opts.log, request.path));
     if (extra) for (const [name, value] of Object.entries(extra)) answer.header(name, value);
     return answer;
   };
   return server;
-}
-
-/** The original failure under the refusals that wrapped it (the client read only the outermost, in our words). */
-function rootCause(err: Error): unknown {
-  let cause: unknown = err;
-  while (cause instanceof Error && cause.cause !== undefined) cause = cause.cause;
-  return cause;
-}
-
-/** What hapi itself refuses, in our words (its own text, and that of the libraries under it, stays in the log). */
-const HAPI_REFUSALS: Partial<Record<number, string>> = {
-  400: 'Bad request',
-  401: 'Not authorized',
-  403: 'Not authorized',
-  404: 'Not found',
-  405: 'Method not allowed',
-  408: 'The request did not arrive in time',
-  413: 'Request body too large',
-  415: 'Unsupported content type',
-};
-
-function describeError(err: Boom): { status: ReturnType<typeof allowedStatus>; message: string; metadata: unknown } {
-  if (err instanceof ApiError) return { status: err.status, message: err.message, metadata: err.metadata };
-  const code = err.output.statusCode;
-  if (code >= 500) return { status: 500, message: 'Internal server error', metadata: null };
-  return { status: allowedStatus(code), message: HAPI_REFUSALS[code] ?? 'Bad request', metadata: null };
 }
 
 export type Authenticator = (client: TlsClient) => Promise<AuthDecision | undefined>;

@@ -4,7 +4,7 @@
  * body shape, the plugin's handler, and rendering of its response into the envelopes.
  */
 import type Hapi from '@hapi/hapi';
-import type { Request, ResponseToolkit } from '@hapi/hapi';
+import type { Request } from '@hapi/hapi';
 import type { Readable } from 'node:stream';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type Logger from 'bunyan';
@@ -16,6 +16,8 @@ import { errorStatuses } from '../openapi/error-answers.js';
 import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } from '../filter/index.js';
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
 import { asyncBody, encodeItem, encodeItemToKeep, etagOf, syncBody, syncListBody } from './envelope.js';
+import { ABANDONED, jsonAnswer, toHapi, type Answer } from './answer.js';
+import { fastRouteOf, installFastLane, type FastRoute, type Incoming } from './fast-lane.js';
 import { checkDeclaredLength, readBody } from './request-body.js';
 import { servedPaths } from './route-paths.js';
 import { READ_REVISION_HEADER, stripPeerHeaders } from '../cluster/peer-headers.js';
@@ -36,7 +38,7 @@ const DEFAULT_ANSWERS: readonly AnswerKind[] = ['sync'];
 /** A PATCH body is a JSON object; its fields are checked once merged, against the PUT shape. */
 const PATCH_BODY = objectBody();
 
-export type Authenticate = (request: Request, access: string) => Promise<Caller>;
+export type Authenticate = (raw: IncomingMessage, access: string) => Promise<Caller>;
 
 export interface PipelineOptions {
   log: Logger;
@@ -51,6 +53,8 @@ export interface PipelineOptions {
   serverName: () => string;
   /** Forwarding to other cluster members (kernel/cluster); absent: every request is answered here. */
   forwarding?: Forwarding;
+  /** Plain reads go around hapi (fast-lane.ts) unless this is false. */
+  fastLane?: boolean;
 }
 
 /** What the pipeline asks of the cluster layer before a handler runs or a websocket is accepted. */
@@ -126,20 +130,33 @@ export class RoutePipeline {
     return this.routes;
   }
 
-  /** Put every route on a hapi server (one per listener), authenticating callers with `authenticate`. */
-  /** `only`: the paths this server serves (a listener for part of the API); all when undefined. */
-  install(server: Hapi.Server, authenticate: Authenticate, only?: ReadonlySet<string>): void {
+  /**
+   * Put every route on a hapi server (one per listener), authenticating callers with `authenticate`.
+   * `only`: the paths this server serves (a listener for part of the API); all when undefined.
+   * `extra`: the listener's headers on every answer (the fast lane adds them as its onPreResponse does).
+   */
+  install(server: Hapi.Server, authenticate: Authenticate, only?: ReadonlySet<string>, extra?: () => Readonly<Record<string, string>> | undefined): void {
+    const fast = new Map<string, FastRoute>();
     // One hapi route per path, whatever its verbs: hapi checks and copies every route's options when it is
     // added, which made adding one per verb the largest part of a cold start (decision 0002, issue 21).
     for (const { route, path, fixed, specs } of this.servedPaths()) {
       if (only && !only.has(path)) continue;
-      server.route({ method: '*', path, options: { payload: UNREAD_PAYLOAD }, handler: (request, h) => {
+      const get = specs.get('get');
+      const plainRead = get && !get.rawBody && !route.websocket;
+      if (plainRead) {
+        const fastRoute = fastRouteOf(path, (incoming) => this.serve(incoming, route, fixed, 'get', get, authenticate));
+        if (fastRoute) fast.set(path, fastRoute);
+      }
+      server.route({ method: '*', path, options: { payload: UNREAD_PAYLOAD }, handler: async (request, h) => {
         // HEAD is a GET without its body, as hapi serves it for GET routes. Bodies are JSON whatever Content-Type
         // a client sends (curl -d says form data), so the kernel reads and parses them itself, within the
         // route's limit (request-body.ts); hapi reads none for GET and HEAD.
         const verb = (request.method === 'head' ? 'get' : request.method) as Verb;
         const spec = specs.get(verb);
-        if (spec) return this.serve(request, h, route, fixed, verb, spec, authenticate);
+        if (spec) {
+          const answer = await this.serve(incomingOf(request), route, fixed, verb, spec, authenticate);
+          return answer === ABANDONED ? h.abandon : toHapi(h, answer);
+        }
         // Browsers ask before cross-origin calls; the answer carries no body.
         if (request.method === 'options') return h.response().code(200);
         if (request.method === 'get' && route.websocket) throw badRequest('This endpoint needs a websocket upgrade');
@@ -147,6 +164,7 @@ export class RoutePipeline {
       } });
     }
     server.route({ method: '*', path: '/{any*}', options: { payload: UNREAD_PAYLOAD }, handler: () => { throw notFound(); } });
+    if (this.opts.fastLane !== false) installFastLane(server, fast, this.opts.log, extra);
   }
 
   /** Every `METHOD path` (hapi's path syntax) that install() serves, websockets aside. */
@@ -186,10 +204,10 @@ export class RoutePipeline {
   }
 
   private async serve(
-    request: Request, h: ResponseToolkit, route: RouteDescriptor, fixed: Readonly<Record<string, string>>, verb: Verb, spec: VerbSpec, authenticate: Authenticate,
-  ) {
+    incoming: Incoming, route: RouteDescriptor, fixed: Readonly<Record<string, string>>, verb: Verb, spec: VerbSpec, authenticate: Authenticate,
+  ): Promise<Answer | typeof ABANDONED> {
     try {
-      const answer = () => this.answer(request, h, route, fixed, verb, spec, authenticate);
+      const answer = () => this.answer(incoming, route, fixed, verb, spec, authenticate);
       if (!this.forwarding) return await answer();
       // In a cluster a request's reads share one freshness check of the store's copy; the request itself
       // is news to the requests already running, whose next reads check again (kernel/store/read-scope.ts).
@@ -202,15 +220,15 @@ export class RoutePipeline {
   }
 
   private async answer(
-    request: Request, h: ResponseToolkit, route: RouteDescriptor, fixed: Readonly<Record<string, string>>, verb: Verb, spec: VerbSpec, authenticate: Authenticate,
-  ) {
+    incoming: Incoming, route: RouteDescriptor, fixed: Readonly<Record<string, string>>, verb: Verb, spec: VerbSpec, authenticate: Authenticate,
+  ): Promise<Answer | typeof ABANDONED> {
     const access = spec.access ?? 'trusted';
-    const caller = await authenticate(request, access);
-    if (!caller.peer) stripPeerHeaders(request.raw.req.headers);
-    else adoptPeerRevision(request.raw.req.headers[READ_REVISION_HEADER]);
-    const build = (body: unknown) => this.buildRequest(request.method, request.path, request.params as Record<string, string>, fixed, request.query as Record<string, unknown>,
-      request.headers as Record<string, string | undefined>, caller, body, spec.rawBody ? (request.payload as NodeJS.ReadableStream) : undefined,
-      request.raw.res);
+    const { raw, res } = incoming;
+    const caller = await authenticate(raw, access);
+    if (!caller.peer) stripPeerHeaders(raw.headers);
+    else adoptPeerRevision(raw.headers[READ_REVISION_HEADER]);
+    const build = (body: unknown) => this.buildRequest(incoming.method, incoming.path, incoming.params, fixed, incoming.query,
+      raw.headers, caller, body, spec.rawBody ? incoming.payload : undefined, res);
     const forwarding = this.forwarding;
     // In a cluster the caller's access is checked here, then the request may go, body unread, to the member that answers it.
     const early = forwarding ? build(undefined) : undefined;
@@ -219,13 +237,13 @@ export class RoutePipeline {
       await this.checkProject(early);
       const member = await forwarding!.target(route.locate, early);
       if (member) {
-        await forwarding!.proxy(member, request.raw.req, (request.payload as Readable | undefined) ?? request.raw.req, request.raw.res, caller);
-        return h.abandon;
+        await forwarding!.proxy(member, raw, incoming.payload ?? raw, res, caller);
+        return ABANDONED;
       }
     }
     const limit = spec.maxBytes ?? DEFAULT_MAX_BYTES;
-    if (spec.rawBody) checkDeclaredLength(request.raw.req.headers, limit);
-    const payload = spec.rawBody || verb === 'get' ? undefined : await readBody(request.payload as Readable, request.raw.req.headers, limit);
+    if (spec.rawBody) checkDeclaredLength(raw.headers, limit);
+    const payload = spec.rawBody || verb === 'get' ? undefined : await readBody(incoming.payload as Readable, raw.headers, limit);
     const body = spec.rawBody ? undefined : parseJsonBody(payload);
     let req: KernelRequest;
     if (early) {
@@ -248,7 +266,7 @@ export class RoutePipeline {
       })
       : await spec.handler(req);
     this.checkDeclared(route, verb, spec, response);
-    return this.render(h, req, response, filter);
+    return this.render(req, response, filter);
   }
 
   /**
@@ -319,18 +337,18 @@ export class RoutePipeline {
     );
   }
 
-  private async render(h: ResponseToolkit, req: KernelRequest, response: ApiResponse, filter: CompiledFilter | undefined) {
+  private async render(req: KernelRequest, response: ApiResponse, filter: CompiledFilter | undefined): Promise<Answer> {
     switch (response.kind) {
       case 'sync': {
-        const r = h.response(this.serialise(response.metadata)).type('application/json');
-        if (response.etag !== undefined) r.header('ETag', `"${this.etag(response.etag)}"`);
-        if (response.location) r.header('Location', response.location);
-        for (const [name, value] of Object.entries(response.headers ?? {})) r.header(name, value);
-        return r;
+        const headers: Record<string, string> = {};
+        if (response.etag !== undefined) headers.ETag = `"${this.etag(response.etag)}"`;
+        if (response.location) headers.Location = response.location;
+        Object.assign(headers, response.headers);
+        return jsonAnswer(this.serialise(response.metadata), 200, headers);
       }
       case 'operation': {
         const view = response.operation.view();
-        return h.response(asyncBody(view)).type('application/json').code(202).header('Location', response.operation.url);
+        return jsonAnswer(asyncBody(view), 202, { Location: response.operation.url });
       }
       case 'collection': {
         const level = req.recursion === 0 ? 1 : req.recursion;
@@ -345,13 +363,10 @@ export class RoutePipeline {
         const metadata = req.recursion === 0
           ? items.map((item) => response.url(item))
           : objects ?? (await settled(items.map((item) => response.render(item, level))));
-        return h.response(req.recursion === 0 ? syncBody(metadata) : syncListBody(metadata.map((item) => this.fragment(item)))).type('application/json');
+        return jsonAnswer(req.recursion === 0 ? syncBody(metadata) : syncListBody(metadata.map((item) => this.fragment(item))));
       }
-      case 'raw': {
-        const r = h.response(response.body as any).type(response.contentType).code(response.status ?? 200);
-        for (const [name, value] of Object.entries(response.headers ?? {})) r.header(name, value);
-        return r;
-      }
+      case 'raw':
+        return { status: response.status ?? 200, type: response.contentType, headers: response.headers, body: response.body };
     }
   }
 
@@ -375,12 +390,20 @@ export class RoutePipeline {
   }
 }
 
-/** Objects handed back unchanged (cached answers) are computed once; anything else every time. */
+/** What the pipeline needs of a request hapi received. */
+function incomingOf(request: Request): Incoming {
+  return {
+    method: request.method, path: request.path, params: request.params as Record<string, string>, query: request.query as Record<string, unknown>,
+    raw: request.raw.req, res: request.raw.res, payload: request.payload as Readable | undefined,
+  };
+}
+
 /** Promise.all, skipped when no item is a promise (views kept by their plugin come back as they are). */
 function settled(results: unknown[]): unknown[] | Promise<unknown[]> {
   return results.some((r) => typeof (r as PromiseLike<unknown> | undefined)?.then === 'function') ? Promise.all(results) : results;
 }
 
+/** Objects handed back unchanged (cached answers) are computed once; anything else every time. */
 function memoByIdentity(cache: WeakMap<object, string>, value: unknown, compute: (value: unknown) => string): string {
   if (typeof value !== 'object' || value === null) return compute(value);
   let result = cache.get(value);

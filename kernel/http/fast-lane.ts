@@ -1,0 +1,136 @@
+/**
+ * Plain reads beside hapi (decision 0079). hapi's request lifecycle (its request object, extension
+ * points, response marshalling) was more than half of what a GET cost the daemon. A GET that asks for
+ * nothing hapi adds (no body, no conditional or range headers, no browser origin, a path as sent with no
+ * escapes or dot segments) and whose path hapi's own router matches to a pipeline route is answered by
+ * the pipeline here, on Node's response, with the headers hapi would send. Everything else, and every
+ * request while the listener stops, goes to hapi as before.
+ */
+import type Hapi from '@hapi/hapi';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { parse as parseQueryString } from 'node:querystring';
+import type { Readable } from 'node:stream';
+import type Logger from 'bunyan';
+import { ABANDONED, writeAnswer, type Answer } from './answer.js';
+import { errorAnswer } from './error-answer.js';
+
+/** What the pipeline needs of a request, whichever lane received it. */
+export interface Incoming {
+  /** Lower case, as hapi names it. */
+  method: string;
+  path: string;
+  params: Record<string, string>;
+  query: Record<string, unknown>;
+  raw: IncomingMessage;
+  res: ServerResponse;
+  /** The body as hapi hands it over (unread); none in the fast lane, which takes no bodies. */
+  payload: Readable | undefined;
+}
+
+export interface FastRoute {
+  /** Where the path's parameters are: segment index and name. */
+  params: readonly (readonly [number, string])[];
+  serve(incoming: Incoming): Promise<Answer | typeof ABANDONED>;
+}
+
+/** How long a stopping listener waits for the reads it is answering before hapi closes the connections. */
+const DRAIN_BOUND_MS = 2_000;
+
+/** hapi's `{name}` filling a whole segment; optional, multi-segment and partial parameters stay with hapi. */
+const WHOLE_SEGMENT = /^\{(\w+)\}$/;
+
+/** The fast lane's view of a route path, or undefined when its parameters are not whole segments. */
+export function fastRouteOf(path: string, serve: FastRoute['serve']): FastRoute | undefined {
+  const params: [number, string][] = [];
+  const segments = path.split('/');
+  for (let i = 0; i < segments.length; i++) {
+    if (!segments[i]!.includes('{')) continue;
+    const name = WHOLE_SEGMENT.exec(segments[i]!)?.[1];
+    if (!name) return undefined;
+    params.push([i, name]);
+  }
+  return { params, serve };
+}
+
+/** Headers that ask for what hapi does (conditional answers, ranges) or checks (a browser's origin). */
+const HAPI_HEADERS = ['origin', 'range', 'if-range', 'if-none-match', 'if-modified-since', 'upgrade', 'transfer-encoding'];
+
+function plainRead(req: IncomingMessage): boolean {
+  if (req.method !== 'GET') return false;
+  const headers = req.headers;
+  for (const name of HAPI_HEADERS) if (headers[name] !== undefined) return false;
+  const length = headers['content-length'];
+  if (length !== undefined && length !== '0') return false;
+  const url = req.url;
+  // What hapi's own steps would change: escapes and dot segments (listeners.ts), a trailing or doubled slash, a fragment.
+  return url !== undefined && url[0] === '/' && !url.includes('%') && !url.includes('/.') && !url.includes('#') && !url.includes('//');
+}
+
+/**
+ * Put the fast lane in front of hapi on `server`'s listener for `routes` (by hapi route path). `extra`:
+ * the listener's headers on every answer.
+ */
+export function installFastLane(
+  server: Hapi.Server, routes: ReadonlyMap<string, FastRoute>, log: Logger, extra?: () => Readonly<Record<string, string>> | undefined,
+): void {
+  const listener = server.listener;
+  const [hapiDispatch] = listener.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
+  if (!hapiDispatch || routes.size === 0) return;
+  let inFlight = 0;
+  let closing = false;
+  let drained: (() => void) | undefined;
+  const done = () => {
+    if (--inFlight === 0) drained?.();
+  };
+
+  const take = (req: IncomingMessage, res: ServerResponse): boolean => {
+    if (closing || !server.info.started || !plainRead(req)) return false;
+    const url = req.url!;
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    if (path.length > 1 && path.endsWith('/')) return false;
+    let route: FastRoute | undefined;
+    try {
+      // hapi's router decides which route a path is, in both lanes alike.
+      const matched = server.match('get', path);
+      route = matched ? routes.get(matched.path) : undefined;
+    } catch {
+      return false;
+    }
+    if (!route) return false;
+    const segments = path.split('/');
+    const params: Record<string, string> = {};
+    for (const [i, name] of route.params) params[name] = segments[i]!;
+    const query = q < 0 ? {} : parseQueryString(url.slice(q + 1));
+    inFlight++;
+    res.once('close', done);
+    route.serve({ method: 'get', path, params, query, raw: req, res, payload: undefined })
+      .then((answer) => {
+        if (answer !== ABANDONED) writeAnswer(res, answer, extra?.());
+      })
+      .catch((err: unknown) => {
+        if (res.headersSent) res.destroy();
+        else writeAnswer(res, errorAnswer(err, log, path), extra?.());
+      });
+    return true;
+  };
+
+  listener.removeListener('request', hapiDispatch);
+  listener.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (!take(req, res)) hapiDispatch(req, res);
+  });
+  server.ext('onPreStart', () => {
+    closing = false;
+  });
+  // hapi ends connections it is not answering on as soon as it stops: the reads answered here finish first.
+  server.ext('onPreStop', async () => {
+    closing = true;
+    if (inFlight === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await new Promise<void>((resolve) => {
+      drained = resolve;
+      timer = setTimeout(resolve, DRAIN_BOUND_MS);
+    });
+    clearTimeout(timer);
+  });
+}
