@@ -177,6 +177,8 @@ export interface VolumeSnapshots {
   restore(pool: PoolInfo, vol: VolumeRef, snapshot: string): Promise<void>;
   /** Snapshot names present on the host, sorted. */
   list(pool: PoolInfo, vol: VolumeRef): Promise<string[]>;
+  /** The same for many volumes of one type at once (a pool's listing), in their order; `list` for each when absent. */
+  listMany?(pool: PoolInfo, type: VolumeType, vols: readonly VolumeRef[]): Promise<string[][]>;
   /** Bytes the snapshot holds on its own, when the backend can tell cheaply. */
   usage?(pool: PoolInfo, vol: VolumeRef, snapshot: string): Promise<number | undefined>;
 }

@@ -10,7 +10,7 @@ import {
   badRequest, conflict, notFound, type ConfigKeyDescriptor, type HostTools, type PoolInfo, type PoolResources,
   type StorageDriver, type VolumeRef, type VolumeType,
 } from '../../sdk/index.js';
-import { renameVolumeDir, treeUsage, TYPE_DIRS, typeDir, VOLUME_MODE, volumeFromDirName } from '../../sdk/lib/storage/index.js';
+import { renameVolumeDir, subdirectories, treeUsage, TYPE_DIRS, typeDir, VOLUME_MODE, volumeFromDirName } from '../../sdk/lib/storage/index.js';
 import { BtrfsBlockVolumes } from './block.js';
 import { BTRFS_KEYS } from './keys.js';
 import { BUILDING, LAYOUT, RESTORE_NEW, RESTORE_OLD, SCRATCH_DIR, checkName, isDriverScratch, volumeDirName } from './layout.js';
@@ -206,13 +206,9 @@ export class BtrfsDriver implements StorageDriver {
 
   async listVolumes(pool: PoolInfo, type: VolumeType): Promise<VolumeRef[]> {
     if (!TYPE_DIRS[type]) throw badRequest(`Invalid volume type "${type}"`);
-    const entries = await readdir(typeDir(this.root(pool), type), { withFileTypes: true }).catch((err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT') return [];
-      throw err;
-    });
-    return entries
-      .filter((e) => e.isDirectory() && !isDriverScratch(e.name))
-      .map((e) => volumeFromDirName(type, e.name))
+    return subdirectories(typeDir(this.root(pool), type))
+      .filter((name) => !isDriverScratch(name))
+      .map((name) => volumeFromDirName(type, name))
       .sort((a, b) => a.name.localeCompare(b.name));
   }
 

@@ -8,7 +8,7 @@
 import { chmod, mkdir, readdir, rename } from 'node:fs/promises';
 import path from 'node:path';
 import { conflict, notFound, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType } from '../../sdk/index.js';
-import { filledSnapshotMode, SNAPSHOT_DIRS, VOLUME_MODE } from '../../sdk/lib/storage/index.js';
+import { filledSnapshotMode, SNAPSHOT_DIRS, snapshotNamesIn, snapshotNamesUnder, VOLUME_MODE } from '../../sdk/lib/storage/index.js';
 import { BUILDING, RESTORE_NEW, RESTORE_OLD, checkName, snapshotRoot, volumeDirName } from './layout.js';
 import { Subvolumes, exists } from './subvolumes.js';
 
@@ -101,11 +101,11 @@ export class BtrfsSnapshots implements VolumeSnapshots {
   }
 
   async list(pool: PoolInfo, vol: VolumeRef): Promise<string[]> {
-    const entries = await readdir(this.parent(pool, vol), { withFileTypes: true }).catch((err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT') return [];
-      throw err;
-    });
-    return entries.filter((e) => e.isDirectory() && !e.name.startsWith('.')).map((e) => e.name).sort();
+    return snapshotNamesIn(this.parent(pool, vol));
+  }
+
+  async listMany(pool: PoolInfo, type: VolumeType, vols: readonly VolumeRef[]): Promise<string[][]> {
+    return snapshotNamesUnder(snapshotRoot(this.root(pool), type), vols.map(volumeDirName));
   }
 
   /** Volume deleted: its snapshots go too. */

@@ -1,11 +1,11 @@
 /** The dir storage driver: each volume is a plain directory under the pool's source. */
-import { chmod, lstat, mkdir, readdir, stat, statfs } from 'node:fs/promises';
+import { chmod, lstat, mkdir, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import {
   badRequest, conflict, notFound, type HostTools, type PoolInfo, type PoolResources, type StorageDriver,
   type CloneOptions, type VolumeRef, type VolumeType,
 } from '../../sdk/index.js';
-import { renameVolumeDir, TYPE_DIRS, VOLUME_MODE, treeUsage, typeDir, volumeFromDirName } from '../../sdk/lib/storage/index.js';
+import { renameVolumeDir, subdirectories, TYPE_DIRS, VOLUME_MODE, treeUsage, typeDir, volumeFromDirName } from '../../sdk/lib/storage/index.js';
 import { checkVolumeName, volumeDirName } from './layout.js';
 import { LayeredVolumes } from './layers.js';
 import { removeInside } from './remove.js';
@@ -165,12 +165,9 @@ export class DirDriver implements StorageDriver {
 
   async listVolumes(pool: PoolInfo, type: VolumeType): Promise<VolumeRef[]> {
     if (!TYPE_DIRS[type]) throw badRequest(`Invalid volume type "${type}"`);
-    const entries = await readdir(typeDir(path.resolve(pool.config.source), type), { withFileTypes: true }).catch((err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT') return [];
-      throw err;
-    });
+    const names = subdirectories(typeDir(path.resolve(pool.config.source), type));
     // Names with a dot suffix are a restore's scratch copies, not volumes.
-    return entries.filter((e) => e.isDirectory() && !e.name.includes('.restore-')).map((e) => volumeFromDirName(type, e.name)).sort((a, b) => a.name.localeCompare(b.name));
+    return names.filter((name) => !name.includes('.restore-')).map((name) => volumeFromDirName(type, name)).sort((a, b) => a.name.localeCompare(b.name));
   }
 }
 

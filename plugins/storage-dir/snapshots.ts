@@ -9,7 +9,7 @@ import path from 'node:path';
 import {
   conflict, notFound, type HostTools, type PoolInfo, type VolumeRef, type VolumeSnapshots, type VolumeType,
 } from '../../sdk/index.js';
-import { filledSnapshotMode, SNAPSHOT_DIRS, treeUsage, typeDir } from '../../sdk/lib/storage/index.js';
+import { filledSnapshotMode, SNAPSHOT_DIRS, snapshotNamesIn, snapshotNamesUnder, treeUsage, typeDir } from '../../sdk/lib/storage/index.js';
 import { checkVolumeName, volumeDirName } from './layout.js';
 import { removeInside } from './remove.js';
 import { copyTreeSharingSymlinks } from './tree-copy.js';
@@ -145,11 +145,11 @@ export class DirSnapshots implements VolumeSnapshots {
   }
 
   async list(pool: PoolInfo, vol: VolumeRef): Promise<string[]> {
-    const entries = await readdir(this.parent(pool, vol), { withFileTypes: true }).catch((err) => {
-      if (missing(err)) return [];
-      throw err;
-    });
-    return entries.filter((e) => e.isDirectory() && !e.name.startsWith('.')).map((e) => e.name).sort();
+    return snapshotNamesIn(this.parent(pool, vol));
+  }
+
+  async listMany(pool: PoolInfo, type: VolumeType, vols: readonly VolumeRef[]): Promise<string[][]> {
+    return snapshotNamesUnder(this.root(pool, type), vols.map(volumeDirName));
   }
 
   /** Volume deleted: its snapshots go too. */

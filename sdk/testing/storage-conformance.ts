@@ -253,6 +253,10 @@ export function storageDriverConformance(opts: ConformanceOptions): void {
     t.is(await checkSample(snaps.path(pool, vol('s2', 'container'), 'filled'), 'filled'), undefined);
     t.is(await statusOf(snaps.create(pool, vol('s2', 'container'), 'bad', async () => { throw new Error('no'); })), 'no');
     t.deepEqual(await snaps.list(pool, vol('s2', 'container')), ['filled'], 'a failed fill leaves no snapshot');
+    if (snaps.listMany) {
+      const some = [vol('s2', 'container'), vol('none', 'container'), v];
+      t.deepEqual(await snaps.listMany(pool, 'container', some), [['filled'], [], ['later', 'snap0']], 'listMany answers what list answers, in order');
+    }
     await snaps.delete(pool, v, 'snap0');
     t.deepEqual(await snaps.list(pool, v), ['later']);
     await sut.driver.renameVolume(pool, v, 's3');

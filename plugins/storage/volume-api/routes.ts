@@ -91,12 +91,16 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
       return out;
     }
     const out: Listed[] = [];
-    for (const inst of await users.instancesOnPool(pool, req.allProjects ? undefined : req.project)) {
-      if (inst.type !== type) continue;
-      const ref: VolumeRef = { type, project: inst.project, name: inst.name };
+    const instances = (await users.instancesOnPool(pool, req.allProjects ? undefined : req.project)).filter((inst) => inst.type === type);
+    const refs = instances.map((inst): VolumeRef => ({ type, project: inst.project, name: inst.name }));
+    // A volume the batch cannot read takes none of the others down with it: each is read on its own then.
+    const snapshots = await volumes.listSnapshotsOfMany(pool, type, refs)
+      .catch(() => Promise.all(refs.map((ref) => volumes.listSnapshots(pool, ref).catch(() => [] as string[]))));
+    for (const [i, inst] of instances.entries()) {
+      const ref = refs[i]!;
       const state = await volumes.volumeState(pool, ref);
       out.push({ url: volumeUrl(pool, type, inst.name, inst.project), view: instanceView(inst, inst.name, instanceUrl(inst.project, inst.name), state) });
-      for (const snap of await volumes.listSnapshots(pool, ref).catch(() => [])) {
+      for (const snap of snapshots[i]!) {
         const snapUser = instanceUrl(inst.project, inst.name).replace(/(\?|$)/, `/snapshots/${encodeURIComponent(snap)}$1`);
         out.push({
           url: volumeUrl(pool, type, inst.name, inst.project).replace(/(\?|$)/, `/snapshots/${encodeURIComponent(snap)}$1`),

@@ -5,6 +5,7 @@
  * the default project (project names cannot contain `_`). How a driver names a volume's directory
  * (and which names it refuses) stays the driver's own.
  */
+import { readdirSync, type Dirent } from 'node:fs';
 import { lstat, rename } from 'node:fs/promises';
 import path from 'node:path';
 import { conflict, notFound } from '../../errors.js';
@@ -66,4 +67,35 @@ export async function renameVolumeDir(
     await rename(to, from).catch(() => {});
     throw err;
   }
+}
+
+/**
+ * The subdirectories of a pool directory (none when it is missing). Read synchronously on purpose:
+ * listings read these on every request, and a small directory costs ~8 us read in place against
+ * ~65 us of CPU through the thread pool and a promise (measured, node 20); even 10,000 entries are
+ * a few milliseconds.
+ */
+export function subdirectories(dir: string): string[] {
+  let entries: Dirent[];
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+  return entries.filter((e) => e.isDirectory()).map((e) => e.name);
+}
+
+/**
+ * The snapshot names of many volumes under one snapshot root (`<type>-snapshots`), each list sorted:
+ * the root is read once, and only the volumes with a directory there are read (most have none).
+ */
+export function snapshotNamesUnder(root: string, dirNames: readonly string[]): string[][] {
+  const present = new Set(subdirectories(root));
+  return dirNames.map((dir) => (present.has(dir) ? snapshotNamesIn(path.join(root, dir)) : []));
+}
+
+/** The snapshot names in one volume's snapshot directory, sorted (none when it is missing). */
+export function snapshotNamesIn(parent: string): string[] {
+  return subdirectories(parent).filter((name) => !name.startsWith('.')).sort();
 }
