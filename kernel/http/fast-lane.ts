@@ -61,9 +61,18 @@ function plainRead(req: IncomingMessage): boolean {
   for (const name of HAPI_HEADERS) if (headers[name] !== undefined) return false;
   const length = headers['content-length'];
   if (length !== undefined && length !== '0') return false;
-  const url = req.url;
-  // What hapi's own steps would change: escapes and dot segments (listeners.ts), a trailing or doubled slash, a fragment.
-  return url !== undefined && url[0] === '/' && !url.includes('%') && !url.includes('/.') && !url.includes('#') && !url.includes('//');
+  return true;
+}
+
+/**
+ * The path when hapi's own steps would leave it as sent: no escapes or dot segments (listeners.ts
+ * rewrites those), no trailing or doubled slash, no fragment. The query is parsed as hapi parses it.
+ */
+function plainPath(url: string | undefined, q: number): string | undefined {
+  if (url === undefined || url[0] !== '/' || url.includes('#')) return undefined;
+  const path = q < 0 ? url : url.slice(0, q);
+  if (path.includes('%') || path.includes('/.') || path.includes('//') || (path.length > 1 && path.endsWith('/'))) return undefined;
+  return path;
 }
 
 /**
@@ -87,8 +96,8 @@ export function installFastLane(
     if (closing || !server.info.started || !plainRead(req)) return false;
     const url = req.url!;
     const q = url.indexOf('?');
-    const path = q < 0 ? url : url.slice(0, q);
-    if (path.length > 1 && path.endsWith('/')) return false;
+    const path = plainPath(url, q);
+    if (path === undefined) return false;
     let route: FastRoute | undefined;
     try {
       // hapi's router decides which route a path is, in both lanes alike.
@@ -109,8 +118,13 @@ export function installFastLane(
         if (answer !== ABANDONED) writeAnswer(res, answer, extra?.());
       })
       .catch((err: unknown) => {
-        if (res.headersSent) res.destroy();
-        else writeAnswer(res, errorAnswer(err, log, path), extra?.());
+        if (res.headersSent) {
+          res.destroy();
+          return;
+        }
+        // Whatever a failed write of the answer had set goes: the envelope stands alone.
+        for (const name of res.getHeaderNames()) res.removeHeader(name);
+        writeAnswer(res, errorAnswer(err, log, path), extra?.());
       });
     return true;
   };

@@ -6,7 +6,7 @@
 import type Hapi from '@hapi/hapi';
 import type { Request } from '@hapi/hapi';
 import type { Readable } from 'node:stream';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { validateHeaderName, validateHeaderValue, type IncomingMessage, type ServerResponse } from 'node:http';
 import type Logger from 'bunyan';
 import {
   KeyedLock, badRequest, checkShape, forbidden, isApiError, mergePatch, notFound, objectBody, parseJsonText,
@@ -343,7 +343,7 @@ export class RoutePipeline {
         const headers: Record<string, string> = {};
         if (response.etag !== undefined) headers.ETag = `"${this.etag(response.etag)}"`;
         if (response.location) headers.Location = response.location;
-        Object.assign(headers, response.headers);
+        Object.assign(headers, checkedHeaders(response.headers));
         return jsonAnswer(this.serialise(response.metadata), 200, headers);
       }
       case 'operation': {
@@ -366,7 +366,7 @@ export class RoutePipeline {
         return jsonAnswer(req.recursion === 0 ? syncBody(metadata) : syncListBody(metadata.map((item) => this.fragment(item))));
       }
       case 'raw':
-        return { status: response.status ?? 200, type: response.contentType, headers: response.headers, body: response.body };
+        return { status: response.status ?? 200, type: response.contentType, headers: checkedHeaders(response.headers), body: response.body };
     }
   }
 
@@ -388,6 +388,20 @@ export class RoutePipeline {
   private etag(content: unknown): string {
     return memoByIdentity(this.etagCache, content, etagOf);
   }
+}
+
+/**
+ * A handler's own headers, checked before anything is written: one node would refuse when writing
+ * makes the answer a 500 with the error envelope here, in either lane (hapi would send its own text).
+ */
+function checkedHeaders(headers: Readonly<Record<string, string>> | undefined): Readonly<Record<string, string>> | undefined {
+  if (headers) {
+    for (const [name, value] of Object.entries(headers)) {
+      validateHeaderName(name);
+      validateHeaderValue(name, value);
+    }
+  }
+  return headers;
 }
 
 /** What the pipeline needs of a request hapi received. */

@@ -41,6 +41,7 @@ pipeline.add('test', { path: '/1.0/things/{name}/stream', get: { answers: ['raw'
 pipeline.add('test', { path: '/1.0/moved', get: { answers: ['raw'], handler: () => redirect('/1.0/things') } });
 pipeline.add('test', { path: '/1.0/broken', get: { handler: () => { throw new Error('a library said something internal'); } } });
 pipeline.add('test', { path: '/1.0/slow', get: { handler: () => new Promise<ApiResponse>((resolve) => { release = () => resolve(sync('finished')); }) } });
+pipeline.add('test', { path: '/1.0/bad-header', get: { handler: () => sync('x', { headers: { 'X-Bad': 'one\ntwo' } }) } });
 pipeline.add('test', { path: '/1.0/secret', get: { handler: () => sync('for the trusted') } });
 pipeline.add('test', { path: '/1.0/stream-events', websocket: { handler: () => undefined } as never });
 
@@ -86,7 +87,7 @@ test.serial('plain reads are answered beside hapi with the bytes and headers hap
     '/1.0', '/1.0/things', '/1.0/things?recursion=1', '/1.0/things?recursion=2', '/1.0/things?recursion=1&filter=name%20eq%20beta',
     '/1.0/things?recursion=x', '/1.0/things?filter=name%20eq', '/1.0/things/alpha', '/1.0/things/alpha?project=p1&recursion=1&recursion=2&x=1&x=2',
     '/1.0/things/omega', '/1.0/things/special', '/1.0/things/beta/text', '/1.0/things/beta/bytes', '/1.0/things/beta/stream',
-    '/1.0/moved', '/1.0/broken', '/1.0/things?project=bad%2Fname', '/1.0/things/alpha?target=elsewhere', '/1.0/stream-events', '/1.0/nowhere',
+    '/1.0/moved', '/1.0/broken', '/1.0/bad-header', '/1.0/things?project=bad%2Fname', '/1.0/things/alpha?target=elsewhere', '/1.0/stream-events', '/1.0/nowhere',
   ];
   for (const url of urls) {
     const before = hapiAnswered;
@@ -98,13 +99,15 @@ test.serial('plain reads are answered beside hapi with the bytes and headers hap
       { status: slow.status, headers: slow.headers, body: slow.body.toString('latin1') }, url);
   }
   // What the lane must have taken: every route of the pipeline a plain GET reaches, whatever it answered.
-  for (const url of ['/1.0', '/1.0/things?recursion=1', '/1.0/things/alpha', '/1.0/things/omega', '/1.0/things/beta/stream', '/1.0/broken', '/1.0/moved']) {
+  for (const url of ['/1.0', '/1.0/things?recursion=1', '/1.0/things?recursion=1&filter=name%20eq%20beta', '/1.0/things/alpha', '/1.0/things/omega', '/1.0/things/beta/stream', '/1.0/broken', '/1.0/moved']) {
     const before = hapiAnswered;
     t.true((await get(url)).status > 0);
     t.is(hapiAnswered, before, `${url} was answered beside hapi`);
   }
-  const broken = JSON.parse((await get('/1.0/broken')).body.toString());
-  t.deepEqual([broken.error_code, broken.error], [500, 'Internal server error'], 'a library\'s text never reaches the client');
+  for (const url of ['/1.0/broken', '/1.0/bad-header']) {
+    const broken = JSON.parse((await get(url)).body.toString());
+    t.deepEqual([broken.error_code, broken.error], [500, 'Internal server error'], `${url}: a library's text never reaches the client`);
+  }
 });
 
 test.serial('what the fast lane leaves to hapi reaches hapi', async (t) => {
