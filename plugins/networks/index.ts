@@ -9,6 +9,7 @@ import {
 import { NetworkDriverTable } from './drivers.js';
 import { NetworkManager } from './manager.js';
 import { networkRoutes } from './routes.js';
+import { HostInterfaceList } from './host-interface-list.js';
 import { addDeviceUsers } from './used-by.js';
 
 /** Per kernel: several test kernels may load this module in one process. */
@@ -55,7 +56,9 @@ export default definePlugin({
       usedBy,
     };
     ctx.services.provide(NetworksServiceRef, service);
-    for (const route of networkRoutes(manager, ctx.hostTools, ctx.services)) ctx.routes.add(featureScopedRoute(ctx.services, 'networks', route));
+    const hostInterfaces = new HostInterfaceList(ctx.hostTools, ctx.log);
+    for (const route of networkRoutes(manager, ctx.hostTools, ctx.services, hostInterfaces)) ctx.routes.add(featureScopedRoute(ctx.services, 'networks', route));
+    ctx.hooks.shutdown.tap(async () => hostInterfaces.stop());
     // Late: instances stop first on a host shutdown, then their networks go.
     ctx.hooks.shutdown.tap((info) => manager.shutdown(info.hostShutdown), { stage: Stage.LATE });
     // Becoming a cluster member: the first member's networks become the cluster's; a joiner brings up its part of each.

@@ -1,11 +1,11 @@
 /** /1.0/networks, /1.0/networks/{name} and its /leases and /state. */
-import { readFileSync } from 'node:fs';
 import {
   badRequest, bodyObject, bodyShape, collection, describedConfigBody, empty, networkUrl, notFound, optionalString, ProjectsServiceRef,
   renameBody, requestedProjectOf, stringMap, sync, UsedByMemo, visibleUrls,
   type ApiRequest, type HostTools, type RouteDescriptor, type ServiceRegistry,
 } from '../../sdk/index.js';
-import { hostInterfaceExists, hostInterfaceNames, hostInterfaceType, interfaceState } from './host-interfaces.js';
+import { hostInterfaceExists, hostInterfaceType, interfaceState } from './host-interfaces.js';
+import type { HostInterface, HostInterfaceList } from './host-interface-list.js';
 import type { NetworkEdit, NetworkManager } from './manager.js';
 import { editableView, managedView, unmanagedView, type NetworkRecord } from './network.js';
 
@@ -25,21 +25,13 @@ function editBody(req: ApiRequest): NetworkEdit {
   return { description: optionalString(body.description, 'description') ?? '', config: stringMap(body.config, 'config') };
 }
 
-const ifindex = (name: string): number => {
-  try {
-    return Number.parseInt(readFileSync(`/sys/class/net/${name}/ifindex`, 'utf8'), 10);
-  } catch {
-    return Number.MAX_SAFE_INTEGER;
-  }
-};
-
-type Entry = { managed: NetworkRecord } | { unmanaged: string };
+type Entry = { managed: NetworkRecord } | { unmanaged: HostInterface };
 
 /** In a cluster `?target=` shows that member's own keys too (the kernel forwarded the request to it). */
 const configFor = (req: ApiRequest, rec: NetworkRecord) => (req.target && rec.members ? { ...rec.config, ...rec.members[req.target]?.config } : rec.config);
 
-export function networkRoutes(manager: NetworkManager, tools: HostTools, services: ServiceRegistry): RouteDescriptor[] {
-  const entryName = (e: Entry) => ('managed' in e ? e.managed.name : e.unmanaged);
+export function networkRoutes(manager: NetworkManager, tools: HostTools, services: ServiceRegistry, hostInterfaces: HostInterfaceList): RouteDescriptor[] {
+  const entryName = (e: Entry) => ('managed' in e ? e.managed.name : e.unmanaged.name);
 
   // A restricted caller sees only its own projects' users of a network.
   const render = async (req: ApiRequest, e: Entry, memo?: UsedByMemo) => {
@@ -47,7 +39,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools, service
     const usedBy = visibleUrls(await manager.usedBy.collect(project, entryName(e), memo), req.restrictedTo);
     return 'managed' in e
       ? managedView(e.managed, manager.status(project, e.managed.name, e.managed), usedBy, configFor(req, e.managed))
-      : unmanagedView(e.unmanaged, hostInterfaceType(e.unmanaged), usedBy);
+      : unmanagedView(e.unmanaged.name, e.unmanaged.type, usedBy);
   };
 
   /** The project the client named may be restricted to some networks (or none): the others do not exist for it. */
@@ -60,10 +52,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools, service
     const out: Entry[] = managed.map((m) => ({ managed: m }));
     if (project === 'default') {
       const taken = new Set((await manager.list()).map((n) => n.name));
-      // Each index read once (a sysfs read costs more than the rest of the listing), then sorted.
-      const unmanaged = hostInterfaceNames().filter((n) => !taken.has(n)).map((n) => ({ n, index: ifindex(n) }));
-      unmanaged.sort((a, b) => a.index - b.index);
-      out.push(...unmanaged.map(({ n }) => ({ unmanaged: n })));
+      for (const host of hostInterfaces.list()) if (!taken.has(host.name)) out.push({ unmanaged: host });
     }
     return out;
   };
@@ -73,7 +62,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools, service
     const found = await manager.find(req.project, name);
     let e: Entry | undefined;
     if (found) e = { managed: found.doc };
-    else if (req.project === 'default' && hostInterfaceExists(name) && !(await manager.list()).some((n) => n.name === name)) e = { unmanaged: name };
+    else if (req.project === 'default' && hostInterfaceExists(name) && !(await manager.list()).some((n) => n.name === name)) e = { unmanaged: { name, type: hostInterfaceType(name) } };
     if (!e || !(await allowed(req, e))) throw notFound('Network not found');
     return e;
   };
@@ -180,7 +169,7 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools, service
           const e = await entry(req);
           const ifname = 'managed' in e
             ? manager.driverOf(e.managed).interfaceName({ project: req.project, name: e.managed.name, type: e.managed.type, description: e.managed.description, config: e.managed.config })
-            : e.unmanaged;
+            : e.unmanaged.name;
           return sync(await interfaceState(tools, ifname));
         },
       },

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
-import { projectRoot, startDaemon, stopDaemons, type Daemon } from '../helpers/daemon.js';
+import { projectRoot, startDaemon, stopDaemons, waitFor, type Daemon } from '../helpers/daemon.js';
 import { lxc, lxcOk, lxcWithInput, python } from '../helpers/clients.js';
 import { NFT, dnsmasqPids, joinBridge, linkExists, nftRules, sh, uniqueName } from '../helpers/netns.js';
 
@@ -83,6 +83,28 @@ test.serial('lxc network create/list/show/info/set/edit/list-leases/rename/delet
   await lxcOk(t, d.socket, 'network', 'delete', renamed);
   t.false(linkExists(renamed));
   t.deepEqual(dnsmasqPids(path.join(dir, 'networks', renamed)), []);
+});
+
+test.serial('host interfaces are listed as they are now: made, removed, and replaced under the same name by another kind', async (t) => {
+  const name = `hl${process.pid % 100000}`;
+  const listed = async () => {
+    const all = (await d.request('GET', '/1.0/networks?recursion=1')).json.metadata as { name: string; type: string; managed: boolean }[];
+    return all.find((n) => n.name === name);
+  };
+  try {
+    t.is(await listed(), undefined);
+    t.is(sh('ip', ['link', 'add', name, 'type', 'bridge']).status, 0);
+    t.deepEqual(await listed(), { ...(await listed())!, name, type: 'bridge', managed: false }, 'made: listed at once');
+    t.regex(await lxcOk(t, d.socket, 'network', 'list', '--format', 'csv'), new RegExp(`^${name},bridge,NO,`, 'm'));
+    // The same name, another kind: only the link monitor tells (the names in /sys are the same).
+    t.is(sh('ip', ['link', 'del', name]).status, 0);
+    t.is(sh('ip', ['link', 'add', name, 'type', 'ifb']).status, 0);
+    await waitFor(async () => (await listed())?.type === 'unknown', 2_000, 'the replacement shown with its own type');
+    t.is(sh('ip', ['link', 'del', name]).status, 0);
+    t.is(await listed(), undefined, 'removed: gone at once');
+  } finally {
+    sh('ip', ['link', 'del', name]);
+  }
 });
 
 test.serial('pylxd: create, exists, get, all, save and delete a network', async (t) => {
