@@ -17,7 +17,7 @@ const ROUNDS = Number(process.env.BENCH_STARTUP_COST_ROUNDS ?? 5);
  * Libraries the daemon depends on, each over the ones before it (the first package pays for node's
  * package loading machinery), in about the order the kernel meets them.
  */
-const LIBRARIES = ['tapable', '@hapi/hapi', 'bunyan', 'sqlite3', 'semver', 'joi', 'ws', 'execa', 'yaml', 'protobufjs', 'cockatiel', 'etcd3', 're2js'];
+const LIBRARIES = ['tapable', '@hapi/hapi', 'bunyan', 'sqlite3', 'semver', 'joi', 'ws', 'yaml', 'protobufjs', 'cockatiel', 'etcd3', 're2js'];
 
 /** `ms`: CPU time (user + system) the process has used, which the machine's load skews less than wall time. */
 interface Sample { rssMiB: number; ms: number }
