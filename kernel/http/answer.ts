@@ -45,19 +45,23 @@ function contentType(type: string): string {
  * length. `extra`: the listener's headers on every answer (CORS).
  */
 export function writeAnswer(res: ServerResponse, answer: Answer, extra?: Readonly<Record<string, string>>): void {
-  res.statusCode = answer.status;
-  res.setHeader('content-type', contentType(answer.type));
-  for (const [name, value] of Object.entries(answer.headers ?? {})) res.setHeader(name.toLowerCase(), value);
-  for (const [name, value] of Object.entries(extra ?? {})) res.setHeader(name.toLowerCase(), value);
-  res.setHeader('cache-control', 'no-cache');
+  // One object handed to writeHead: node writes it as it is, without keeping each header apart.
+  const headers: Record<string, string | number> = { 'content-type': contentType(answer.type) };
+  if (answer.headers) for (const name in answer.headers) headers[name.toLowerCase()] = answer.headers[name]!;
+  if (extra) for (const name in extra) headers[name.toLowerCase()] = extra[name]!;
+  headers['cache-control'] = 'no-cache';
   const body = answer.body;
   if (typeof body === 'string' || Buffer.isBuffer(body)) {
-    res.setHeader('content-length', typeof body === 'string' ? Buffer.byteLength(body) : body.length);
-    if (answer.status === 200) res.setHeader('accept-ranges', 'bytes');
-    res.end(body);
+    headers['content-length'] = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+    if (answer.status === 200) headers['accept-ranges'] = 'bytes';
+    res.writeHead(answer.status, headers).end(body);
     return;
   }
-  if (answer.status === 200 && res.hasHeader('content-length')) res.setHeader('accept-ranges', 'bytes');
+  if (answer.status === 200 && headers['content-length'] !== undefined) headers['accept-ranges'] = 'bytes';
+  res.writeHead(answer.status, headers);
   // A client that goes away, or a source that fails, ends both sides (as hapi destroys its stream).
   pipeline(body, res, () => undefined);
 }
+
+/** Whether writing the answer goes on after writeAnswer returns (a streamed body). */
+export const streamed = (answer: Answer): boolean => typeof answer.body !== 'string' && !Buffer.isBuffer(answer.body);

@@ -11,7 +11,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parse as parseQueryString } from 'node:querystring';
 import type { Readable } from 'node:stream';
 import type Logger from 'bunyan';
-import { ABANDONED, writeAnswer, type Answer } from './answer.js';
+import { ABANDONED, streamed, writeAnswer, type Answer } from './answer.js';
 import { errorAnswer } from './error-answer.js';
 
 /** What the pipeline needs of a request, whichever lane received it. */
@@ -112,19 +112,27 @@ export function installFastLane(
     for (const [i, name] of route.params) params[name] = segments[i]!;
     const query = q < 0 ? {} : parseQueryString(url.slice(q + 1));
     inFlight++;
-    res.once('close', done);
+    // A whole body is handed to the socket by writeAnswer (a stop may end the connection after it:
+    // what is queued is still sent); a stream or a proxied answer counts until the response closes.
+    let counted = true;
+    const finish = () => {
+      if (counted) done();
+      counted = false;
+    };
     route.serve({ method: 'get', path, params, query, raw: req, res, payload: undefined })
       .then((answer) => {
-        if (answer !== ABANDONED) writeAnswer(res, answer, extra?.());
-      })
-      .catch((err: unknown) => {
-        if (res.headersSent) {
-          res.destroy();
+        if (answer === ABANDONED || streamed(answer)) {
+          res.once('close', finish);
+          if (answer !== ABANDONED) writeAnswer(res, answer, extra?.());
           return;
         }
-        // Whatever a failed write of the answer had set goes: the envelope stands alone.
-        for (const name of res.getHeaderNames()) res.removeHeader(name);
-        writeAnswer(res, errorAnswer(err, log, path), extra?.());
+        writeAnswer(res, answer, extra?.());
+        finish();
+      })
+      .catch((err: unknown) => {
+        if (res.headersSent) res.destroy();
+        else writeAnswer(res, errorAnswer(err, log, path), extra?.());
+        finish();
       });
     return true;
   };
