@@ -26,7 +26,8 @@ const SECONDS = Number(process.env.BENCH_READ_SECONDS ?? 5);
 const LARGE = Number(process.env.BENCH_READ_LARGE ?? 1000);
 const CONNECTIONS = 32;
 const INSTANCES = 10;
-const ENDPOINTS = ['/1.0', '/1.0/instances', '/1.0/profiles', '/1.0/networks', '/1.0/images', '/1.0/operations', '/1.0/storage-pools/default/volumes'];
+/** `/` first: a constant answer, what the HTTP layer and pipeline cost whatever the endpoint. */
+const ENDPOINTS = ['/', '/1.0', '/1.0/instances', '/1.0/profiles', '/1.0/networks', '/1.0/images', '/1.0/operations', '/1.0/storage-pools/default/volumes'];
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux). */
 const TICKS = 100;
 
@@ -75,7 +76,7 @@ export async function readPathScenarios(rows: Row[], results: Record<string, unk
     rmSync(image.dir, { recursive: true, force: true });
     for (let i = 0; i < INSTANCES; i++) await call(d, 'POST', '/1.0/instances', { name: `x5r${i}`, source: { type: 'image', alias: 'bb' } });
 
-    const urls = ENDPOINTS.flatMap((u) => [u, u === '/1.0' ? undefined : `${u}?recursion=1`]).filter((u): u is string => !!u);
+    const urls = ENDPOINTS.flatMap((u) => [u, u === '/1.0' || u === '/' ? undefined : `${u}?recursion=1`]).filter((u): u is string => !!u);
     const answers = new Map<string, Buffer>();
     for (const url of urls) {
       const res = await fetchRaw(agent, d.socket, url);
