@@ -122,7 +122,9 @@ export function installFastLane(
     route.serve({ method: 'get', path, params, query, raw: req, res, payload: undefined })
       .then((answer) => {
         if (answer === ABANDONED || streamed(answer)) {
-          res.once('close', finish);
+          // A proxied answer may be over already.
+          if (res.closed) finish();
+          else res.once('close', finish);
           if (answer !== ABANDONED) writeAnswer(res, answer, extra?.());
           return;
         }
