@@ -61,6 +61,11 @@ export class VolumeManager {
     return (await this.records.get(pool, vol)).state;
   }
 
+  /** The same for many volumes of one type, in their order (a listing of the pool). */
+  volumeStates(pool: string, type: VolumeType, vols: readonly VolumeRef[]): Promise<VolumeState[]> {
+    return this.records.states(pool, type, vols);
+  }
+
   /**
    * What a new instance volume carries: what it is given or its copy source's, and the pool's
    * defaults for the keys that leaves out (as the reference fills a moved or copied volume).

@@ -85,10 +85,9 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
       return out;
     }
     if (type === 'image') {
-      const refs = (await volumes.listVolumes(pool, 'image')).filter((r) => !r.name.includes('.'));
-      const out: Listed[] = [];
-      for (const r of refs) out.push({ url: volumeUrl(pool, 'image', r.name, 'default'), view: imageView(r.name, await volumes.volumeState(pool, imageRef(r.name))) });
-      return out;
+      const refs = (await volumes.listVolumes(pool, 'image')).filter((r) => !r.name.includes('.')).map((r) => imageRef(r.name));
+      const states = await volumes.volumeStates(pool, 'image', refs);
+      return refs.map((r, i) => ({ url: volumeUrl(pool, 'image', r.name, 'default'), view: imageView(r.name, states[i]!) }));
     }
     const out: Listed[] = [];
     const instances = (await users.instancesOnPool(pool, req.allProjects ? undefined : req.project)).filter((inst) => inst.type === type);
@@ -96,9 +95,10 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
     // A volume the batch cannot read takes none of the others down with it: each is read on its own then.
     const snapshots = await volumes.listSnapshotsOfMany(pool, type, refs)
       .catch(() => Promise.all(refs.map((ref) => volumes.listSnapshots(pool, ref).catch(() => [] as string[]))));
+    const states = await volumes.volumeStates(pool, type, refs);
     for (const [i, inst] of instances.entries()) {
       const ref = refs[i]!;
-      const state = await volumes.volumeState(pool, ref);
+      const state = states[i]!;
       out.push({ url: volumeUrl(pool, type, inst.name, inst.project), view: instanceView(inst, inst.name, instanceUrl(inst.project, inst.name), state) });
       for (const snap of snapshots[i]!) {
         const snapUser = instanceUrl(inst.project, inst.name).replace(/(\?|$)/, `/snapshots/${encodeURIComponent(snap)}$1`);
