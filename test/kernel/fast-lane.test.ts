@@ -42,6 +42,9 @@ pipeline.add('test', { path: '/1.0/moved', get: { answers: ['raw'], handler: () 
 pipeline.add('test', { path: '/1.0/broken', get: { handler: () => { throw new Error('a library said something internal'); } } });
 pipeline.add('test', { path: '/1.0/slow', get: { handler: () => new Promise<ApiResponse>((resolve) => { release = () => resolve(sync('finished')); }) } });
 pipeline.add('test', { path: '/1.0/bad-header', get: { handler: () => sync('x', { headers: { 'X-Bad': 'one\ntwo' } }) } });
+/** 100 kept views (frozen, as the instances family hands back its recursion=1 views while they hold). */
+const kept: Readonly<{ name: string; status: string }>[] = Array.from({ length: 100 }, (_, i) => Object.freeze({ name: `v${i}`, status: 'Stopped' }));
+pipeline.add('test', { path: '/1.0/kept', get: { handler: () => collection([...kept], (v) => `/1.0/kept/${v.name}`, (v) => v) } });
 pipeline.add('test', { path: '/1.0/secret', get: { handler: () => sync('for the trusted') } });
 pipeline.add('test', { path: '/1.0/stream-events', websocket: { handler: () => undefined } as never });
 
@@ -135,6 +138,21 @@ test.serial('what the fast lane leaves to hapi reaches hapi', async (t) => {
   const tag = (await get('/1.0/things/alpha')).headers.find((h) => h.startsWith('etag: '))!.slice(6);
   t.is((await get('/1.0/things/alpha', { 'If-None-Match': tag })).status, 304, 'and conditional reads');
 });
+
+test.serial('a large listing of kept views reuses its last body only while every view is the same', async (t) => {
+  const first = await get('/1.0/kept?recursion=1');
+  const again = await get('/1.0/kept?recursion=1');
+  t.deepEqual(again.body, first.body);
+  kept[57] = Object.freeze({ name: 'v57', status: 'Running' });
+  const changed = JSON.parse((await get('/1.0/kept?recursion=1')).body.toString()).metadata;
+  t.is(changed[57].status, 'Running', 'a view that changed shows at once');
+  t.is(changed.length, 100);
+  kept.pop();
+  t.is(JSON.parse((await get('/1.0/kept?recursion=1')).body.toString()).metadata.length, 99, 'and so does one that went');
+  const viaHapi = await get('/1.0/kept?recursion=1', { 'If-None-Match': '"no-answer-has-this-tag"' });
+  t.is(JSON.parse(viaHapi.body.toString()).metadata[57].status, 'Running');
+});
+
 
 test.serial('a stop lets the reads in flight finish before the connections close', async (t) => {
   const slow = get('/1.0/slow');
