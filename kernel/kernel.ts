@@ -317,7 +317,7 @@ export class Kernel {
 
   private async listenUnix(socketPath: string): Promise<void> {
     const server = createHapiServer({ log: this.log, socketPath, headers: () => this.http.cors });
-    this.pipeline.install(server, async () => UNIX_CALLER, undefined, () => this.http.cors);
+    this.pipeline.install(server, async () => UNIX_CALLER);
     if (this.opts.onShutdownRequest) addUnixOnlyRoutes(server, { shutdown: this.opts.onShutdownRequest, log: this.log });
     attachWebsockets(server.listener, this.pipeline, async () => UNIX_CALLER, this.log);
     await server.start();
@@ -346,7 +346,7 @@ export class Kernel {
     });
     const authenticate = (raw: import('node:http').IncomingMessage, access: string) =>
       tlsCaller(raw, access, (client) => this.hooks.authenticate.promise(client), (fingerprint) => this.clusterTraffic.isPeer(fingerprint));
-    this.pipeline.install(server, authenticate, only, () => this.http.cors);
+    this.pipeline.install(server, authenticate, only);
     // A listener for part of the API has no websockets (events, exec): an upgrade there is a plain 404.
     if (!only) attachWebsockets(server.listener, this.pipeline, authenticate, this.log, () => this.http.allowedOrigin);
     await server.start();

@@ -51,7 +51,7 @@ export function writeAnswer(res: ServerResponse, answer: Answer, extra?: Readonl
   if (extra) for (const name in extra) headers[name.toLowerCase()] = extra[name]!;
   headers['cache-control'] = 'no-cache';
   const body = answer.body;
-  if (typeof body === 'string' || Buffer.isBuffer(body)) {
+  if (!isStream(body)) {
     headers['content-length'] = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
     if (answer.status === 200) headers['accept-ranges'] = 'bytes';
     res.writeHead(answer.status, headers).end(body);
@@ -64,4 +64,6 @@ export function writeAnswer(res: ServerResponse, answer: Answer, extra?: Readonl
 }
 
 /** Whether writing the answer goes on after writeAnswer returns (a streamed body). */
-export const streamed = (answer: Answer): boolean => typeof answer.body !== 'string' && !Buffer.isBuffer(answer.body);
+export const streamed = (answer: Answer): boolean => isStream(answer.body);
+
+const isStream = (body: Answer['body']): body is NodeJS.ReadableStream => typeof body !== 'string' && !Buffer.isBuffer(body);

@@ -35,6 +35,12 @@ export interface ServerOptions {
   allowedOrigin?: () => string;
 }
 
+/** Each server's extra headers, for the fast lane that answers beside hapi on its listener. */
+const extraHeaders = new WeakMap<Hapi.Server, NonNullable<ServerOptions['headers']>>();
+
+/** The extra headers `server` puts on every answer (ServerOptions.headers). */
+export const answerHeaders = (server: Hapi.Server): ServerOptions['headers'] => extraHeaders.get(server);
+
 export function createHapiServer(opts: ServerOptions): Hapi.Server {
   const server = Hapi.server({
     ...(opts.socketPath ? { port: opts.socketPath } : {}),
@@ -45,6 +51,7 @@ export function createHapiServer(opts: ServerOptions): Hapi.Server {
     load: { sampleInterval: 0 },
     debug: false,
   });
+  if (opts.headers) extraHeaders.set(server, opts.headers);
   answerClientErrors(server.listener, opts.log);
   keepConnectionsOpen(server.listener);
   if (opts.allowedOrigin) {

@@ -18,6 +18,7 @@ import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
 import { asyncBody, encodeItem, encodeItemToKeep, etagOf, syncBody, syncListBody } from './envelope.js';
 import { ABANDONED, jsonAnswer, toHapi, type Answer } from './answer.js';
 import { fastRouteOf, installFastLane, type FastRoute, type Incoming } from './fast-lane.js';
+import { answerHeaders } from './listeners.js';
 import { checkDeclaredLength, readBody } from './request-body.js';
 import { servedPaths } from './route-paths.js';
 import { READ_REVISION_HEADER, stripPeerHeaders } from '../cluster/peer-headers.js';
@@ -142,9 +143,8 @@ export class RoutePipeline {
   /**
    * Put every route on a hapi server (one per listener), authenticating callers with `authenticate`.
    * `only`: the paths this server serves (a listener for part of the API); all when undefined.
-   * `extra`: the listener's headers on every answer (the fast lane adds them as its onPreResponse does).
    */
-  install(server: Hapi.Server, authenticate: Authenticate, only?: ReadonlySet<string>, extra?: () => Readonly<Record<string, string>> | undefined): void {
+  install(server: Hapi.Server, authenticate: Authenticate, only?: ReadonlySet<string>): void {
     const fast = new Map<string, FastRoute>();
     // One hapi route per path, whatever its verbs: hapi checks and copies every route's options when it is
     // added, which made adding one per verb the largest part of a cold start (decision 0002, issue 21).
@@ -173,7 +173,7 @@ export class RoutePipeline {
       } });
     }
     server.route({ method: '*', path: '/{any*}', options: { payload: UNREAD_PAYLOAD }, handler: () => { throw notFound(); } });
-    if (this.opts.fastLane !== false) installFastLane(server, fast, this.opts.log, extra);
+    if (this.opts.fastLane !== false) installFastLane(server, fast, this.opts.log, answerHeaders(server));
   }
 
   /** Every `METHOD path` (hapi's path syntax) that install() serves, websockets aside. */

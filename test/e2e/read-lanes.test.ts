@@ -5,11 +5,11 @@
  * is one the fast lane leaves to hapi). The listings `lxc` itself makes go through the fast lane.
  */
 import test from 'ava';
-import http from 'node:http';
 import { startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
 import { buildBusyboxImage } from '../helpers/busybox-image.js';
 import { importImage } from '../helpers/api.js';
 import { hasLxc, lxcOk } from '../helpers/clients.js';
+import { requestAsSent } from '../helpers/raw-http.js';
 
 const serial = hasLxc() ? test.serial : test.serial.skip;
 test.after.always(stopDaemons);
@@ -26,21 +26,11 @@ test.before(async (t) => {
   await lxcOk(t, d.socket, 'snapshot', 'r1', 'snap0');
 });
 
-function get(url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: string[]; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath: d.socket, path: url, headers: { Host: 'corral', ...headers }, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const lines: string[] = [];
-        for (let i = 0; i < res.rawHeaders.length; i += 2) if (res.rawHeaders[i] !== 'Date') lines.push(`${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}`);
-        resolve({ status: res.statusCode ?? 0, headers: lines, body: Buffer.concat(chunks).toString('latin1') });
-      });
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
+/** Bodies compared as text: a difference then reads in the assertion. */
+const get = async (url: string, headers: Record<string, string> = {}) => {
+  const sent = await requestAsSent(d.socket, url, headers);
+  return { ...sent, body: sent.body.toString('latin1') };
+};
 
 serial('the reads the bench drives answer alike through the fast lane and through hapi', async (t) => {
   const bases = ['/1.0', '/1.0/instances', '/1.0/profiles', '/1.0/networks', '/1.0/images', '/1.0/operations', '/1.0/storage-pools/default/volumes'];

@@ -1,4 +1,5 @@
 /** Bytes written straight to a daemon's socket, for requests no HTTP client library would send. */
+import http from 'node:http';
 import net from 'node:net';
 
 export interface RawAnswer {
@@ -56,3 +57,24 @@ export function upgradeRequest(path: string, headers: Record<string, string> = {
   };
   return `GET ${path} HTTP/1.1\r\n${Object.entries(all).filter(([, v]) => v !== '').map(([k, v]) => `${k}: ${v}`).join('\r\n')}\r\n\r\n`;
 }
+
+/** An answer as sent: status, header lines (name, case and order kept; Date left out, it moves) and bytes. */
+export interface SentAnswer { status: number; headers: string[]; body: Buffer }
+
+/** One request on a fresh connection to a unix socket, answered as sent (SentAnswer). */
+export function requestAsSent(socketPath: string, url: string, headers: Record<string, string> = {}, method = 'GET', body?: string): Promise<SentAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath, path: url, method, headers: { Host: 'corral', ...headers }, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const lines: string[] = [];
+        for (let i = 0; i < res.rawHeaders.length; i += 2) if (res.rawHeaders[i] !== 'Date') lines.push(`${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}`);
+        resolve({ status: res.statusCode ?? 0, headers: lines, body: Buffer.concat(chunks) });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+

@@ -6,7 +6,6 @@
  * hapi, which answers it as if it were plain: that is the same request through both lanes.
  */
 import test from 'ava';
-import http from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -15,6 +14,7 @@ import bunyan from 'bunyan';
 import { collection, conflict, notFound, raw, redirect, type ApiResponse } from '../../sdk/index.js';
 import { RoutePipeline } from '../../kernel/http/pipeline.js';
 import { createHapiServer, UNIX_CALLER } from '../../kernel/http/listeners.js';
+import { requestAsSent } from '../helpers/raw-http.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'corral-fast-lane-'));
 const socket = path.join(dir, 'unix.socket');
@@ -49,7 +49,7 @@ pipeline.add('test', { path: '/1.0/secret', get: { handler: () => sync('for the 
 pipeline.add('test', { path: '/1.0/stream-events', websocket: { handler: () => undefined } as never });
 
 const server = createHapiServer({ log, socketPath: socket, headers: () => ({ 'Access-Control-Allow-Origin': 'https://example.net' }) });
-pipeline.install(server, async () => UNIX_CALLER, undefined, () => ({ 'Access-Control-Allow-Origin': 'https://example.net' }));
+pipeline.install(server, async () => UNIX_CALLER);
 let hapiAnswered = 0;
 server.ext('onRequest', (_request, h) => {
   hapiAnswered++;
@@ -64,24 +64,7 @@ test.after.always(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-interface Got { status: number; headers: string[]; body: Buffer }
-
-function get(url: string, headers: Record<string, string> = {}, method = 'GET', body?: string): Promise<Got> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ socketPath: socket, path: url, method, headers: { Host: 'corral', ...headers }, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        // Header lines as sent (names, case, order), without the date.
-        const lines: string[] = [];
-        for (let i = 0; i < res.rawHeaders.length; i += 2) if (res.rawHeaders[i] !== 'Date') lines.push(`${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}`);
-        resolve({ status: res.statusCode ?? 0, headers: lines, body: Buffer.concat(chunks) });
-      });
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+const get = (url: string, headers: Record<string, string> = {}, method = 'GET', body?: string) => requestAsSent(socket, url, headers, method, body);
 
 const viaHapi = (url: string) => get(url, { 'If-None-Match': '"no-answer-has-this-tag"' });
 
