@@ -86,6 +86,35 @@ export class Inspector {
     }
   }
 
+  /** Starts a histogram of the daemon's event loop delay (perf_hooks), read by loopDelay(). */
+  async startLoopDelay(): Promise<void> {
+    await this.evaluate(`globalThis.__corralLoopDelay = process.getBuiltinModule('node:perf_hooks').monitorEventLoopDelay({ resolution: 1 }); globalThis.__corralLoopDelay.enable(); true`);
+  }
+
+  /** The event loop delay since startLoopDelay(), in ms; the histogram is dropped. */
+  async loopDelay(): Promise<{ p50: number; p99: number; max: number }> {
+    return this.evaluate(`(() => { const h = globalThis.__corralLoopDelay; h.disable(); delete globalThis.__corralLoopDelay;
+      return { p50: h.percentile(50) / 1e6, p99: h.percentile(99) / 1e6, max: h.max / 1e6 }; })()`);
+  }
+
+  async startProfile(): Promise<void> {
+    await this.call('Profiler.enable');
+    await this.call('Profiler.setSamplingInterval', { interval: 200 });
+    await this.call('Profiler.start');
+  }
+
+  async stopProfile(file: string): Promise<void> {
+    const { profile } = await this.call('Profiler.stop');
+    await this.call('Profiler.disable');
+    writeFileSync(file, JSON.stringify(profile));
+  }
+
+  private async evaluate<T>(expression: string): Promise<T> {
+    const { result, exceptionDetails } = await this.call('Runtime.evaluate', { expression, returnByValue: true, silent: true });
+    if (exceptionDetails) throw new Error(`inspector evaluation failed: ${exceptionDetails.exception?.description ?? exceptionDetails.text}`);
+    return result.value as T;
+  }
+
   close(): void {
     this.ws.close();
   }
