@@ -27,30 +27,14 @@ export interface Incoming {
   payload: Readable | undefined;
 }
 
+/** The route of a plain read's path, if the fast lane may answer it: how, and the path's parameters. */
 export interface FastRoute {
-  /** Where the path's parameters are: segment index and name. */
-  params: readonly (readonly [number, string])[];
+  params: Record<string, string>;
   serve(incoming: Incoming): Promise<Answer | typeof ABANDONED>;
 }
 
 /** How long a stopping listener waits for the reads it is answering before hapi closes the connections. */
 const DRAIN_BOUND_MS = 2_000;
-
-/** hapi's `{name}` filling a whole segment; optional, multi-segment and partial parameters stay with hapi. */
-const WHOLE_SEGMENT = /^\{(\w+)\}$/;
-
-/** The fast lane's view of a route path, or undefined when its parameters are not whole segments. */
-export function fastRouteOf(path: string, serve: FastRoute['serve']): FastRoute | undefined {
-  const params: [number, string][] = [];
-  const segments = path.split('/');
-  for (let i = 0; i < segments.length; i++) {
-    if (!segments[i]!.includes('{')) continue;
-    const name = WHOLE_SEGMENT.exec(segments[i]!)?.[1];
-    if (!name) return undefined;
-    params.push([i, name]);
-  }
-  return { params, serve };
-}
 
 /** Headers that ask for what hapi does (conditional answers, ranges) or checks (a browser's origin). */
 const HAPI_HEADERS = ['origin', 'range', 'if-range', 'if-none-match', 'if-modified-since', 'upgrade', 'transfer-encoding'];
@@ -76,15 +60,15 @@ function plainPath(url: string | undefined, q: number): string | undefined {
 }
 
 /**
- * Put the fast lane in front of hapi on `server`'s listener for `routes` (by hapi route path). `extra`:
- * the listener's headers on every answer.
+ * Put the fast lane in front of hapi on `server`'s listener; `routeOf` tells the route of a path (the
+ * same table hapi's catch-all consults). `extra`: the listener's headers on every answer.
  */
 export function installFastLane(
-  server: Hapi.Server, routes: ReadonlyMap<string, FastRoute>, log: Logger, extra?: () => Readonly<Record<string, string>> | undefined,
+  server: Hapi.Server, routeOf: (path: string) => FastRoute | undefined, log: Logger, extra?: () => Readonly<Record<string, string>> | undefined,
 ): void {
   const listener = server.listener;
   const [hapiDispatch] = listener.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
-  if (!hapiDispatch || routes.size === 0) return;
+  if (!hapiDispatch) return;
   let inFlight = 0;
   let closing = false;
   let drained: (() => void) | undefined;
@@ -98,18 +82,9 @@ export function installFastLane(
     const q = url.indexOf('?');
     const path = plainPath(url, q);
     if (path === undefined) return false;
-    let route: FastRoute | undefined;
-    try {
-      // hapi's router decides which route a path is, in both lanes alike.
-      const matched = server.match('get', path);
-      route = matched ? routes.get(matched.path) : undefined;
-    } catch {
-      return false;
-    }
+    const route = routeOf(path);
     if (!route) return false;
-    const segments = path.split('/');
-    const params: Record<string, string> = {};
-    for (const [i, name] of route.params) params[name] = segments[i]!;
+    const params = route.params;
     const query = q < 0 ? {} : parseQueryString(url.slice(q + 1));
     inFlight++;
     // A whole body is handed to the socket by writeAnswer (a stop may end the connection after it:

@@ -17,7 +17,8 @@ import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } fr
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
 import { asyncBody, encodeItem, encodeItemToKeep, etagOf, syncBody, syncListBody } from './envelope.js';
 import { ABANDONED, jsonAnswer, toHapi, type Answer } from './answer.js';
-import { fastRouteOf, installFastLane, type FastRoute, type Incoming } from './fast-lane.js';
+import { installFastLane, type Incoming } from './fast-lane.js';
+import { RouteTable } from './route-table.js';
 import { answerHeaders } from './listeners.js';
 import { checkDeclaredLength, readBody } from './request-body.js';
 import { servedPaths } from './route-paths.js';
@@ -83,6 +84,15 @@ interface WebsocketRoute {
   spec: WebsocketSpec;
 }
 
+/** What install() keeps for each served path. */
+interface InstalledPath {
+  route: RouteDescriptor;
+  fixed: Readonly<Record<string, string>>;
+  specs: Map<Verb, VerbSpec>;
+  /** How the fast lane answers a plain read of this path; absent when the path must go through hapi. */
+  fast?: (incoming: Incoming) => Promise<Answer | typeof ABANDONED>;
+}
+
 let requestCounter = 0;
 const nextRequestId = () => (++requestCounter).toString(36);
 
@@ -105,6 +115,9 @@ export class RoutePipeline {
   private isSealed = false;
   /** Routes whose handler answered a kind or an error status its descriptor does not declare (warned once each). */
   private readonly misdeclared = new Set<string>();
+
+  /** Each server's routes, by path (install). */
+  private readonly tables = new WeakMap<Hapi.Server, RouteTable<InstalledPath>>();
 
   constructor(private readonly opts: PipelineOptions) {}
 
@@ -145,35 +158,46 @@ export class RoutePipeline {
    * `only`: the paths this server serves (a listener for part of the API); all when undefined.
    */
   install(server: Hapi.Server, authenticate: Authenticate, only?: ReadonlySet<string>): void {
-    const fast = new Map<string, FastRoute>();
-    // One hapi route per path, whatever its verbs: hapi checks and copies every route's options when it is
-    // added, which made adding one per verb the largest part of a cold start (decision 0002, issue 21).
+    const table = new RouteTable<InstalledPath>();
     for (const { route, path, fixed, specs } of this.servedPaths()) {
       if (only && !only.has(path)) continue;
       const get = specs.get('get');
-      const plainRead = get && !get.rawBody && !route.websocket;
-      if (plainRead) {
-        const fastRoute = fastRouteOf(path, (incoming) => this.serve(incoming, route, fixed, 'get', get, authenticate));
-        if (fastRoute) fast.set(path, fastRoute);
-      }
-      server.route({ method: '*', path, options: { payload: UNREAD_PAYLOAD }, handler: async (request, h) => {
-        // HEAD is a GET without its body, as hapi serves it for GET routes. Bodies are JSON whatever Content-Type
-        // a client sends (curl -d says form data), so the kernel reads and parses them itself, within the
-        // route's limit (request-body.ts); hapi reads none for GET and HEAD.
-        const verb = (request.method === 'head' ? 'get' : request.method) as Verb;
-        const spec = specs.get(verb);
-        if (spec) {
-          const answer = await this.serve(incomingOf(request), route, fixed, verb, spec, authenticate);
-          return answer === ABANDONED ? h.abandon : toHapi(h, answer);
-        }
-        // Browsers ask before cross-origin calls; the answer carries no body.
-        if (request.method === 'options') return h.response().code(200);
-        if (request.method === 'get' && route.websocket) throw badRequest('This endpoint needs a websocket upgrade');
-        throw badRequest(`Method ${request.method.toUpperCase()} is not supported on ${request.path}`);
-      } });
+      // Plain reads may take the fast lane; a raw body or a websocket needs hapi's request.
+      const fast = get && !get.rawBody && !route.websocket ? (incoming: Incoming) => this.serve(incoming, route, fixed, 'get', get, authenticate) : undefined;
+      table.add(path, { route, fixed, specs, fast });
     }
-    server.route({ method: '*', path: '/{any*}', options: { payload: UNREAD_PAYLOAD }, handler: () => { throw notFound(); } });
-    if (this.opts.fastLane !== false) installFastLane(server, fast, this.opts.log, answerHeaders(server));
+    this.tables.set(server, table);
+    // One hapi route for them all (route-table.ts): the pipeline picks the route and then the verb.
+    server.route({ method: '*', path: '/{any*}', options: { payload: UNREAD_PAYLOAD }, handler: async (request, h) => {
+      const match = table.match(request.path);
+      if (match === 'bad-path') throw badRequest('Invalid request path');
+      if (match === 'not-found') throw notFound();
+      const { route, fixed, specs } = match.value;
+      // HEAD is a GET without its body, as hapi serves it for GET routes. Bodies are JSON whatever Content-Type
+      // a client sends (curl -d says form data), so the kernel reads and parses them itself, within the
+      // route's limit (request-body.ts); hapi reads none for GET and HEAD.
+      const verb = (request.method === 'head' ? 'get' : request.method) as Verb;
+      const spec = specs.get(verb);
+      if (spec) {
+        const answer = await this.serve(incomingOf(request, match.params), route, fixed, verb, spec, authenticate);
+        return answer === ABANDONED ? h.abandon : toHapi(h, answer);
+      }
+      // Browsers ask before cross-origin calls; the answer carries no body.
+      if (request.method === 'options') return h.response().code(200);
+      if (request.method === 'get' && route.websocket) throw badRequest('This endpoint needs a websocket upgrade');
+      throw badRequest(`Method ${request.method.toUpperCase()} is not supported on ${request.path}`);
+    } });
+    if (this.opts.fastLane !== false) {
+      installFastLane(server, (path) => {
+        const match = table.match(path);
+        return typeof match === 'object' && match.value.fast ? { serve: match.value.fast, params: match.params } : undefined;
+      }, this.opts.log, answerHeaders(server));
+    }
+  }
+
+  /** The route paths install() put on `server` (hapi's path syntax). */
+  installedPaths(server: Hapi.Server): readonly string[] {
+    return this.tables.get(server)?.paths ?? [];
   }
 
   /** Every `METHOD path` (hapi's path syntax) that install() serves, websockets aside. */
@@ -444,9 +468,9 @@ function checkedHeaders(headers: Readonly<Record<string, string>> | undefined): 
 }
 
 /** What the pipeline needs of a request hapi received. */
-function incomingOf(request: Request): Incoming {
+function incomingOf(request: Request, params: Record<string, string>): Incoming {
   return {
-    method: request.method, path: request.path, params: request.params as Record<string, string>, query: request.query as Record<string, unknown>,
+    method: request.method, path: request.path, params, query: request.query as Record<string, unknown>,
     raw: request.raw.req, res: request.raw.res, payload: request.payload as Readable | undefined,
   };
 }
