@@ -16,7 +16,11 @@ export function readText(file: string): string | undefined {
 }
 
 export function readNumber(file: string): number | undefined {
-  const text = readText(file)?.trim();
+  return asNumber(readText(file));
+}
+
+function asNumber(content: string | undefined): number | undefined {
+  const text = content?.trim();
   return text !== undefined && /^\d+$/.test(text) ? Number(text) : undefined;
 }
 
@@ -97,7 +101,24 @@ export class ContainerCgroup {
     /** v1 controller -> path inside its hierarchy. */
     private readonly v1Paths: Map<string, string>,
     private readonly unifiedPath: string | undefined,
+    /** How this view reads a file (withContents: from what was read already). */
+    private readonly readFile: (file: string) => string | undefined = readText,
   ) {}
+
+  /** The same cgroup, answering reads of the files in `contents` from it (read elsewhere already). */
+  withContents(contents: ReadonlyMap<string, string | undefined>): ContainerCgroup {
+    return new ContainerCgroup(this.host, this.v1Paths, this.unifiedPath, (file) => (contents.has(file) ? contents.get(file) : readText(file)));
+  }
+
+  /** The files `use` reads of this cgroup, found without reading any (each read answers nothing). */
+  filesRead(use: (cgroup: ContainerCgroup) => void): string[] {
+    const files: string[] = [];
+    use(new ContainerCgroup(this.host, this.v1Paths, this.unifiedPath, (file) => {
+      files.push(file);
+      return undefined;
+    }));
+    return files;
+  }
 
   /** From `/proc/<pid>/cgroup` of the container's init. */
   static ofProcess(host: CgroupHost, pid: number): ContainerCgroup | undefined {
@@ -134,12 +155,12 @@ export class ContainerCgroup {
 
   read(controller: string, v1Name: string, v2Name: string): string | undefined {
     const f = this.file(controller, v1Name, v2Name);
-    return f ? readText(f.path)?.trim() : undefined;
+    return f ? this.readFile(f.path)?.trim() : undefined;
   }
 
   number(controller: string, v1Name: string, v2Name: string): number | undefined {
     const f = this.file(controller, v1Name, v2Name);
-    return f ? readNumber(f.path) : undefined;
+    return f ? asNumber(this.readFile(f.path)) : undefined;
   }
 
   /** Write a value; the kernel's refusal (EBUSY, EINVAL...) is thrown as is. */
@@ -159,8 +180,8 @@ export class ContainerCgroup {
   /** Frozen by the freezer (v1 `freezer.state`, v2 `cgroup.freeze`). */
   frozen(): boolean {
     const v1 = this.file('freezer', 'freezer.state', 'cgroup.freeze');
-    if (v1?.version === 1) return readText(v1.path)?.trim() === 'FROZEN';
+    if (v1?.version === 1) return this.readFile(v1.path)?.trim() === 'FROZEN';
     const v2 = this.file('cgroup', 'cgroup.freeze', 'cgroup.freeze');
-    return v2 ? readText(v2.path)?.trim() === '1' : false;
+    return v2 ? this.readFile(v2.path)?.trim() === '1' : false;
   }
 }

@@ -31,7 +31,8 @@ import { LxcPaths, lxcName } from './paths.js';
 import { readList, writeList } from './recorded-list.js';
 import { checkRawLxc } from './raw-lxc.js';
 import { liblxcRefusal } from './raw-lxc-verdict.js';
-import { runningState, stoppedState } from './runtime-state.js';
+import { cgroupCounters, runningState, stoppedState } from './runtime-state.js';
+import { LiveStateReader } from './live-state.js';
 import { runTool } from './tool.js';
 import { refuseShift } from './shift-protection.js';
 import { checkHugepages, HUGEPAGE_KEYS, HUGEPAGE_PREFIX, hugepageLimit, hugepagesUnsupported, setHugepages } from './hugepages.js';
@@ -81,6 +82,8 @@ export class LxcDriver implements InstanceDriver {
   /** Whether liblxc can forward seccomp notifications (its `seccomp_notify` feature), set at boot. */
   notifyAvailable: () => boolean = () => true;
   private readonly nodeMaker: UnixNodeMaker;
+  /** Reads running containers' counters and interfaces (stopped at the plugin's shutdown). */
+  readonly live: LiveStateReader;
   /** `<dataDir>/devices/unix`: a directory of device nodes per container. */
   private readonly unixNodesRoot: string;
 
@@ -92,6 +95,7 @@ export class LxcDriver implements InstanceDriver {
     this.injector = new MountInjector(opts.hostTools);
     this.interceptor = new SyscallInterceptor(path.join(opts.dataDir, 'seccomp.socket'), this.paths.lxcpath, opts.log);
     this.nodeMaker = new UnixNodeMaker(opts.hostTools);
+    this.live = new LiveStateReader(opts.hostTools);
     this.unixNodesRoot = path.join(opts.dataDir, 'devices', 'unix');
   }
 
@@ -675,8 +679,16 @@ export class LxcDriver implements InstanceDriver {
     const running = this.monitors.find(name);
     if (!running) return stoppedState();
     const recorded = readList<RecordedNic>(this.paths.nicsFile(name));
-    const owners = new Map(recorded.flatMap((r) => (r.nic.ipv4 ?? []).map((a) => [a.split('/')[0]!, r.nic.name] as [string, string])));
-    const state = runningState(running, running.cgroup?.frozen() ? 'Frozen' : 'Running', owners);
+    // The helper reads the cgroup files and the interfaces beside the event loop (live-state.ts).
+    const files = running.cgroup ? (running.stateFiles ??= running.cgroup.filesRead((cg) => {
+      cg.frozen();
+      cgroupCounters(cg);
+    })) : [];
+    const live = running.initPid === undefined ? undefined : await this.live.read(running.initPid, files);
+    const cgroup = live ? running.cgroup?.withContents(live.files) : running.cgroup;
+    // Only /proc's addresses need telling which interface a routed /32 is on; netlink names it.
+    const owners = live ? undefined : new Map(recorded.flatMap((r) => (r.nic.ipv4 ?? []).map((a) => [a.split('/')[0]!, r.nic.name] as [string, string])));
+    const state = runningState(running, cgroup?.frozen() ? 'Frozen' : 'Running', owners, live?.network, cgroup);
     for (const r of recorded) {
       const iface = state.network?.[r.nic.name];
       if (iface && r.nic.kind === 'veth') iface.host_name = r.nic.hostName ?? '';

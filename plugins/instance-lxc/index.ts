@@ -33,6 +33,7 @@ export default definePlugin({
   },
 
   async shutdown(ctx) {
+    drivers.get(ctx)?.driver.live.stop();
     await drivers.get(ctx)?.driver.interceptor.stop();
   },
 });

@@ -14,6 +14,8 @@ export interface RunningContainer {
   /** Absent for the instant between the monitor's start and its fork of init. */
   initPid?: number;
   cgroup?: ContainerCgroup;
+  /** The cgroup files a state read needs (worked out once: the layout does not change while it runs). */
+  stateFiles?: string[];
 }
 
 export class MonitorTable {

@@ -8,7 +8,7 @@ import type { NetworkState } from '../../sdk/index.js';
 import { readText } from './cgroups.js';
 
 const SYSFS_MAGIC = 0x62656572;
-const IFF_UP = 0x1;
+export const IFF_UP = 0x1;
 const IFF_BROADCAST = 0x2;
 const IFF_LOOPBACK = 0x8;
 const IFF_POINTOPOINT = 0x10;
@@ -157,11 +157,16 @@ function linkFacts(dir: string | undefined, name: string): LinkFacts | undefined
   return { mtu, flags, hwaddr: /^[0:]*$/.test(hwaddr) ? '' : hwaddr };
 }
 
-function linkType(flags: number): string {
+export function linkType(flags: number): string {
   if (flags & IFF_LOOPBACK) return 'loopback';
   if (flags & IFF_POINTOPOINT) return 'point-to-point';
   if (flags & IFF_BROADCAST) return 'broadcast';
   return '';
+}
+
+/** IPv6 addresses in a fixed order (the kernel's own differs between /proc and netlink). */
+export function sortedByText(addresses: Address[]): Address[] {
+  return [...addresses].sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
 }
 
 /** `owners`: IPv4 address to interface, for addresses the driver set itself. */
@@ -180,7 +185,7 @@ export function readNetwork(pid: number, owners?: Map<string, string>): Record<s
     const facts = linkFacts(sysfs, name);
     const flags = facts?.flags ?? (name === 'lo' ? IFF_LOOPBACK : 0);
     out[name] = {
-      addresses: [...(v4.get(name) ?? []), ...(v6.get(name) ?? [])],
+      addresses: [...(v4.get(name) ?? []), ...sortedByText(v6.get(name) ?? [])],
       counters: counters.get(name) ?? {
         bytes_received: 0, bytes_sent: 0, packets_received: 0, packets_sent: 0, errors_received: 0, errors_sent: 0, packets_dropped_outbound: 0, packets_dropped_inbound: 0,
       },

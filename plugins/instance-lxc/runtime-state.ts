@@ -1,5 +1,6 @@
 /** GET .../state for a container: counters from its cgroup, interfaces from its network namespace. */
-import type { InstanceStatus, RuntimeState } from '../../sdk/index.js';
+import type { InstanceStatus, NetworkState, RuntimeState } from '../../sdk/index.js';
+import type { ContainerCgroup } from './cgroups.js';
 import type { RunningContainer } from './monitor.js';
 import { readNetwork } from './network-state.js';
 
@@ -15,15 +16,14 @@ export function stoppedState(): RuntimeState {
 }
 
 /** CPU time in nanoseconds: cpuacct.usage (v1) or usage_usec of cpu.stat (v2). */
-function cpuUsage(running: RunningContainer): number {
-  const v1 = running.cgroup!.file('cpuacct', 'cpuacct.usage', 'cpu.stat');
-  if (v1?.version === 1) return running.cgroup!.number('cpuacct', 'cpuacct.usage', 'cpu.stat') ?? 0;
-  const stat = running.cgroup!.read('cgroup', 'cpu.stat', 'cpu.stat') ?? '';
+function cpuUsage(cg: ContainerCgroup): number {
+  const v1 = cg.file('cpuacct', 'cpuacct.usage', 'cpu.stat');
+  if (v1?.version === 1) return cg.number('cpuacct', 'cpuacct.usage', 'cpu.stat') ?? 0;
+  const stat = cg.read('cgroup', 'cpu.stat', 'cpu.stat') ?? '';
   return Number(/^usage_usec (\d+)/m.exec(stat)?.[1] ?? 0) * 1000;
 }
 
-function memory(running: RunningContainer): RuntimeState['memory'] {
-  const cg = running.cgroup!;
+function memory(cg: ContainerCgroup): RuntimeState['memory'] {
   const where = cg.file('memory', 'memory.usage_in_bytes', 'memory.current');
   if (where?.version === 1) {
     const usage = cg.number('memory', 'memory.usage_in_bytes', '') ?? 0;
@@ -46,14 +46,18 @@ function memory(running: RunningContainer): RuntimeState['memory'] {
   };
 }
 
-export function runningState(running: RunningContainer, status: InstanceStatus, owners?: Map<string, string>): RuntimeState {
-  if (running.initPid === undefined || !running.cgroup) return { ...stoppedState(), status };
-  return {
-    status,
-    pid: running.initPid,
-    processes: running.cgroup.number('pids', 'pids.current', 'pids.current') ?? 0,
-    cpu: { usage: cpuUsage(running) },
-    memory: memory(running),
-    network: readNetwork(running.initPid, owners),
-  };
+/** What a running container's state reads of its cgroup (its files are read ahead: live-state.ts). */
+export function cgroupCounters(cg: ContainerCgroup): Pick<RuntimeState, 'processes' | 'cpu' | 'memory'> {
+  return { processes: cg.number('pids', 'pids.current', 'pids.current') ?? 0, cpu: { usage: cpuUsage(cg) }, memory: memory(cg) };
+}
+
+/**
+ * `cgroup`: the container's, or a view of it whose files were read already; `network`: the interfaces
+ * as the live-state helper told them, read from /proc here when absent.
+ */
+export function runningState(
+  running: RunningContainer, status: InstanceStatus, owners?: Map<string, string>, network?: Record<string, NetworkState>, cgroup = running.cgroup,
+): RuntimeState {
+  if (running.initPid === undefined || !cgroup) return { ...stoppedState(), status };
+  return { status, pid: running.initPid, ...cgroupCounters(cgroup), network: network ?? readNetwork(running.initPid, owners) };
 }
