@@ -9,7 +9,6 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { HostProcess, HostTools, NetworkState } from '../../sdk/index.js';
 import { linkType, sortedByText, IFF_UP } from './network-state.js';
@@ -131,9 +130,16 @@ export class LiveStateReader {
     this.helper = helper;
     this.idle = setTimeout(() => this.letGo(helper), IDLE_MS);
     this.idle.unref();
-    // Lines of a helper given up on (late answers) are not this one's.
-    createInterface({ input: helper.stdout }).on('line', (line) => {
-      if (this.helper === helper) this.onLine(line);
+    // Whole lines, split here: readline's events per line were a third of the parsing. The helper writes
+    // ASCII only. Lines of a helper given up on (late answers) are not this one's.
+    let partial = '';
+    helper.stdout.setEncoding('latin1');
+    helper.stdout.on('data', (chunk: string) => {
+      if (this.helper !== helper) return;
+      const text = partial + chunk;
+      const end = text.lastIndexOf('\n');
+      partial = text.slice(end + 1);
+      if (end >= 0) for (const line of text.slice(0, end).split('\n')) this.onLine(line);
     });
     // Its stderr is not read by anyone: drained so it can never block.
     helper.stderr?.resume();
