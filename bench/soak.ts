@@ -32,6 +32,8 @@ const SETTLE_MS = Number(process.env.BENCH_SOAK_SETTLE_SECONDS ?? 20) * 1000;
 const SNAPSHOTS = process.env.BENCH_SOAK_HEAPSNAPSHOTS === '1';
 /** BENCH_SOAK_CPU_PROF=<file>: a V8 CPU profile of the daemon from the end of the warm-up to the end of the load. */
 const CPU_PROFILE = process.env.BENCH_SOAK_CPU_PROF;
+/** BENCH_SOAK_NODE_ARGS: node or V8 flags added after package.json's (to compare heap settings under the same load). */
+const EXTRA_NODE_ARGS = (process.env.BENCH_SOAK_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
 /** No single request or exec of the load may take longer than this; one that does counts as a failure. */
 const STEP_TIMEOUT_MS = 60_000;
 const TOLERANCE = 1.1;
@@ -283,7 +285,7 @@ function slopePerMinute(samples: Sample[], y: (s: Sample) => number): number {
 
 export async function soakScenario(rows: Row[], results: Record<string, unknown>): Promise<void> {
   const image = buildBusyboxImage('gzip');
-  const d = await startWithPool({ plugins: process.env.BENCH_SOAK_PLUGINS ?? 'full', nodeArgs: ['--inspect=127.0.0.1:0'] });
+  const d = await startWithPool({ plugins: process.env.BENCH_SOAK_PLUGINS ?? 'full', nodeArgs: ['--inspect=127.0.0.1:0', ...EXTRA_NODE_ARGS] });
   const inspector = await Inspector.connect(d.output);
   const heapDir = path.join(projectRoot, 'bench', 'results', 'soak-heap');
   if (SNAPSHOTS) mkdirSync(heapDir, { recursive: true });
