@@ -5,6 +5,7 @@
 #   instance-lxc/corral-mknod          the device node maker (mknod-helper.c; without it the driver falls back to a shell)
 #   instance-lxc/corral-attach-order.so  preloaded into lxc-attach to order liblxc's attach (attach-order.c)
 #   unix-devices/corral-uevents        the reader of the kernel's device announcements (uevent-monitor.c)
+#   kernel/host-tools/corral-spawner   starts host processes beside the event loop (spawner.c)
 #   instance-lxc/corral-livestate     running containers' counters and interfaces (live-state.c)
 set -eu
 cd "$(dirname "$0")/.."
@@ -25,3 +26,4 @@ build dist/plugins/instance-lxc/corral-mknod plugins/instance-lxc/mknod-helper.c
 build dist/plugins/instance-lxc/corral-attach-order.so -shared -fPIC plugins/instance-lxc/attach-order.c
 build dist/plugins/unix-devices/corral-uevents plugins/unix-devices/uevent-monitor.c
 build dist/plugins/instance-lxc/corral-livestate plugins/instance-lxc/live-state.c
+build dist/kernel/host-tools/corral-spawner kernel/host-tools/spawner.c

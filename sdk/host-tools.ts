@@ -52,6 +52,12 @@ export interface HostTools {
   run(command: string, args: string[], opts?: RunOptions): Promise<RunResult>;
   /** Start a child whose streams the caller drives; it is not bounded in time. */
   spawn(command: string, args: string[], opts?: SpawnOptions): HostProcess;
+  /**
+   * As spawn, resolved once the child runs (its pid known). Without a pty the kernel starts it beside
+   * the event loop: a fork and exec held the daemon ~2-3 ms a process under spawn (since SDK 2.12).
+   * A child that could not start resolves with pid -1, its exit as 127.
+   */
+  launch?(command: string, args: string[], opts?: SpawnOptions): Promise<HostProcess>;
   /** Full path of a binary on PATH, or undefined. */
   which(command: string): Promise<string | undefined>;
 }

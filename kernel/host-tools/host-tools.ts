@@ -3,21 +3,18 @@ import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
 import type Logger from 'bunyan';
 import { HostToolError, type HostTools, type RunOptions, type RunResult } from '../../sdk/index.js';
-import { spawnHostProcess } from './spawn.js';
+import { launchHostProcess, spawnHostProcess, withDeathSignal } from './spawn.js';
 import { runCommand } from './run-command.js';
 
 const DEFAULT_TIMEOUT_MS = 60_000;
 
 /** `setpriv` (util-linux) sets the parent-death signal and then becomes the command. */
-function bound(command: string, args: string[], endWithDaemon: boolean | undefined): [string, string[]] {
-  return endWithDaemon ? ['setpriv', ['--pdeathsig', 'SIGKILL', '--', command, ...args]] : [command, args];
-}
 
 export function createHostTools(log: Logger): HostTools {
   return {
     async run(command: string, args: string[], opts: RunOptions = {}): Promise<RunResult> {
       const started = Date.now();
-      const [file, argv] = bound(command, args, opts.endWithDaemon);
+      const [file, argv] = withDeathSignal(command, args, opts.endWithDaemon);
       const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
       const result = await runCommand(file, argv, { timeoutMs, input: opts.input, cwd: opts.cwd, env: opts.env });
       const exitCode = result.exitCode ?? -1;
@@ -31,8 +28,11 @@ export function createHostTools(log: Logger): HostTools {
     },
     spawn(command, args, opts = {}) {
       log.debug({ command, args, pty: Boolean(opts.pty) }, 'host process');
-      const [file, argv] = bound(command, args, opts.endWithDaemon);
-      return spawnHostProcess(file, argv, opts);
+      return spawnHostProcess(command, args, opts);
+    },
+    launch(command, args, opts = {}) {
+      log.debug({ command, args, pty: Boolean(opts.pty) }, 'host process');
+      return launchHostProcess(command, args, opts);
     },
     which: findOnPath,
   };

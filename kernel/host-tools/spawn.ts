@@ -1,9 +1,10 @@
 /** Long-running children with their streams: plain pipes, or a pseudo-terminal through node-pty. */
-import { spawn as spawnChild } from 'node:child_process';
+import { spawn as spawnChild, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { constants as osConstants } from 'node:os';
 import { PassThrough, Writable } from 'node:stream';
 import type { HostProcess, SpawnOptions } from '../../sdk/index.js';
+import { Spawner, type SpawnedChild } from './spawner.js';
 
 const require = createRequire(import.meta.url);
 
@@ -11,23 +12,47 @@ function signalNumber(signal: string | null): number {
   return signal ? (osConstants.signals as Record<string, number>)[signal] ?? 0 : 0;
 }
 
+/** Children launched with pipes start through the helper when it runs (spawner.ts): one for the daemon. */
+const spawner = new Spawner();
+
+/** `endWithDaemon`: the child is killed when the daemon dies (liblxc tools otherwise outlive it). */
 export function spawnHostProcess(command: string, args: string[], opts: SpawnOptions): HostProcess {
-  return opts.pty ? spawnWithPty(command, args, opts) : spawnWithPipes(command, args, opts);
+  const [file, argv] = withDeathSignal(command, args, opts.endWithDaemon);
+  return opts.pty ? spawnWithPty(file, argv, opts) : hostProcessOf(spawnChild(file, argv, { cwd: opts.cwd, env: opts.env, stdio: ['pipe', 'pipe', 'pipe'] }));
 }
 
-function spawnWithPipes(command: string, args: string[], opts: SpawnOptions): HostProcess {
-  const child = spawnChild(command, args, { cwd: opts.cwd, env: opts.env, stdio: ['pipe', 'pipe', 'pipe'] });
+/** As spawnHostProcess, resolved once the child runs; with pipes, started by the helper beside the event loop. */
+export async function launchHostProcess(command: string, args: string[], opts: SpawnOptions): Promise<HostProcess> {
+  const child = opts.pty ? undefined : spawner.start(command, args, { cwd: opts.cwd, env: opts.env, endWithDaemon: opts.endWithDaemon });
+  if (!child) return spawnHostProcess(command, args, opts);
+  const proc = hostProcessOf(child);
+  await new Promise<void>((resolve) => {
+    child.once('spawn', resolve);
+    child.once('error', () => resolve());
+  });
+  return proc;
+}
+
+/** setpriv sets the parent death signal where the child is started by node itself. */
+export function withDeathSignal(command: string, args: string[], endWithDaemon: boolean | undefined): [string, string[]] {
+  return endWithDaemon ? ['setpriv', ['--pdeathsig', 'SIGKILL', '--', command, ...args]] : [command, args];
+}
+
+function hostProcessOf(child: ChildProcess | SpawnedChild): HostProcess {
   const exited = new Promise<number>((resolve) => {
     child.once('error', () => resolve(127));
-    child.once('close', (code, signal) => resolve(code ?? 128 + signalNumber(signal)));
+    child.once('close', (code: number | null, signal: NodeJS.Signals | null) => resolve(code ?? 128 + signalNumber(signal)));
   });
   // A client that stops reading must not crash the daemon with EPIPE.
-  child.stdin.on('error', () => {});
+  child.stdin!.on('error', () => {});
   return {
-    pid: child.pid ?? -1,
-    stdin: child.stdin,
-    stdout: child.stdout,
-    stderr: child.stderr,
+    // Known at once through node; through the helper once it has started the child (launch resolves then).
+    get pid() {
+      return child.pid ?? -1;
+    },
+    stdin: child.stdin!,
+    stdout: child.stdout!,
+    stderr: child.stderr!,
     resize() {},
     kill(signal) {
       try { child.kill(signal); } catch { /* already gone */ }

@@ -81,16 +81,18 @@ function pidNamespace(pid: number): string | undefined {
   }
 }
 
-export function startExec(hostTools: HostTools, target: AttachTarget, spec: ExecSpec): ExecSession {
+export async function startExec(hostTools: HostTools, target: AttachTarget, spec: ExecSpec): Promise<ExecSession> {
   const args = attachArgs(target, spec);
-  // The daemon's cwd may not exist in the container; `/` always does (and is the default).
-  const proc = hostTools.spawn('lxc-attach', args, {
+  const options = {
+    // The daemon's cwd may not exist in the container; `/` always does (and is the default).
     cwd: '/',
     env: lxcAttachEnv(),
     pty: spec.interactive ? { cols: spec.width || 80, rows: spec.height || 25 } : undefined,
     // A daemon that dies leaves no lxc-attach behind; the command then sees its input and output close.
     endWithDaemon: true,
-  });
+  };
+  // Started beside the event loop where the kernel can (a fork and exec per `lxc exec` held it otherwise).
+  const proc = hostTools.launch ? await hostTools.launch('lxc-attach', args, options) : hostTools.spawn('lxc-attach', args, options);
   let done = false;
   const exited = proc.exited.then((code) => {
     done = true;

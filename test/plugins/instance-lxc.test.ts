@@ -177,9 +177,15 @@ test.serial('status spawns nothing, is cheap, and is right for a new driver obje
   const inst = instance('status');
   await launch(inst);
   let spawned = 0;
+  const helpers: string[] = [];
   const counting: HostTools = {
     run: (...a) => { spawned++; return tools.run(...a); },
-    spawn: (...a) => { spawned++; return tools.spawn(...a); },
+    spawn: (...a) => {
+      // State reads start one helper for the driver's whole life (live-state.ts), never one per read.
+      if (a[0].endsWith('/corral-livestate')) helpers.push(a[0]);
+      else spawned++;
+      return tools.spawn(...a);
+    },
     which: tools.which,
   };
   const restarted = new LxcDriver({ hostTools: counting, log, dataDir });
@@ -191,7 +197,10 @@ test.serial('status spawns nothing, is cheap, and is right for a new driver obje
   const state = await restarted.state(inst);
   t.is(state.status, 'Running');
   t.true(state.pid > 0);
+  for (let i = 0; i < 20; i++) await restarted.state(inst);
   t.is(spawned, 0);
+  t.true(helpers.length <= 1, `state reads started ${helpers.length} helpers`);
+  restarted.live.stop();
   // A stop by the other object (or by hand) is seen at once.
   await driver.stop(inst, { force: true, timeoutMs: 0 });
   t.is(await restarted.status(inst), 'Stopped');

@@ -1,0 +1,111 @@
+/**
+ * HostTools.launch through corral-spawner (kernel/host-tools/spawner.c): children started beside the
+ * event loop keep what spawn gives (streams both ways, exit codes and signals, environment, working
+ * directory, a child that cannot start), end with the daemon when asked (the helper stands in for it
+ * here), and take no stream from a connection that does not bring the child's token.
+ */
+import test from 'ava';
+import { existsSync, readFileSync } from 'node:fs';
+import { createConnection } from 'node:net';
+import bunyan from 'bunyan';
+import { createHostTools } from '../../kernel/host-tools/host-tools.js';
+import { Spawner } from '../../kernel/host-tools/spawner.js';
+import type { HostProcess } from '../../sdk/index.js';
+
+const tools = createHostTools(bunyan.createLogger({ name: 'spawner-test', level: 'fatal' }));
+const launch = tools.launch!;
+
+const read = (stream: NodeJS.ReadableStream) => new Promise<string>((resolve) => {
+  let text = '';
+  stream.on('data', (chunk) => (text += String(chunk)));
+  stream.on('end', () => resolve(text));
+});
+
+const parentOf = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+const commOf = (pid: number) => readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+
+test('a launched child gets its input, arguments, environment and directory, and its output and exit code come back', async (t) => {
+  const proc = await launch('sh', ['-c', 'read line; echo "out:$line:$1"; echo "err:$GREETING" >&2; pwd; exit 3', 'sh', 'arg with spaces'], {
+    cwd: '/tmp', env: { PATH: process.env.PATH!, GREETING: 'hé' },
+  });
+  t.true(proc.pid > 0);
+  // Started by the helper, not by this process.
+  t.is(commOf(parentOf(proc.pid)), 'corral-spawner');
+  const [out, err] = [read(proc.stdout), read(proc.stderr!)];
+  proc.stdin.end('hello\n');
+  t.is(await proc.exited, 3);
+  t.is(await out, 'out:hello:arg with spaces\n/tmp\n');
+  t.is(await err, 'err:hé\n');
+});
+
+test('without an environment the child gets the daemon\'s; a signal ends it as under spawn', async (t) => {
+  const proc = await launch('sh', ['-c', 'echo "$HOME"; exec sleep 30']);
+  const first = await new Promise<string>((resolve) => proc.stdout.once('data', (c) => resolve(String(c))));
+  t.is(first.trim(), process.env.HOME ?? "");
+  proc.kill('SIGTERM');
+  t.is(await proc.exited, 128 + 15);
+});
+
+test('a command that cannot start resolves with pid -1 and exit 127', async (t) => {
+  const proc = await launch('/nonexistent/command', []);
+  t.is(proc.pid, -1);
+  t.is(await proc.exited, 127);
+});
+
+test('children asked to end with the daemon die with the helper; the others live on', async (t) => {
+  const spawner = new Spawner();
+  const bound = spawner.start('sleep', ['300'], { endWithDaemon: true })!;
+  const free = spawner.start('sleep', ['300'])!;
+  await Promise.all([bound, free].map((c) => new Promise((resolve) => c.once('spawn', resolve))));
+  // Their streams reach the daemon a moment after they start.
+  const streamsBy = Date.now() + 2_000;
+  while (!(bound.complete && free.complete) && Date.now() < streamsBy) await new Promise((r) => setTimeout(r, 10));
+  const helper = parentOf(bound.pid!);
+  t.is(commOf(helper), 'corral-spawner');
+  const closed = Promise.all([bound, free].map((c) => new Promise((resolve) => c.once('close', resolve))));
+  process.kill(helper, 'SIGKILL');
+  const deadline = Date.now() + 5_000;
+  while (existsSync(`/proc/${bound.pid}`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  try {
+    t.false(existsSync(`/proc/${bound.pid}`), 'the bound child was killed with the helper');
+    t.true(existsSync(`/proc/${free.pid}`), 'an unbound child lives on');
+  } finally {
+    try { process.kill(free.pid!, 'SIGKILL'); } catch { /* gone */ }
+  }
+  // Both are reported over (their ends unknown) once the helper is gone.
+  await closed;
+  t.pass();
+});
+
+test('a connection without a child\'s token gets nothing, and the child\'s output stays its own', async (t) => {
+  const spawner = new Spawner();
+  const child = spawner.start('sh', ['-c', 'sleep 0.5; echo mine'])!;
+  await new Promise((resolve) => child.once('spawn', resolve));
+  const output = read(child.stdout);
+  const name = (spawner as unknown as { name: string }).name;
+  const byToken = (spawner as unknown as { byToken: Map<string, unknown> }).byToken;
+  const deadline = Date.now() + 2_000;
+  while (byToken.size && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  const attempt = (intro: string) => new Promise<string>((resolve) => {
+    const socket = createConnection(`\0${name}`, () => socket.write(intro));
+    let got = '';
+    socket.on('data', (c) => (got += String(c)));
+    socket.on('close', () => resolve(got));
+    socket.on('error', () => resolve(got));
+    setTimeout(() => socket.destroy(), 2_000);
+  });
+  // Once the child's three streams are attached its token is forgotten; a guess is refused like it.
+  t.is(byToken.size, 0);
+  t.is(await attempt(`${'0'.repeat(32)} 1\n`), '');
+  t.is(await attempt('not an introduction at all, and longer than any introduction could be\n'), '');
+  t.is(await output, 'mine\n');
+  spawner.stop();
+});
+
+test('spawn keeps its pid at once (node starts the child): launch is the one that waits', async (t) => {
+  const proc: HostProcess = tools.spawn('sleep', ['30']);
+  t.true(proc.pid > 0);
+  t.is(commOf(parentOf(proc.pid)), commOf(process.pid));
+  proc.kill('SIGKILL');
+  t.is(await proc.exited, 128 + 9);
+});
