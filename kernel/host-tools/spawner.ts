@@ -48,6 +48,7 @@ export class SpawnedChild extends EventEmitter {
   private pendingSignal: NodeJS.Signals | number | undefined;
   private streamsOpen = 2;
   private readonly attached = new Set<number>();
+  private stdinSocket: Socket | undefined;
 
   constructor() {
     super();
@@ -81,6 +82,7 @@ export class SpawnedChild extends EventEmitter {
     this.attached.add(n);
     socket.on('error', () => {});
     if (n === 0) {
+      this.stdinSocket = socket;
       this.stdin.pipe(socket);
       // A client that stops reading must not stop the daemon; what is written after the end is dropped.
       this.stdin.on('error', () => {});
@@ -111,6 +113,9 @@ export class SpawnedChild extends EventEmitter {
     this.exited = true;
     this.exitCode = code;
     this.signalCode = signal;
+    // As node does at a child's exit: input nobody will read is dropped, with its connection.
+    this.stdin.destroy();
+    this.stdinSocket?.destroy();
     this.emit('exit', code, signal);
     // As node does: output nobody reads is let through, so that the streams end and 'close' comes.
     for (const out of [this.stdout, this.stderr]) if (out.readableFlowing === null) out.resume();
@@ -200,7 +205,9 @@ export class Spawner {
     if (this.helper) return this.helper;
     if (this.starts >= MAX_STARTS || !existsSync(this.bin)) return undefined;
     this.starts++;
-    const server = createServer({ allowHalfOpen: true }, (socket) => this.introduce(socket));
+    // Not half-open: a stream connection ends both ways when the child's side does (at its exit at the
+    // latest), so that none outlives its child.
+    const server = createServer({ allowHalfOpen: false }, (socket) => this.introduce(socket));
     // No socket to connect back to, no helper: node's child_process from then on.
     server.once('error', () => {
       this.starts = MAX_STARTS;

@@ -5,7 +5,7 @@
  * here), and take no stream from a connection that does not bring the child's token.
  */
 import test from 'ava';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import bunyan from 'bunyan';
 import { createHostTools } from '../../kernel/host-tools/host-tools.js';
@@ -44,6 +44,24 @@ test('without an environment the child gets the daemon\'s; a signal ends it as u
   t.is(first.trim(), process.env.HOME ?? "");
   proc.kill('SIGTERM');
   t.is(await proc.exited, 128 + 15);
+});
+
+test.serial('no connection outlives its child, whether its input was ended, left open or the child killed', async (t) => {
+  const fds = () => readdirSync('/proc/self/fd').length;
+  // The first launch starts the helper and its socket: those stay, the children's connections must not.
+  await (await launch('true', [])).exited;
+  const before = fds();
+  for (let i = 0; i < 60; i++) {
+    const proc = await launch('sh', ['-c', i % 2 ? 'echo out; echo err >&2' : 'cat']);
+    proc.stdout.resume();
+    proc.stderr!.resume();
+    if (i % 3 === 0) proc.stdin.end('x');
+    else if (i % 2 === 0) proc.kill('SIGKILL');
+    await proc.exited;
+  }
+  const deadline = Date.now() + 2_000;
+  while (fds() > before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.true(fds() <= before, `${fds()} fds open after the children, ${before} before`);
 });
 
 test('a command that cannot start resolves with pid -1 and exit 127', async (t) => {
