@@ -22,8 +22,10 @@ import { fileURLToPath } from 'node:url';
 const HELPER_BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), 'corral-spawner');
 /** A stream connection that has not said which child it is within this time is dropped. */
 const INTRO_BOUND_MS = 5_000;
+/** A helper with no child for this long is let go (an idle daemon keeps no extra process). */
+const IDLE_MS = 10_000;
 /** A helper that keeps dying is not started again: child_process it is, from then on. */
-const MAX_STARTS = 5;
+const MAX_DEATHS = 5;
 
 const hex = (text: string) => Buffer.from(text, 'utf8').toString('hex');
 const errnoName = (errno: number) => Object.entries(osConstants.errno).find(([, n]) => n === errno)?.[0] ?? `errno ${errno}`;
@@ -154,14 +156,16 @@ export class Spawner {
   private helper: ChildProcess | undefined;
   private server: Server | undefined;
   private readonly name = `corral-spawner-${process.pid}-${randomBytes(6).toString('hex')}`;
-  private starts = 0;
+  /** Helpers that died under the daemon (one let go when idle does not count). */
+  private deaths = 0;
   private nextId = 1;
   /** By id: children asked for and not yet exited, with their token and file. */
   private readonly children = new Map<number, { child: SpawnedChild; token: string; file: string }>();
   private readonly byToken = new Map<string, SpawnedChild>();
   private readonly envCache = new WeakMap<object, string>();
+  private idle: NodeJS.Timeout | undefined;
 
-  constructor(private readonly bin = HELPER_BIN) {}
+  constructor(private readonly bin = HELPER_BIN, private readonly idleMs = IDLE_MS) {}
 
   /** A child started by the helper, or undefined when the helper cannot be used. */
   start(file: string, args: readonly string[], opts: SpawnerOptions = {}): SpawnedChild | undefined {
@@ -195,6 +199,7 @@ export class Spawner {
 
   /** Stop the helper (children it started keep running unless they were to end with the daemon). */
   stop(): void {
+    clearTimeout(this.idle);
     this.helper?.stdin?.end();
     this.helper = undefined;
     this.server?.close();
@@ -203,14 +208,13 @@ export class Spawner {
 
   private running(): ChildProcess | undefined {
     if (this.helper) return this.helper;
-    if (this.starts >= MAX_STARTS || !existsSync(this.bin)) return undefined;
-    this.starts++;
+    if (this.deaths >= MAX_DEATHS || !existsSync(this.bin)) return undefined;
     // Not half-open: a stream connection ends both ways when the child's side does (at its exit at the
     // latest), so that none outlives its child.
     const server = createServer({ allowHalfOpen: false }, (socket) => this.introduce(socket));
     // No socket to connect back to, no helper: node's child_process from then on.
     server.once('error', () => {
-      this.starts = MAX_STARTS;
+      this.deaths = MAX_DEATHS;
       if (this.helper) this.helper.kill('SIGKILL');
     });
     server.listen(`\0${this.name}`);
@@ -269,6 +273,13 @@ export class Spawner {
     else out?.unref();
     if (this.byToken.size) this.server?.ref();
     else this.server?.unref();
+    clearTimeout(this.idle);
+    if (this.helper && !this.children.size && !this.byToken.size) {
+      this.idle = setTimeout(() => {
+        if (!this.children.size && !this.byToken.size) this.stop();
+      }, this.idleMs);
+      this.idle.unref();
+    }
   }
 
   /** A connection from the helper: "<token> <n>\n", then the child's stream n. */
@@ -302,6 +313,7 @@ export class Spawner {
 
   private helperGone(helper: ChildProcess): void {
     if (this.helper !== helper) return;
+    this.deaths++;
     this.helper = undefined;
     this.server?.close();
     this.server = undefined;

@@ -64,6 +64,22 @@ test.serial('no connection outlives its child, whether its input was ended, left
   t.true(fds() <= before, `${fds()} fds open after the children, ${before} before`);
 });
 
+test('an idle helper is let go, and the next child starts a new one', async (t) => {
+  const spawner = new Spawner(undefined, 200);
+  const first = spawner.start('sleep', ['0.3'])!;
+  await new Promise((resolve) => first.once('spawn', resolve));
+  const helper = parentOf(first.pid!);
+  await new Promise((resolve) => first.once('close', resolve));
+  const deadline = Date.now() + 3_000;
+  while (existsSync(`/proc/${helper}`) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.false(existsSync(`/proc/${helper}`), 'the idle helper exited');
+  const second = spawner.start('sh', ['-c', 'echo again'])!;
+  t.truthy(second);
+  const output = read(second.stdout);
+  t.is(await output, 'again\n');
+  spawner.stop();
+});
+
 test('a command that cannot start resolves with pid -1 and exit 127', async (t) => {
   const proc = await launch('/nonexistent/command', []);
   t.is(proc.pid, -1);
