@@ -84,7 +84,6 @@ export function installFastLane(
     if (path === undefined) return false;
     const route = routeOf(path);
     if (!route) return false;
-    const params = route.params;
     const query = q < 0 ? {} : parseQueryString(url.slice(q + 1));
     inFlight++;
     // A whole body is handed to the socket by writeAnswer (a stop may end the connection after it:
@@ -94,7 +93,7 @@ export function installFastLane(
       if (counted) done();
       counted = false;
     };
-    route.serve({ method: 'get', path, params, query, raw: req, res, payload: undefined })
+    route.serve({ method: 'get', path, params: route.params, query, raw: req, res, payload: undefined })
       .then((answer) => {
         if (answer === ABANDONED || streamed(answer)) {
           // A proxied answer may be over already.

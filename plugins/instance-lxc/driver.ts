@@ -31,7 +31,7 @@ import { LxcPaths, lxcName } from './paths.js';
 import { readList, writeList } from './recorded-list.js';
 import { checkRawLxc } from './raw-lxc.js';
 import { liblxcRefusal } from './raw-lxc-verdict.js';
-import { cgroupCounters, runningState, stoppedState } from './runtime-state.js';
+import { runningState, stateFiles, stoppedState } from './runtime-state.js';
 import { LiveStateReader } from './live-state.js';
 import { runTool } from './tool.js';
 import { refuseShift } from './shift-protection.js';
@@ -680,10 +680,7 @@ export class LxcDriver implements InstanceDriver {
     if (!running) return stoppedState();
     const recorded = readList<RecordedNic>(this.paths.nicsFile(name));
     // The helper reads the cgroup files and the interfaces beside the event loop (live-state.ts).
-    const files = running.cgroup ? (running.stateFiles ??= running.cgroup.filesRead((cg) => {
-      cg.frozen();
-      cgroupCounters(cg);
-    })) : [];
+    const files = running.cgroup ? (running.stateFiles ??= stateFiles(running.cgroup)) : [];
     const live = running.initPid === undefined ? undefined : await this.live.read(running.initPid, files);
     const cgroup = live ? running.cgroup?.withContents(live.files) : running.cgroup;
     // Only /proc's addresses need telling which interface a routed /32 is on; netlink names it.

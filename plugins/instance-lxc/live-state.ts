@@ -18,8 +18,8 @@ const HELPER_BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), 'corr
 const ANSWER_BOUND_MS = 3_000;
 /** A helper nobody asked for this long is let go (an idle daemon keeps no extra process). */
 const IDLE_MS = 5_000;
-/** A helper that keeps dying is not started again: /proc it is, from then on. */
-const MAX_STARTS = 5;
+/** A helper that keeps dying (or stalling) is not started again: /proc it is, from then on. */
+const MAX_DEATHS = 5;
 
 /** What the helper told of one container. */
 export interface LiveState {
@@ -91,7 +91,8 @@ function parseNetwork(lines: readonly string[]): Record<string, NetworkState> {
 
 export class LiveStateReader {
   private helper: HostProcess | undefined;
-  private starts = 0;
+  /** Helpers that died or stalled (one let go when idle does not count). */
+  private deaths = 0;
   private idle: NodeJS.Timeout | undefined;
   /** Asked pids in order, each with the lines gathered so far. */
   private readonly waiting: { lines: string[]; files: readonly string[]; done: (answer: Answer) => void; timer: NodeJS.Timeout }[] = [];
@@ -109,7 +110,7 @@ export class LiveStateReader {
     if (!helper) return Promise.resolve(undefined);
     this.idle?.refresh();
     return new Promise<Answer>((resolve) => {
-      const timer = setTimeout(() => this.abandon(helper), ANSWER_BOUND_MS);
+      const timer = setTimeout(() => this.failed(helper), ANSWER_BOUND_MS);
       this.waiting.push({ lines: [], files, done: resolve, timer });
       helper.stdin.write(`${[pid, ...files].join('\t')}\n`);
     });
@@ -123,8 +124,7 @@ export class LiveStateReader {
 
   private running(): HostProcess | undefined {
     if (this.helper) return this.helper;
-    if (this.starts >= MAX_STARTS || !existsSync(this.bin)) return undefined;
-    this.starts++;
+    if (this.deaths >= MAX_DEATHS || !existsSync(this.bin)) return undefined;
     // It ends with the daemon by itself (its parent death signal), and when its input closes.
     const helper = this.tools.spawn(this.bin, []);
     this.helper = helper;
@@ -143,9 +143,7 @@ export class LiveStateReader {
     });
     // Its stderr is not read by anyone: drained so it can never block.
     helper.stderr?.resume();
-    void helper.exited.then(() => {
-      if (this.helper === helper) this.abandon(helper);
-    });
+    void helper.exited.then(() => this.failed(helper));
     return helper;
   }
 
@@ -167,6 +165,13 @@ export class LiveStateReader {
     if (this.waiting.length) return void this.idle?.refresh();
     this.helper = undefined;
     helper.stdin.end();
+  }
+
+  /** The helper died or stalled while it was the one in use. */
+  private failed(helper: HostProcess): void {
+    if (this.helper !== helper) return;
+    this.deaths++;
+    this.abandon(helper);
   }
 
   /** Everyone waiting falls back to /proc; the next read starts a new helper. */

@@ -51,6 +51,14 @@ export function cgroupCounters(cg: ContainerCgroup): Pick<RuntimeState, 'process
   return { processes: cg.number('pids', 'pids.current', 'pids.current') ?? 0, cpu: { usage: cpuUsage(cg) }, memory: memory(cg) };
 }
 
+/** The cgroup files a running container's state reads (its freezer, then its counters), without reading them. */
+export function stateFiles(cg: ContainerCgroup): string[] {
+  return cg.filesRead((view) => {
+    view.frozen();
+    cgroupCounters(view);
+  });
+}
+
 /**
  * `cgroup`: the container's, or a view of it whose files were read already; `network`: the interfaces
  * as the live-state helper told them, read from /proc here when absent.
