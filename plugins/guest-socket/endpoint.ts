@@ -77,6 +77,8 @@ export class GuestEndpoint {
     server.headersTimeout = HEADERS_TIMEOUT_MS;
     server.on('connection', (socket: Socket) => {
       this.silent.set(socket, Date.now());
+      // Swept only while some connection has not spoken yet: a host with hundreds of idle guests runs no timers for them.
+      this.sweeper ??= setInterval(() => this.sweep(), SILENT_TIMEOUT_MS / 2).unref();
       // Gone at once when closed: a socket kept until the next sweep would outlive the young generation.
       socket.once('close', () => this.silent.delete(socket));
     });
@@ -89,7 +91,6 @@ export class GuestEndpoint {
       });
     });
     this.server = server;
-    this.sweeper = setInterval(() => this.sweep(), SILENT_TIMEOUT_MS / 2).unref();
     chmodSync(this.socketPath, 0o666);
   }
 
@@ -98,6 +99,7 @@ export class GuestEndpoint {
     const server = this.server;
     this.server = undefined;
     clearInterval(this.sweeper);
+    this.sweeper = undefined;
     this.silent.clear();
     for (const ws of this.listeners.keys()) ws.terminate();
     this.listeners.clear();
@@ -116,6 +118,10 @@ export class GuestEndpoint {
         this.silent.delete(socket);
         socket.destroy();
       }
+    }
+    if (!this.silent.size) {
+      clearInterval(this.sweeper);
+      this.sweeper = undefined;
     }
   }
 

@@ -158,6 +158,11 @@ export class ContainerCgroup {
     return f ? this.readFile(f.path)?.trim() : undefined;
   }
 
+  /** A file found with file(), as it reads (untrimmed). */
+  text(f: CgroupFile): string | undefined {
+    return this.readFile(f.path);
+  }
+
   number(controller: string, v1Name: string, v2Name: string): number | undefined {
     const f = this.file(controller, v1Name, v2Name);
     return f ? asNumber(this.readFile(f.path)) : undefined;

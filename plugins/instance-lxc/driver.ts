@@ -23,7 +23,7 @@ import {
 import { configuredHaltSignal, repeatHaltWhileYoung } from './halt-repeat.js';
 import { LXC_KEYS } from './keys.js';
 import { cgroupLimit, formatCpuList, LIMIT_KEYS, parseCpuList, parseMemory, parseOnlineCpus, startLimits, unlimitedValue, type HostCapacity } from './limits.js';
-import { BlockDeviceNames, readMetrics } from './metrics.js';
+import { BlockDeviceNames, metricsFiles, readMetrics } from './metrics.js';
 import { MonitorTable, monitorProcesses } from './monitor.js';
 import { InjectionFailure, MountInjector, type RecordedMount } from './mount-injection.js';
 import { NicPlumber, type RecordedNic } from './nics.js';
@@ -695,7 +695,10 @@ export class LxcDriver implements InstanceDriver {
 
   async metrics(inst: DriverInstance): Promise<InstanceMetrics | undefined> {
     const running = this.monitors.find(this.nameOf(inst));
-    return running ? readMetrics(inst, running, this.blockDevices) : undefined;
+    if (!running?.cgroup || running.initPid === undefined) return undefined;
+    // As for state: the helper reads the files and counts the interfaces beside the event loop.
+    const live = await this.live.read(running.initPid, (running.metricsFiles ??= metricsFiles(running.cgroup)));
+    return readMetrics(inst, running, this.blockDevices, this.host().totalMemory, live);
   }
 
   private runningInit(inst: DriverInstance): number {

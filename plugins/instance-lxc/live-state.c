@@ -7,7 +7,8 @@
  * reads run on another core than the daemon's (recursion=2 over a thousand running containers, issue 21).
  *
  * Answer lines (fields separated by one space; names and contents hex-encoded, so no byte can break a line):
- *   F <n> <content-hex|->  the n-th file asked (from 0), or - when it could not be read
+ *   F <n> <content-hex|->  the n-th file asked (from 0), or - when it could not be read; no line for a
+ *                     file over 64 KiB
  *   L <index> <name-hex> <flags> <mtu> <hwaddr|-> <rx_bytes> <tx_bytes> <rx_packets> <tx_packets>
  *     <rx_errors> <tx_errors> <rx_dropped> <tx_dropped>
  *   A <index> <4|6> <address> <prefix length> <scope>
@@ -66,8 +67,20 @@ static int dump(int sock, int type, void (*each)(struct nlmsghdr *)) {
 }
 
 /* Up to `len` bytes, or to the first NUL (netlink names carry one). */
+/* Stops at a NUL, as the text it encodes ends there. */
 static void put_hex(const char *s, size_t len) {
-  for (size_t i = 0; i < len && s[i]; i++) printf("%02x", (unsigned char)s[i]);
+  static const char digits[] = "0123456789abcdef";
+  char out[256];
+  size_t used = 0;
+  for (size_t i = 0; i < len && s[i]; i++) {
+    out[used++] = digits[(unsigned char)s[i] >> 4];
+    out[used++] = digits[(unsigned char)s[i] & 15];
+    if (used == sizeof out) {
+      fwrite(out, 1, used, stdout);
+      used = 0;
+    }
+  }
+  fwrite(out, 1, used, stdout);
 }
 
 static void each_link(struct nlmsghdr *h) {
@@ -127,20 +140,27 @@ static void each_address(struct nlmsghdr *h) {
   printf("A %u %d %s %u %u\n", ifa->ifa_index, ifa->ifa_family == AF_INET ? 4 : 6, text, ifa->ifa_prefixlen, ifa->ifa_scope);
 }
 
+/* Files are read whole: cgroup files hand out at most a page per read. One larger than this is left out of
+ * the answer, and the daemon reads it itself. */
+static char content[1 << 16];
+
 static void put_file(int n, const char *path) {
-  char content[4096];
+  size_t total = 0;
   ssize_t got = -1;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd >= 0) {
-    got = read(fd, content, sizeof content);
+    while (total < sizeof content && (got = read(fd, content + total, sizeof content - total)) > 0) total += (size_t)got;
+    char more;
+    int overflow = got > 0 && read(fd, &more, 1) > 0;
     close(fd);
+    if (overflow) return;
   }
   printf("F %d ", n);
   if (got < 0) {
     printf("-\n");
     return;
   }
-  put_hex(content, got);
+  put_hex(content, total);
   printf("\n");
 }
 

@@ -4,12 +4,12 @@
  * reads only: a scrape covers every running instance and must not spawn anything.
  */
 import { statfsSync } from 'node:fs';
-import { totalmem } from 'node:os';
 import path from 'node:path';
 import type {
   CpuTime, DeviceConfig, DiskIo, DriverInstance, FilesystemUsage, InstanceMetrics, InterfaceCounters, MemoryFigure,
 } from '../../sdk/index.js';
 import { readText, type ContainerCgroup } from './cgroups.js';
+import type { LiveState } from './live-state.js';
 import type { RunningContainer } from './monitor.js';
 import { parseNetDev } from './network-state.js';
 
@@ -42,7 +42,7 @@ export function parseUsageAll(text: string): CpuTime[] {
 function cpuTimes(cg: ContainerCgroup): CpuTime[] {
   const all = cg.file('cpuacct', 'cpuacct.usage_all', 'cpu.stat');
   if (all?.version === 1) {
-    const perCpu = parseUsageAll(readText(all.path) ?? '');
+    const perCpu = parseUsageAll(cg.text(all) ?? '');
     if (perCpu.length) return perCpu;
     const ticks = parseKeyValues(cg.read('cpuacct', 'cpuacct.stat', 'cpu.stat'));
     return [{ cpu: '0', user: (ticks.get('user') ?? 0) / TICKS_PER_S, system: (ticks.get('system') ?? 0) / TICKS_PER_S }];
@@ -72,7 +72,7 @@ function memoryFigures(cg: ContainerCgroup, hostTotal: number): Partial<Record<M
   const where = cg.file('memory', 'memory.stat', 'memory.stat');
   if (!where) return {};
   const v1 = where.version === 1;
-  const stat = parseKeyValues(readText(where.path));
+  const stat = parseKeyValues(cg.text(where));
   const out: Partial<Record<MemoryFigure, number>> = {};
   for (const [figure, v1Name, v2Name] of MEMORY_STAT_NAMES) out[figure] = stat.get(v1 ? v1Name : v2Name) ?? 0;
   out.Active = out.Active_anon! + out.Active_file!;
@@ -141,7 +141,7 @@ export function parseBlkio(bytes: string, ios: string, names: BlockDeviceNames):
 function diskIo(cg: ContainerCgroup, names: BlockDeviceNames): DiskIo[] {
   const v1 = cg.file('blkio', 'blkio.throttle.io_service_bytes_recursive', 'io.stat');
   if (v1?.version === 1) {
-    return parseBlkio(readText(v1.path) ?? '', cg.read('blkio', 'blkio.throttle.io_serviced_recursive', '') ?? '', names);
+    return parseBlkio(cg.text(v1) ?? '', cg.read('blkio', 'blkio.throttle.io_serviced_recursive', '') ?? '', names);
   }
   return parseIoStat(cg.read('io', '', 'io.stat') ?? '', names);
 }
@@ -186,27 +186,37 @@ function filesystems(inst: DriverInstance): FilesystemUsage[] {
   return out;
 }
 
-function interfaces(pid: number): InterfaceCounters[] {
-  const out: InterfaceCounters[] = [];
-  for (const [device, c] of parseNetDev(readText(`/proc/${pid}/net/dev`) ?? '')) {
-    out.push({
-      device,
-      receiveBytes: c.bytes_received, receivePackets: c.packets_received, receiveErrs: c.errors_received, receiveDrop: c.packets_dropped_inbound,
-      transmitBytes: c.bytes_sent, transmitPackets: c.packets_sent, transmitErrs: c.errors_sent, transmitDrop: c.packets_dropped_outbound,
-    });
-  }
-  return out;
+/** Counters of each interface: from the live-state helper's answer, else /proc/<pid>/net/dev. */
+function interfaces(pid: number, live: LiveState | undefined): InterfaceCounters[] {
+  const counters = live
+    ? Object.entries(live.network).map(([device, n]) => [device, n.counters] as const)
+    : [...parseNetDev(readText(`/proc/${pid}/net/dev`) ?? '')];
+  return counters.map(([device, c]) => ({
+    device,
+    receiveBytes: c.bytes_received, receivePackets: c.packets_received, receiveErrs: c.errors_received, receiveDrop: c.packets_dropped_inbound,
+    transmitBytes: c.bytes_sent, transmitPackets: c.packets_sent, transmitErrs: c.errors_sent, transmitDrop: c.packets_dropped_outbound,
+  }));
 }
 
-export function readMetrics(inst: DriverInstance, running: RunningContainer, names: BlockDeviceNames): InstanceMetrics | undefined {
-  const cg = running.cgroup;
-  if (running.initPid === undefined || !cg) return undefined;
+/** The figures' reads of a cgroup, so that they can be made ahead (by the live-state helper). */
+function cgroupFigures(cg: ContainerCgroup, names: BlockDeviceNames, hostTotal: number): Pick<InstanceMetrics, 'cpu' | 'memory' | 'disk' | 'processes'> {
   return {
     cpu: cpuTimes(cg),
-    memory: memoryFigures(cg, totalmem()),
+    memory: memoryFigures(cg, hostTotal),
     disk: diskIo(cg, names),
-    filesystems: filesystems(inst),
-    network: interfaces(running.initPid),
     processes: cg.number('pids', 'pids.current', 'pids.current') ?? 0,
   };
+}
+
+/** The cgroup files the figures read, without reading them. */
+export function metricsFiles(cg: ContainerCgroup): string[] {
+  return cg.filesRead((view) => cgroupFigures(view, new BlockDeviceNames(), 0));
+}
+
+/** `live`: what the helper read ahead (the files of metricsFiles and the interfaces); read here when absent. */
+export function readMetrics(inst: DriverInstance, running: RunningContainer, names: BlockDeviceNames, hostTotal: number, live?: LiveState): InstanceMetrics | undefined {
+  const cg = live ? running.cgroup?.withContents(live.files) : running.cgroup;
+  if (running.initPid === undefined || !cg) return undefined;
+  const { cpu, memory, disk, processes } = cgroupFigures(cg, names, hostTotal);
+  return { cpu, memory, disk, filesystems: filesystems(inst), network: interfaces(running.initPid, live), processes };
 }

@@ -16,6 +16,8 @@ export interface RunningContainer {
   cgroup?: ContainerCgroup;
   /** The cgroup files a state read needs (worked out once: the layout does not change while it runs). */
   stateFiles?: string[];
+  /** The same for a metrics read. */
+  metricsFiles?: string[];
 }
 
 export class MonitorTable {

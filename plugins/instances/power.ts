@@ -22,8 +22,8 @@ const WATCH_INTERVAL_MS = 1000;
 
 /** Starts and stops call the family's hooks (`starting`, `launching`, `started`, `stopped`) for snapshots, templates and others. */
 export class PowerControl {
-  /** Instances this daemon believes are running: key -> [project, name]. */
-  private readonly watched = new Map<string, [string, string]>();
+  /** Instances this daemon believes are running, by key, with the handle they were started or adopted with. */
+  private readonly watched = new Map<string, InstanceHandle>();
   private readonly stopping = new Set<string>();
   private timer?: NodeJS.Timeout;
 
@@ -103,7 +103,7 @@ export class PowerControl {
       r.config['volatile.last_state.power'] = 'RUNNING';
       r.last_used_at = now;
     });
-    this.watch(handle.project, handle.name);
+    this.watch(handle);
     if (!quiet) this.manager.lifecycle('instance-started', handle, req);
     this.manager.follow('started', () => hooks.started.call(handle));
   }
@@ -143,8 +143,8 @@ export class PowerControl {
     }
   }
 
-  watch(project: string, name: string): void {
-    this.watched.set(`${project}/${name}`, [project, name]);
+  watch(handle: InstanceHandle): void {
+    this.watched.set(`${handle.project}/${handle.name}`, handle);
     this.timer ??= setInterval(() => void this.poll(), WATCH_INTERVAL_MS).unref();
   }
 
@@ -154,8 +154,12 @@ export class PowerControl {
 
   /** Instances that stopped without us: shutdown from inside, or a crash. */
   private async poll(): Promise<void> {
-    for (const [key, [project, name]] of [...this.watched]) {
+    for (const [key, watched] of [...this.watched]) {
       if (this.stopping.has(key)) continue;
+      // Nearly all of them still run: asked with the handle they started with, a running one costs its driver's
+      // status and no store read or lock (a running instance cannot be renamed or moved). A stop is confirmed below.
+      if ((await this.status(watched).catch(() => 'Stopped' as const)) !== 'Stopped') continue;
+      const { project, name } = watched;
       await this.manager.lock.run(key, async () => {
         if (!this.watched.has(key) || this.stopping.has(key)) return;
         const handle = await this.manager.load(project, name).catch(() => undefined);
@@ -184,7 +188,7 @@ export class PowerControl {
       if (!handle) continue;
       const status = await this.status(handle).catch(() => 'Error' as const);
       if (status === 'Running' || status === 'Frozen') {
-        this.watch(handle.project, handle.name);
+        this.watch(handle);
         await this.manager.deviceRuntime.adopt(handle).catch((err) => this.ctx.log.warn({ err, instance: handle.name }, 'adopting the host devices of a running instance failed'));
         continue;
       }

@@ -33,6 +33,8 @@ export function formatValue(v: number): string {
   if (Number.isNaN(v)) return 'NaN';
   if (!Number.isFinite(v)) return v > 0 ? '+Inf' : '-Inf';
   if (v === 0) return '0';
+  // Most figures are byte and packet counts: integers that print as they are below 1e6.
+  if (Number.isInteger(v) && v > -1e6 && v < 1e6) return String(v);
   const exp = v.toExponential();
   const e = Number(exp.slice(exp.indexOf('e') + 1));
   if (e < -4 || e >= 6) return exp.replace(/e([+-])(\d+)$/, (_, sign: string, digits: string) => `e${sign}${digits.padStart(2, '0')}`);
@@ -48,10 +50,17 @@ function labelText(labels: Record<string, string>): string {
 /** Families without samples are left out, as the reference does. */
 export function renderExposition(families: Family[]): string {
   const lines: string[] = [];
+  // Samples sharing a labels object (an instance's memory figures, say) share its text: sorted and escaped once.
+  const rendered = new Map<Record<string, string>, string>();
+  const textOf = (labels: Record<string, string>) => {
+    let text = rendered.get(labels);
+    if (text === undefined) rendered.set(labels, (text = labelText(labels)));
+    return text;
+  };
   for (const family of families) {
     if (!family.samples.length) continue;
     lines.push(`# HELP ${family.name} ${escapeHelp(family.help)}`, `# TYPE ${family.name} ${family.type}`);
-    for (const s of family.samples) lines.push(`${family.name}${labelText(s.labels)} ${formatValue(s.value)}`);
+    for (const s of family.samples) lines.push(`${family.name}${textOf(s.labels)} ${formatValue(s.value)}`);
   }
   lines.push('# EOF', '');
   return lines.join('\n');

@@ -81,32 +81,35 @@ export function instanceFamilies(entries: InstanceMetricsEntry[]): Family[] {
 
   for (const e of entries) {
     const m = e.metrics;
+    // One labels object per label set: the exposition renders each once, however many samples share it.
+    const labels = base(e);
     for (const c of m.cpu) {
-      b.add('lxd_cpu_seconds_total', 'counter', '', { ...base(e), cpu: c.cpu, mode: 'system' }, c.system);
-      b.add('lxd_cpu_seconds_total', 'counter', '', { ...base(e), cpu: c.cpu, mode: 'user' }, c.user);
+      b.add('lxd_cpu_seconds_total', 'counter', '', { ...labels, cpu: c.cpu, mode: 'system' }, c.system);
+      b.add('lxd_cpu_seconds_total', 'counter', '', { ...labels, cpu: c.cpu, mode: 'user' }, c.user);
     }
     for (const d of m.disk) {
-      const labels = { ...base(e), device: d.device };
-      b.add('lxd_disk_read_bytes_total', 'counter', '', labels, d.readBytes);
-      b.add('lxd_disk_reads_completed_total', 'counter', '', labels, d.readsCompleted);
-      b.add('lxd_disk_written_bytes_total', 'counter', '', labels, d.writtenBytes);
-      b.add('lxd_disk_writes_completed_total', 'counter', '', labels, d.writesCompleted);
+      const disk = { ...labels, device: d.device };
+      b.add('lxd_disk_read_bytes_total', 'counter', '', disk, d.readBytes);
+      b.add('lxd_disk_reads_completed_total', 'counter', '', disk, d.readsCompleted);
+      b.add('lxd_disk_written_bytes_total', 'counter', '', disk, d.writtenBytes);
+      b.add('lxd_disk_writes_completed_total', 'counter', '', disk, d.writesCompleted);
     }
     for (const f of m.filesystems) {
       // The reference labels filesystems without `type`; dashboards select on these labels.
-      const labels = { name: e.name, project: e.project, device: f.device, fstype: f.fstype, mountpoint: f.mountpoint };
-      b.add('lxd_filesystem_avail_bytes', 'gauge', '', labels, f.availBytes);
-      b.add('lxd_filesystem_free_bytes', 'gauge', '', labels, f.freeBytes);
-      b.add('lxd_filesystem_size_bytes', 'gauge', '', labels, f.sizeBytes);
+      const fs = { name: e.name, project: e.project, device: f.device, fstype: f.fstype, mountpoint: f.mountpoint };
+      b.add('lxd_filesystem_avail_bytes', 'gauge', '', fs, f.availBytes);
+      b.add('lxd_filesystem_free_bytes', 'gauge', '', fs, f.freeBytes);
+      b.add('lxd_filesystem_size_bytes', 'gauge', '', fs, f.sizeBytes);
     }
     for (const figure of MEMORY_FIGURES) {
       const value = m.memory[figure];
-      if (value !== undefined) b.add(`lxd_memory_${figure}_bytes`, 'gauge', '', base(e), value);
+      if (value !== undefined) b.add(`lxd_memory_${figure}_bytes`, 'gauge', '', labels, value);
     }
     for (const n of m.network) {
-      for (const [suffix, field] of NET) b.add(`lxd_network_${suffix}_total`, 'counter', '', { ...base(e), device: n.device }, n[field]);
+      const nic = { ...labels, device: n.device };
+      for (const [suffix, field] of NET) b.add(`lxd_network_${suffix}_total`, 'counter', '', nic, n[field]);
     }
-    b.add('lxd_procs_total', 'gauge', '', base(e), m.processes);
+    b.add('lxd_procs_total', 'gauge', '', labels, m.processes);
   }
   return b.all;
 }

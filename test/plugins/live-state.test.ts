@@ -3,11 +3,12 @@
  * network namespace made here, with a veth pair (IPv4 /24, a routed /32, IPv6) and a second pair left
  * down, one end with a quote in its name, must read the same through both, counters included once traffic
  * has stopped. The helper's failure paths fall back: an unknown pid, a missing binary, a helper
- * killed between two reads.
+ * killed between two reads. Files are read whole up to 64 KiB; a larger one is left to the caller.
  */
 import test from 'ava';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import bunyan from 'bunyan';
@@ -77,6 +78,28 @@ test.serial('the helper reads the files asked, and the interfaces as /proc and s
     t.is(viaNetlink!['spare-1']!.state, 'down');
   } finally {
     reader.stop();
+  }
+});
+
+test.serial('files over a page come whole, and one over 64 KiB is left out for the caller to read', async (t) => {
+  if (!existsSync(HELPER)) return t.fail(`${HELPER} is not built (npm run build)`);
+  const dir = mkdtempSync(path.join(tmpdir(), 'livestate-'));
+  const reader = new LiveStateReader(tools, HELPER);
+  try {
+    // cgroup v1's blkio files pass a page with a few dozen loop devices; before, only the first 4 KiB came back.
+    const line = (n: number) => `7:${n} Read ${n * 4096}\n`;
+    const medium = Array.from({ length: 600 }, (_, i) => line(i)).join('');
+    const large = 'x'.repeat(70 * 1024);
+    writeFileSync(path.join(dir, 'medium'), medium);
+    writeFileSync(path.join(dir, 'large'), large);
+    const live = await reader.read(holder!.pid!, [path.join(dir, 'medium'), path.join(dir, 'large')]);
+    t.true(medium.length > 8192);
+    t.is(live?.files.get(path.join(dir, 'medium')), medium);
+    // Not "could not be read" (undefined in the map) but absent: withContents then reads it itself.
+    t.false(live?.files.has(path.join(dir, 'large')));
+  } finally {
+    reader.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
