@@ -10,6 +10,9 @@ export function syncBody(metadata: unknown): string {
 const LIST_HEAD = Buffer.from('{"type":"sync","status":"Success","status_code":200,"operation":"","error_code":0,"error":"","metadata":[');
 const LIST_TAIL = Buffer.from(']}');
 const COMMA = Buffer.from(',');
+const GROUPS_HEAD = Buffer.from('{"type":"sync","status":"Success","status_code":200,"operation":"","error_code":0,"error":"","metadata":{');
+const CLOSE_LIST = Buffer.from(']');
+const GROUPS_TAIL = Buffer.from('}}');
 
 /**
  * A sync envelope around a list whose items are serialised already, as bytes: a listing of 10,000
@@ -23,6 +26,24 @@ export function syncListBody(items: Buffer[]): Buffer {
     parts.push(item);
   });
   parts.push(LIST_TAIL);
+  return Buffer.concat(parts);
+}
+
+/**
+ * A sync envelope around an object of lists whose items are serialised already (operations grouped by
+ * status): what JSON.stringify would write for it, without serialising the items again.
+ */
+export function syncGroupedBody(groups: [string, Buffer[]][]): Buffer {
+  const parts: Buffer[] = [GROUPS_HEAD];
+  groups.forEach(([group, items], g) => {
+    parts.push(Buffer.from(`${g > 0 ? ',' : ''}${JSON.stringify(group)}:[`));
+    items.forEach((item, i) => {
+      if (i > 0) parts.push(COMMA);
+      parts.push(item);
+    });
+    parts.push(CLOSE_LIST);
+  });
+  parts.push(GROUPS_TAIL);
   return Buffer.concat(parts);
 }
 

@@ -15,7 +15,7 @@ import {
 import { errorStatuses } from '../openapi/error-answers.js';
 import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } from '../filter/index.js';
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
-import { asyncBody, encodeItem, encodeItemToKeep, etagOf, syncBody, syncListBody } from './envelope.js';
+import { asyncBody, encodeItem, encodeItemToKeep, etagOf, syncBody, syncGroupedBody, syncListBody } from './envelope.js';
 import { ABANDONED, jsonAnswer, toHapi, type Answer } from './answer.js';
 import { installFastLane, type Incoming } from './fast-lane.js';
 import { RouteTable } from './route-table.js';
@@ -444,13 +444,26 @@ export class RoutePipeline {
     return body;
   }
 
-  private serialise(metadata: unknown): string {
+  private serialise(metadata: unknown): string | Buffer {
+    // Lists grouped by a key (operations by status) holding kept views: those are serialised once (fragment()).
+    if (isGroupedListing(metadata)) return syncGroupedBody(Object.entries(metadata).map(([group, items]) => [group, items.map((item) => this.fragment(item))]));
     return memoByIdentity(this.bodyCache, metadata, syncBody);
   }
 
   private etag(content: unknown): string {
     return memoByIdentity(this.etagCache, content, etagOf);
   }
+}
+
+/** An object of arrays, one of them holding a frozen (kept) view. */
+function isGroupedListing(metadata: unknown): metadata is Record<string, unknown[]> {
+  if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) return false;
+  let kept = false;
+  for (const items of Object.values(metadata)) {
+    if (!Array.isArray(items)) return false;
+    kept ||= items.some((item) => typeof item === 'object' && item !== null && Object.isFrozen(item));
+  }
+  return kept;
 }
 
 /**

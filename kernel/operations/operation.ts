@@ -25,6 +25,7 @@ export class OperationRecord implements Operation {
   private err = '';
   private readonly abort = new AbortController();
   private readonly finished: Promise<OperationView>;
+  private finalView?: OperationView;
   private resolveFinished!: (view: OperationView) => void;
   /** Wakers of `/wait` callers; each removes itself when it fires, whatever fired it. */
   private readonly waiters = new Set<() => void>();
@@ -69,8 +70,9 @@ export class OperationRecord implements Operation {
   }
 
   view(): OperationView {
+    if (this.finalView) return this.finalView;
     const status = OperationStatus[this.status];
-    return {
+    const view: OperationView = {
       id: this.id,
       class: this.spec.class,
       description: this.spec.description,
@@ -84,6 +86,10 @@ export class OperationRecord implements Operation {
       err: this.err,
       location: this.location,
     };
+    // A finished operation stays listed for a while and no longer changes: one frozen view, which a
+    // listing then serialises once (the pipeline keeps the bytes of frozen views).
+    if (this.isFinal) this.finalView = Object.freeze(view);
+    return view;
   }
 
   done(): Promise<OperationView> {
@@ -240,6 +246,7 @@ export class OperationRecord implements Operation {
   }
 
   private touch(): void {
+    this.finalView = undefined;
     this.updatedAt = new Date().toISOString();
     this.changed(this);
   }
