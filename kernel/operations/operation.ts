@@ -2,7 +2,7 @@
 import { randomUUID, randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import {
-  ApiError, OperationStatus, requestedProjectOf, sameSecret,
+  ApiError, OperationStatus, requestedProjectOf, HeldSecrets,
   type Operation, type OperationControl, type OperationSpec, type OperationStatusName, type OperationView,
 } from '../../sdk/index.js';
 import { clientMessage } from '../http/client-message.js';
@@ -30,7 +30,7 @@ export class OperationRecord implements Operation {
   /** Wakers of `/wait` callers; each removes itself when it fires, whatever fired it. */
   private readonly waiters = new Set<() => void>();
   /** secret -> name of the socket it opens (websocket class). */
-  private readonly secrets = new Map<string, string>();
+  private readonly secrets = new HeldSecrets<string>();
   /** Names whose socket a client has opened, and every socket still attached to this operation. */
   private readonly opened = new Set<string>();
   private readonly sockets = new Set<WebSocket>();
@@ -49,7 +49,7 @@ export class OperationRecord implements Operation {
       const fds: Record<string, string> = {};
       for (const name of spec.secrets ?? []) {
         const secret = randomBytes(32).toString('hex');
-        this.secrets.set(secret, name);
+        this.secrets.add(secret, name);
         fds[name] = secret;
       }
       this.metadata = spec.secretsAtTop ? { ...(this.metadata ?? {}), ...fds } : { ...(this.metadata ?? {}), fds };
@@ -195,9 +195,7 @@ export class OperationRecord implements Operation {
 
   /** The socket name of a secret, compared in constant time so timing tells a guesser nothing. */
   private nameOf(secret: string): string | undefined {
-    let found: string | undefined;
-    for (const [known, name] of this.secrets) if (sameSecret(known, secret)) found = name;
-    return found;
+    return this.secrets.find(secret);
   }
 
   /** Whether a client already opened the socket of this secret (each opens once, as with the reference). */
