@@ -298,25 +298,21 @@ export class LxcDriver implements InstanceDriver {
         ...(intercepted ? { proxy: this.interceptor.socket, cookie: name } : {}),
       },
     });
-    if (profile !== undefined) await writeFile(this.paths.seccompProfile(name), profile);
-    else await rm(this.paths.seccompProfile(name), { force: true });
     const policy = interceptionPolicy(inst.config);
-    if (policy !== undefined) await writeFile(this.paths.seccompPolicy(name), policy, { mode: 0o600 });
-    else await rm(this.paths.seccompPolicy(name), { force: true });
-    await lockInstanceDir(inst.volumePath, rootOwner(plan));
-    if (!plan.privileged) await this.traversable(rootfs, inst.volumePath);
     const configFile = this.paths.config(name);
-    await writeList<RecordedNic>(this.paths.nicsFile(name), devices.flatMap((d) => (d.nics ?? []).map((nic) => ({ device: d.device ?? '', nic, hotplugged: false }))));
-    await writeList<RecordedMount>(this.paths.mountsFile(name), devices.flatMap((d) => (d.mounts ?? []).map((m) => ({ device: d.device ?? '', target: m.target }))));
-    await writeFile(`${configFile}.new`, text);
-    await rename(`${configFile}.new`, configFile);
     const idmapFile = this.paths.idmapFile(name);
-    if (plan.base) {
-      const size = plan.map.filter((e) => e.Hostid >= plan.base).reduce((end, e) => Math.max(end, e.Hostid + e.Maprange), plan.base) - plan.base;
-      await writeFile(idmapFile, JSON.stringify({ range: { start: plan.base, size } }));
-    } else {
-      await rm(idmapFile, { force: true });
-    }
+    const idmapSize = plan.map.filter((e) => e.Hostid >= plan.base).reduce((end, e) => Math.max(end, e.Hostid + e.Maprange), plan.base) - plan.base;
+    // The files of a start do not depend on one another: written at once, each its own file (all are
+    // written again at the next start, so one left by a failure here does no harm).
+    await Promise.all([
+      profile !== undefined ? writeFile(this.paths.seccompProfile(name), profile) : rm(this.paths.seccompProfile(name), { force: true }),
+      policy !== undefined ? writeFile(this.paths.seccompPolicy(name), policy, { mode: 0o600 }) : rm(this.paths.seccompPolicy(name), { force: true }),
+      lockInstanceDir(inst.volumePath, rootOwner(plan)).then(() => (plan.privileged ? undefined : this.traversable(rootfs, inst.volumePath))),
+      writeList<RecordedNic>(this.paths.nicsFile(name), devices.flatMap((d) => (d.nics ?? []).map((nic) => ({ device: d.device ?? '', nic, hotplugged: false })))),
+      writeList<RecordedMount>(this.paths.mountsFile(name), devices.flatMap((d) => (d.mounts ?? []).map((m) => ({ device: d.device ?? '', target: m.target })))),
+      writeFile(`${configFile}.new`, text).then(() => rename(`${configFile}.new`, configFile)),
+      plan.base ? writeFile(idmapFile, JSON.stringify({ range: { start: plan.base, size: idmapSize } })) : rm(idmapFile, { force: true }),
+    ]);
 
     const logFile = path.join(inst.logDir, 'lxc.log');
     const logOffset = fileSize(logFile);
