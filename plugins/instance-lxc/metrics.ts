@@ -1,7 +1,8 @@
 /**
  * GET /1.0/metrics figures of a running container, read from its cgroup (v1 or v2 hierarchy,
- * whichever holds each controller), its init's network namespace and statfs of its disks. File
- * reads only: a scrape covers every running instance and must not spawn anything.
+ * whichever holds each controller), its init's network namespace and statfs of its disks. Reads
+ * only, most of them made by the live-state helper beside the event loop (live-state.ts): a scrape
+ * covers every running instance and must not spawn anything per instance.
  */
 import { statfsSync } from 'node:fs';
 import path from 'node:path';
