@@ -119,8 +119,12 @@ export class SpawnedChild extends EventEmitter {
     this.stdin.destroy();
     this.stdinSocket?.destroy();
     this.emit('exit', code, signal);
-    // As node does: output nobody reads is let through, so that the streams end and 'close' comes.
-    for (const out of [this.stdout, this.stderr]) if (out.readableFlowing === null) out.resume();
+    // As node does: output nobody reads is let through, so that the streams end and 'close' comes. Not
+    // before the caller of launch() ran: a child that exits at once has its start and its end in one
+    // answer of the helper, and the caller reads its streams only once the start's promise resolved.
+    setImmediate(() => {
+      for (const out of [this.stdout, this.stderr]) if (out.readableFlowing === null) out.resume();
+    });
     this.streamEnded(0);
   }
 

@@ -38,6 +38,21 @@ test('a launched child gets its input, arguments, environment and directory, and
   t.is(await err, 'err:hé\n');
 });
 
+test('a child that exits at once keeps its output for the caller that reads it once launch resolves', async (t) => {
+  // Its start and its end often come in one answer of the helper: the output must wait for the caller.
+  const lost: string[] = [];
+  for (let round = 0; round < 10; round++) {
+    await Promise.all(Array.from({ length: 16 }, async () => {
+      const proc = await launch('sh', ['-c', 'echo said >&2; exit 1'], {});
+      proc.stdin.end();
+      const err = read(proc.stderr!);
+      t.is(await proc.exited, 1);
+      if ((await err) !== 'said\n') lost.push(await err);
+    }));
+  }
+  t.deepEqual(lost, []);
+});
+
 test('without an environment the child gets the daemon\'s; a signal ends it as under spawn', async (t) => {
   const proc = await launch('sh', ['-c', 'echo "$HOME"; exec sleep 30']);
   const first = await new Promise<string>((resolve) => proc.stdout.once('data', (c) => resolve(String(c))));
