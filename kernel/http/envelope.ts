@@ -3,16 +3,27 @@ import { createHash } from 'node:crypto';
 import { ALLOWED_ERROR_STATUSES, type ErrorStatus, type OperationView } from '../../sdk/index.js';
 import { clientMessage } from './client-message.js';
 
+/** A sync envelope up to its metadata's first byte. */
+const SYNC_HEAD = '{"type":"sync","status":"Success","status_code":200,"operation":"","error_code":0,"error":"","metadata":';
+
 export function syncBody(metadata: unknown): string {
-  return `{"type":"sync","status":"Success","status_code":200,"operation":"","error_code":0,"error":"","metadata":${JSON.stringify(metadata ?? {})}}`;
+  return `${SYNC_HEAD}${JSON.stringify(metadata ?? {})}}`;
 }
 
-const LIST_HEAD = Buffer.from('{"type":"sync","status":"Success","status_code":200,"operation":"","error_code":0,"error":"","metadata":[');
+const LIST_HEAD = Buffer.from(`${SYNC_HEAD}[`);
 const LIST_TAIL = Buffer.from(']}');
-const COMMA = Buffer.from(',');
-const GROUPS_HEAD = Buffer.from('{"type":"sync","status":"Success","status_code":200,"operation":"","error_code":0,"error":"","metadata":{');
-const CLOSE_LIST = Buffer.from(']');
+const GROUPS_HEAD = Buffer.from(`${SYNC_HEAD}{`);
 const GROUPS_TAIL = Buffer.from('}}');
+const COMMA = Buffer.from(',');
+const CLOSE_LIST = Buffer.from(']');
+
+/** `items` into `parts`, a comma between each two. */
+function pushJoined(parts: Buffer[], items: Buffer[]): void {
+  items.forEach((item, i) => {
+    if (i > 0) parts.push(COMMA);
+    parts.push(item);
+  });
+}
 
 /**
  * A sync envelope around a list whose items are serialised already, as bytes: a listing of 10,000
@@ -21,10 +32,7 @@ const GROUPS_TAIL = Buffer.from('}}');
  */
 export function syncListBody(items: Buffer[]): Buffer {
   const parts: Buffer[] = [LIST_HEAD];
-  items.forEach((item, i) => {
-    if (i > 0) parts.push(COMMA);
-    parts.push(item);
-  });
+  pushJoined(parts, items);
   parts.push(LIST_TAIL);
   return Buffer.concat(parts);
 }
@@ -37,10 +45,7 @@ export function syncGroupedBody(groups: [string, Buffer[]][]): Buffer {
   const parts: Buffer[] = [GROUPS_HEAD];
   groups.forEach(([group, items], g) => {
     parts.push(Buffer.from(`${g > 0 ? ',' : ''}${JSON.stringify(group)}:[`));
-    items.forEach((item, i) => {
-      if (i > 0) parts.push(COMMA);
-      parts.push(item);
-    });
+    pushJoined(parts, items);
     parts.push(CLOSE_LIST);
   });
   parts.push(GROUPS_TAIL);

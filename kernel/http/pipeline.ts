@@ -459,11 +459,15 @@ export class RoutePipeline {
   }
 }
 
-/** An object of arrays, one of them holding a frozen (kept) view. */
+/**
+ * An object of arrays, one of them holding a frozen (kept) view. Asked of every sync answer: most are
+ * objects whose first value is no array, and leave at once, with nothing allocated.
+ */
 function isGroupedListing(metadata: unknown): metadata is Record<string, unknown[]> {
   if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata)) return false;
   let kept = false;
-  for (const items of Object.values(metadata)) {
+  for (const key in metadata) {
+    const items = (metadata as Record<string, unknown>)[key];
     if (!Array.isArray(items)) return false;
     kept ||= items.some((item) => typeof item === 'object' && item !== null && Object.isFrozen(item));
   }

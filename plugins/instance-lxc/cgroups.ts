@@ -105,8 +105,9 @@ export class ContainerCgroup {
     private readonly readFile: (file: string) => string | undefined = readText,
   ) {}
 
-  /** The same cgroup, answering reads of the files in `contents` from it (read elsewhere already). */
-  withContents(contents: ReadonlyMap<string, string | undefined>): ContainerCgroup {
+  /** The same cgroup, answering reads of the files in `contents` from it (read elsewhere already); itself without any. */
+  withContents(contents: ReadonlyMap<string, string | undefined> | undefined): ContainerCgroup {
+    if (!contents) return this;
     return new ContainerCgroup(this.host, this.v1Paths, this.unifiedPath, (file) => (contents.has(file) ? contents.get(file) : readText(file)));
   }
 

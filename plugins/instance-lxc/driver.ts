@@ -678,7 +678,7 @@ export class LxcDriver implements InstanceDriver {
     // The helper reads the cgroup files and the interfaces beside the event loop (live-state.ts).
     const files = running.cgroup ? (running.stateFiles ??= stateFiles(running.cgroup)) : [];
     const live = running.initPid === undefined ? undefined : await this.live.read(running.initPid, files);
-    const cgroup = live ? running.cgroup?.withContents(live.files) : running.cgroup;
+    const cgroup = running.cgroup?.withContents(live?.files);
     // Only /proc's addresses need telling which interface a routed /32 is on; netlink names it.
     const owners = live ? undefined : new Map(recorded.flatMap((r) => (r.nic.ipv4 ?? []).map((a) => [a.split('/')[0]!, r.nic.name] as [string, string])));
     const state = runningState(running, cgroup?.frozen() ? 'Frozen' : 'Running', owners, live?.network, cgroup);
@@ -694,7 +694,7 @@ export class LxcDriver implements InstanceDriver {
     if (!running?.cgroup || running.initPid === undefined) return undefined;
     // As for state: the helper reads the files and counts the interfaces beside the event loop.
     const live = await this.live.read(running.initPid, (running.metricsFiles ??= metricsFiles(running.cgroup)));
-    return readMetrics(inst, running, this.blockDevices, this.host().totalMemory, live);
+    return readMetrics(inst, running.initPid, running.cgroup.withContents(live?.files), this.blockDevices, this.host().totalMemory, live);
   }
 
   private runningInit(inst: DriverInstance): number {

@@ -66,8 +66,7 @@ static int dump(int sock, int type, void (*each)(struct nlmsghdr *)) {
   }
 }
 
-/* Up to `len` bytes, or to the first NUL (netlink names carry one). */
-/* Stops at a NUL, as the text it encodes ends there. */
+/* Up to `len` bytes, or to the first NUL (netlink names carry one); written a block at a time. */
 static void put_hex(const char *s, size_t len) {
   static const char digits[] = "0123456789abcdef";
   char out[256];

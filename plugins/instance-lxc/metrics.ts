@@ -11,7 +11,6 @@ import type {
 } from '../../sdk/index.js';
 import { readText, type ContainerCgroup } from './cgroups.js';
 import type { LiveState } from './live-state.js';
-import type { RunningContainer } from './monitor.js';
 import { parseNetDev } from './network-state.js';
 
 const NS_PER_S = 1e9;
@@ -214,10 +213,11 @@ export function metricsFiles(cg: ContainerCgroup): string[] {
   return cg.filesRead((view) => cgroupFigures(view, new BlockDeviceNames(), 0));
 }
 
-/** `live`: what the helper read ahead (the files of metricsFiles and the interfaces); read here when absent. */
-export function readMetrics(inst: DriverInstance, running: RunningContainer, names: BlockDeviceNames, hostTotal: number, live?: LiveState): InstanceMetrics | undefined {
-  const cg = live ? running.cgroup?.withContents(live.files) : running.cgroup;
-  if (running.initPid === undefined || !cg) return undefined;
+/**
+ * `cg`: the container's cgroup, or a view of it holding the files of metricsFiles read already; `live`:
+ * what the helper told, whose interfaces are read from /proc here when absent.
+ */
+export function readMetrics(inst: DriverInstance, initPid: number, cg: ContainerCgroup, names: BlockDeviceNames, hostTotal: number, live?: LiveState): InstanceMetrics {
   const { cpu, memory, disk, processes } = cgroupFigures(cg, names, hostTotal);
-  return { cpu, memory, disk, filesystems: filesystems(inst), network: interfaces(running.initPid, live), processes };
+  return { cpu, memory, disk, filesystems: filesystems(inst), network: interfaces(initPid, live), processes };
 }
