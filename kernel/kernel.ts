@@ -41,6 +41,7 @@ import { describeApi } from './openapi/document.js';
 import { openApiRoute } from './openapi/route.js';
 import { addUnixOnlyRoutes } from './server/unix-only-routes.js';
 import { ensureServerCertificate, writeServerCertificate, type ServerCertificate } from './tls/server-certificate.js';
+import { ChangeActivity } from './change-activity.js';
 
 export interface KernelOptions {
   dataDir: string;
@@ -125,6 +126,8 @@ export class Kernel {
   /** CORS headers and trusted proxies, kept current by their config keys. */
   private readonly http = new HttpSettings();
   private stopping: Promise<void> | undefined;
+  /** The daemon's own changes in progress (requests other than reads, running operations). */
+  private readonly changes = new ChangeActivity();
 
   private constructor(private readonly opts: KernelOptions) {
     this.dataDir = opts.dataDir;
@@ -136,7 +139,7 @@ export class Kernel {
     }));
     this.hostTools = opts.hostTools ?? createHostTools(this.log.child({ component: 'host-tools' }));
     for (const { ref, impl } of opts.serviceOverrides ?? []) this.services.override(ref, impl);
-    this.operations = new OperationManager(this.events, () => this.cluster.serverName);
+    this.operations = new OperationManager(this.events, () => this.cluster.serverName, this.changes);
     this.clusterTraffic = new ClusterTraffic(this.cluster, this.events, () => this.certificate, this.log);
     this.pipeline = new RoutePipeline({
       log: this.log,
@@ -146,6 +149,9 @@ export class Kernel {
       clustered: () => this.cluster.enabled,
       serverName: () => this.cluster.serverName,
       forwarding: this.clusterTraffic.forwarding,
+      activity: this.changes,
+      // Read when answering, after boot: the store is open by then.
+      storeRevision: () => this.store.revision(),
     });
     this.tls = new TlsListener((host, port) => this.startTls(host, port));
   }

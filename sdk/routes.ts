@@ -105,6 +105,16 @@ export interface VerbSpec {
    * API description; the kernel adds the ones its pipeline answers (400, 403, 412, 500…).
    */
   errors?: readonly ErrorStatus[];
+  /**
+   * GET: the kernel may answer again with the bytes it answered last (same URL, same caller's reach)
+   * while nothing the answer shows changed. It tracks what it can see: every document of the store and
+   * every change the daemon makes (a request other than a read, a running operation). `true` says the
+   * answer shows nothing else; a function returns a token for what else it shows (host state the
+   * plugin watches): equal while that is unchanged, never an earlier value again (a counter), or
+   * undefined when it cannot tell (the answer is then made every time). Leave it out when the answer reads anything not watched (a process's
+   * status, a file another program writes).
+   */
+  reuse?: true | ((req: ApiRequest) => string | undefined);
 }
 
 export interface WebsocketSpec {

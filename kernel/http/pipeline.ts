@@ -24,6 +24,8 @@ import { checkDeclaredLength, readBody } from './request-body.js';
 import { servedPaths } from './route-paths.js';
 import { READ_REVISION_HEADER, stripPeerHeaders } from '../cluster/peer-headers.js';
 import { adoptPeerRevision, noteNews, withReadScope } from '../store/read-scope.js';
+import type { ChangeActivity } from '../change-activity.js';
+import { AnswerReuse, type ReuseSlot } from './answer-reuse.js';
 
 const VERBS = ['get', 'put', 'patch', 'post', 'delete'] as const;
 type Verb = (typeof VERBS)[number];
@@ -65,6 +67,10 @@ export interface PipelineOptions {
   forwarding?: Forwarding;
   /** Plain reads go around hapi (fast-lane.ts) unless this is false. */
   fastLane?: boolean;
+  /** The daemon's own changes: every request but a read is one (the operations it starts count themselves). */
+  activity?: ChangeActivity;
+  /** The store's revision, undefined when its reads are not answered here (answers are then never reused). */
+  storeRevision?: () => number | undefined;
 }
 
 /** What the pipeline asks of the cluster layer before a handler runs or a websocket is accepted. */
@@ -122,8 +128,19 @@ export class RoutePipeline {
 
   /** Each server's routes, by path (install). */
   private readonly tables = new WeakMap<Hapi.Server, RouteTable<InstalledPath>>();
+  /** Answers of reads that declare `reuse`, kept while nothing they show changed. */
+  private readonly answers: AnswerReuse | undefined;
 
-  constructor(private readonly opts: PipelineOptions) {}
+  constructor(private readonly opts: PipelineOptions) {
+    const { activity, storeRevision } = opts;
+    if (activity && storeRevision) {
+      this.answers = new AnswerReuse(() => {
+        const revision = storeRevision();
+        const changes = activity.stamp();
+        return revision === undefined || changes === undefined ? undefined : `${revision}.${changes}`;
+      });
+    }
+  }
 
   /** The cluster layer, when this server is clustered now (websocket upgrades ask it too). */
   get forwarding(): Forwarding | undefined {
@@ -243,6 +260,8 @@ export class RoutePipeline {
   private async serve(
     incoming: Incoming, route: RouteDescriptor, fixed: Readonly<Record<string, string>>, verb: Verb, spec: VerbSpec, authenticate: Authenticate,
   ): Promise<Answer | typeof ABANDONED> {
+    // A change (anything but a read) keeps kept answers from being taken until it ended.
+    const ended = verb === 'get' ? undefined : this.opts.activity?.begin();
     try {
       const answer = () => this.answer(incoming, route, fixed, verb, spec, authenticate);
       if (!this.forwarding) return await answer();
@@ -253,6 +272,8 @@ export class RoutePipeline {
     } catch (err) {
       if (isApiError(err)) this.checkDeclaredError(route, verb, spec, err.status);
       throw err;
+    } finally {
+      ended?.();
     }
   }
 
@@ -292,6 +313,10 @@ export class RoutePipeline {
       await this.checkProject(req);
     }
 
+    // The same URL for a caller of the same reach passed the checks below before, with the same result.
+    const reuse = verb === 'get' && spec.reuse && this.answers ? this.answers.lookup(spec.reuse, req, caller, raw.url ?? incoming.path) : undefined;
+    if (reuse && !isReuseSlot(reuse)) return reuse;
+
     if (spec.query) checkShape(spec.query, req.query, 'query', true);
     if (spec.body && !spec.rawBody) req.body = checkShape(spec.body, req.body, 'request body');
 
@@ -303,7 +328,9 @@ export class RoutePipeline {
       })
       : await spec.handler(req);
     this.checkDeclared(route, verb, spec, response);
-    return this.render(req, response, filter);
+    const answer = await this.render(req, response, filter);
+    if (reuse) this.answers!.keep(reuse, req, answer);
+    return answer;
   }
 
   /**
@@ -458,6 +485,8 @@ export class RoutePipeline {
     return memoByIdentity(this.etagCache, content, etagOf);
   }
 }
+
+const isReuseSlot = (value: Answer | ReuseSlot): value is ReuseSlot => 'token' in value;
 
 /**
  * An object of arrays, one of them holding a frozen (kept) view. Asked of every sync answer: most are

@@ -2,6 +2,7 @@
 import type { EventHub } from '../events/hub.js';
 import { ApiError, notFound, type Operation, type OperationClass, type OperationsService, type OperationSpec } from '../../sdk/index.js';
 import { OperationRecord } from './operation.js';
+import type { ChangeActivity } from '../change-activity.js';
 
 /** How long a finished operation stays listed (the reference keeps them a few seconds). */
 const KEEP_FINISHED_MS = 5_000;
@@ -23,7 +24,11 @@ export class OperationManager implements OperationsService {
   private readonly operations = new Map<string, OperationRecord>();
   private closed = false;
 
-  constructor(private readonly events: EventHub, private readonly location: () => string) {}
+  /** How each running operation with a body ends its part in the daemon's change activity. */
+  private readonly activityEnds = new Map<string, () => void>();
+
+  /** `activity`: operations that run a body are changes while they run (a token waits for a request, which counts itself). */
+  constructor(private readonly events: EventHub, private readonly location: () => string, private readonly activity?: ChangeActivity) {}
 
   create(spec: OperationSpec): Operation {
     // An answer for the client, not an internal fault: nothing new starts once shutdown began.
@@ -31,6 +36,7 @@ export class OperationManager implements OperationsService {
     if (spec.class === 'websocket' && !spec.connect) throw new Error('websocket operations need a connect handler');
     const op = new OperationRecord(spec, this.location(), (changed) => this.changed(changed));
     this.operations.set(op.id, op);
+    if (spec.run && this.activity) this.activityEnds.set(op.id, this.activity.begin());
     this.changed(op); // announced as Pending, then Running
     op.start();
     return op;
@@ -69,8 +75,17 @@ export class OperationManager implements OperationsService {
   }
 
   private changed(op: OperationRecord): void {
+    // Before anyone hears of the end: a read after it must not take an answer kept while it ran.
+    if (op.isFinal) this.endActivity(op.id);
     // Progress updates come often: with nobody following operation events they cost no view.
     if (this.events.watched('operation')) this.events.emit('operation', op.view(), op.project);
     if (op.isFinal) setTimeout(() => this.operations.delete(op.id), KEEP_FINISHED_MS).unref();
+  }
+
+  private endActivity(id: string): void {
+    const end = this.activityEnds.get(id);
+    if (!end) return;
+    this.activityEnds.delete(id);
+    end();
   }
 }

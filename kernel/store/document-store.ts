@@ -214,6 +214,15 @@ export class DocumentStore {
     return !this.backend.mirrored && this.backend.reachable;
   }
 
+  /**
+   * Changes with every document change this process publishes (its own writes, other members' once
+   * followed). Undefined while reads are not answered from memory here (a cluster member's reads check
+   * the cluster first): nothing may be reused on its word then.
+   */
+  revision(): number | undefined {
+    return this.readsCached() ? this.changeCount : undefined;
+  }
+
   /** @internal The change count to hand back to rememberRow() once a read finishes. */
   readStamp(): number {
     return this.changeCount;

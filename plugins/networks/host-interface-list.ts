@@ -43,8 +43,20 @@ export class HostInterfaceList {
   private starts: number[] = [];
   private restartTimer: NodeJS.Timeout | undefined;
   private stopped = false;
+  /** Bumped by every line of the monitor and every start or end of it. */
+  private linkChanges = 0;
 
   constructor(private readonly tools: HostTools, private readonly log: Logger) {}
+
+  /**
+   * Equal while no link changed as far as the monitor tells; undefined without a settled monitor (a
+   * change could go unseen). The monitor hears of a change made outside the daemon a moment after it is
+   * made: a kept answer can show the host as it was that long (the daemon's own changes are tracked by
+   * the kernel, and a listing during one is made afresh).
+   */
+  revision(): string | undefined {
+    return this.monitor !== undefined && Date.now() - this.monitorSince > MONITOR_SETTLE_MS ? String(this.linkChanges) : undefined;
+  }
 
   /** The interfaces now, by index. */
   list(): readonly HostInterface[] {
@@ -88,14 +100,17 @@ export class HostInterfaceList {
     }
     this.monitor = proc;
     this.monitorSince = Date.now();
+    this.linkChanges++;
     proc.stdout.on('data', () => {
       this.kept = undefined;
+      this.linkChanges++;
     });
     proc.stderr?.resume();
     void proc.exited.then(() => {
       if (this.monitor !== proc) return;
       this.monitor = undefined;
       this.kept = undefined;
+      this.linkChanges++;
       if (this.stopped) return;
       this.restartTimer = setTimeout(() => {
         this.restartTimer = undefined;

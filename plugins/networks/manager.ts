@@ -26,6 +26,7 @@ export class NetworkManager {
   readonly records: Collection<NetworkRecord>;
   private readonly lock = new KeyedLock();
   private readonly unavailable = new Map<string, string>();
+  private availabilityChanges = 0;
   /** What this host runs of each network (`project/name`): the `previous` of the next change a cluster edit brings. */
   private readonly running = new Map<string, NetworkInfo>();
   /** Plugins following network changes (ACLs, forwards), in registration order. */
@@ -52,7 +53,7 @@ export class NetworkManager {
       apply: (project, rec) => this.lock.run(LOCK, () => this.applyPart(project, rec)),
       remove: (project, rec) => this.lock.run(LOCK, () => this.removeLocal(project, rec)),
       changed: (project, name, part) => {
-        if (part?.state === 'Created') this.unavailable.delete(`${project}/${name}`);
+        if (part?.state === 'Created') this.markAvailable(`${project}/${name}`);
       },
     });
   }
@@ -116,7 +117,7 @@ export class NetworkManager {
     for (const p of this.policies) await p.removed?.(net);
     await driver.stop(net);
     await driver.delete(net);
-    this.unavailable.delete(`${project}/${rec.name}`);
+    this.markAvailable(`${project}/${rec.name}`);
     this.running.delete(`${project}/${rec.name}`);
   }
 
@@ -135,6 +136,20 @@ export class NetworkManager {
     // A cluster's network this member has no part of yet is not on this host.
     const here = (await this.records.list(project)).filter((s) => member === undefined || s.doc.members?.[member]?.state === 'Created');
     return here.map((s) => networkInfo(s.project, s.doc, member));
+  }
+
+  private markAvailable(key: string): void {
+    if (this.unavailable.delete(key)) this.availabilityChanges++;
+  }
+
+  private markUnavailable(key: string, reason: string): void {
+    this.unavailable.set(key, reason);
+    this.availabilityChanges++;
+  }
+
+  /** Changes with every network found unavailable or available again (what status() shows beside the records). */
+  statusRevision(): number {
+    return this.availabilityChanges;
   }
 
   status(project: string, name: string, rec?: NetworkRecord): NetworkStatus {
@@ -371,7 +386,7 @@ export class NetworkManager {
         await this.undo(driver, before, 'start');
         throw err;
       }
-      this.unavailable.delete(`${project}/${name}`);
+      this.markAvailable(`${project}/${name}`);
       // The network is renamed: what policies keep follows it (a failure here is reported, not undone).
       for (const p of this.policies) await p.removed?.(before, newName).catch((err) => this.ctx.log.error({ err, network: name }, 'network policy rename failed'));
       await this.applyPolicies(after).catch((err) => this.ctx.log.error({ err, network: newName }, 'network policy rename failed'));
@@ -428,11 +443,11 @@ export class NetworkManager {
           }
         }
         if (reason === undefined) {
-          this.unavailable.delete(`${net.project}/${net.name}`);
+          this.markAvailable(`${net.project}/${net.name}`);
           await this.ctx.warnings.resolve(UNAVAILABLE_WARNING, url);
           continue;
         }
-        this.unavailable.set(`${net.project}/${net.name}`, reason);
+        this.markUnavailable(`${net.project}/${net.name}`, reason);
         this.ctx.log.error({ network: net.name, reason }, 'network unavailable');
         await this.ctx.warnings.raise({ type: UNAVAILABLE_WARNING, message: `Network "${net.name}" is unavailable: ${reason}`, severity: 'high', project: net.project, entityUrl: url });
       }

@@ -80,6 +80,12 @@ export function networkRoutes(manager: NetworkManager, tools: HostTools, service
       get: {
         description: 'List the networks: managed ones and the host\'s interfaces',
         conventions: ['recursion', 'filter'],
+        // Beside the records: which networks could not be brought up, and the host's interfaces (default project).
+        reuse: (req) => {
+          if (req.project !== 'default') return String(manager.statusRevision());
+          const links = hostInterfaces.revision();
+          return links === undefined ? undefined : `${manager.statusRevision()}.${links}`;
+        },
         handler: async (req) => {
           const memo = new UsedByMemo();
           const all = await entries(req.project);

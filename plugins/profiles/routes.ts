@@ -27,6 +27,8 @@ export function profileRoutes(profiles: ProfileManager): RouteDescriptor[] {
       get: {
         description: 'List the profiles of a project',
         conventions: ['recursion', 'filter'],
+        // Profiles and their users are records: nothing else shows.
+        reuse: true,
         handler: async (req) => {
           const memo = new UsedByMemo();
           return collection(await profiles.list(req.project), (p) => profileUrl(req.project, p.name), (p) => render(req.project, p, memo));

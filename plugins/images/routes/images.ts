@@ -60,6 +60,8 @@ export function imageRoutes({ ctx, catalog, files, creator, lock, secrets, refre
       get: {
         description: 'List the images of a project',
         conventions: ['recursion', 'filter'],
+        // Records only (images and aliases).
+        reuse: true,
         // Untrusted clients (`lxc remote add --public`), and a restricted caller outside its projects,
         // see what anyone may: the public images (maybe none).
         access: 'untrusted',

@@ -37,6 +37,8 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
     ...instancePaths(),
     get: {
       conventions: ['recursion', 'filter', 'all-projects'],
+      // The names are records; a view or a filter shows the status too, which the driver reads each time.
+      reuse: (req) => (req.recursion === 0 && !req.query.filter ? '' : undefined),
       handler: async (req) => {
         const type = routeType(req);
         const prefix = collectionPath(req);

@@ -157,6 +157,8 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
       get: {
         description: 'List the volumes of a storage pool',
         conventions: ['recursion', 'filter', 'all-projects'],
+        // Records, and directories on the pool that only the daemon's own changes make or remove.
+        reuse: true,
         handler: async (req) => {
           await pools.get(req.params.pool!);
           const all: Listed[] = [];
@@ -171,6 +173,8 @@ export function volumeRoutes(deps: VolumeRouteDeps): RouteDescriptor[] {
       get: {
         description: 'List the volumes of one type on a storage pool',
         conventions: ['recursion', 'filter', 'all-projects'],
+        // Records, and directories on the pool that only the daemon's own changes make or remove.
+        reuse: true,
         handler: async (req) => {
           await pools.get(req.params.pool!);
           return listing(await listType(req.params.pool!, volumeType(req.params.type), req));
