@@ -1,0 +1,99 @@
+/**
+ * Kept answers are never stale (issue 22, kernel/http/answer-reuse.ts): while clients hammer the
+ * listings that keep their answers, `lxc` makes, edits and removes what they list, and the read made
+ * right after each acknowledged write shows it. Every hammering read must succeed too.
+ */
+import test from 'ava';
+import { startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
+import { buildBusyboxImage } from '../helpers/busybox-image.js';
+import { importImage } from '../helpers/api.js';
+import { hasLxc, lxcOk } from '../helpers/clients.js';
+
+const serial = hasLxc() ? test.serial : test.serial.skip;
+test.after.always(stopDaemons);
+
+const LISTINGS = [
+  '/1.0/profiles', '/1.0/profiles?recursion=1', '/1.0/instances', '/1.0/networks?recursion=1', '/1.0/images?recursion=1',
+  '/1.0/storage-pools/default/volumes', '/1.0/storage-pools/default/volumes?recursion=1',
+];
+const HAMMERS = 4;
+
+let d: Daemon;
+let fingerprint: string;
+test.before(async () => {
+  if (!hasLxc()) return;
+  d = await startWithPool({ plugins: 'full' });
+  fingerprint = await importImage(d, buildBusyboxImage('gzip').unified, 'bb');
+});
+
+const read = async (url: string) => {
+  const answer = await d.request('GET', url);
+  if (answer.status !== 200) throw new Error(`GET ${url}: ${answer.status}`);
+  return answer.json.metadata as unknown;
+};
+const names = async (url: string) => (await read(url) as { name: string }[]).map((item) => item.name);
+const find = async <T extends { name: string }>(url: string, name: string) => (await read(url) as T[]).find((item) => item.name === name);
+
+serial('each read right after an acknowledged write shows it, while the listings are hammered', async (t) => {
+  let stop = false;
+  let reads = 0;
+  const failures: string[] = [];
+  const hammers = Array.from({ length: HAMMERS }, async (_, h) => {
+    for (let i = h; !stop; i++) {
+      const url = LISTINGS[i % LISTINGS.length]!;
+      const answer = await d.request('GET', url).catch((err: Error) => ({ status: 0, error: err.message }));
+      reads++;
+      if (answer.status !== 200) failures.push(`${url}: ${answer.status}`);
+    }
+  });
+  try {
+    for (let round = 0; round < 3; round++) {
+      const profile = `rw-p${round}`;
+      const inst = `rw-i${round}`;
+      const net = `rwn${round}`;
+      const vol = `rw-v${round}`;
+      const alias = `rw-a${round}`;
+
+      await lxcOk(t, d.socket, 'profile', 'create', profile);
+      t.true((await read('/1.0/profiles') as string[]).includes(`/1.0/profiles/${profile}`), `${profile} listed`);
+      await lxcOk(t, d.socket, 'profile', 'set', profile, 'user.round', String(round));
+      t.is((await find<{ name: string; config: Record<string, string> }>('/1.0/profiles?recursion=1', profile))?.config['user.round'], String(round));
+
+      await lxcOk(t, d.socket, 'init', 'bb', inst, '--profile', 'default', '--profile', profile);
+      t.true((await read('/1.0/instances') as string[]).includes(`/1.0/instances/${inst}`), `${inst} listed`);
+      t.deepEqual((await find<{ name: string; used_by: string[] }>('/1.0/profiles?recursion=1', profile))?.used_by, [`/1.0/instances/${inst}`]);
+      t.true((await names('/1.0/storage-pools/default/volumes?recursion=1')).includes(inst), `${inst}'s volume listed`);
+      await lxcOk(t, d.socket, 'snapshot', inst, 's0');
+      t.true((await names('/1.0/storage-pools/default/volumes?recursion=1')).includes(`${inst}/s0`), 'its snapshot listed');
+
+      await lxcOk(t, d.socket, 'network', 'create', net, 'ipv4.address=none', 'ipv6.address=none');
+      t.is((await find<{ name: string; managed: boolean }>('/1.0/networks?recursion=1', net))?.managed, true, `${net} listed as managed`);
+      await lxcOk(t, d.socket, 'network', 'delete', net);
+      t.is(await find('/1.0/networks?recursion=1', net), undefined, `${net} gone`);
+
+      await lxcOk(t, d.socket, 'storage', 'volume', 'create', 'default', vol);
+      t.true((await read('/1.0/storage-pools/default/volumes') as string[]).includes(`/1.0/storage-pools/default/volumes/custom/${vol}`), `${vol} listed`);
+      await lxcOk(t, d.socket, 'storage', 'volume', 'delete', 'default', vol);
+      t.false((await read('/1.0/storage-pools/default/volumes') as string[]).includes(`/1.0/storage-pools/default/volumes/custom/${vol}`), `${vol} gone`);
+
+      await lxcOk(t, d.socket, 'image', 'alias', 'create', alias, fingerprint);
+      const aliases = async () => ((await read('/1.0/images?recursion=1') as { fingerprint: string; aliases: { name: string }[] }[])
+        .find((i) => i.fingerprint === fingerprint)?.aliases ?? []).map((a) => a.name);
+      t.true((await aliases()).includes(alias), `${alias} shown`);
+      await lxcOk(t, d.socket, 'image', 'alias', 'delete', alias);
+      t.false((await aliases()).includes(alias), `${alias} gone`);
+
+      await lxcOk(t, d.socket, 'delete', inst);
+      t.false((await read('/1.0/instances') as string[]).includes(`/1.0/instances/${inst}`), `${inst} gone`);
+      t.deepEqual((await find<{ name: string; used_by: string[] }>('/1.0/profiles?recursion=1', profile))?.used_by, []);
+      t.false((await names('/1.0/storage-pools/default/volumes?recursion=1')).some((n) => n === inst || n.startsWith(`${inst}/`)), `${inst}'s volumes gone`);
+      await lxcOk(t, d.socket, 'profile', 'delete', profile);
+      t.is(await find('/1.0/profiles?recursion=1', profile), undefined, `${profile} gone`);
+    }
+  } finally {
+    stop = true;
+    await Promise.all(hammers);
+  }
+  t.deepEqual(failures, []);
+  t.true(reads > 100, `the listings were read ${reads} times meanwhile`);
+});
