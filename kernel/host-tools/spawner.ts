@@ -84,6 +84,13 @@ export class SpawnedChild extends EventEmitter {
     this.attached.add(n);
     socket.on('error', () => {});
     if (n === 0) {
+      // The helper's word of the exit can come before the input's connection (a loaded daemon reads the
+      // introductions later): as at an exit seen first, the input ends. A grandchild reading it (`sh -c
+      // cat` forks) would otherwise wait on it forever, holding the output open.
+      if (this.exited) {
+        socket.destroy();
+        return true;
+      }
       this.stdinSocket = socket;
       this.stdin.pipe(socket);
       // A client that stops reading must not stop the daemon; what is written after the end is dropped.

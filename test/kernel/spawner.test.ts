@@ -6,10 +6,11 @@
  */
 import test from 'ava';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { createConnection } from 'node:net';
+import { spawn as spawnChild } from 'node:child_process';
+import { createConnection, createServer, type Socket } from 'node:net';
 import bunyan from 'bunyan';
 import { createHostTools } from '../../kernel/host-tools/host-tools.js';
-import { Spawner } from '../../kernel/host-tools/spawner.js';
+import { SpawnedChild, Spawner } from '../../kernel/host-tools/spawner.js';
 import type { HostProcess } from '../../sdk/index.js';
 
 const tools = createHostTools(bunyan.createLogger({ name: 'spawner-test', level: 'fatal' }));
@@ -158,3 +159,39 @@ test('spawn keeps its pid at once (node starts the child): launch is the one tha
   proc.kill('SIGKILL');
   t.is(await proc.exited, 128 + 9);
 });
+
+test('an input connection that arrives after the exit is ended: a grandchild reading it is not left waiting', async (t) => {
+  // Under load the helper's word of the exit can come before the daemon read the input's introduction.
+  // The child here is `sh -c cat`'s sh, dead already; cat (forked by sh) holds the input's other end.
+  const cat = spawnChild('cat', [], { stdio: ['pipe', 'ignore', 'ignore'] });
+  const child = new SpawnedChild();
+  child.started(cat.pid!);
+  child.ended(null, 'SIGKILL');
+  const [ours, theirs] = await socketPair();
+  t.true(child.attach(0, ours));
+  theirs.pipe(cat.stdin!);
+  const code = await new Promise<number | null>((resolve) => {
+    const timer = setTimeout(() => {
+      cat.kill('SIGKILL');
+      resolve(-1);
+    }, 3_000);
+    cat.once('exit', (c) => {
+      clearTimeout(timer);
+      resolve(c);
+    });
+  });
+  t.is(code, 0, 'cat read the end of its input and exited');
+});
+
+/** Two ends of a real unix stream connection. */
+async function socketPair(): Promise<[Socket, Socket]> {
+  const name = `\0corral-spawner-test-${process.pid}-${Date.now()}`;
+  let accepted!: (s: Socket) => void;
+  const server = createServer((s) => accepted(s));
+  await new Promise<void>((resolve) => server.listen(name, resolve));
+  const ours = new Promise<Socket>((resolve) => (accepted = resolve));
+  const theirs = createConnection(name);
+  const pair: [Socket, Socket] = [await ours, theirs];
+  server.close();
+  return pair;
+}
