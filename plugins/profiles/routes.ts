@@ -51,6 +51,8 @@ export function profileRoutes(profiles: ProfileManager): RouteDescriptor[] {
       current: async (req) => editableView((await profiles.get(req.project, req.params.name!)).doc),
       get: {
         description: 'Show a profile',
+        // As the listing: a profile and its users are records (at 10,000 instances used_by is most of it).
+        reuse: true,
         handler: async (req) => {
           const { doc } = await profiles.get(req.project, req.params.name!);
           return sync(await render(req.project, doc), { etag: editableView(doc) });

@@ -13,7 +13,7 @@ const serial = hasLxc() ? test.serial : test.serial.skip;
 test.after.always(stopDaemons);
 
 const LISTINGS = [
-  '/1.0/profiles', '/1.0/profiles?recursion=1', '/1.0/instances', '/1.0/networks?recursion=1', '/1.0/images?recursion=1',
+  '/1.0/profiles', '/1.0/profiles?recursion=1', '/1.0/profiles/default', '/1.0/instances', '/1.0/networks?recursion=1', '/1.0/images?recursion=1',
   '/1.0/storage-pools/default/volumes', '/1.0/storage-pools/default/volumes?recursion=1',
 ];
 const HAMMERS = 4;
@@ -58,10 +58,12 @@ serial('each read right after an acknowledged write shows it, while the listings
       t.true((await read('/1.0/profiles') as string[]).includes(`/1.0/profiles/${profile}`), `${profile} listed`);
       await lxcOk(t, d.socket, 'profile', 'set', profile, 'user.round', String(round));
       t.is((await find<{ name: string; config: Record<string, string> }>('/1.0/profiles?recursion=1', profile))?.config['user.round'], String(round));
+      t.is((await read(`/1.0/profiles/${profile}`) as { config: Record<string, string> }).config['user.round'], String(round));
 
       await lxcOk(t, d.socket, 'init', 'bb', inst, '--profile', 'default', '--profile', profile);
       t.true((await read('/1.0/instances') as string[]).includes(`/1.0/instances/${inst}`), `${inst} listed`);
       t.deepEqual((await find<{ name: string; used_by: string[] }>('/1.0/profiles?recursion=1', profile))?.used_by, [`/1.0/instances/${inst}`]);
+      t.deepEqual((await read(`/1.0/profiles/${profile}`) as { used_by: string[] }).used_by, [`/1.0/instances/${inst}`]);
       t.true((await names('/1.0/storage-pools/default/volumes?recursion=1')).includes(inst), `${inst}'s volume listed`);
       await lxcOk(t, d.socket, 'snapshot', inst, 's0');
       t.true((await names('/1.0/storage-pools/default/volumes?recursion=1')).includes(`${inst}/s0`), 'its snapshot listed');
@@ -86,6 +88,7 @@ serial('each read right after an acknowledged write shows it, while the listings
       await lxcOk(t, d.socket, 'delete', inst);
       t.false((await read('/1.0/instances') as string[]).includes(`/1.0/instances/${inst}`), `${inst} gone`);
       t.deepEqual((await find<{ name: string; used_by: string[] }>('/1.0/profiles?recursion=1', profile))?.used_by, []);
+      t.deepEqual((await read(`/1.0/profiles/${profile}`) as { used_by: string[] }).used_by, []);
       t.false((await names('/1.0/storage-pools/default/volumes?recursion=1')).some((n) => n === inst || n.startsWith(`${inst}/`)), `${inst}'s volumes gone`);
       await lxcOk(t, d.socket, 'profile', 'delete', profile);
       t.is(await find('/1.0/profiles?recursion=1', profile), undefined, `${profile} gone`);
