@@ -4,8 +4,9 @@
  * (bench/bare-server.ts, a process of its own) that answers the very bytes corral answered. Per
  * endpoint: requests per second of each and their ratio, and CPU time per request of each process
  * (utime + stime from /proc) and their ratio. With BENCH_READ_LARGE (default 1000) instances more,
- * `GET /1.0/instances?recursion=1` is compared per instance returned. BENCH_READ_SECONDS (default 5)
- * is the length of each run.
+ * `GET /1.0/instances?recursion=1` is compared per instance returned. BENCH_READ_SECONDS (default 3)
+ * is the length of each run; each endpoint gets BENCH_READ_ROUNDS (default 3) rounds of corral then the
+ * bare server, and the medians (of each figure and of the ratios) are printed.
  */
 import autocannon from 'autocannon';
 import { spawn } from 'node:child_process';
@@ -17,12 +18,14 @@ import { fileURLToPath } from 'node:url';
 import { startWithPool, type Daemon } from '../test/helpers/daemon.js';
 import { buildBusyboxImage } from '../test/helpers/busybox-image.js';
 import { importImage } from '../test/helpers/api.js';
-import { call } from './containers.js';
+import { call, median } from './containers.js';
 import { fetchRaw } from './scale.js';
 
 interface Row { scenario: string; value: string; target?: string }
 
-const SECONDS = Number(process.env.BENCH_READ_SECONDS ?? 5);
+const SECONDS = Number(process.env.BENCH_READ_SECONDS ?? 3);
+/** Rounds per endpoint, corral then the bare server in each: the median ratio is printed (one run swings by ~15%). */
+const ROUNDS = Math.max(1, Number(process.env.BENCH_READ_ROUNDS ?? 3));
 const LARGE = Number(process.env.BENCH_READ_LARGE ?? 1000);
 const CONNECTIONS = 32;
 const INSTANCES = 10;
@@ -63,6 +66,14 @@ async function load(socket: string, pid: number, url: string, seconds = SECONDS)
   return { rps: r.requests.average, cpuPerRequestUs: requests ? (cpu / requests) * 1e6 : NaN, requests, failures: r.errors + r.non2xx + r.timeouts };
 }
 
+/** Each figure's median over the rounds (failures summed). */
+const medianLoad = (loads: Load[]): Load => ({
+  rps: median(loads.map((l) => l.rps)),
+  cpuPerRequestUs: median(loads.map((l) => l.cpuPerRequestUs)),
+  requests: median(loads.map((l) => l.requests)),
+  failures: loads.reduce((sum, l) => sum + l.failures, 0),
+});
+
 export async function readPathScenarios(rows: Row[], results: Record<string, unknown>): Promise<void> {
   const dir = mkdtempSync(path.join(tmpdir(), 'x5read-'));
   const d: Daemon = await startWithPool({ plugins: 'full', dir });
@@ -86,11 +97,13 @@ export async function readPathScenarios(rows: Row[], results: Record<string, unk
     bare = await startBare(dir, answers);
     const figures: Record<string, unknown> = {};
     for (const url of urls) {
-      const corral = await load(d.socket, d.child.pid!, url);
-      const floor = await load(bare.socket, bare.pid, url);
-      const cpuRatio = corral.cpuPerRequestUs / floor.cpuPerRequestUs;
-      const rpsRatio = corral.rps / floor.rps;
-      figures[url] = { corral, bare: floor, cpu_ratio: cpuRatio, rps_ratio: rpsRatio, bytes: answers.get(url)!.length };
+      const rounds: { corral: Load; bare: Load }[] = [];
+      for (let round = 0; round < ROUNDS; round++) rounds.push({ corral: await load(d.socket, d.child.pid!, url), bare: await load(bare.socket, bare.pid, url) });
+      const corral = medianLoad(rounds.map((r) => r.corral));
+      const floor = medianLoad(rounds.map((r) => r.bare));
+      const cpuRatio = median(rounds.map((r) => r.corral.cpuPerRequestUs / r.bare.cpuPerRequestUs));
+      const rpsRatio = median(rounds.map((r) => r.corral.rps / r.bare.rps));
+      figures[url] = { corral, bare: floor, cpu_ratio: cpuRatio, rps_ratio: rpsRatio, rounds: rounds.length, bytes: answers.get(url)!.length };
       rows.push({
         scenario: `read path ${url} (${INSTANCES} instances), c=${CONNECTIONS}`,
         value: `${corral.rps.toFixed(0)} req/s (${rpsRatio.toFixed(2)} of bare ${floor.rps.toFixed(0)}), ${corral.cpuPerRequestUs.toFixed(0)} us CPU/req (${cpuRatio.toFixed(2)}x bare ${floor.cpuPerRequestUs.toFixed(0)})${corral.failures ? `, ${corral.failures} failures` : ''}`,
