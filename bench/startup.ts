@@ -32,7 +32,7 @@ const VARIANTS: Variant[] = [
   // As `npm run start:edge` runs it (decision 0002: glibc keeps boot's freed heap otherwise, 0–9 MiB by chance).
   { name: 'edge (bundle)', args: (dir) => [EDGE_BUNDLE, '--dir', dir], env: { MALLOC_TRIM_THRESHOLD_: '0' } },
   { name: 'edge (compiled tree)', args: (dir) => [corrald, '--dir', dir, '--plugins', 'edge'] },
-  { name: 'full', args: (dir) => [corrald, '--dir', dir, '--plugins', 'full'], env: { MALLOC_TRIM_THRESHOLD_: '0' } },
+  { name: 'full', args: (dir) => [corrald, '--dir', dir, '--plugins', 'full'] },
 ];
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;

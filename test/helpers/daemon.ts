@@ -102,8 +102,7 @@ export async function startDaemon(opts: { plugins?: string; dir?: string; args?:
   const socket = path.join(dir, 'unix.socket');
   const child = spawn(process.execPath, [...nodeFlags, ...(opts.nodeArgs ?? []), opts.entry ?? corrald, '--dir', dir, '--plugins', opts.plugins ?? 'full', ...(opts.args ?? [])], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    // MALLOC_TRIM_THRESHOLD_ as `npm start` and the systemd unit set it, so that the bench measures that process.
-    env: { ...process.env, MALLOC_TRIM_THRESHOLD_: '0', CORRAL_INIT_NETWORK: 'none', ...opts.env },
+    env: { ...process.env, CORRAL_INIT_NETWORK: 'none', ...opts.env },
   });
   const supervised = await superviseDaemon(child, { dir, socket, where: '', stopBoundMs: 60_000 });
   const daemon: Daemon = {
