@@ -3,7 +3,9 @@
  * monitor in a file (liblxc removes it at stop); the monitor names itself `[lxc monitor] <lxcpath>
  * <name>` and its child is the container's init. All of it lives on disk and in /proc, so a
  * restarted daemon sees exactly what the previous one started. The table only caches what was
- * found; each lookup re-checks that the monitor is still there (one small read).
+ * found; each lookup re-checks that the monitor is still there (one small read). A container found
+ * stopped stays so without another look until the driver forgets it around its own `lxc-start`: a
+ * pid file in this lxcpath comes from nothing else.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { CgroupHost, ContainerCgroup, readText } from './cgroups.js';
@@ -22,6 +24,12 @@ export interface RunningContainer {
 
 export class MonitorTable {
   private readonly cache = new Map<string, RunningContainer>();
+  /**
+   * Names whose pid file was missing when last looked for and that were not forgotten since. Only
+   * `lxc-start`, which the driver runs and forgets the name before and after, makes a pid file: a stopped
+   * container is told without a stat (most of a listing of thousands was those stats).
+   */
+  private readonly absent = new Set<string>();
 
   constructor(private readonly paths: LxcPaths, private readonly host: CgroupHost) {}
 
@@ -31,8 +39,12 @@ export class MonitorTable {
   }
 
   private readPidFile(name: string): number | undefined {
+    if (this.absent.has(name)) return undefined;
     // Most listed containers are stopped: a stat is far cheaper than a read that throws ENOENT.
-    if (!existsSync(this.paths.pidFile(name))) return undefined;
+    if (!existsSync(this.paths.pidFile(name))) {
+      this.absent.add(name);
+      return undefined;
+    }
     try {
       const pid = Number(readFileSync(this.paths.pidFile(name), 'utf8').trim());
       return Number.isInteger(pid) && pid > 0 ? pid : undefined;
@@ -70,8 +82,10 @@ export class MonitorTable {
     return entry;
   }
 
+  /** Look again next time (around an `lxc-start`, and while waiting for a monitor to go). */
   forget(name: string): void {
     this.cache.delete(name);
+    this.absent.delete(name);
   }
 }
 

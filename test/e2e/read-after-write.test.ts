@@ -1,6 +1,6 @@
 /**
  * Kept answers are never stale (issue 22, kernel/http/answer-reuse.ts): while clients hammer the
- * listings that keep their answers, `lxc` makes, edits and removes what they list, and the read made
+ * listings that keep their answers (and the instance listing, whose status the driver reads), `lxc` makes, edits and removes what they list, and the read made
  * right after each acknowledged write shows it. Every hammering read must succeed too.
  */
 import test from 'ava';
@@ -13,7 +13,7 @@ const serial = hasLxc() ? test.serial : test.serial.skip;
 test.after.always(stopDaemons);
 
 const LISTINGS = [
-  '/1.0/profiles', '/1.0/profiles?recursion=1', '/1.0/profiles/default', '/1.0/instances', '/1.0/networks?recursion=1', '/1.0/images?recursion=1',
+  '/1.0/profiles', '/1.0/profiles?recursion=1', '/1.0/profiles/default', '/1.0/instances', '/1.0/instances?recursion=1', '/1.0/networks?recursion=1', '/1.0/images?recursion=1',
   '/1.0/storage-pools/default/volumes', '/1.0/storage-pools/default/volumes?recursion=1',
 ];
 const HAMMERS = 4;
@@ -65,6 +65,11 @@ serial('each read right after an acknowledged write shows it, while the listings
       t.deepEqual((await find<{ name: string; used_by: string[] }>('/1.0/profiles?recursion=1', profile))?.used_by, [`/1.0/instances/${inst}`]);
       t.deepEqual((await read(`/1.0/profiles/${profile}`) as { used_by: string[] }).used_by, [`/1.0/instances/${inst}`]);
       t.true((await names('/1.0/storage-pools/default/volumes?recursion=1')).includes(inst), `${inst}'s volume listed`);
+      // The status is read from the host: a listing while lxc-start runs must not leave it looking stopped.
+      await lxcOk(t, d.socket, 'start', inst);
+      t.is((await find<{ name: string; status: string }>('/1.0/instances?recursion=1', inst))?.status, 'Running');
+      await lxcOk(t, d.socket, 'stop', inst, '--force');
+      t.is((await find<{ name: string; status: string }>('/1.0/instances?recursion=1', inst))?.status, 'Stopped');
       await lxcOk(t, d.socket, 'snapshot', inst, 's0');
       t.true((await names('/1.0/storage-pools/default/volumes?recursion=1')).includes(`${inst}/s0`), 'its snapshot listed');
 
