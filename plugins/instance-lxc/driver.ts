@@ -316,10 +316,9 @@ export class LxcDriver implements InstanceDriver {
 
     const logFile = path.join(inst.logDir, 'lxc.log');
     const logOffset = fileSize(logFile);
-    this.monitors.forget(name);
     const result = await runTool(this.opts.hostTools, 'lxc-start', ['-n', name, '-P', this.paths.lxcpath, '-d', '-p', this.paths.pidFile(name)], START_TIMEOUT_MS)
       .catch((err: Error) => ({ exitCode: -1, stderr: err.message }));
-    // A listing while lxc-start ran may have found no pid file yet: look again.
+    // Looked for afresh: a listing while lxc-start ran may have found no pid file yet.
     this.monitors.forget(name);
     const running = result.exitCode === 0 ? this.monitors.find(name) : undefined;
     if (!running) {

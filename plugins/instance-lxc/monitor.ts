@@ -4,7 +4,7 @@
  * <name>` and its child is the container's init. All of it lives on disk and in /proc, so a
  * restarted daemon sees exactly what the previous one started. The table only caches what was
  * found; each lookup re-checks that the monitor is still there (one small read). A container found
- * stopped stays so without another look until the driver forgets it around its own `lxc-start`: a
+ * stopped stays so without another look until the driver forgets it after its own `lxc-start`: a
  * pid file in this lxcpath comes from nothing else.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -26,7 +26,7 @@ export class MonitorTable {
   private readonly cache = new Map<string, RunningContainer>();
   /**
    * Names whose pid file was missing when last looked for and that were not forgotten since. Only
-   * `lxc-start`, which the driver runs and forgets the name before and after, makes a pid file: a stopped
+   * `lxc-start`, after which the driver forgets the name, makes a pid file: a stopped
    * container is told without a stat (most of a listing of thousands was those stats).
    */
   private readonly absent = new Set<string>();
@@ -82,7 +82,7 @@ export class MonitorTable {
     return entry;
   }
 
-  /** Look again next time (around an `lxc-start`, and while waiting for a monitor to go). */
+  /** Look again next time (after an `lxc-start`, and while waiting for a monitor to go). */
   forget(name: string): void {
     this.cache.delete(name);
     this.absent.delete(name);

@@ -36,14 +36,15 @@ const ifindex = (name: string): number => {
 };
 
 export class HostInterfaceList {
-  private kept: { names: string; list: readonly HostInterface[] } | undefined;
+  /** The last list, with the names it was made for and the monitor's count of link changes then. */
+  private kept: { names: string; linkChanges: number; list: readonly HostInterface[] } | undefined;
   private monitor: HostProcess | undefined;
   /** When the monitor was started: it reports nothing from before it subscribed, a moment later. */
   private monitorSince = 0;
   private starts: number[] = [];
   private restartTimer: NodeJS.Timeout | undefined;
   private stopped = false;
-  /** Bumped by every line of the monitor and every start or end of it. */
+  /** Bumped by every line of the monitor and every start or end of it: a list kept from before does not hold. */
   private linkChanges = 0;
 
   constructor(private readonly tools: HostTools, private readonly log: Logger) {}
@@ -55,7 +56,11 @@ export class HostInterfaceList {
    * the kernel, and a listing during one is made afresh).
    */
   revision(): string | undefined {
-    return this.monitor !== undefined && Date.now() - this.monitorSince > MONITOR_SETTLE_MS ? String(this.linkChanges) : undefined;
+    return this.watched() ? String(this.linkChanges) : undefined;
+  }
+
+  private watched(): boolean {
+    return this.monitor !== undefined && Date.now() - this.monitorSince > MONITOR_SETTLE_MS;
   }
 
   /** The interfaces now, by index. */
@@ -63,13 +68,13 @@ export class HostInterfaceList {
     if (!this.monitor && !this.stopped && !this.restartTimer) this.startMonitor();
     const names = hostInterfaceNames();
     const key = names.join('/');
-    if (this.kept?.names === key) return this.kept.list;
+    const watched = this.watched();
+    if (watched && this.kept?.names === key && this.kept.linkChanges === this.linkChanges) return this.kept.list;
     // Each index read once, then sorted (a sysfs read costs more than the rest of a sort).
     const list = Object.freeze(names.map((name) => ({ name, index: ifindex(name) }))
       .sort((a, b) => a.index - b.index)
       .map(({ name }) => Object.freeze({ name, type: hostInterfaceType(name) })));
-    const watched = this.monitor !== undefined && Date.now() - this.monitorSince > MONITOR_SETTLE_MS;
-    this.kept = watched ? { names: key, list } : undefined;
+    this.kept = watched ? { names: key, linkChanges: this.linkChanges, list } : undefined;
     return list;
   }
 
@@ -102,14 +107,12 @@ export class HostInterfaceList {
     this.monitorSince = Date.now();
     this.linkChanges++;
     proc.stdout.on('data', () => {
-      this.kept = undefined;
       this.linkChanges++;
     });
     proc.stderr?.resume();
     void proc.exited.then(() => {
       if (this.monitor !== proc) return;
       this.monitor = undefined;
-      this.kept = undefined;
       this.linkChanges++;
       if (this.stopped) return;
       this.restartTimer = setTimeout(() => {
