@@ -323,7 +323,7 @@ export class Kernel {
 
   private async listenUnix(socketPath: string): Promise<void> {
     const server = createHapiServer({ log: this.log, socketPath, headers: () => this.http.cors });
-    this.pipeline.install(server, async () => UNIX_CALLER);
+    this.pipeline.install(server, { every: UNIX_CALLER });
     if (this.opts.onShutdownRequest) addUnixOnlyRoutes(server, { shutdown: this.opts.onShutdownRequest, log: this.log });
     attachWebsockets(server.listener, this.pipeline, async () => UNIX_CALLER, this.log);
     await server.start();
@@ -372,7 +372,7 @@ export class Kernel {
   async inject(options: Hapi.ServerInjectOptions | string): Promise<Hapi.ServerInjectResponse> {
     if (!this.injector) {
       const server = createHapiServer({ log: this.log, headers: () => this.http.cors });
-      this.pipeline.install(server, async () => UNIX_CALLER);
+      this.pipeline.install(server, { every: UNIX_CALLER });
       await server.initialize();
       this.injector = server;
     }

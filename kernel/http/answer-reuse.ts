@@ -11,7 +11,7 @@
  */
 import type { ApiRequest, VerbSpec } from '../../sdk/index.js';
 import type { Caller } from './api-request.js';
-import type { Answer } from './answer.js';
+import { wholeAnswerHead, type Answer } from './answer.js';
 
 /** Bounds: answers larger than this are made every time; the oldest go first past the totals. */
 const ANSWER_MAX_BYTES = 2 * 1024 * 1024;
@@ -29,6 +29,8 @@ interface Kept {
   token: string;
   answer: Answer;
   bytes: number;
+  /** The route's own token for this answer's request, read again when it is taken by URL alone (taken()). */
+  own?: () => string | undefined;
 }
 
 /** A lookup that missed: what keep() needs to keep the answer made instead. */
@@ -49,14 +51,32 @@ export class AnswerReuse {
   lookup(reuse: Reuse, req: ApiRequest, caller: Caller, url: string): Answer | ReuseSlot | undefined {
     const token = this.token(reuse, req);
     if (token === undefined) return undefined;
-    const key = `${reach(caller)}\0${url}`;
+    const key = keyOf(reach(caller), url);
     const kept = this.kept.get(key);
     if (kept?.token === token) return kept.answer;
     return { key, token, reuse };
   }
 
-  /** Keep `answer` for `slot` when it is a whole 200 and nothing changed while it was made. */
-  keep(slot: ReuseSlot, req: ApiRequest, answer: Answer): void {
+  /**
+   * The kept answer for `url` asked by a caller of `reach` (reachOf), when it still holds: asked before
+   * any request is made of it, on a listener whose callers are all the same. A URL and a reach that
+   * passed the access and project checks before pass them again while the stamp is unchanged.
+   */
+  taken(reach: string, url: string): Answer | undefined {
+    const kept = this.kept.get(keyOf(reach, url));
+    if (kept === undefined) return undefined;
+    const stamp = this.stamp();
+    if (stamp === undefined) return undefined;
+    if (kept.own === undefined) return kept.token === stamp ? kept.answer : undefined;
+    const own = kept.own();
+    return own !== undefined && kept.token === `${stamp}/${own}` ? kept.answer : undefined;
+  }
+
+  /**
+   * Keep `answer` for `slot` when it is a whole 200 and nothing changed while it was made. `detached`:
+   * the request without what ties it to its connection, for a route token read again later.
+   */
+  keep(slot: ReuseSlot, req: ApiRequest, answer: Answer, detached: () => ApiRequest): void {
     if (answer.status !== 200 || this.token(slot.reuse, req) !== slot.token) return;
     const body = answer.body;
     if (typeof body !== 'string' && !Buffer.isBuffer(body)) return;
@@ -64,8 +84,16 @@ export class AnswerReuse {
     if (bytes > ANSWER_MAX_BYTES) return;
     this.drop(slot.key);
     // JSON is well-formed UTF-8 (JSON.stringify escapes lone surrogates): its text is the same bytes.
-    const kept = Buffer.isBuffer(body) && body.length <= TEXT_MAX_BYTES ? { ...answer, body: body.toString('utf8') } : answer;
-    this.kept.set(slot.key, { token: slot.token, answer: kept, bytes });
+    const text = Buffer.isBuffer(body) && body.length <= TEXT_MAX_BYTES ? body.toString('utf8') : body;
+    const kept: Answer = { ...answer, body: text };
+    kept.head = wholeAnswerHead(kept);
+    const reuse = slot.reuse;
+    let own: Kept['own'];
+    if (reuse !== true) {
+      const probe = detached();
+      own = () => reuse(probe);
+    }
+    this.kept.set(slot.key, { token: slot.token, answer: kept, bytes, own });
     this.bytes += bytes;
     for (const oldest of this.kept.keys()) {
       if (this.bytes <= TOTAL_MAX_BYTES && this.kept.size <= MAX_ENTRIES) break;
@@ -88,8 +116,10 @@ export class AnswerReuse {
   }
 }
 
+const keyOf = (reach: string, url: string) => `${reach}\0${url}`;
+
 /** What a caller may see: everything (trusted), some projects (restricted), or what anyone may. */
-function reach(caller: Caller): string {
+export function reach(caller: Caller): string {
   if (!caller.trusted) return caller.metrics ? 'metrics' : 'untrusted';
   return caller.projects ? `projects:${caller.projects.join('/')}` : 'trusted';
 }

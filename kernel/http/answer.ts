@@ -14,6 +14,8 @@ export interface Answer {
   /** Further headers, in the order they are set. */
   headers?: Readonly<Record<string, string>>;
   body: string | Buffer | NodeJS.ReadableStream;
+  /** A whole answer's headers as written (wholeAnswerHead), for one written again and again. */
+  head?: Readonly<Record<string, string | number>>;
 }
 
 /** The request went elsewhere (proxied to another member): its answer is written already. */
@@ -40,23 +42,35 @@ function contentType(type: string): string {
 }
 
 /**
- * Write an answer as hapi writes it for a GET (compression off, no ranges asked): its headers
- * lower-cased, `cache-control: no-cache`, the length of a whole body, `accept-ranges` on a 200 of known
- * length. `extra`: the listener's headers on every answer (CORS).
+ * The headers of a whole (not streamed) answer as hapi writes them for a GET (compression off, no
+ * ranges asked): its own lower-cased, the listener's `extra` (CORS), `cache-control: no-cache`, its
+ * length, `accept-ranges` on a 200.
  */
-export function writeAnswer(res: ServerResponse, answer: Answer, extra?: Readonly<Record<string, string>>): void {
-  // One object handed to writeHead: node writes it as it is, without keeping each header apart.
+export function wholeAnswerHead(answer: Answer, extra?: Readonly<Record<string, string>>): Record<string, string | number> {
+  const headers = headersOf(answer, extra);
+  const body = answer.body as string | Buffer;
+  headers['content-length'] = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
+  if (answer.status === 200) headers['accept-ranges'] = 'bytes';
+  return headers;
+}
+
+function headersOf(answer: Answer, extra: Readonly<Record<string, string>> | undefined): Record<string, string | number> {
   const headers: Record<string, string | number> = { 'content-type': contentType(answer.type) };
   if (answer.headers) for (const name in answer.headers) headers[name.toLowerCase()] = answer.headers[name]!;
   if (extra) for (const name in extra) headers[name.toLowerCase()] = extra[name]!;
   headers['cache-control'] = 'no-cache';
+  return headers;
+}
+
+/** Write an answer as hapi writes it (wholeAnswerHead; a stream's length is not known). `extra`: the listener's headers. */
+export function writeAnswer(res: ServerResponse, answer: Answer, extra?: Readonly<Record<string, string>>): void {
   const body = answer.body;
   if (!isStream(body)) {
-    headers['content-length'] = typeof body === 'string' ? Buffer.byteLength(body) : body.length;
-    if (answer.status === 200) headers['accept-ranges'] = 'bytes';
-    res.writeHead(answer.status, headers).end(body);
+    // One object handed to writeHead: node writes it as it is, without keeping each header apart.
+    res.writeHead(answer.status, answer.head !== undefined && extra === undefined ? answer.head : wholeAnswerHead(answer, extra)).end(body);
     return;
   }
+  const headers = headersOf(answer, extra);
   if (answer.status === 200 && headers['content-length'] !== undefined) headers['accept-ranges'] = 'bytes';
   res.writeHead(answer.status, headers);
   // A client that goes away, or a source that fails, ends both sides (as hapi destroys its stream).

@@ -47,6 +47,12 @@ export class KernelRequest implements ApiRequest {
     this.body = body;
   }
 
+  /** The same request without its headers, body and response: one a cache may hold on to. */
+  detached(): KernelRequest {
+    return new KernelRequest(this.id, this.method, this.path, this.params, this.fixed, this.query, {}, undefined, this.project, this.allProjects,
+      this.target, this.recursion, this.caller, this.parentLog);
+  }
+
   get sentPath(): string {
     const url = this.response?.req?.url;
     return url ? requestTarget(url).path : this.path;

@@ -61,10 +61,12 @@ function plainPath(url: string | undefined, q: number): string | undefined {
 
 /**
  * Put the fast lane in front of hapi on `server`'s listener; `routeOf` tells the route of a path (the
- * same table hapi's catch-all consults). `extra`: the listener's headers on every answer.
+ * same table hapi's catch-all consults). `extra`: the listener's headers on every answer. `kept`: the
+ * answer kept for a URL as sent, when it still holds; written at once, no request made of it.
  */
 export function installFastLane(
   server: Hapi.Server, routeOf: (path: string) => FastRoute | undefined, log: Logger, extra?: () => Readonly<Record<string, string>> | undefined,
+  kept?: (url: string) => Answer | undefined,
 ): void {
   const listener = server.listener;
   const [hapiDispatch] = listener.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
@@ -82,6 +84,11 @@ export function installFastLane(
     const q = url.indexOf('?');
     const path = plainPath(url, q);
     if (path === undefined) return false;
+    const answer = kept?.(url);
+    if (answer !== undefined) {
+      writeAnswer(res, answer, extra?.());
+      return true;
+    }
     const route = routeOf(path);
     if (!route) return false;
     const query = q < 0 ? {} : parseQueryString(url.slice(q + 1));

@@ -25,7 +25,7 @@ import { servedPaths } from './route-paths.js';
 import { READ_REVISION_HEADER, stripPeerHeaders } from '../cluster/peer-headers.js';
 import { adoptPeerRevision, noteNews, withReadScope } from '../store/read-scope.js';
 import type { ChangeActivity } from '../change-activity.js';
-import { AnswerReuse, type ReuseSlot } from './answer-reuse.js';
+import { AnswerReuse, reach, type ReuseSlot } from './answer-reuse.js';
 
 const VERBS = ['get', 'put', 'patch', 'post', 'delete'] as const;
 type Verb = (typeof VERBS)[number];
@@ -51,6 +51,8 @@ const LIST_BODY_MAX_BYTES = 8 * 1024 * 1024;
 const PATCH_BODY = objectBody();
 
 export type Authenticate = (raw: IncomingMessage, access: string) => Promise<Caller>;
+/** How a listener's callers are known: each by `Authenticate`, or all the same one (the unix socket). */
+export type Callers = Authenticate | { readonly every: Caller };
 
 export interface PipelineOptions {
   log: Logger;
@@ -175,11 +177,18 @@ export class RoutePipeline {
   }
 
   /**
-   * Put every route on a hapi server (one per listener), authenticating callers with `authenticate`.
+   * Put every route on a hapi server (one per listener), authenticating callers with `callers`.
    * `only`: the paths this server serves (a listener for part of the API); all when undefined.
    */
-  install(server: Hapi.Server, authenticate: Authenticate, only?: ReadonlySet<string>): void {
+  install(server: Hapi.Server, callers: Callers, only?: ReadonlySet<string>): void {
     const table = new RouteTable<InstalledPath>();
+    const every = typeof callers === 'function' ? undefined : callers.every;
+    const authenticate: Authenticate = typeof callers === 'function' ? callers : async () => every!;
+    // Where every caller is the same, a read kept by URL is answered before its route is even looked up:
+    // the URL names the route, on any listener serving every path.
+    const answers = this.answers;
+    const sameReach = every && answers && !only ? reach(every) : undefined;
+    const kept = sameReach === undefined ? undefined : (url: string) => answers!.taken(sameReach, url);
     for (const { route, path, fixed, specs } of this.servedPaths()) {
       if (only && !only.has(path)) continue;
       const get = specs.get('get');
@@ -212,7 +221,7 @@ export class RoutePipeline {
       installFastLane(server, (path) => {
         const match = table.match(path);
         return typeof match === 'object' && match.value.fast ? { serve: match.value.fast, params: match.params } : undefined;
-      }, this.opts.log, answerHeaders(server));
+      }, this.opts.log, answerHeaders(server), kept);
     }
   }
 
@@ -329,7 +338,7 @@ export class RoutePipeline {
       : await spec.handler(req);
     this.checkDeclared(route, verb, spec, response);
     const answer = await this.render(req, response, filter);
-    if (reuse) this.answers!.keep(reuse, req, answer);
+    if (reuse) this.answers!.keep(reuse, req, answer, () => req.detached());
     return answer;
   }
 

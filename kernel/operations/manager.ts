@@ -23,6 +23,8 @@ async function settled(ops: OperationRecord[], ms: number): Promise<void> {
 export class OperationManager implements OperationsService {
   private readonly operations = new Map<string, OperationRecord>();
   private closed = false;
+  /** Moves with every change of an operation and every one that goes (revision()). */
+  private changes = 0;
 
   /** How each running operation with a body ends its part in the daemon's change activity. */
   private readonly activityEnds = new Map<string, () => void>();
@@ -74,12 +76,23 @@ export class OperationManager implements OperationsService {
     await settled(stuck, OPERATION_ABORT_GRACE_MS);
   }
 
+  /** Equal while no operation changed, came or went: what a listing of them shows is the same. */
+  revision(): number {
+    return this.changes;
+  }
+
   private changed(op: OperationRecord): void {
+    this.changes++;
     // Before anyone hears of the end: a read after it must not take an answer kept while it ran.
     if (op.isFinal) this.endActivity(op.id);
     // Progress updates come often: with nobody following operation events they cost no view.
     if (this.events.watched('operation')) this.events.emit('operation', op.view(), op.project);
-    if (op.isFinal) setTimeout(() => this.operations.delete(op.id), KEEP_FINISHED_MS).unref();
+    if (op.isFinal) {
+      setTimeout(() => {
+        this.operations.delete(op.id);
+        this.changes++;
+      }, KEEP_FINISHED_MS).unref();
+    }
   }
 
   private endActivity(id: string): void {

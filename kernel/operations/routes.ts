@@ -45,6 +45,8 @@ export function operationRoutes(ops: OperationManager, cluster?: ClusterOperatio
         conventions: ['recursion'],
         // A restricted caller lists only its own projects' operations: none, in a project not its own.
         access: 'filtered',
+        // The listing shows the operations alone, and each of their changes moves the revision.
+        reuse: () => String(ops.revision()),
         handler: async (req) => {
           const grouped: Record<string, unknown[]> = {};
           for (const op of ops.list(req.allProjects ? undefined : req.project)) {

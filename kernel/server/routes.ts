@@ -23,7 +23,7 @@ export function serverRoutes(info: ServerInfo, config: ServerConfigStore, events
   return [
     {
       path: '/',
-      get: { access: 'untrusted', handler: () => sync(ROOT) },
+      get: { access: 'untrusted', reuse: true, handler: () => sync(ROOT) },
     },
     {
       path: '/1.0',

@@ -4,6 +4,8 @@
  * handlers run. A kept answer is taken again while nothing changed; any acknowledged write, a write
  * the store publishes from elsewhere, a running operation, a change of the route's own token or a
  * caller of another reach makes the next read afresh; an answer that overlapped a write is not kept.
+ * A listener whose callers are all one (the unix socket's) takes kept answers by URL before making a
+ * request, under the same rules, with the same headers; the operations listing is kept the same way.
  */
 import test from 'ava';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -17,10 +19,13 @@ import { ChangeActivity } from '../../kernel/change-activity.js';
 import { DocumentStore } from '../../kernel/store/document-store.js';
 import { OperationManager } from '../../kernel/operations/manager.js';
 import { EventHub } from '../../kernel/events/hub.js';
+import { operationRoutes } from '../../kernel/operations/routes.js';
 import { requestAsSent } from '../helpers/raw-http.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'corral-answer-reuse-'));
 const socket = path.join(dir, 'unix.socket');
+/** The second listener: every caller is the unix socket's. */
+const sameCallerSocket = path.join(dir, 'same.socket');
 const log = bunyan.createLogger({ name: 'answer-reuse-test', level: 'fatal' });
 const activity = new ChangeActivity();
 let store: DocumentStore;
@@ -84,6 +89,7 @@ pipeline.add('test', { path: '/1.0/work', post: { answers: ['operation'], handle
   } }) };
 } } });
 let working: { finish: () => void } | undefined;
+for (const route of operationRoutes(ops)) pipeline.add('kernel', route);
 
 const server = createHapiServer({ log, socketPath: socket });
 // A caller sending `X-Test-Projects` is restricted to those projects (as a restricted certificate is).
@@ -92,15 +98,20 @@ pipeline.install(server, async (raw) => {
   return typeof projects === 'string' ? { ...UNIX_CALLER, projects: projects.split(',') } : UNIX_CALLER;
 });
 
+const sameCaller = createHapiServer({ log, socketPath: sameCallerSocket });
+pipeline.install(sameCaller, { every: UNIX_CALLER });
+
 test.before(async () => {
   store = await DocumentStore.open(path.join(dir, 'store.db'));
   things = store.namespace('test').collection('things');
   await things.put('default', 'a', { note: 'default' });
   pipeline.seal();
   await server.start();
+  await sameCaller.start();
 });
 test.after.always(async () => {
   await server.stop({ timeout: 1_000 }).catch(() => undefined);
+  await sameCaller.stop({ timeout: 1_000 }).catch(() => undefined);
   await store?.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -196,4 +207,66 @@ test.serial('error answers are never kept', async (t) => {
   t.is((await get('/1.0/missing')).status, 404);
   t.is((await get('/1.0/missing')).status, 404);
   t.is(runs.missing - before, 2);
+});
+
+test.serial('where every caller is one, a kept answer is taken by its URL, with the headers it was made with, under the same rules', async (t) => {
+  const url = '/1.0/things?recursion=1&listener=same';
+  const before = runs.things;
+  const made = await requestAsSent(sameCallerSocket, url);
+  const taken = await requestAsSent(sameCallerSocket, url);
+  t.is(runs.things - before, 1, 'the second read was taken');
+  t.is(made.status, 200);
+  t.deepEqual(taken.headers, made.headers);
+  t.true(taken.body.equals(made.body));
+  t.true(made.headers.includes('content-type: application/json; charset=utf-8'));
+  t.true(made.headers.includes(`content-length: ${made.body.length}`));
+  // Kept on one listener, taken on the other: the URL and the caller's reach are the same.
+  await requestAsSent(socket, url);
+  t.is(runs.things - before, 1);
+
+  t.is((await post('/1.0/things', { name: 'f', note: 'default' })).status, 200);
+  const after = await requestAsSent(sameCallerSocket, url);
+  t.true(after.body.toString().includes('"name":"f"'), 'the read after the write shows it');
+  t.is(runs.things - before, 2);
+
+  // The route's own token is read again when the answer is taken.
+  const host = runs.host;
+  hostToken = '10';
+  hostState = 'up';
+  await requestAsSent(sameCallerSocket, '/1.0/host');
+  await requestAsSent(sameCallerSocket, '/1.0/host');
+  t.is(runs.host - host, 1);
+  hostToken = '11';
+  hostState = 'gone';
+  t.true((await requestAsSent(sameCallerSocket, '/1.0/host')).body.toString().includes('"gone"'));
+  t.is(runs.host - host, 2);
+
+  // Not while an operation runs.
+  const work = await post('/1.0/work', { name: 'g', note: 'default' });
+  const id = (JSON.parse(work.body.toString()) as { metadata: { id: string } }).metadata.id;
+  const during = runs.things;
+  await requestAsSent(sameCallerSocket, url);
+  await requestAsSent(sameCallerSocket, url);
+  t.is(runs.things - during, 2);
+  working!.finish();
+  await ops.get(id)!.done();
+  t.true((await requestAsSent(sameCallerSocket, url)).body.toString().includes('"name":"g"'));
+});
+
+test.serial('the operations listing is kept until an operation changes, comes or goes', async (t) => {
+  const listed = async () => {
+    const answer = await requestAsSent(sameCallerSocket, '/1.0/operations?recursion=1');
+    return (JSON.parse(answer.body.toString()) as { metadata: Record<string, { id: string; status: string }[]> }).metadata;
+  };
+  const statusOf = (all: Record<string, { id: string; status: string }[]>, id: string) => Object.values(all).flat().find((op) => op.id === id)?.status;
+  const work = await post('/1.0/work', { name: 'h', note: 'default' });
+  const id = (JSON.parse(work.body.toString()) as { metadata: { id: string } }).metadata.id;
+  t.is(statusOf(await listed(), id), 'Running');
+  working!.finish();
+  await ops.get(id)!.done();
+  t.is(statusOf(await listed(), id), 'Success', 'the listing after the end shows it');
+  t.is(statusOf(await listed(), id), 'Success');
+  // A finished operation leaves the listing after a few seconds: the kept listing goes with it.
+  await new Promise((resolve) => setTimeout(resolve, 5_500));
+  t.is(statusOf(await listed(), id), undefined);
 });
