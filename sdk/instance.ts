@@ -104,6 +104,14 @@ export interface InstanceDriver {
   status(inst: DriverInstance): Promise<InstanceStatus>;
   /** The same, synchronously, for drivers that can tell it without waiting (listings of thousands skip a promise each). */
   statusNow?(inst: DriverInstance): InstanceStatus;
+  /**
+   * A number equal while the status of none of this driver's instances changed, as far as the driver
+   * can tell now (it may look at the host: it is asked at every read of a listing). It moves with any
+   * change it sees and never returns to an earlier value; undefined when it cannot tell. A listing of
+   * instances is answered again with its last bytes while it holds (VerbSpec.reuse); a driver without
+   * it has every listing made afresh.
+   */
+  statusRevision?(): number | undefined;
   state(inst: DriverInstance): Promise<RuntimeState>;
   /** Figures for `GET /1.0/metrics`; undefined when the instance is not running. Cheap: file reads only. */
   metrics?(inst: DriverInstance): Promise<InstanceMetrics | undefined>;

@@ -664,6 +664,10 @@ export class LxcDriver implements InstanceDriver {
     return this.statusNow(inst);
   }
 
+  statusRevision(): number {
+    return this.monitors.revision();
+  }
+
   /** A stat of the monitor's pid file (and, running, a read of its cmdline and freezer state). */
   statusNow(inst: DriverInstance): InstanceStatus {
     const running = this.monitors.find(this.nameOf(inst));

@@ -16,6 +16,8 @@ export interface RunningContainer {
   /** Absent for the instant between the monitor's start and its fork of init. */
   initPid?: number;
   cgroup?: ContainerCgroup;
+  /** Whether it was frozen when revision() last looked. */
+  frozenSeen?: boolean;
   /** The cgroup files a state read needs (worked out once: the layout does not change while it runs). */
   stateFiles?: string[];
   /** The same for a metrics read. */
@@ -30,6 +32,8 @@ export class MonitorTable {
    * container is told without a stat (most of a listing of thousands was those stats).
    */
   private readonly absent = new Set<string>();
+  /** Moves with every change of what the table tells (revision()). */
+  private changes = 0;
 
   constructor(private readonly paths: LxcPaths, private readonly host: CgroupHost) {}
 
@@ -39,10 +43,10 @@ export class MonitorTable {
   }
 
   private readPidFile(name: string): number | undefined {
-    if (this.absent.has(name)) return undefined;
     // Most listed containers are stopped: a stat is far cheaper than a read that throws ENOENT.
     if (!existsSync(this.paths.pidFile(name))) {
       this.absent.add(name);
+      this.changes++;
       return undefined;
     }
     try {
@@ -68,24 +72,51 @@ export class MonitorTable {
   }
 
   find(name: string): RunningContainer | undefined {
+    // Most of a large listing: never in the cache (forget() and a look that found no file keep them apart).
+    if (this.absent.has(name)) return undefined;
     const cached = this.cache.get(name);
     if (cached && this.isMonitor(cached.monitorPid, name)) {
       if (cached.initPid === undefined) this.attachInit(cached);
       return cached;
     }
-    this.cache.delete(name);
+    if (this.cache.delete(name)) this.changes++;
     const pid = this.readPidFile(name);
     if (pid === undefined || !this.isMonitor(pid, name)) return undefined;
     const entry: RunningContainer = { monitorPid: pid };
     this.attachInit(entry);
     this.cache.set(name, entry);
+    this.changes++;
     return entry;
   }
 
   /** Look again next time (after an `lxc-start`, and while waiting for a monitor to go). */
   forget(name: string): void {
-    this.cache.delete(name);
-    this.absent.delete(name);
+    const running = this.cache.delete(name);
+    const stopped = this.absent.delete(name);
+    if (running || stopped) this.changes++;
+  }
+
+  /**
+   * A number that moves whenever a status the table tells may have changed: a container found
+   * running or stopped, a monitor gone, a freezer state flipped, a name forgotten. Each call looks at
+   * every running container (a /proc read and a cgroup read, what telling its status costs); a
+   * stopped one costs nothing, since only the driver's own start, which forgets its name, changes it.
+   */
+  revision(): number {
+    for (const [name, entry] of this.cache) {
+      if (!this.isMonitor(entry.monitorPid, name)) {
+        this.cache.delete(name);
+        this.changes++;
+        continue;
+      }
+      if (entry.initPid === undefined) this.attachInit(entry);
+      const frozen = entry.cgroup?.frozen() ?? false;
+      if (frozen !== entry.frozenSeen) {
+        entry.frozenSeen = frozen;
+        this.changes++;
+      }
+    }
+    return this.changes;
   }
 }
 

@@ -300,7 +300,7 @@ export class QemuDriver implements InstanceDriver {
     const qmp = await this.vms.qmp(run);
     await qmp.execute(command, undefined, QMP_TIMEOUT_MS);
     const status = await qmp.execute<{ running: boolean }>('query-status', undefined, QMP_TIMEOUT_MS);
-    vm.state = status.running ? 'running' : 'paused';
+    this.vms.setState(vm, status.running ? 'running' : 'paused');
     if (vm.state !== want) throw internalError(`Failed to ${command === 'stop' ? 'pause' : 'resume'} the virtual machine`);
   }
 
@@ -310,6 +310,10 @@ export class QemuDriver implements InstanceDriver {
 
   unfreeze(inst: DriverInstance): Promise<void> {
     return this.pausing(inst, 'cont', 'running');
+  }
+
+  statusRevision(): number {
+    return this.vms.revision();
   }
 
   async status(inst: DriverInstance): Promise<InstanceStatus> {

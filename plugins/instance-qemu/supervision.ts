@@ -12,6 +12,7 @@ import type { RunDir } from './run-dir.js';
 export type RunState = 'running' | 'paused';
 
 export interface Supervised {
+  run: RunDir;
   pid: number;
   qmp?: QmpClient;
   connecting?: Promise<QmpClient>;
@@ -48,6 +49,8 @@ export function isQemuOf(pid: number, run: RunDir): boolean {
 
 export class VmTable {
   private readonly vms = new Map<string, Supervised>();
+  /** Moves with every change of what the table tells (revision()). */
+  private changes = 0;
 
   /** `onEvent` hears every QMP event of every VM (SHUTDOWN, POWERDOWN, STOP, RESUME...). */
   constructor(private readonly onEvent: (run: RunDir, e: QmpEvent) => void = () => {}) {}
@@ -62,9 +65,27 @@ export class VmTable {
     }
     if (known && known.pid === pid) return known;
     if (known) this.drop(run);
-    const fresh: Supervised = { pid, events: [] };
+    const fresh: Supervised = { run, pid, events: [] };
     this.vms.set(run.dir, fresh);
+    this.changes++;
     return fresh;
+  }
+
+  /**
+   * A number that moves whenever a status the table tells may have changed: a VM found running, one
+   * gone, paused or resumed. Each call checks every running VM's process (what telling its status
+   * costs); a stopped VM changes only by the driver's own start, which finds it.
+   */
+  revision(): number {
+    for (const vm of [...this.vms.values()]) if (livePid(vm.run) !== vm.pid) this.drop(vm.run);
+    return this.changes;
+  }
+
+  /** The VM's run state, as QMP told it. */
+  setState(vm: Supervised, state: RunState): void {
+    if (vm.state === state) return;
+    vm.state = state;
+    this.changes++;
   }
 
   /** The VM's QMP connection, opened (and its run state read) when there is none. */
@@ -77,15 +98,15 @@ export class VmTable {
         const client = await QmpClient.connect(run.qmpSocket, QMP_CONNECT_MS);
         client.on('event', (e: QmpEvent) => {
           this.onEvent(run, e);
-          if (e.event === 'STOP') vm.state = 'paused';
-          else if (e.event === 'RESUME') vm.state = 'running';
+          if (e.event === 'STOP') this.setState(vm, 'paused');
+          else if (e.event === 'RESUME') this.setState(vm, 'running');
           for (const listener of [...vm.events]) listener(e);
         });
         client.on('closed', () => {
           if (vm.qmp === client) vm.qmp = undefined;
         });
         const status = await client.execute<{ running: boolean; status: string }>('query-status');
-        vm.state = status.running ? 'running' : 'paused';
+        this.setState(vm, status.running ? 'running' : 'paused');
         vm.qmp = client;
         return client;
       } finally {
@@ -98,7 +119,9 @@ export class VmTable {
   /** Forget a VM (it stopped): its QMP link is closed. */
   drop(run: RunDir): void {
     const vm = this.vms.get(run.dir);
+    if (!vm) return;
     this.vms.delete(run.dir);
-    vm?.qmp?.close();
+    this.changes++;
+    vm.qmp?.close();
   }
 }

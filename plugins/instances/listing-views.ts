@@ -69,16 +69,14 @@ export class ListingViews {
     } catch {
       status = 'Error';
     }
-    return this.view(stored, entry.handle, status, make);
+    return keptView(entry, status, make);
   }
 
   /** The recursion=1 view; `handle` must come from handle() for the same document. */
   view(stored: StoredDoc<InstanceRecord>, handle: InstanceHandle, status: InstanceStatus, make: (handle: InstanceHandle, status: InstanceStatus) => View): Readonly<View> {
     const entry = this.entries.get(stored);
     if (!entry || entry.handle !== handle) return make(handle, status);
-    let view = entry.views.get(status);
-    if (!view) entry.views.set(status, (view = Object.freeze(make(handle, status))));
-    return view;
+    return keptView(entry, status, make);
   }
 
   /** The recursion=2 view; `handle` must come from handle() for the same document. */
@@ -92,4 +90,10 @@ export class ListingViews {
     if (childless && view.status === 'Stopped' && Object.keys(view.state.disk).length === 0) entry.stopped = Object.freeze(view);
     return view;
   }
+}
+
+function keptView(entry: Entry, status: InstanceStatus, make: (handle: InstanceHandle, status: InstanceStatus) => View): Readonly<View> {
+  let view = entry.views.get(status);
+  if (!view) entry.views.set(status, (view = Object.freeze(make(entry.handle, status))));
+  return view;
 }

@@ -129,6 +129,20 @@ export class InstanceManager implements InstanceAccess {
     return path.join(this.logsRoot, volumeName(project, name));
   }
 
+  /**
+   * The drivers' status revisions together (InstanceDriver.statusRevision): equal while no instance's
+   * status changed; undefined when a driver cannot tell.
+   */
+  statusRevision(): string | undefined {
+    let token = '';
+    for (const driver of this.deps.drivers.values()) {
+      const revision = driver.statusRevision?.();
+      if (revision === undefined) return undefined;
+      token += `${revision}.`;
+    }
+    return token;
+  }
+
   driverFor(type: InstanceType): InstanceDriver {
     const driver = this.deps.drivers.get(type);
     if (!driver) throw badRequest(`Instance type "${type}" is not enabled in this build`);

@@ -4,6 +4,7 @@
  * right after each acknowledged write shows it. Every hammering read must succeed too.
  */
 import test from 'ava';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { startWithPool, stopDaemons, type Daemon } from '../helpers/daemon.js';
 import { buildBusyboxImage } from '../helpers/busybox-image.js';
 import { importImage } from '../helpers/api.js';
@@ -104,4 +105,63 @@ serial('each read right after an acknowledged write shows it, while the listings
   }
   t.deepEqual(failures, []);
   t.true(reads > 100, `the listings were read ${reads} times meanwhile`);
+});
+
+/** The pid of a process whose command line is `[lxc monitor] <lxcpath> <name>`, if one runs. */
+function monitorOf(name: string): number | undefined {
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let cmdline: string;
+    try {
+      cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0+$/, '');
+    } catch {
+      continue;
+    }
+    if (cmdline.startsWith('[lxc monitor] ') && cmdline.endsWith(` ${name}`)) return Number(entry);
+  }
+  return undefined;
+}
+
+/** The file that freezes `pid`'s cgroup, and what to write to it. */
+function freezerOf(pid: number): { file: string; frozen: string; thawed: string } {
+  const mounts = readFileSync('/proc/self/mounts', 'utf8').split('\n').map((l) => l.split(' '));
+  const lines = readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n').map((l) => l.split(':'));
+  const v1 = lines.find(([, controllers]) => controllers?.split(',').includes('freezer'));
+  const v1Mount = mounts.find(([, , type, options]) => type === 'cgroup' && options?.split(',').includes('freezer'))?.[1];
+  if (v1 && v1Mount) return { file: `${v1Mount}${v1[2]}/freezer.state`, frozen: 'FROZEN', thawed: 'THAWED' };
+  const v2 = lines.find(([id]) => id === '0');
+  const v2Mount = mounts.find(([, , type]) => type === 'cgroup2')?.[1];
+  if (!v2 || !v2Mount) throw new Error(`no freezer found for ${pid}`);
+  return { file: `${v2Mount}${v2[2]}/cgroup.freeze`, frozen: '1', thawed: '0' };
+}
+
+serial('a container frozen or stopped behind the daemon\'s back shows so at the next read of a kept listing', async (t) => {
+  const inst = 'rw-own';
+  await lxcOk(t, d.socket, 'init', 'bb', inst);
+  await lxcOk(t, d.socket, 'start', inst);
+  const status = async (url = '/1.0/instances?recursion=1') => (await find<{ name: string; status: string }>(url, inst))?.status;
+  const filtered = `/1.0/instances?recursion=1&filter=${encodeURIComponent(`name eq ${inst}`)}`;
+  try {
+    // Read enough times for the answers to be kept.
+    for (let i = 0; i < 3; i++) t.is(await status(), 'Running');
+    t.is(await status(filtered), 'Running');
+    const pid = (await read(`/1.0/instances/${inst}/state`) as { pid: number }).pid;
+    t.true(pid > 0);
+    // The freezer of its init's own cgroup, as the driver reads it: v1's where that hierarchy is mounted, else v2's.
+    const freezer = freezerOf(pid);
+    writeFileSync(freezer.file, freezer.frozen);
+    t.is(await status(), 'Frozen');
+    t.is(await status(filtered), 'Frozen');
+    writeFileSync(freezer.file, freezer.thawed);
+    t.is(await status(), 'Running');
+    process.kill(pid, 'SIGKILL');
+    // Once the container's monitor is gone, the very next read must say so.
+    const deadline = Date.now() + 15_000;
+    while (monitorOf(inst) !== undefined && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    t.is(monitorOf(inst), undefined, 'the monitor went once init was killed');
+    t.is(await status(), 'Stopped');
+    t.is(await status(filtered), 'Stopped');
+  } finally {
+    await lxcOk(t, d.socket, 'delete', inst, '--force');
+  }
 });

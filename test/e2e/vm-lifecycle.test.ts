@@ -170,6 +170,22 @@ vmTest('a guest that ignores the ACPI power button is killed within its timeout 
   t.is((await lxc(d.socket, 'config', 'unset', 'v1', 'raw.qemu')).status, 0);
 });
 
+vmTest("a VM whose QEMU dies behind the daemon's back shows Stopped at the next read of a kept listing", async (t) => {
+  await ensureV1();
+  if (await state('v1') !== 'v1,STOPPED') await lxc(d.socket, 'stop', '--force', 'v1');
+  t.is((await lxc(d.socket, 'start', 'v1')).status, 0);
+  const status = async () => ((await d.request('GET', '/1.0/instances?recursion=1')).json.metadata as { name: string; status: string }[])
+    .find((i) => i.name === 'v1')?.status;
+  // Read enough times for the listing to be kept.
+  for (let i = 0; i < 3; i++) t.is(await status(), 'Running');
+  for (const pid of qemuOf(dir)) process.kill(pid, 'SIGKILL');
+  await waitFor(() => qemuOf(dir).length === 0, 10_000, 'QEMU to be gone');
+  t.is(await status(), 'Stopped');
+  // The record still says it was running (a restart would start it again): a start and a stop say otherwise.
+  t.is((await lxc(d.socket, 'start', 'v1')).status, 0);
+  t.is((await lxc(d.socket, 'stop', '--force', 'v1')).status, 0);
+});
+
 vmTest('a kill -9 of the daemon in the middle of a start leaves nothing the next boot does not clean', async (t) => {
   await ensureV1();
   if (await state('v1') !== 'v1,STOPPED') await lxc(d.socket, 'stop', '--force', 'v1');

@@ -37,8 +37,9 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
     ...instancePaths(),
     get: {
       conventions: ['recursion', 'filter', 'all-projects'],
-      // The names are records; a view or a filter shows the status too, which the driver reads each time.
-      reuse: (req) => (req.recursion === 0 && !req.query.filter ? '' : undefined),
+      // The names are records; a view or a filter shows the status too, which the drivers' revisions follow.
+      // recursion=2 shows live figures (memory, network counters): made every time.
+      reuse: (req) => (req.recursion === 0 && !req.query.filter ? '' : req.recursion === 2 ? undefined : manager.statusRevision()),
       handler: async (req) => {
         const type = routeType(req);
         const prefix = collectionPath(req);
