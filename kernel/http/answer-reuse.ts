@@ -58,7 +58,7 @@ export class AnswerReuse {
   }
 
   /**
-   * The kept answer for `url` asked by a caller of `reach` (reachOf), when it still holds: asked before
+   * The kept answer for `url` asked by a caller of `reach` (reach()), when it still holds: asked before
    * any request is made of it, on a listener whose callers are all the same. A URL and a reach that
    * passed the access and project checks before pass them again while the stamp is unchanged.
    */
