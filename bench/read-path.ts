@@ -9,10 +9,10 @@
  * bare server, and the medians (of each figure and of the ratios) are printed.
  */
 import autocannon from 'autocannon';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startWithPool, type Daemon } from '../test/helpers/daemon.js';
@@ -34,6 +34,17 @@ const ENDPOINTS = ['/', '/1.0', '/1.0/instances', '/1.0/profiles', '/1.0/network
 /** Clock ticks per second of /proc/<pid>/stat (USER_HZ, 100 on Linux). */
 const TICKS = 100;
 
+/**
+ * With two CPUs or more, the server measured (corral, then the bare server) runs on the last one and
+ * the load generator (this process) on the first: each server then meets the same conditions, where
+ * the scheduler would otherwise move them about (one run's figures drifted by a third midway).
+ */
+const CPUS = availableParallelism();
+function pin(pid: number, cpus: string): void {
+  if (CPUS >= 2) spawnSync('taskset', ['-a', '-p', '-c', cpus, String(pid)], { stdio: 'ignore' });
+}
+const SERVER_CPU = String(CPUS - 1);
+
 /** CPU seconds a process has used so far. */
 function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
@@ -51,6 +62,7 @@ async function startBare(dir: string, answers: Map<string, Buffer>): Promise<{ s
     child.stdout!.once('data', () => resolve());
     child.once('exit', (code) => reject(new Error(`the bare server exited (${code})`)));
   });
+  pin(child.pid!, SERVER_CPU);
   return { socket, pid: child.pid!, stop: () => child.kill('SIGTERM') };
 }
 
@@ -81,6 +93,8 @@ export async function readPathScenarios(rows: Row[], results: Record<string, unk
   results.read_path = out;
   let bare: Awaited<ReturnType<typeof startBare>> | undefined;
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  pin(d.child.pid!, SERVER_CPU);
+  pin(process.pid, `0-${Math.max(0, CPUS - 2)}`);
   try {
     const image = buildBusyboxImage('gzip');
     await importImage(d, image.unified, 'bb');
@@ -144,6 +158,7 @@ export async function readPathScenarios(rows: Row[], results: Record<string, unk
       });
     }
   } finally {
+    pin(process.pid, `0-${CPUS - 1}`);
     agent.destroy();
     bare?.stop();
     await d.stop();
