@@ -108,14 +108,21 @@ export async function scaleScenarios(rows: Row[], results: Record<string, unknow
     rmSync(image.dir, { recursive: true, force: true });
     out.rss_idle_mib = rssMiB(d.child.pid!);
 
-    /** Median of REPS timings of a GET through corral, and of the bare server answering the same bytes. */
+    /**
+     * Median of REPS timings of a GET through corral, and of the bare server answering the same bytes.
+     * Each of corral's reads names a URL of its own (a parameter nobody reads), so each is made afresh:
+     * the cost of making a listing is what must stay flat as instances pile up, while answers kept
+     * unchanged (decision 0083, 2 MiB at most) would time a 1,000-instance listing's lookup against a
+     * 10,000-instance one made. The read-path bench times the kept ones.
+     */
+    let reads = 0;
     const measure = async (url: string, socket = d.socket) => {
       const first = await fetchRaw(agent, socket, url);
       if (first.status !== 200) throw new Error(`GET ${url}: ${first.status} ${first.body.toString().slice(0, 200)}`);
       const corral: number[] = [];
       for (let i = 0; i < REPS; i++) {
         const t0 = performance.now();
-        await fetchRaw(agent, socket, url);
+        await fetchRaw(agent, socket, `${url}${url.includes('?') ? '&' : '?'}bench-read=${++reads}`);
         corral.push(performance.now() - t0);
       }
       bare.body = first.body;

@@ -150,6 +150,10 @@ serial('a container frozen or stopped behind the daemon\'s back shows so at the 
     // The freezer of its init's own cgroup, as the driver reads it: v1's where that hierarchy is mounted, else v2's.
     const freezer = freezerOf(pid);
     writeFileSync(freezer.file, freezer.frozen);
+    // v1 reads FREEZING until every task stopped (a while on a loaded machine): wait for the kernel's word.
+    const frozenBy = Date.now() + 10_000;
+    while (readFileSync(freezer.file, 'utf8').trim() !== freezer.frozen && Date.now() < frozenBy) await new Promise((resolve) => setTimeout(resolve, 20));
+    t.is(readFileSync(freezer.file, 'utf8').trim(), freezer.frozen, 'the kernel froze it');
     t.is(await status(), 'Frozen');
     t.is(await status(filtered), 'Frozen');
     writeFileSync(freezer.file, freezer.thawed);
