@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * Bundles the daemon and one plugin set of plugin-registry.json into a single file, from the compiled
- * tree (run after tsc): `node scripts/build-bundle.mjs edge` writes dist/bundle/corrald-edge.mjs.
+ * tree (run after tsc): `node scripts/build-bundle.mjs edge` writes dist/bundle/corrald-edge.bundle.cjs
+ * and dist/bundle/corrald-edge.mjs, the loader that runs it with V8's code cache (scripts/bundle-loader.mjs).
  * One file parses and links far faster than hundreds of modules and keeps less of them in memory
  * (decision 0002). The entry is generated from the registry's set, so nothing here names a plugin.
  *
@@ -25,7 +26,9 @@ if (!ids) {
   process.exit(1);
 }
 const outDir = path.join(dist, 'bundle');
+/** What is run: a small loader that compiles the bundle with V8's code cache (see LOADER below). */
 const outFile = path.join(outDir, `corrald-${setName}.mjs`);
+const bundleFile = path.join(outDir, `corrald-${setName}.bundle.cjs`);
 
 const entries = ids.map((id) => {
   const manifest = registry.plugins.find((p) => p.id === id);
@@ -39,8 +42,11 @@ import { runDaemonCommand } from './bin/run-daemon.js';
 ${entries.map((e, i) => `import * as plugin${i} from ${JSON.stringify(e.file)};`).join('\n')}
 const modules = { ${entries.map((e, i) => `${JSON.stringify(e.id)}: plugin${i}`).join(', ')} };
 const subcommand = SUBCOMMANDS[process.argv[2] ?? ''];
-if (subcommand) process.exit(await (await subcommand()).run(process.argv.slice(3)));
-await runDaemonCommand(process.argv.slice(2), { set: ${JSON.stringify(setName)}, modules });
+const main = subcommand
+  ? (async () => process.exit(await (await subcommand()).run(process.argv.slice(3))))()
+  : runDaemonCommand(process.argv.slice(2), { set: ${JSON.stringify(setName)}, modules });
+// As a module's top-level await did: what fails at start is printed and ends the process.
+main.catch((error) => { console.error(error); process.exit(1); });
 `;
 
 /** Each compiled module keeps seeing its own file as `import.meta.url`, so paths it derives from it still hold. */
@@ -50,9 +56,11 @@ const ownUrl = {
     b.onLoad({ filter: /\.js$/ }, (args) => {
       if (!args.path.startsWith(dist + path.sep)) return undefined;
       const text = readFileSync(args.path, 'utf8');
-      if (!text.includes('import.meta.url')) return undefined;
+      if (!text.includes('import.meta.')) return undefined;
       const rel = path.relative(outDir, args.path).split(path.sep).join('/');
-      return { contents: text.replaceAll('import.meta.url', `new URL(${JSON.stringify(rel)}, import.meta.url).href`), loader: 'js' };
+      // A script has no import.meta: the loader hands in the bundle's URL and its own module resolution.
+      const contents = text.replaceAll('import.meta.url', `new URL(${JSON.stringify(rel)}, __corralBundleUrl).href`).replaceAll('import.meta.resolve(', '__corralResolve(');
+      return { contents, loader: 'js' };
     });
   },
 };
@@ -77,11 +85,10 @@ const result = await build({
   stdin: { contents: entrySource, resolveDir: dist, sourcefile: `corrald-${setName}-entry.js`, loader: 'js' },
   bundle: true,
   platform: 'node',
-  format: 'esm',
+  // CommonJS, so that the loader can compile it as a script with a code cache (node 20 has none for modules).
+  format: 'cjs',
   target: 'node20',
-  outfile: outFile,
-  // Bundled CommonJS libraries call require() for node's builtins.
-  banner: { js: "import { createRequire as __corralRequire } from 'node:module'; const require = __corralRequire(import.meta.url);" },
+  outfile: bundleFile,
   // Smaller source: V8 keeps a script's whole text in memory for as long as it runs. Names stay (keepNames).
   minify: true,
   keepNames: true,
@@ -92,5 +99,6 @@ const result = await build({
 });
 // What went in, by size: the next thing to make lazy or leave out is found here.
 writeFileSync(outFile.replace(/\.mjs$/, '.meta.json'), JSON.stringify(result.metafile));
+writeFileSync(outFile, readFileSync(path.join(root, 'scripts', 'bundle-loader.mjs'), 'utf8').replaceAll('@BUNDLE@', path.basename(bundleFile)));
 const bytes = Object.values(result.metafile.outputs).reduce((n, o) => n + o.bytes, 0);
 console.log(`build-bundle: ${path.relative(root, outFile)} (${ids.length} plugins, ${(bytes / 1024 / 1024).toFixed(1)} MiB)`);

@@ -13,7 +13,7 @@ fi
 mkdir -p "$target"
 # Paths as in the tree: the bundle finds its helpers where the compiled tree keeps them.
 for f in package.json package-lock.json .npmrc plugin-registry.json \
-  dist/bundle/corrald-edge.mjs \
+  dist/bundle/corrald-edge.mjs dist/bundle/corrald-edge.bundle.cjs \
   dist/plugins/instance-lxc/seccomp-proxy/corral-seccomp-proxy dist/plugins/instance-lxc/corral-mknod dist/plugins/instance-lxc/corral-attach-order.so \
   plugins/instance-lxc/mount-injection.py \
   dist/plugins/proxy-devices/forwarder.js dist/plugins/proxy-devices/address.js dist/plugins/proxy-devices/proxy-header.js; do

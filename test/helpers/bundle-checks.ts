@@ -3,12 +3,18 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { killContainers, type Daemon } from './daemon.js';
 import { lxc } from './clients.js';
 
-/** `npm run build` made `bundle`, one file: nothing of the kernel, sdk or plugins imported from dist/. */
-export function checkOneFile(t: { true(v: boolean, m?: string): unknown; notRegex(s: string, r: RegExp): unknown }, bundle: string): void {
-  t.true(existsSync(bundle), `${bundle} is missing: npm run build makes it`);
-  const text = readFileSync(bundle, 'utf8');
-  t.notRegex(text, /from\s*["']\.\.?\//);
-  t.notRegex(text, /import\(["']\.\.?\//);
+/**
+ * `npm run build` made `loader` and the one file of code it runs beside it (`<name>.bundle.cjs`):
+ * nothing of the kernel, sdk or plugins is imported or required from dist/.
+ */
+export function checkOneFile(t: { true(v: boolean, m?: string): unknown; notRegex(s: string, r: RegExp): unknown }, loader: string): void {
+  const bundle = loader.replace(/\.mjs$/, '.bundle.cjs');
+  for (const file of [loader, bundle]) {
+    t.true(existsSync(file), `${file} is missing: npm run build makes it`);
+    const text = readFileSync(file, 'utf8');
+    t.notRegex(text, /from\s*["']\.\.?\//);
+    t.notRegex(text, /(import|require)\(["']\.\.?\//);
+  }
 }
 
 /** Delete what the daemon holds, stop it, and throw its data directory and the test image away. */

@@ -6,7 +6,7 @@
  */
 import test from 'ava';
 import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { killContainers, nodeFlags, projectRoot, startDaemon, superviseDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
@@ -23,10 +23,10 @@ let dir: string;
 let image: BusyboxImage | undefined;
 
 /** The bundle as `npm run start:edge` runs it: the daemon's node flags, `--init auto`, no `--plugins`. */
-async function startBundle(dataDir: string, extra: string[] = []): Promise<{ daemon: Daemon; exited: Promise<number | null> }> {
+async function startBundle(dataDir: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<{ daemon: Daemon; exited: Promise<number | null> }> {
   const child = spawn(process.execPath, [...nodeFlags, BUNDLE, '--dir', dataDir, ...extra], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, CORRAL_INIT_NETWORK: 'none', MALLOC_TRIM_THRESHOLD_: '0' },
+    env: { ...process.env, CORRAL_INIT_NETWORK: 'none', MALLOC_TRIM_THRESHOLD_: '0', ...env },
   });
   const { daemon, exited } = await superviseDaemon(child, { dir: dataDir, socket: path.join(dataDir, 'unix.socket'), where: ' (edge bundle)', stopBoundMs: 60_000, samePid: true });
   return { daemon, exited };
@@ -100,6 +100,41 @@ serial('a busybox container created, started, run, stopped and deleted through t
   await lxcOk(t, d!.socket, 'stop', '--force', 'x1bundle');
   await lxcOk(t, d!.socket, 'delete', 'x1bundle');
   t.is(JSON.parse(await lxcOk(t, d!.socket, 'list', '--format', 'json')).length, 0);
+});
+
+test.serial('the bundle writes V8\'s code cache after a start without one, keeps it while V8 takes it, and replaces a damaged one', async (t) => {
+  const other = mkdtempSync(path.join(tmpdir(), 'corral-x1-bundle-cache-'));
+  // A cache of its own, so that the one beside the bundle, which other tests' daemons use, is left alone.
+  const cache = path.join(other, 'code-cache');
+  const data = path.join(other, 'data');
+  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+  /** A start that serves GET /1.0, held open for `ms` (past the moment the loader would write the cache). */
+  const serveFor = async (ms: number) => {
+    const { daemon } = await startBundle(data, [], { CORRAL_CODE_CACHE: cache });
+    try {
+      t.is((await daemon.request('GET', '/1.0')).status, 200);
+      const until = Date.now() + ms;
+      while (Date.now() < until) await sleep(200);
+    } finally {
+      await daemon.stop();
+    }
+  };
+  try {
+    await serveFor(8_000);
+    t.true(existsSync(cache), 'a start without a cache wrote one');
+    const written = readFileSync(cache);
+    t.true(written.length > 100_000, `the cache holds the compiled bundle (${written.length} bytes)`);
+
+    await serveFor(8_000);
+    t.true(readFileSync(cache).equals(written), 'a start that V8 took the cache for leaves it as it was');
+
+    writeFileSync(cache, Buffer.alloc(4096, 7));
+    await serveFor(8_000);
+    const replaced = readFileSync(cache);
+    t.true(replaced.length > 100_000, 'a damaged cache was refused, the daemon served anyway, and the cache was written again');
+  } finally {
+    rmSync(other, { recursive: true, force: true });
+  }
 });
 
 test.serial('the edge bundle refuses a plugin it does not carry, before serving', async (t) => {

@@ -44,6 +44,11 @@ serial('the full bundle serves the extensions and routes of the tree with --plug
     t.deepEqual(fromBundle.json.metadata.api_extensions, fromTree.json.metadata.api_extensions);
     const [treeApi, bundleApi] = await Promise.all([tree.request('GET', '/openapi.json'), d.request('GET', '/openapi.json')]);
     t.deepEqual(Object.keys(bundleApi.json.paths).sort(), Object.keys(treeApi.json.paths).sort());
+    // The UI's library modules are found through module resolution, which the bundle's loader lends it.
+    const [treeModule, bundleModule] = await Promise.all([tree.request('GET', '/ui/vendor/preact.mjs'), d.request('GET', '/ui/vendor/preact.mjs')]);
+    t.is(bundleModule.status, 200);
+    t.regex(String(bundleModule.body), /\bexport\b/, 'the ES module build, as published');
+    t.is(String(bundleModule.body), String(treeModule.body));
   } finally {
     await tree.stop();
   }

@@ -1,0 +1,68 @@
+/**
+ * Starts the bundle beside this file (written by scripts/build-bundle.mjs). Node 20 keeps no compiled
+ * code between runs of a module, and compiling the bundle's ~2 MiB, then each function it calls while
+ * booting, was about a quarter of a cold start. Compiled here as a script instead, it is given V8's code cache
+ * from the last start: the cache is written a few seconds after a start that had none (or whose cache V8
+ * refused: another node, other flags, a rebuilt bundle), by then holding every function the boot ran, or
+ * at exit if that comes first.
+ * CORRAL_CODE_CACHE names another file for it (a read-only install keeps it on a writable disk), or
+ * `none` for no cache; where it cannot be written the daemon runs the same, only without it.
+ */
+import { readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import path from 'node:path';
+import vm from 'node:vm';
+
+const file = fileURLToPath(new URL('./@BUNDLE@', import.meta.url));
+const cacheFile = process.env.CORRAL_CODE_CACHE === 'none' ? undefined : process.env.CORRAL_CODE_CACHE || `${file}.v8-cache`;
+/** Long enough for a boot to have run its code, short enough to be written before most daemons stop. */
+const WRITE_CACHE_AFTER_MS = 5000;
+
+/**
+ * V8 checks a cache against the source's length only, and would run the old code of a rebuilt bundle of
+ * the same length: the cache starts with a line naming the bundle it was made from (size and mtime).
+ */
+const stat = statSync(file);
+const header = Buffer.from(`corral code cache ${stat.size} ${stat.mtimeMs}\n`);
+
+/** The compiled bundle, and whether its cache should be written. In a function, so that neither the read cache nor a second copy of the text outlives it. */
+function compile() {
+  let cachedData;
+  try {
+    const kept = cacheFile ? readFileSync(cacheFile) : undefined;
+    if (kept && kept.subarray(0, header.length).equals(header)) cachedData = kept.subarray(header.length);
+  } catch {
+    cachedData = undefined;
+  }
+  const script = new vm.Script(`(function (exports, require, module, __filename, __dirname, __corralBundleUrl, __corralResolve) {${readFileSync(file, 'utf8')}\n})`, {
+    filename: file,
+    cachedData,
+    // The plugin loader imports plugins outside the bundle by path.
+    importModuleDynamically: vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER,
+  });
+  return { script, writeCache: cacheFile !== undefined && (cachedData === undefined || script.cachedDataRejected === true) };
+}
+
+const { script, writeCache } = compile();
+if (writeCache) {
+  let written = false;
+  const write = () => {
+    if (written) return;
+    written = true;
+    const temporary = `${cacheFile}.${process.pid}`;
+    try {
+      writeFileSync(temporary, Buffer.concat([header, script.createCachedData()]));
+      renameSync(temporary, cacheFile);
+    } catch {
+      rmSync(temporary, { force: true });
+    }
+  };
+  setTimeout(write, WRITE_CACHE_AFTER_MS).unref();
+  // A daemon stopped sooner writes it as it exits.
+  process.once('exit', write);
+}
+const module = { exports: {} };
+// import.meta.resolve from here finds the same packages as from the bundle beside it, ESM entries included.
+const resolve = (specifier) => import.meta.resolve(specifier);
+script.runInThisContext()(module.exports, createRequire(file), module, file, path.dirname(file), pathToFileURL(file).href, resolve);
