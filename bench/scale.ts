@@ -92,13 +92,20 @@ async function parallel<T>(items: T[], work: (item: T) => Promise<unknown>): Pro
   }));
 }
 
+/**
+ * Node flags for the daemon beyond package.json's: BENCH_SCALE_CPU_PROF=<dir> has it write a V8 CPU
+ * profile there when it stops; BENCH_SCALE_NODE_ARGS adds flags (to compare heap settings at scale).
+ */
+const DAEMON_ARGS = [
+  ...(process.env.BENCH_SCALE_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_SCALE_CPU_PROF] : []),
+  ...(process.env.BENCH_SCALE_NODE_ARGS ?? '').split(/\s+/).filter(Boolean),
+];
+
 export async function scaleScenarios(rows: Row[], results: Record<string, unknown>): Promise<void> {
   const dir = mkdtempSync(path.join(tmpdir(), 'x3scale-'));
   const bare = new BareServer();
   await bare.listen();
-  // BENCH_SCALE_CPU_PROF=<dir>: the daemon writes a V8 CPU profile there when it stops.
-  const profile = process.env.BENCH_SCALE_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_SCALE_CPU_PROF] : [];
-  let d = await startWithPool({ plugins: 'full', dir, nodeArgs: profile });
+  let d = await startWithPool({ plugins: 'full', dir, nodeArgs: DAEMON_ARGS });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const out: Record<string, unknown> = { load: readFileSync('/proc/loadavg', 'utf8').trim() };
   results.scale = out;
@@ -255,7 +262,7 @@ async function runningScenarios(
   // as `npm start` starts it: the full set's bundle.
   await d.stop();
   t0 = performance.now();
-  d = await startDaemon({ plugins: 'full', dir, entry: FULL_BUNDLE, nodeArgs: process.env.BENCH_SCALE_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_SCALE_CPU_PROF] : [] });
+  d = await startDaemon({ plugins: 'full', dir, entry: FULL_BUNDLE, nodeArgs: DAEMON_ARGS });
   const serving = performance.now() - t0;
   replaced(d);
   let adopted = 0;

@@ -410,7 +410,11 @@ export class BridgeDriver implements NetworkDriver {
   readonly cleanup: NetworkCleanup = {
     leftovers: async (known) => {
       const names = new Set(known.map((n) => n.name));
-      const res = await this.deps.tools.run('ip', ['-j', '-d', 'link', 'show', 'type', 'bridge'], { timeoutMs: 10000 });
+      // Both looks at once: this is on every boot's way to a serving socket.
+      const [res, table] = await Promise.all([
+        this.deps.tools.run('ip', ['-j', '-d', 'link', 'show', 'type', 'bridge'], { timeoutMs: 10000 }),
+        this.firewall.tableState(),
+      ]);
       for (const link of JSON.parse(res.stdout || '[]') as IpLinkDetail[]) {
         if (link.ifalias === this.marker && !names.has(link.ifname)) {
           this.deps.log.info({ bridge: link.ifname }, 'removing the bridge of a network that no longer exists');
@@ -422,10 +426,12 @@ export class BridgeDriver implements NetworkDriver {
         await this.dnsmasq.stop(this.files(dir));
         rmSync(this.dir(dir), { recursive: true, force: true });
       }
-      for (const bridge of await this.firewall.bridgesWithRules()) {
+      // A bridge torn down above had its chains dropped with it; remove() finds nothing to do for those.
+      for (const bridge of table.bridges) {
         if (!names.has(bridge)) await this.firewall.remove(bridge);
       }
-      if (known.length === 0) await this.firewall.dropTableIfEmpty();
+      // With no network known, no chain is left in the table now: it goes, if it was there.
+      if (known.length === 0 && table.exists) await this.firewall.dropTable();
     },
   };
 

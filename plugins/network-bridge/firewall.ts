@@ -85,10 +85,10 @@ export class Firewall {
     await this.tools.run(NFT, ['-f', '-'], { input: `${lines.join('\n')}\n`, timeoutMs: 15000 });
   }
 
-  /** Bridges that have chains in the table. */
-  async bridgesWithRules(): Promise<string[]> {
+  /** Whether the table is there, and the bridges that have chains in it. */
+  async tableState(): Promise<{ exists: boolean; bridges: string[] }> {
     const res = await this.tools.run(NFT, ['-j', 'list', 'table', 'inet', this.table], { allowFailure: true, timeoutMs: 15000 });
-    if (res.exitCode !== 0) return [];
+    if (res.exitCode !== 0) return { exists: false, bridges: [] };
     const items = (JSON.parse(res.stdout) as { nftables: Record<string, { name?: string }>[] }).nftables;
     const names = new Set<string>();
     for (const item of items) {
@@ -96,11 +96,17 @@ export class Firewall {
       const dot = chain?.indexOf('.') ?? -1;
       if (chain && dot > 0 && (CHAIN_KINDS as readonly string[]).includes(chain.slice(0, dot))) names.add(chain.slice(dot + 1));
     }
-    return [...names].sort();
+    return { exists: true, bridges: [...names].sort() };
   }
 
   /** Drop the table when no network has rules left. */
   async dropTableIfEmpty(): Promise<void> {
-    if ((await this.bridgesWithRules()).length === 0) await this.tools.run(NFT, ['delete', 'table', 'inet', this.table], { allowFailure: true, timeoutMs: 15000 });
+    const table = await this.tableState();
+    if (table.exists && table.bridges.length === 0) await this.dropTable();
+  }
+
+  /** Drop the table (nothing to do when it is gone already). */
+  async dropTable(): Promise<void> {
+    await this.tools.run(NFT, ['delete', 'table', 'inet', this.table], { allowFailure: true, timeoutMs: 15000 });
   }
 }

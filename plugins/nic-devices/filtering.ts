@@ -101,7 +101,10 @@ export class PortFilters extends NftTable {
   /** Chains whose interface is gone (a crash, an instance that stopped while no daemon ran). */
   leftovers(exists: (port: string) => boolean): Promise<void> {
     return this.serial(async () => {
-      const ports = (await this.portElements() ?? []).map((e) => e[0]).filter((p): p is string => typeof p === 'string');
+      const elements = await this.portElements();
+      // No table: nothing was left (the usual boot, which should not pay for a second look).
+      if (!elements) return;
+      const ports = elements.map((e) => e[0]).filter((p): p is string => typeof p === 'string');
       for (const port of ports) if (!exists(port)) await this.dropPort(port);
       await this.dropTableIfUnused();
     });

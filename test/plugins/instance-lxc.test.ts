@@ -13,7 +13,7 @@ import { ApiError, type DeviceMount, type DeviceRunConfig, type DriverInstance, 
 import { LxcDriver } from '../../plugins/instance-lxc/driver.js';
 import { lxcName } from '../../plugins/instance-lxc/paths.js';
 import { readSubidRange, readSubidRanges } from '../../plugins/instance-lxc/idmap.js';
-import { LXC_FEATURES, lxcEnvironment, probeLxc } from '../../plugins/instance-lxc/probe.js';
+import { featuresOf, LXC_FEATURES, lxcEnvironment, probeLxc } from '../../plugins/instance-lxc/probe.js';
 import { CONTAINER_PATH as PATH, lxcDriverFixture, runIn } from '../helpers/lxc-driver.js';
 import { cpusetFile, memoryLimitFile, pidsMaxFile } from '../helpers/cgroup.js';
 import { startDaemon, stopDaemons, waitFor } from '../helpers/daemon.js';
@@ -648,6 +648,9 @@ test.serial('lxc_features and the driver environment come from the installed lib
   const script = `import ctypes, json, sys\nlib = ctypes.CDLL("liblxc.so.1")\nlib.lxc_has_api_extension.argtypes = [ctypes.c_char_p]\nlib.lxc_has_api_extension.restype = ctypes.c_bool\nprint(json.dumps({n: str(bool(lib.lxc_has_api_extension(n.encode()))).lower() for n in sys.argv[1:]}))`;
   const answer = JSON.parse(execFileSync('/usr/bin/python3', ['-c', script, ...LXC_FEATURES], { encoding: 'utf8' }));
   t.deepEqual(probe.features, answer);
+  // Every name here is there: a name counts only as a whole string, also next to another one.
+  const made = featuresOf(Buffer.from('\0pidfd\0cgroup2\0xdevpts_fd\0network_ipvlan_more\0seccomp_notify'));
+  t.like(made, { pidfd: 'true', cgroup2: 'true', devpts_fd: 'false', network_ipvlan: 'false', seccomp_notify: 'false', core_scheduling: 'false' });
 
   const env = lxcEnvironment(() => probe);
   t.like(env({ driver: '', driver_version: '' }), { driver: 'lxc', driver_version: probe.version });

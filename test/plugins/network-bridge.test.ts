@@ -299,6 +299,18 @@ test.serial('a restart adopts running networks once and removes the leftovers of
   t.false(linkExists(kept));
   t.deepEqual(dnsmasqPids(path.join(dataDir, 'networks', kept)), []);
   t.is(sh(NFT, ['list', 'table', 'inet', t2]).status, 1, 'the table goes with the last network');
+
+  // A boot that knows no network at all removes what a lost one left, and its table with it.
+  const lost = uniqueName();
+  kernel = await start(path.join(dataDir, 'lost.db'));
+  t.is((await inject(kernel, 'POST', '/1.0/networks', { name: lost, config: { 'ipv4.address': 'auto', 'ipv6.address': 'none' } })).statusCode, 200);
+  await kernel.stop();
+  t.true(nftChains(t2).some((c) => c.name.endsWith(`.${lost}`)));
+  kernel = await start(path.join(dataDir, 'empty.db'));
+  await kernel.stop();
+  t.false(linkExists(lost));
+  t.deepEqual(dnsmasqPids(path.join(dataDir, 'networks', lost)), []);
+  t.is(sh(NFT, ['list', 'table', 'inet', t2]).status, 1, 'the table went at boot');
 });
 
 test.serial('a host shutdown (SIGPWR) takes the networks down', async (t) => {
