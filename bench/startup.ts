@@ -26,18 +26,24 @@ http.createServer((req, res) => { res.setHeader('content-type', 'application/jso
   .listen(require('node:path').join(process.argv[1], 'unix.socket'));
 process.on('SIGTERM', () => process.exit(0));`;
 
-interface Variant { name: string; args: (dir: string) => string[]; env?: NodeJS.ProcessEnv }
+interface Variant {
+  name: string;
+  args: (dir: string) => string[];
+  env?: NodeJS.ProcessEnv;
+  /** A bundle started with its code cache: one start before the rounds, not counted, writes it (a build leaves none). */
+  cached?: boolean;
+}
 
 const VARIANTS: Variant[] = [
   { name: 'bare node (floor)', args: (dir) => ['-e', BARE_SERVER, dir] },
   // As `npm run start:edge` runs it (decision 0002: glibc keeps boot's freed heap otherwise, 0–9 MiB by chance).
-  { name: 'edge (bundle)', args: (dir) => [EDGE_BUNDLE, '--dir', dir], env: { MALLOC_TRIM_THRESHOLD_: '0' } },
+  { name: 'edge (bundle)', args: (dir) => [EDGE_BUNDLE, '--dir', dir], env: { MALLOC_TRIM_THRESHOLD_: '0' }, cached: true },
   // What the code cache saves (scripts/bundle-loader.mjs): the same start as a first one, compiling everything.
   { name: 'edge (bundle, no code cache)', args: (dir) => [EDGE_BUNDLE, '--dir', dir], env: { MALLOC_TRIM_THRESHOLD_: '0', CORRAL_CODE_CACHE: 'none' } },
   { name: 'edge (compiled tree)', args: (dir) => [corrald, '--dir', dir, '--plugins', 'edge'] },
   { name: 'full', args: (dir) => [corrald, '--dir', dir, '--plugins', 'full'] },
   // As `npm start` and the systemd unit run it.
-  { name: 'full (bundle)', args: (dir) => [FULL_BUNDLE, '--dir', dir] },
+  { name: 'full (bundle)', args: (dir) => [FULL_BUNDLE, '--dir', dir], cached: true },
 ];
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
@@ -61,8 +67,7 @@ async function once(v: Variant): Promise<{ ms: number; rss: number }> {
 export async function startupScenarios(rows: Row[], results: Record<string, unknown>): Promise<void> {
   const load = loadavg()[0]!.toFixed(2);
   const samples = new Map(VARIANTS.map((v) => [v.name, [] as { ms: number; rss: number }[]]));
-  // One start of each bundle first, not counted: a build leaves no code cache, and only the first start writes it.
-  for (const v of VARIANTS) if (v.args('').some((a) => a.endsWith('.mjs')) && !v.env?.CORRAL_CODE_CACHE) await once(v);
+  for (const v of VARIANTS) if (v.cached) await once(v);
   for (let i = 0; i < ROUNDS; i++) for (const v of VARIANTS) samples.get(v.name)!.push(await once(v));
   const of = (name: string) => {
     const s = samples.get(name)!;

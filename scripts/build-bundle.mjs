@@ -26,7 +26,7 @@ if (!ids) {
   process.exit(1);
 }
 const outDir = path.join(dist, 'bundle');
-/** What is run: a small loader that compiles the bundle with V8's code cache (see LOADER below). */
+/** What is run: the loader (scripts/bundle-loader.mjs), which compiles the bundle beside it with V8's code cache. */
 const outFile = path.join(outDir, `corrald-${setName}.mjs`);
 const bundleFile = path.join(outDir, `corrald-${setName}.bundle.cjs`);
 

@@ -46,10 +46,12 @@ function compile() {
 
 const { script, writeCache } = compile();
 if (writeCache) {
-  let written = false;
-  const write = () => {
-    if (written) return;
-    written = true;
+  // Whichever comes first, the timer or the exit of a daemon stopped sooner, writes it; the other is called off.
+  const timer = setTimeout(write, WRITE_CACHE_AFTER_MS).unref();
+  process.once('exit', write);
+  function write() {
+    clearTimeout(timer);
+    process.off('exit', write);
     const temporary = `${cacheFile}.${process.pid}`;
     try {
       writeFileSync(temporary, Buffer.concat([header, script.createCachedData()]));
@@ -57,10 +59,7 @@ if (writeCache) {
     } catch {
       rmSync(temporary, { force: true });
     }
-  };
-  setTimeout(write, WRITE_CACHE_AFTER_MS).unref();
-  // A daemon stopped sooner writes it as it exits.
-  process.once('exit', write);
+  }
 }
 const module = { exports: {} };
 // import.meta.resolve from here finds the same packages as from the bundle beside it, ESM entries included.
