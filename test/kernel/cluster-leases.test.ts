@@ -1,6 +1,6 @@
 /**
  * Health through etcd leases, with a member in its own process (127.0.19.30-31): its lease is seen
- * while it runs and lapses within the TTL after a SIGKILL of the whole member (its etcd goes with it),
+ * while it runs and lapses within the TTL (and etcd's expiry sweep) after a SIGKILL of the whole member (its etcd goes with it),
  * and the dead learner can be removed.
  */
 import test from 'ava';
@@ -69,10 +69,13 @@ serial('a member\'s lease is seen while it runs and lapses within its TTL after 
   const killed = Date.now();
   // Its etcd dies with it (parent-death signal): no orphan keeps the ports.
   t.true(await until(() => etcdPids().length === 0, 2000));
-  t.true(await until(() => !held.has('members/m2'), 4000), 'its lease lapsed');
+  t.true(await until(() => !held.has('members/m2'), 6000), 'its lease lapsed');
   const lapsed = Date.now() - killed;
   t.log(`lease (TTL 2 s) gone ${lapsed} ms after SIGKILL of the member`);
-  t.true(lapsed <= 2500);
+  // The last keep-alive may have landed just before the kill (a full TTL left); etcd's leader then looks for
+  // expired leases every 500 ms and revokes through raft, and the watch delivers it. 2.3 s on a quiet host;
+  // the second of slack is for a loaded one.
+  t.true(lapsed <= 2000 + 500 + 1000, `lapsed ${lapsed} ms`);
   t.true(held.has('members/m1'), 'the survivor still holds its own');
   // The dead learner is removed from the database's membership.
   t.is((await cc.etcdMembers()).length, 2);
