@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, loadavg } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { corrald, nodeFlags, projectRoot, superviseDaemon } from '../test/helpers/daemon.js';
+import { corrald, mallocEnv, nodeFlags, projectRoot, superviseDaemon } from '../test/helpers/daemon.js';
 import { median, type Row } from './containers.js';
 
 const ROUNDS = Number(process.env.BENCH_STARTUP_ROUNDS ?? 5);
@@ -36,14 +36,14 @@ interface Variant {
 
 const VARIANTS: Variant[] = [
   { name: 'bare node (floor)', args: (dir) => ['-e', BARE_SERVER, dir] },
-  // As `npm run start:edge` runs it (decision 0002: glibc keeps boot's freed heap otherwise, 0–9 MiB by chance).
-  { name: 'edge (bundle)', args: (dir) => [EDGE_BUNDLE, '--dir', dir], env: { MALLOC_TRIM_THRESHOLD_: '0' }, cached: true },
+  // As `npm run start:edge` runs it, with glibc's settings (decision 0002: it keeps boot's freed heap otherwise, 0–9 MiB by chance).
+  { name: 'edge (bundle)', args: (dir) => [EDGE_BUNDLE, '--dir', dir], env: mallocEnv, cached: true },
   // What the code cache saves (scripts/bundle-loader.mjs): the same start as a first one, compiling everything.
-  { name: 'edge (bundle, no code cache)', args: (dir) => [EDGE_BUNDLE, '--dir', dir], env: { MALLOC_TRIM_THRESHOLD_: '0', CORRAL_CODE_CACHE: 'none' } },
+  { name: 'edge (bundle, no code cache)', args: (dir) => [EDGE_BUNDLE, '--dir', dir], env: { ...mallocEnv, CORRAL_CODE_CACHE: 'none' } },
   { name: 'edge (compiled tree)', args: (dir) => [corrald, '--dir', dir, '--plugins', 'edge'] },
   { name: 'full', args: (dir) => [corrald, '--dir', dir, '--plugins', 'full'] },
   // As `npm start` and the systemd unit run it.
-  { name: 'full (bundle)', args: (dir) => [FULL_BUNDLE, '--dir', dir], cached: true },
+  { name: 'full (bundle)', args: (dir) => [FULL_BUNDLE, '--dir', dir], env: mallocEnv, cached: true },
 ];
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;

@@ -46,6 +46,7 @@ if [ ! -f "$prefix/dist/bin/corrald.js" ] || [ ! -f "$prefix/dist/bundle/corrald
   exit 1
 fi
 node_flags=$("$node" -p "require('./package.json').config?.nodeFlags ?? ''")
+malloc_env=$("$node" -p "require('./package.json').config?.mallocEnv ?? ''")
 
 # Paths go into the units as they are: systemd would split one with a space in it.
 for p in "$prefix" "$dir" "$node"; do
@@ -53,7 +54,7 @@ for p in "$prefix" "$dir" "$node"; do
 done
 
 fill() {
-  sed -e "s|@PREFIX@|$prefix|g" -e "s|@NODE@|$node|g" -e "s|@NODE_FLAGS@|$node_flags|g" \
+  sed -e "s|@PREFIX@|$prefix|g" -e "s|@NODE@|$node|g" -e "s|@NODE_FLAGS@|$node_flags|g" -e "s|@MALLOC_ENV@|$malloc_env|g" \
       -e "s|@DIR@|$dir|g" -e "s|@DAEMON_FLAGS@|$daemon_flags|g" "$1"
 }
 

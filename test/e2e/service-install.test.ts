@@ -73,6 +73,8 @@ test('install-service.sh writes units with this checkout\'s paths that systemd-a
   t.regex(daemon, new RegExp(`^ExecStart=${process.execPath.replace(/[.]/g, '\\.')} .*${bundle} --dir /var/lib/corral-test --plugins edge$`, 'm'));
   t.regex(daemon, new RegExp(`^ExecStartPost=.* ${entry} waitready --dir /var/lib/corral-test --timeout 600$`, 'm'));
   t.regex(daemon, /^KillMode=process$/m, 'a stop or restart leaves the containers running');
+  // glibc's settings reach the daemon as `npm start` gives them (package.json config.mallocEnv).
+  t.is(/^Environment=(.*)$/m.exec(daemon)?.[1], JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')).config.mallocEnv);
   t.regex(instances, new RegExp(`^ExecStop=-.* ${entry} shutdown --dir /var/lib/corral-test$`, 'm'));
   t.regex(instances, /^After=corrald\.service$/m, 'stops before the daemon at host shutdown');
   t.false(/@[A-Z_]+@/.test(daemon + instances), 'every placeholder is filled');

@@ -11,7 +11,10 @@ export const distRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)
 export const projectRoot = path.resolve(distRoot, '..');
 export const corrald = path.join(distRoot, 'bin', 'corrald.js');
 /** The V8 flags `npm start` runs the daemon with (package.json config.nodeFlags), so tests and the bench measure the same process. */
-export const nodeFlags: string[] = (JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')).config?.nodeFlags ?? '').split(/\s+/).filter(Boolean);
+const launch = JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')).config ?? {};
+export const nodeFlags: string[] = (launch.nodeFlags ?? '').split(/\s+/).filter(Boolean);
+/** glibc's settings `npm start` and the systemd unit give the daemon (config.mallocEnv; decision 0002). */
+export const mallocEnv: Record<string, string> = Object.fromEntries((launch.mallocEnv ?? '').split(/\s+/).filter(Boolean).map((kv: string) => kv.split('=', 2)));
 
 export interface Daemon {
   dir: string;
@@ -102,7 +105,7 @@ export async function startDaemon(opts: { plugins?: string; dir?: string; args?:
   const socket = path.join(dir, 'unix.socket');
   const child = spawn(process.execPath, [...nodeFlags, ...(opts.nodeArgs ?? []), opts.entry ?? corrald, '--dir', dir, '--plugins', opts.plugins ?? 'full', ...(opts.args ?? [])], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, CORRAL_INIT_NETWORK: 'none', ...opts.env },
+    env: { ...process.env, ...mallocEnv, CORRAL_INIT_NETWORK: 'none', ...opts.env },
   });
   const supervised = await superviseDaemon(child, { dir, socket, where: '', stopBoundMs: 60_000 });
   const daemon: Daemon = {

@@ -9,7 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { killContainers, nodeFlags, projectRoot, startDaemon, superviseDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
+import { killContainers, mallocEnv, nodeFlags, projectRoot, startDaemon, superviseDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
 import { lxcOk } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { withLxcClient } from '../helpers/needs.js';
@@ -26,7 +26,7 @@ let image: BusyboxImage | undefined;
 async function startBundle(dataDir: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<{ daemon: Daemon; exited: Promise<number | null> }> {
   const child = spawn(process.execPath, [...nodeFlags, BUNDLE, '--dir', dataDir, ...extra], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, CORRAL_INIT_NETWORK: 'none', MALLOC_TRIM_THRESHOLD_: '0', ...env },
+    env: { ...process.env, ...mallocEnv, CORRAL_INIT_NETWORK: 'none', ...env },
   });
   const { daemon, exited } = await superviseDaemon(child, { dir: dataDir, socket: path.join(dataDir, 'unix.socket'), where: ' (edge bundle)', stopBoundMs: 60_000, samePid: true });
   return { daemon, exited };
@@ -168,7 +168,7 @@ serial('scripts/edge-install.sh lays out an install that serves with only sqlite
       cpSync(path.join(projectRoot, 'node_modules', 'sqlite3', part), path.join(target, 'node_modules', 'sqlite3', part), { recursive: true, dereference: true });
     }
     const child = spawn(process.execPath, [...nodeFlags, path.join(target, 'dist', 'bundle', 'corrald-edge.mjs'), '--dir', data, '--init', 'auto'], {
-      cwd: target, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, CORRAL_INIT_NETWORK: 'none' },
+      cwd: target, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...mallocEnv, CORRAL_INIT_NETWORK: 'none' },
     });
     ({ daemon } = await superviseDaemon(child, { dir: data, socket: path.join(data, 'unix.socket'), where: ' (edge install)', stopBoundMs: 60_000, samePid: true }));
     await waitFor(async () => (await daemon!.request('GET', '/1.0/storage-pools')).json?.metadata?.length === 1, 15_000, 'the init pool');
