@@ -169,3 +169,26 @@ serial('a container frozen or stopped behind the daemon\'s back shows so at the 
     await lxcOk(t, d.socket, 'delete', inst, '--force');
   }
 });
+
+serial('a stopped container\'s kept recursion=2 view gives way to a snapshot and to a start at the next read', async (t) => {
+  const inst = 'rw-full';
+  type Full = { name: string; status: string; state: { pid: number }; snapshots: { name: string }[] | null };
+  const full = async () => find<Full>('/1.0/instances?recursion=2', inst);
+  await lxcOk(t, d.socket, 'init', 'bb', inst);
+  try {
+    // Read enough times for the stopped view to be kept.
+    for (let i = 0; i < 3; i++) t.is((await full())?.status, 'Stopped');
+    await lxcOk(t, d.socket, 'snapshot', inst, 'snap0');
+    t.deepEqual((await full())?.snapshots?.map((s) => s.name), ['snap0']);
+    await lxcOk(t, d.socket, 'delete', `${inst}/snap0`);
+    for (let i = 0; i < 3; i++) t.deepEqual((await full())?.snapshots ?? [], []);
+    await lxcOk(t, d.socket, 'start', inst);
+    const started = await full();
+    t.is(started?.status, 'Running');
+    t.true((started?.state.pid ?? 0) > 0);
+    await lxcOk(t, d.socket, 'stop', inst, '--force');
+    for (let i = 0; i < 3; i++) t.like(await full(), { status: 'Stopped', state: { pid: 0 } });
+  } finally {
+    await lxcOk(t, d.socket, 'delete', inst, '--force');
+  }
+});

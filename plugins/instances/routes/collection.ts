@@ -48,12 +48,15 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
         // while the records are still being read (cluster-runtime.ts).
         const runtimeOf = ctx.cluster.enabled && req.recursion > 0 ? remoteRuntime(ctx, project, req.recursion === 2) : undefined;
         const stored = (await manager.index.list(project)).filter((s) => !type || s.doc.type === type);
-        let prefetched: Promise<PrefetchedChildren> | undefined;
+        // Asked once before the views here: the kept views of stopped instances are then taken without waiting.
+        const children = req.recursion === 2 && !ctx.cluster.enabled && stored.length > 0 ? await prefetchChildren(manager, project) : undefined;
+        let prefetched: Promise<PrefetchedChildren> | undefined = children && Promise.resolve(children);
         const remote = runtimeOf?.(stored);
         return collection(stored, (s) => {
           const url = `${prefix}/${encodeURIComponent(s.name)}`;
           return s.project === 'default' ? url : `${url}?project=${encodeURIComponent(s.project)}`;
-        }, (s, recursion) => (recursion === 1 && !ctx.cluster.enabled && manager.views.viewNow(s, instanceView)) || render(s, recursion));
+        }, (s, recursion) => (recursion === 1 && !ctx.cluster.enabled && manager.views.viewNow(s, instanceView))
+          || (children && manager.views.fullNow(s, children)) || render(s, recursion));
         async function render(s: (typeof stored)[number], recursion: 1 | 2) {
           const elsewhere = remote !== undefined && remoteLocation(ctx.cluster, s.doc) !== undefined;
           const handle = ctx.cluster.enabled ? await manager.handleFor(s, { elsewhere }) : await manager.views.handle(s, () => manager.handleFor(s));
