@@ -6,6 +6,7 @@
  */
 import Joi, { type ObjectSchema, type Schema, type SchemaMap } from 'joi';
 import { ApiError, badRequest } from './errors.js';
+import { cutToBody } from './body-shape-cut.js';
 
 /** A string that may be empty; null reads as absent, as the reference's JSON decoding takes it. */
 const text = Joi.string().allow('', null);
@@ -73,7 +74,8 @@ function withOurPreferences(schema: Schema, convert: boolean): Schema {
 export function checkShape(schema: Schema, value: unknown, what: string, convert = false): any {
   const required = schema.$_getFlag('presence') === 'required';
   if (value === undefined && required) throw badRequest(`The ${what} is empty: a JSON object is expected`);
-  const result = withOurPreferences(schema, convert).validate(value === undefined ? {} : value);
+  const body = value === undefined ? {} : value;
+  const result = withOurPreferences(cutToBody(schema, body), convert).validate(body);
   if (!result.error) return result.value;
   throw shapeError(result.error, what);
 }
