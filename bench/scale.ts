@@ -29,6 +29,8 @@ interface Row { scenario: string; value: string; target?: string }
 const SIZES = (process.env.BENCH_SCALE_SIZES ?? '100,1000,10000').split(',').map(Number).filter((n) => n > 0);
 const RUNNING = Number(process.env.BENCH_SCALE_RUNNING ?? 1000);
 const REPS = Number(process.env.BENCH_SCALE_REPS ?? 5);
+/** When the daemon's RSS is read again once idle. */
+const SETTLED_AFTER_MS = 15_000;
 const CONCURRENCY = 16;
 const PROJECT = 'x3run';
 const run = promisify(execFile);
@@ -176,6 +178,13 @@ export async function scaleScenarios(rows: Row[], results: Record<string, unknow
       report('metrics', await measure('/1.0/metrics'));
       figures.rss_mib = rssMiB(d.child.pid!);
       rows.push({ scenario: `scale ${size}: daemon RSS`, value: `${figures.rss_mib.toFixed(1)} MiB (idle ${(out.rss_idle_mib as number).toFixed(1)})`, target: size >= 10000 ? '< 250 MiB' : undefined });
+      if (size === SIZES.at(-1)) {
+        // The reading above is at the busiest, with the garbage of the creates and listings not yet collected;
+        // V8's memory reducer runs ~8 s after the load stops.
+        await sleep(SETTLED_AFTER_MS);
+        figures.rss_settled_mib = rssMiB(d.child.pid!);
+        rows.push({ scenario: `scale ${size}: daemon RSS ${SETTLED_AFTER_MS / 1000} s after the last request`, value: `${figures.rss_settled_mib.toFixed(1)} MiB` });
+      }
       perSize[size] = figures;
     }
     out.sizes = perSize;
