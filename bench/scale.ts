@@ -35,7 +35,7 @@ const CONCURRENCY = 16;
 const PROJECT = 'x3run';
 const run = promisify(execFile);
 /** What `npm start` runs (scripts/build-bundle.mjs full, part of `npm run build`). */
-const FULL_BUNDLE = path.join(projectRoot, 'dist', 'bundle', 'corrald-full.mjs');
+const FULL_BUNDLE = path.join(projectRoot, 'dist', 'bundle', 'corrald-full.cjs');
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;

@@ -16,8 +16,8 @@ const ROUNDS = Number(process.env.BENCH_STARTUP_ROUNDS ?? 5);
 /** How long a started daemon idles before its RSS is read (what it settles at, not a peak of its start). */
 const SETTLE_MS = 1500;
 
-export const EDGE_BUNDLE = path.join(projectRoot, 'dist', 'bundle', 'corrald-edge.mjs');
-const FULL_BUNDLE = path.join(projectRoot, 'dist', 'bundle', 'corrald-full.mjs');
+export const EDGE_BUNDLE = path.join(projectRoot, 'dist', 'bundle', 'corrald-edge.cjs');
+const FULL_BUNDLE = path.join(projectRoot, 'dist', 'bundle', 'corrald-full.cjs');
 
 /** Bare node answering every request on a unix socket: the least any node daemon here can cost. */
 const BARE_SERVER = `
@@ -38,7 +38,7 @@ const VARIANTS: Variant[] = [
   { name: 'bare node (floor)', args: (dir) => ['-e', BARE_SERVER, dir] },
   // As `npm run start:edge` runs it, with glibc's settings (decision 0002: it keeps boot's freed heap otherwise, 0–9 MiB by chance).
   { name: 'edge (bundle)', args: (dir) => [EDGE_BUNDLE, '--dir', dir], env: mallocEnv, cached: true },
-  // What the code cache saves (scripts/bundle-loader.mjs): the same start as a first one, compiling everything.
+  // What the code cache saves (scripts/bundle-loader.cjs): the same start as a first one, compiling everything.
   { name: 'edge (bundle, no code cache)', args: (dir) => [EDGE_BUNDLE, '--dir', dir], env: { ...mallocEnv, CORRAL_CODE_CACHE: 'none' } },
   { name: 'edge (compiled tree)', args: (dir) => [corrald, '--dir', dir, '--plugins', 'edge'] },
   { name: 'full', args: (dir) => [corrald, '--dir', dir, '--plugins', 'full'] },

@@ -2,7 +2,7 @@
 /**
  * Bundles the daemon and one plugin set of plugin-registry.json into a single file, from the compiled
  * tree (run after tsc): `node scripts/build-bundle.mjs edge` writes dist/bundle/corrald-edge.bundle.cjs
- * and dist/bundle/corrald-edge.mjs, the loader that runs it with V8's code cache (scripts/bundle-loader.mjs).
+ * and dist/bundle/corrald-edge.cjs, the loader that runs it with V8's code cache (scripts/bundle-loader.cjs).
  * One file parses and links far faster than hundreds of modules and keeps less of them in memory
  * (decision 0002). The entry is generated from the registry's set, so nothing here names a plugin.
  *
@@ -26,8 +26,8 @@ if (!ids) {
   process.exit(1);
 }
 const outDir = path.join(dist, 'bundle');
-/** What is run: the loader (scripts/bundle-loader.mjs), which compiles the bundle beside it with V8's code cache. */
-const outFile = path.join(outDir, `corrald-${setName}.mjs`);
+/** What is run: the loader (scripts/bundle-loader.cjs), which compiles the bundle beside it with V8's code cache. */
+const outFile = path.join(outDir, `corrald-${setName}.cjs`);
 const bundleFile = path.join(outDir, `corrald-${setName}.bundle.cjs`);
 
 const entries = ids.map((id) => {
@@ -58,8 +58,15 @@ const ownUrl = {
       const text = readFileSync(args.path, 'utf8');
       if (!text.includes('import.meta.')) return undefined;
       const rel = path.relative(outDir, args.path).split(path.sep).join('/');
-      // A script has no import.meta: the loader hands in the bundle's URL and its own module resolution.
-      const contents = text.replaceAll('import.meta.url', `new URL(${JSON.stringify(rel)}, __corralBundleUrl).href`).replaceAll('import.meta.resolve(', '__corralResolve(');
+      // A script has no import.meta: the loader hands in the bundle's URL, and a package a module
+      // resolves (as an ES module) is resolved here, to its place relative to the bundle.
+      const contents = text
+        .replaceAll('import.meta.url', `new URL(${JSON.stringify(rel)}, __corralBundleUrl).href`)
+        .replace(/import\.meta\.resolve\(('[^']+'|"[^"]+")\)/g, (_, quoted) => {
+          const target = path.relative(outDir, fileURLToPath(import.meta.resolve(quoted.slice(1, -1)))).split(path.sep).join('/');
+          return `new URL(${JSON.stringify(target)}, __corralBundleUrl).href`;
+        });
+      if (contents.includes('import.meta.')) throw new Error(`build-bundle: ${args.path} uses import.meta in a way the bundle cannot keep (import.meta.resolve takes a literal here)`);
       return { contents, loader: 'js' };
     });
   },
@@ -92,13 +99,19 @@ const result = await build({
   // Smaller source: V8 keeps a script's whole text in memory for as long as it runs. Names stay (keepNames).
   minify: true,
   keepNames: true,
+  // hapi validates its own options with @hapi/validate, a cut-down copy of joi; the bundle has joi for the
+  // plugins' shapes already, and building one validator's types at start instead of two is ~10 ms and ~1 MiB.
+  alias: { '@hapi/validate': 'joi' },
+  // The default, kept explicit: the loader reads the bundle as latin1 (no UTF-8 decoding), checked below.
+  charset: 'ascii',
   legalComments: 'none',
   logLevel: 'warning',
   plugins: [ownUrl, requiredWhenUsed],
   metafile: true,
 });
 // What went in, by size: the next thing to make lazy or leave out is found here.
-writeFileSync(outFile.replace(/\.mjs$/, '.meta.json'), JSON.stringify(result.metafile));
-writeFileSync(outFile, readFileSync(path.join(root, 'scripts', 'bundle-loader.mjs'), 'utf8').replaceAll('@BUNDLE@', path.basename(bundleFile)));
+writeFileSync(outFile.replace(/\.cjs$/, '.meta.json'), JSON.stringify(result.metafile));
+if (readFileSync(bundleFile).some((byte) => byte > 0x7f)) throw new Error(`build-bundle: ${bundleFile} is not ASCII only, and the loader reads it as latin1`);
+writeFileSync(outFile, readFileSync(path.join(root, 'scripts', 'bundle-loader.cjs'), 'utf8').replaceAll('@BUNDLE@', path.basename(bundleFile)));
 const bytes = Object.values(result.metafile.outputs).reduce((n, o) => n + o.bytes, 0);
 console.log(`build-bundle: ${path.relative(root, outFile)} (${ids.length} plugins, ${(bytes / 1024 / 1024).toFixed(1)} MiB)`);

@@ -41,7 +41,7 @@ if [ -z "$node" ]; then
   echo "install-service.sh: node is not on PATH (corral needs Node.js 20 or newer; see the README)" >&2
   exit 1
 fi
-if [ ! -f "$prefix/dist/bin/corrald.js" ] || [ ! -f "$prefix/dist/bundle/corrald-full.mjs" ]; then
+if [ ! -f "$prefix/dist/bin/corrald.js" ] || [ ! -f "$prefix/dist/bundle/corrald-full.cjs" ]; then
   echo "install-service.sh: corral is not built here; run ./scripts/install.sh first" >&2
   exit 1
 fi

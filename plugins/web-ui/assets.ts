@@ -22,11 +22,14 @@ const TYPES: Record<string, string> = {
   '.svg': 'image/svg+xml',
 };
 
-/** The library modules the page imports by bare name (its import map points these names at vendor/). */
-const VENDOR: Record<string, string> = {
-  'vendor/preact.mjs': 'preact',
-  'vendor/preact-hooks.mjs': 'preact/hooks',
-  'vendor/htm.mjs': 'htm',
+/**
+ * The library modules the page imports by bare name (its import map points these names at vendor/), as
+ * the files node resolves for an ES module. Literal specifiers: the bundle resolves them when it is built.
+ */
+const VENDOR: Record<string, () => string> = {
+  'vendor/preact.mjs': () => import.meta.resolve('preact'),
+  'vendor/preact-hooks.mjs': () => import.meta.resolve('preact/hooks'),
+  'vendor/htm.mjs': () => import.meta.resolve('htm'),
 };
 
 /** static/ sits in the source tree beside this plugin; the module runs from dist/plugins/web-ui/. */
@@ -38,8 +41,8 @@ export function loadAssets(staticDir = STATIC_DIR): Assets {
     const type = TYPES[path.extname(name)];
     if (type) assets.set(name, { body: readFileSync(path.join(staticDir, name)), contentType: type });
   }
-  for (const [name, specifier] of Object.entries(VENDOR)) {
-    assets.set(name, { body: readFileSync(fileURLToPath(import.meta.resolve(specifier))), contentType: TYPES['.mjs']! });
+  for (const [name, resolve] of Object.entries(VENDOR)) {
+    assets.set(name, { body: readFileSync(fileURLToPath(resolve())), contentType: TYPES['.mjs']! });
   }
   if (!assets.has('index.html')) throw new Error(`web-ui: no index.html in ${staticDir}`);
   return assets;

@@ -69,7 +69,7 @@ test('install-service.sh writes units with this checkout\'s paths that systemd-a
   const instances = readFileSync(path.join(units, 'corrald-instances.service'), 'utf8');
   const entry = path.join(projectRoot, 'dist', 'bin', 'corrald.js');
   // The daemon runs from the full set's bundle, as `npm start` does (any set of its plugins with --plugins).
-  const bundle = path.join(projectRoot, 'dist', 'bundle', 'corrald-full.mjs');
+  const bundle = path.join(projectRoot, 'dist', 'bundle', 'corrald-full.cjs');
   t.regex(daemon, new RegExp(`^ExecStart=${process.execPath.replace(/[.]/g, '\\.')} .*${bundle} --dir /var/lib/corral-test --plugins edge$`, 'm'));
   t.regex(daemon, new RegExp(`^ExecStartPost=.* ${entry} waitready --dir /var/lib/corral-test --timeout 600$`, 'm'));
   t.regex(daemon, /^KillMode=process$/m, 'a stop or restart leaves the containers running');

@@ -8,7 +8,7 @@ import { lxc } from './clients.js';
  * nothing of the kernel, sdk or plugins is imported or required from dist/.
  */
 export function checkOneFile(t: { true(v: boolean, m?: string): unknown; notRegex(s: string, r: RegExp): unknown }, loader: string): void {
-  const bundle = loader.replace(/\.mjs$/, '.bundle.cjs');
+  const bundle = loader.replace(/\.cjs$/, '.bundle.cjs');
   for (const file of [loader, bundle]) {
     t.true(existsSync(file), `${file} is missing: npm run build makes it`);
     const text = readFileSync(file, 'utf8');

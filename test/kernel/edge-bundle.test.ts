@@ -15,7 +15,7 @@ import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.j
 import { withLxcClient } from '../helpers/needs.js';
 import { checkOneFile, endBundleDaemon } from '../helpers/bundle-checks.js';
 
-const BUNDLE = path.join(projectRoot, 'dist', 'bundle', 'corrald-edge.mjs');
+const BUNDLE = path.join(projectRoot, 'dist', 'bundle', 'corrald-edge.cjs');
 const serial = withLxcClient();
 
 let d: Daemon | undefined;
@@ -167,7 +167,7 @@ serial('scripts/edge-install.sh lays out an install that serves with only sqlite
     for (const part of ['package.json', 'lib', path.join('build', 'Release', 'node_sqlite3.node')]) {
       cpSync(path.join(projectRoot, 'node_modules', 'sqlite3', part), path.join(target, 'node_modules', 'sqlite3', part), { recursive: true, dereference: true });
     }
-    const child = spawn(process.execPath, [...nodeFlags, path.join(target, 'dist', 'bundle', 'corrald-edge.mjs'), '--dir', data, '--init', 'auto'], {
+    const child = spawn(process.execPath, [...nodeFlags, path.join(target, 'dist', 'bundle', 'corrald-edge.cjs'), '--dir', data, '--init', 'auto'], {
       cwd: target, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...mallocEnv, CORRAL_INIT_NETWORK: 'none' },
     });
     ({ daemon } = await superviseDaemon(child, { dir: data, socket: path.join(data, 'unix.socket'), where: ' (edge install)', stopBoundMs: 60_000, samePid: true }));

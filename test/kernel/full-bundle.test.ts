@@ -16,7 +16,7 @@ import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.j
 import { withLxcClient } from '../helpers/needs.js';
 import { checkOneFile, endBundleDaemon } from '../helpers/bundle-checks.js';
 
-const BUNDLE = path.join(projectRoot, 'dist', 'bundle', 'corrald-full.mjs');
+const BUNDLE = path.join(projectRoot, 'dist', 'bundle', 'corrald-full.cjs');
 const serial = withLxcClient();
 
 let d: Daemon | undefined;
@@ -32,7 +32,7 @@ test.after.always(() => endBundleDaemon(d, dir, image?.dir));
 test.serial('npm run build writes the full bundle as one file, and npm start runs it', (t) => {
   checkOneFile(t, BUNDLE);
   const scripts = JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')).scripts as Record<string, string>;
-  t.regex(scripts.start!, /dist\/bundle\/corrald-full\.mjs/);
+  t.regex(scripts.start!, /dist\/bundle\/corrald-full\.cjs/);
 });
 
 serial('the full bundle serves the extensions and routes of the tree with --plugins full, and the web UI', async (t) => {

@@ -1,3 +1,4 @@
+'use strict';
 /**
  * Starts the bundle beside this file (written by scripts/build-bundle.mjs). Node 20 keeps no compiled
  * code between runs of a module, and compiling the bundle's ~2 MiB, then each function it calls while
@@ -7,14 +8,15 @@
  * at exit if that comes first.
  * CORRAL_CODE_CACHE names another file for it (a read-only install keeps it on a writable disk), or
  * `none` for no cache; where it cannot be written the daemon runs the same, only without it.
+ * CommonJS, not an ES module: node then starts without its ES module loader, ~10 ms and ~2 MiB less.
  */
-import { readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import path from 'node:path';
-import vm from 'node:vm';
+const { readFileSync, renameSync, rmSync, statSync, writeFileSync } = require('node:fs');
+const { createRequire } = require('node:module');
+const { pathToFileURL } = require('node:url');
+const path = require('node:path');
+const vm = require('node:vm');
 
-const file = fileURLToPath(new URL('./@BUNDLE@', import.meta.url));
+const file = path.join(__dirname, '@BUNDLE@');
 const cacheFile = process.env.CORRAL_CODE_CACHE === 'none' ? undefined : process.env.CORRAL_CODE_CACHE || `${file}.v8-cache`;
 /** Long enough for a boot to have run its code, short enough to be written before most daemons stop. */
 const WRITE_CACHE_AFTER_MS = 5000;
@@ -35,7 +37,8 @@ function compile() {
   } catch {
     cachedData = undefined;
   }
-  const script = new vm.Script(`(function (exports, require, module, __filename, __dirname, __corralBundleUrl, __corralResolve) {${readFileSync(file, 'utf8')}\n})`, {
+  // The build checked that the bundle is ASCII only, so latin1 reads it right, without UTF-8 decoding.
+  const script = new vm.Script(`(function (exports, require, module, __filename, __dirname, __corralBundleUrl) {${readFileSync(file, 'latin1')}\n})`, {
     filename: file,
     cachedData,
     // The plugin loader imports plugins outside the bundle by path.
@@ -61,7 +64,5 @@ if (writeCache) {
     }
   }
 }
-const module = { exports: {} };
-// import.meta.resolve from here finds the same packages as from the bundle beside it, ESM entries included.
-const resolve = (specifier) => import.meta.resolve(specifier);
-script.runInThisContext()(module.exports, createRequire(file), module, file, path.dirname(file), pathToFileURL(file).href, resolve);
+const bundleModule = { exports: {} };
+script.runInThisContext()(bundleModule.exports, createRequire(file), bundleModule, file, path.dirname(file), pathToFileURL(file).href);
