@@ -87,6 +87,26 @@ const requiredWhenUsed = {
   },
 };
 
+/**
+ * hapi reads its media-type table (mime-db, ~2,500 types, ~150 KB) for one thing: whether an answer of a
+ * type may be compressed (corral's listeners do not compress at all). For a type the table lacks,
+ * @hapi/mimos decides by a rule on the name; the bundle keeps only the types whose entry says otherwise
+ * (41), so every type is still decided as before, with ~1 MiB less heap at start. Types by file
+ * extension, which corral never asks hapi for, go with the rest.
+ */
+const compressibilityOnly = {
+  name: 'compressibility-only',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]mime-db[\\/]db\.json$/ }, (args) => {
+      const table = JSON.parse(readFileSync(args.path, 'utf8'));
+      // The rule @hapi/mimos applies to a type it does not find.
+      const byName = /^text\/|\+json$|\+text$|\+xml$/;
+      const kept = Object.entries(table).filter(([type, entry]) => entry.compressible !== undefined && entry.compressible !== byName.test(type));
+      return { contents: JSON.stringify(Object.fromEntries(kept.map(([type, entry]) => [type, { compressible: entry.compressible }]))), loader: 'json' };
+    });
+  },
+};
+
 mkdirSync(outDir, { recursive: true });
 const result = await build({
   stdin: { contents: entrySource, resolveDir: dist, sourcefile: `corrald-${setName}-entry.js`, loader: 'js' },
@@ -106,7 +126,7 @@ const result = await build({
   charset: 'ascii',
   legalComments: 'none',
   logLevel: 'warning',
-  plugins: [ownUrl, requiredWhenUsed],
+  plugins: [ownUrl, requiredWhenUsed, compressibilityOnly],
   metafile: true,
 });
 // What went in, by size: the next thing to make lazy or leave out is found here.
