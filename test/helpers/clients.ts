@@ -1,6 +1,6 @@
 /** Runs the real clients (lxc from lxd-client, pylxd under /usr/bin/python3) against a daemon's socket. */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -11,6 +11,8 @@ export interface ClientRun {
 }
 
 const lxcConf = mkdtempSync(path.join(tmpdir(), 'corral-lxc-conf-'));
+// One per test process, gone with it.
+process.once('exit', () => rmSync(lxcConf, { recursive: true, force: true }));
 
 export const lxcEnv = (socket: string) => ({ ...process.env, LXD_SOCKET: socket, LXD_CONF: lxcConf, HOME: lxcConf });
 
