@@ -245,8 +245,6 @@ export class Kernel {
     // What families know (drivers, device types) is settled before anything boots.
     this.extensionPoints.close();
     await this.serverConfig.load();
-    // Read (or made, at a first start) while the plugins boot: its file reads then wait beside their host probes.
-    const certificate = this.opts.serverCertificate === false ? undefined : ensureServerCertificate(this.dataDir).catch((err: Error) => err);
     for (const { manifest, plugin, ctx } of this.plugins) {
       try {
         await plugin.boot?.(ctx);
@@ -255,14 +253,17 @@ export class Kernel {
       }
     }
 
-    const served = await certificate;
-    if (served instanceof Error) {
-      await warningsFacade(this.services, this.log).raise({
-        type: 'Server certificate unavailable',
-        message: `The HTTPS listener cannot start: ${served.message}`,
-        severity: 'high',
+    // After the boots: a clustered member's boot may have put the cluster's pair in the data dir.
+    if (this.opts.serverCertificate !== false) {
+      this.certificate = await ensureServerCertificate(this.dataDir).catch(async (err: Error) => {
+        await warningsFacade(this.services, this.log).raise({
+          type: 'Server certificate unavailable',
+          message: `The HTTPS listener cannot start: ${err.message}`,
+          severity: 'high',
+        });
+        return undefined;
       });
-    } else this.certificate = served;
+    }
     await this.serverConfig.applyAll();
     this.serverConfig.onChange(() => this.info.invalidate());
     await this.hooks.ready.promise();
