@@ -107,6 +107,26 @@ const compressibilityOnly = {
   },
 };
 
+/**
+ * A package that was not installed when the bundle was built (optional ones, which bunyan and ws try
+ * at load and do without): required from the bundle, node would search every node_modules directory
+ * up from it at each start before failing. It fails at once instead, as a missing package does.
+ */
+const absentFailsAtOnce = {
+  name: 'absent-fails-at-once',
+  setup(b) {
+    b.onResolve({ filter: /^[^./]/ }, async (args) => {
+      if (args.pluginData?.probing || args.path.startsWith('node:')) return undefined;
+      const found = await b.resolve(args.path, { kind: args.kind, resolveDir: args.resolveDir, importer: args.importer, pluginData: { probing: true } });
+      return found.errors.length ? { path: args.path, namespace: 'absent' } : undefined;
+    });
+    b.onLoad({ filter: /.*/, namespace: 'absent' }, (args) => ({
+      contents: `throw Object.assign(new Error(${JSON.stringify(`Cannot find module '${args.path}'`)}), { code: 'MODULE_NOT_FOUND' });`,
+      loader: 'js',
+    }));
+  },
+};
+
 mkdirSync(outDir, { recursive: true });
 const result = await build({
   stdin: { contents: entrySource, resolveDir: dist, sourcefile: `corrald-${setName}-entry.js`, loader: 'js' },
@@ -126,7 +146,7 @@ const result = await build({
   charset: 'ascii',
   legalComments: 'none',
   logLevel: 'warning',
-  plugins: [ownUrl, requiredWhenUsed, compressibilityOnly],
+  plugins: [ownUrl, requiredWhenUsed, compressibilityOnly, absentFailsAtOnce],
   metafile: true,
 });
 // What went in, by size: the next thing to make lazy or leave out is found here.

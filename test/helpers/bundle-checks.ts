@@ -1,13 +1,19 @@
 /** What the bundle tests (edge-bundle, full-bundle) share: the one-file check and the end of a bundle's daemon. */
 import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { isBuiltin } from 'node:module';
 import { killContainers, type Daemon } from './daemon.js';
 import { lxc } from './clients.js';
 
+/** Packages the bundle leaves outside on purpose, required when used (scripts/build-bundle.mjs). */
+const OUTSIDE = new Set(['sqlite3', 'node-pty', 'etcd3', 'cockatiel']);
+
 /**
  * `npm run build` made `loader` and the one file of code it runs beside it (`<name>.bundle.cjs`):
- * nothing of the kernel, sdk or plugins is imported or required from dist/.
+ * nothing of the kernel, sdk or plugins is imported or required from dist/. The bundle is ASCII only
+ * (the loader reads it as latin1), and requires no package but those left outside on purpose: one
+ * that was absent at build (an optional one) fails at once rather than being searched for at each start.
  */
-export function checkOneFile(t: { true(v: boolean, m?: string): unknown; notRegex(s: string, r: RegExp): unknown }, loader: string): void {
+export function checkOneFile(t: { true(v: boolean, m?: string): unknown; notRegex(s: string, r: RegExp): unknown; deepEqual(a: unknown, b: unknown, m?: string): unknown }, loader: string): void {
   const bundle = loader.replace(/\.cjs$/, '.bundle.cjs');
   for (const file of [loader, bundle]) {
     t.true(existsSync(file), `${file} is missing: npm run build makes it`);
@@ -15,6 +21,10 @@ export function checkOneFile(t: { true(v: boolean, m?: string): unknown; notRege
     t.notRegex(text, /from\s*["']\.\.?\//);
     t.notRegex(text, /(import|require)\(["']\.\.?\//);
   }
+  const text = readFileSync(bundle, 'latin1');
+  t.notRegex(text, /[^\x00-\x7f]/);
+  const required = [...text.matchAll(/\brequire\("([^"]+)"\)/g)].map((m) => m[1]!).filter((name) => !isBuiltin(name) && !OUTSIDE.has(name));
+  t.deepEqual([...new Set(required)], [], 'packages the bundle would look for at run time');
 }
 
 /** Delete what the daemon holds, stop it, and throw its data directory and the test image away. */
