@@ -31,10 +31,15 @@ function pushJoined(parts: Buffer[], items: Buffer[]): void {
  * the V8 heap at every request (the garbage collector's work, on the main thread).
  */
 export function syncListBody(items: Buffer[]): Buffer {
+  return Buffer.concat(syncListParts(items));
+}
+
+/** The same envelope as its pieces in order, not yet joined (a body sent in slices, list-stream.ts). */
+export function syncListParts(items: Buffer[]): Buffer[] {
   const parts: Buffer[] = [LIST_HEAD];
   pushJoined(parts, items);
   parts.push(LIST_TAIL);
-  return Buffer.concat(parts);
+  return parts;
 }
 
 /**

@@ -15,8 +15,9 @@ import {
 import { errorStatuses } from '../openapi/error-answers.js';
 import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } from '../filter/index.js';
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
-import { asyncBody, encodeItem, encodeItemToKeep, etagOf, syncBody, syncGroupedBody, syncListBody } from './envelope.js';
-import { ABANDONED, jsonAnswer, toHapi, type Answer } from './answer.js';
+import { asyncBody, encodeItem, encodeItemToKeep, etagOf, syncBody, syncGroupedBody, syncListBody, syncListParts } from './envelope.js';
+import { partsLength, sliceStream } from './list-stream.js';
+import { ABANDONED, JSON_TYPE, jsonAnswer, toHapi, type Answer } from './answer.js';
 import { installFastLane, type Incoming } from './fast-lane.js';
 import { RouteTable } from './route-table.js';
 import { answerHeaders } from './listeners.js';
@@ -40,9 +41,9 @@ const PROJECT_NAME = /^[^\s/\\?&#%*'"<>|]{1,63}$/;
 /** What a verb answers when its descriptor does not say (VerbSpec.answers). */
 const DEFAULT_ANSWERS: readonly AnswerKind[] = ['sync'];
 /**
- * Listings this long or longer keep their last body (listBody), up to these bounds. A body is a copy of
+ * Listings this long or longer keep their last body (listAnswer), up to these bounds. A body is a copy of
  * its fragments, which are kept anyway: with 10,000 instances the two listings' bodies held 28 MiB of
- * the daemon's memory for ~5 ms of a 40 ms listing, so bodies that large are joined again instead.
+ * the daemon's memory for ~5 ms of a 40 ms listing, so bodies that large are sent in slices instead.
  */
 const LIST_BODY_MIN_ITEMS = 64;
 const LIST_BODY_MAX_ENTRIES = 16;
@@ -436,7 +437,7 @@ export class RoutePipeline {
         const metadata = req.recursion === 0
           ? items.map((item) => response.url(item))
           : objects ?? (await settled(items.map((item) => response.render(item, level))));
-        return jsonAnswer(req.recursion === 0 ? syncBody(metadata) : this.listBody(req, metadata.map((item) => this.fragment(item))));
+        return req.recursion === 0 ? jsonAnswer(syncBody(metadata)) : this.listAnswer(req, metadata.map((item) => this.fragment(item)));
       }
       case 'raw':
         return { status: response.status ?? 200, type: response.contentType, headers: checkedHeaders(response.headers), body: response.body };
@@ -458,21 +459,25 @@ export class RoutePipeline {
   }
 
   /**
-   * A listing's body from its items' fragments. Joining them copies every byte (a fifth of a listing of
+   * A listing's answer from its items' fragments. Joining them copies every byte (a fifth of a listing of
    * 1,000 kept views): when a listing's fragments are the very ones of its last answer, kept views all,
-   * the last body is those bytes already. Kept for large listings only, within a bound.
+   * the last body is those bytes already. Kept for large listings only, within a bound; a body larger
+   * than the bound is sent in slices (list-stream.ts), never joined whole.
    */
-  private listBody(req: KernelRequest, fragments: Buffer[]): Buffer {
-    if (fragments.length < LIST_BODY_MIN_ITEMS) return syncListBody(fragments);
+  private listAnswer(req: KernelRequest, fragments: Buffer[]): Answer {
+    if (fragments.length < LIST_BODY_MIN_ITEMS) return jsonAnswer(syncListBody(fragments));
     const key = `${req.path}\0${req.project}\0${req.allProjects}\0${req.recursion}\0${req.query.filter ?? ''}`;
     const last = this.listBodies.get(key);
-    if (last && last.fragments.length === fragments.length && last.fragments.every((f, i) => f === fragments[i])) return last.body;
-    const body = syncListBody(fragments);
+    if (last && last.fragments.length === fragments.length && last.fragments.every((f, i) => f === fragments[i])) return jsonAnswer(last.body);
     if (last) {
       this.listBodies.delete(key);
       this.listBodyBytes -= last.body.length;
     }
-    if (fragments.every((f) => this.keptFragments.has(f)) && body.length <= LIST_BODY_MAX_BYTES) {
+    const parts = syncListParts(fragments);
+    const length = partsLength(parts);
+    if (length > LIST_BODY_MAX_BYTES) return { status: 200, type: JSON_TYPE, headers: { 'Content-Length': String(length) }, body: sliceStream(parts) };
+    const body = Buffer.concat(parts, length);
+    if (fragments.every((f) => this.keptFragments.has(f))) {
       this.listBodies.set(key, { fragments, body });
       this.listBodyBytes += body.length;
       for (const [oldest, entry] of this.listBodies) {
@@ -481,7 +486,7 @@ export class RoutePipeline {
         this.listBodyBytes -= entry.body.length;
       }
     }
-    return body;
+    return jsonAnswer(body);
   }
 
   private serialise(metadata: unknown): string | Buffer {

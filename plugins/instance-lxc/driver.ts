@@ -529,8 +529,10 @@ export class LxcDriver implements InstanceDriver {
 
   /** After a stop or a failed start: the nodes on the host go (mounts and rules went with the container). */
   private async removeUnixNodes(name: string): Promise<void> {
-    await rm(this.unixNodesDir(name), { recursive: true, force: true });
-    if (existsSync(this.paths.dir(name))) await writeList<RecordedUnixNode>(this.paths.unixNodesFile(name), []).catch(() => undefined);
+    await Promise.all([
+      rm(this.unixNodesDir(name), { recursive: true, force: true }),
+      writeList<RecordedUnixNode>(this.paths.unixNodesFile(name), []).catch(() => undefined),
+    ]);
   }
 
   /**

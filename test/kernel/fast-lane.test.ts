@@ -45,6 +45,9 @@ pipeline.add('test', { path: '/1.0/bad-header', get: { handler: () => sync('x', 
 /** 100 kept views (frozen, as the instances family hands back its recursion=1 views while they hold). */
 const kept: Readonly<{ name: string; status: string }>[] = Array.from({ length: 100 }, (_, i) => Object.freeze({ name: `v${i}`, status: 'Stopped' }));
 pipeline.add('test', { path: '/1.0/kept', get: { handler: () => collection([...kept], (v) => `/1.0/kept/${v.name}`, (v) => v) } });
+/** A listing over the 8 MiB a body may be joined to: 90 views of ~100 KB, half kept, half made afresh. */
+const bulky = Array.from({ length: 90 }, (_, i) => ({ name: `b${i}`, note: `${'é'.repeat(i)}${String(i % 10).repeat(100_000)}` }));
+pipeline.add('test', { path: '/1.0/bulky', get: { handler: () => collection(bulky, (v) => `/1.0/bulky/${v.name}`, (v, level) => (level === 1 && Number(v.name.slice(1)) % 2 ? Object.freeze({ ...v }) : { ...v })) } });
 pipeline.add('test', { path: '/1.0/secret', get: { handler: () => sync('for the trusted') } });
 pipeline.add('test', { path: '/1.0/stream-events', websocket: { handler: () => undefined } as never });
 
@@ -136,6 +139,23 @@ test.serial('a large listing of kept views reuses its last body only while every
   t.is(JSON.parse(viaHapi.body.toString()).metadata[57].status, 'Running');
 });
 
+test.serial('a listing too large to join whole is sent in slices, byte for byte the same in both lanes', async (t) => {
+  const expected = JSON.stringify({ type: 'sync', status: 'Success', status_code: 200, operation: '', error_code: 0, error: '', metadata: bulky });
+  t.true(Buffer.byteLength(expected) > 8 * 1024 * 1024, 'the listing is over the bound');
+  for (const url of ['/1.0/bulky?recursion=1', '/1.0/bulky?recursion=2']) {
+    const before = hapiAnswered;
+    const fast = await get(url);
+    t.is(hapiAnswered, before, `${url} was answered beside hapi`);
+    const slow = await viaHapi(url);
+    for (const answer of [fast, slow]) {
+      t.is(answer.status, 200);
+      t.is(answer.body.toString('utf8'), expected, `${url}: the whole envelope, in order`);
+      t.true(answer.headers.includes(`content-length: ${answer.body.length}`), `${url}: its length told up front`);
+      t.false(answer.headers.some((h) => h.startsWith('transfer-encoding')), `${url}: not chunked`);
+    }
+    t.deepEqual(fast.headers, slow.headers, `${url}: the same headers in both lanes`);
+  }
+});
 
 test.serial('a stop lets the reads in flight finish before the connections close', async (t) => {
   const slow = get('/1.0/slow');
