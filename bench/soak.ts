@@ -13,11 +13,13 @@
 import http from 'node:http';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import WebSocket from 'ws';
 import { projectRoot, startWithPool, type Daemon } from '../test/helpers/daemon.js';
 import { buildBusyboxImage } from '../test/helpers/busybox-image.js';
 import { importImage } from '../test/helpers/api.js';
 import { Inspector } from '../test/helpers/inspector.js';
+import type { ProbeJob, ProbeResult } from './soak-probe.js';
 
 interface Row { scenario: string; value: string; target?: string }
 
@@ -248,26 +250,19 @@ async function sample(d: Daemon, inspector: Inspector, t0: number, withNames = f
 }
 
 /**
- * A light client beside the load asking `GET /1.0` every PROBE_MS: what an operator's poll waits
- * while the daemon is busy (the issue's p99 < 5 ms). Only answers after the warm-up are counted.
+ * A light client beside the load asking `GET /1.0` every PROBE_MS, in a thread of its own
+ * (soak-probe.ts): what an operator's poll waits while the daemon is busy (the issue's p99 < 5 ms).
+ * Only answers after the warm-up are counted.
  */
 const PROBE_MS = 20;
-let probeFailures = 0;
-async function probeLatency(socket: string, until: () => boolean, countFrom: number, latencies: number[]): Promise<void> {
-  const client = new Client(socket);
-  try {
-    while (!until()) {
-      const started = process.hrtime.bigint();
-      // A probe that fails or times out counts at the step bound: it is the worst latency, not a crash.
-      const ok = await client.request('GET', '/1.0').then((res) => res.status === 200, () => false);
-      const ms = ok ? Number(process.hrtime.bigint() - started) / 1e6 : STEP_TIMEOUT_MS;
-      if (!ok) probeFailures++;
-      if (Date.now() >= countFrom) latencies.push(ms);
-      await sleep(PROBE_MS);
-    }
-  } finally {
-    client.close();
-  }
+function probeLatency(socket: string, stopAt: number, countFrom: number): Promise<ProbeResult> {
+  const job: ProbeJob = { socket, stopAt, countFrom, everyMs: PROBE_MS, timeoutMs: STEP_TIMEOUT_MS };
+  const worker = new Worker(new URL('./soak-probe.js', import.meta.url), { workerData: job });
+  return new Promise((resolve, reject) => {
+    worker.once('message', (result: ProbeResult) => resolve(result));
+    worker.once('error', reject);
+    worker.once('exit', (code) => reject(new Error(`the probe thread ended (${code}) without its figures`)));
+  });
 }
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN;
@@ -314,8 +309,7 @@ export async function soakScenario(rows: Row[], results: Record<string, unknown>
     const stopAt = t0 + MINUTES * 60_000;
     const tally = new Map<string, { ok: number; failed: number; errors: Map<string, number> }>();
     const load = Promise.all(Array.from({ length: CLIENTS }, (_, i) => runClient(i, d.socket, instances, token, () => Date.now() >= stopAt, tally)));
-    const latencies: number[] = [];
-    const probe = probeLatency(d.socket, () => Date.now() >= stopAt, t0 + WARMUP_MS, latencies);
+    const probe = probeLatency(d.socket, stopAt, t0 + WARMUP_MS);
     let warmHeap: number | undefined;
     while (Date.now() < stopAt) {
       await sleep(Math.min(SAMPLE_MS, Math.max(0, stopAt - Date.now())));
@@ -337,7 +331,7 @@ export async function soakScenario(rows: Row[], results: Record<string, unknown>
     const endHeap = await inspector.heapUsedMiB();
     if (SNAPSHOTS) await inspector.snapshot(path.join(heapDir, 'end-of-load.heapsnapshot'));
     await load;
-    await probe;
+    const { latencies, failures: probeFailures } = await probe;
     await sleep(SETTLE_MS);
     const after = await sample(d, inspector, t0, true);
     await inspector.collectGarbage();
