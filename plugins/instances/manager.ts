@@ -376,10 +376,16 @@ export class InstanceManager implements InstanceAccess {
     }
     // Record first: after a crash a volume without a record is a leftover the boot cleanup removes.
     await this.deleteRecords(handle.project, handle.name);
-    await this.hooks.removed.promise(refOf(handle)).catch((err) => this.ctx.log.error({ err, instance: handle.name }, 'a follower of the instance removal failed'));
-    await handle.driver.remove(handle.inst).catch((err) => this.ctx.log.warn({ err }, 'driver cleanup failed'));
-    await this.deps.storage.deleteVolume(handle.record.pool, { type: handle.record.type, project: handle.project, name: handle.name });
-    await rm(handle.inst.logDir, { recursive: true, force: true });
+    // What is left lives in separate places (the followers' own, the driver's directory, the volume, the
+    // logs): removed side by side. The followers' and the driver's failures are logged, as before; the
+    // volume's and the logs' are the request's.
+    const [volume, logs] = await Promise.allSettled([
+      this.deps.storage.deleteVolume(handle.record.pool, { type: handle.record.type, project: handle.project, name: handle.name }),
+      rm(handle.inst.logDir, { recursive: true, force: true }),
+      this.hooks.removed.promise(refOf(handle)).catch((err) => this.ctx.log.error({ err, instance: handle.name }, 'a follower of the instance removal failed')),
+      handle.driver.remove(handle.inst).catch((err) => this.ctx.log.warn({ err }, 'driver cleanup failed')),
+    ]);
+    for (const step of [volume, logs]) if (step.status === 'rejected') throw step.reason;
     this.lifecycle('instance-deleted', handle, req);
   }
 
