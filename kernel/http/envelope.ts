@@ -26,15 +26,11 @@ function pushJoined(parts: Buffer[], items: Buffer[]): void {
 }
 
 /**
- * A sync envelope around a list whose items are serialised already, as bytes: a listing of 10,000
- * instances is 13 MB, and as one JavaScript string it would be built, flattened and encoded again on
- * the V8 heap at every request (the garbage collector's work, on the main thread).
+ * A sync envelope around a list whose items are serialised already, as bytes, in its pieces in order
+ * (joined, or sent in slices: list-stream.ts): a listing of 10,000 instances is 13 MB, and as one
+ * JavaScript string it would be built, flattened and encoded again on the V8 heap at every request
+ * (the garbage collector's work, on the main thread).
  */
-export function syncListBody(items: Buffer[]): Buffer {
-  return Buffer.concat(syncListParts(items));
-}
-
-/** The same envelope as its pieces in order, not yet joined (a body sent in slices, list-stream.ts). */
 export function syncListParts(items: Buffer[]): Buffer[] {
   const parts: Buffer[] = [LIST_HEAD];
   pushJoined(parts, items);

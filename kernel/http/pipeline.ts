@@ -15,7 +15,7 @@ import {
 import { errorStatuses } from '../openapi/error-answers.js';
 import { parseFilter, compileFilter, FilterSyntaxError, type CompiledFilter } from '../filter/index.js';
 import { KernelRequest, flattenQuery, type Caller } from './api-request.js';
-import { asyncBody, encodeItem, encodeItemToKeep, etagOf, syncBody, syncGroupedBody, syncListBody, syncListParts } from './envelope.js';
+import { asyncBody, encodeItem, encodeItemToKeep, etagOf, syncBody, syncGroupedBody, syncListParts } from './envelope.js';
 import { partsLength, sliceStream } from './list-stream.js';
 import { ABANDONED, JSON_TYPE, jsonAnswer, toHapi, type Answer } from './answer.js';
 import { installFastLane, type Incoming } from './fast-lane.js';
@@ -465,19 +465,20 @@ export class RoutePipeline {
    * than the bound is sent in slices (list-stream.ts), never joined whole.
    */
   private listAnswer(req: KernelRequest, fragments: Buffer[]): Answer {
-    if (fragments.length < LIST_BODY_MIN_ITEMS) return jsonAnswer(syncListBody(fragments));
-    const key = `${req.path}\0${req.project}\0${req.allProjects}\0${req.recursion}\0${req.query.filter ?? ''}`;
-    const last = this.listBodies.get(key);
+    const key = fragments.length >= LIST_BODY_MIN_ITEMS
+      ? `${req.path}\0${req.project}\0${req.allProjects}\0${req.recursion}\0${req.query.filter ?? ''}`
+      : undefined;
+    const last = key === undefined ? undefined : this.listBodies.get(key);
     if (last && last.fragments.length === fragments.length && last.fragments.every((f, i) => f === fragments[i])) return jsonAnswer(last.body);
     if (last) {
-      this.listBodies.delete(key);
+      this.listBodies.delete(key!);
       this.listBodyBytes -= last.body.length;
     }
     const parts = syncListParts(fragments);
     const length = partsLength(parts);
     if (length > LIST_BODY_MAX_BYTES) return { status: 200, type: JSON_TYPE, headers: { 'Content-Length': String(length) }, body: sliceStream(parts) };
     const body = Buffer.concat(parts, length);
-    if (fragments.every((f) => this.keptFragments.has(f))) {
+    if (key !== undefined && fragments.every((f) => this.keptFragments.has(f))) {
       this.listBodies.set(key, { fragments, body });
       this.listBodyBytes += body.length;
       for (const [oldest, entry] of this.listBodies) {
