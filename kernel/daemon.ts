@@ -81,6 +81,8 @@ export async function runDaemon(args: DaemonArgs, afterStart?: (kernel: Kernel) 
       },
     );
   };
+  // Whatever started the daemon may wait for the end of its boot (the bundle's loader: its code cache, V8's optimizer).
+  process.emit('corral:serving' as never);
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGPWR', () => shutdown('SIGPWR'));

@@ -102,13 +102,13 @@ serial('a busybox container created, started, run, stopped and deleted through t
   t.is(JSON.parse(await lxcOk(t, d!.socket, 'list', '--format', 'json')).length, 0);
 });
 
-test.serial('the bundle writes V8\'s code cache after a start without one, keeps it while V8 takes it, and replaces a damaged one', async (t) => {
+test.serial('the bundle writes V8\'s code cache once a start without one serves, keeps it while V8 takes it, and replaces a damaged one', async (t) => {
   const other = mkdtempSync(path.join(tmpdir(), 'corral-x1-bundle-cache-'));
   // A cache of its own, so that the one beside the bundle, which other tests' daemons use, is left alone.
   const cache = path.join(other, 'code-cache');
   const data = path.join(other, 'data');
   const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-  /** A start that serves GET /1.0, held open for `ms` (past the moment the loader would write the cache). */
+  /** A start that serves GET /1.0, held open for `ms`. */
   const serveFor = async (ms: number) => {
     const { daemon } = await startBundle(data, [], { CORRAL_CODE_CACHE: cache });
     try {
@@ -120,19 +120,41 @@ test.serial('the bundle writes V8\'s code cache after a start without one, keeps
     }
   };
   try {
-    await serveFor(8_000);
+    await serveFor(500);
     t.true(existsSync(cache), 'a start without a cache wrote one');
     const written = readFileSync(cache);
     t.true(written.length > 100_000, `the cache holds the compiled bundle (${written.length} bytes)`);
 
-    await serveFor(8_000);
+    await serveFor(500);
     t.true(readFileSync(cache).equals(written), 'a start that V8 took the cache for leaves it as it was');
 
     writeFileSync(cache, Buffer.alloc(4096, 7));
-    await serveFor(8_000);
+    await serveFor(500);
     const replaced = readFileSync(cache);
     t.true(replaced.length > 100_000, 'a damaged cache was refused, the daemon served anyway, and the cache was written again');
   } finally {
+    rmSync(other, { recursive: true, force: true });
+  }
+});
+
+test.serial('the bundle boots without V8\'s optimizing compiler and has it back once it serves', async (t) => {
+  const other = mkdtempSync(path.join(tmpdir(), 'corral-x1-bundle-opt-'));
+  // V8 reports each function it optimizes on stdout, between the daemon's JSON log lines.
+  const child = spawn(process.execPath, [...nodeFlags, '--trace-opt', BUNDLE, '--dir', other], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...mallocEnv, CORRAL_INIT_NETWORK: 'none', CORRAL_CODE_CACHE: 'none' },
+  });
+  let out = '';
+  child.stdout!.on('data', (chunk: Buffer) => { out += chunk.toString('latin1'); });
+  const { daemon } = await superviseDaemon(child, { dir: other, socket: path.join(other, 'unix.socket'), where: ' (edge bundle)', stopBoundMs: 60_000, samePid: true });
+  const optimized = () => out.split('\n').filter((line) => line.startsWith('[compiling method')).length;
+  try {
+    await waitFor(() => out.includes('corral is ready'), 10_000, 'the ready line');
+    t.is(optimized(), 0, 'nothing was optimized while booting');
+    for (let i = 0; i < 400 && optimized() === 0; i++) t.is((await daemon.request('GET', '/1.0/instances?recursion=1')).status, 200);
+    t.true(optimized() > 0, 'functions made hot by requests are optimized again');
+  } finally {
+    await daemon.stop();
     rmSync(other, { recursive: true, force: true });
   }
 });
