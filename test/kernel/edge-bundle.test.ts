@@ -9,7 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { killContainers, mallocEnv, nodeFlags, projectRoot, startDaemon, superviseDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
+import { edgeNodeFlags, killContainers, mallocEnv, projectRoot, startDaemon, superviseDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
 import { lxcOk } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { withLxcClient } from '../helpers/needs.js';
@@ -24,7 +24,7 @@ let image: BusyboxImage | undefined;
 
 /** The bundle as `npm run start:edge` runs it: the daemon's node flags, `--init auto`, no `--plugins`. */
 async function startBundle(dataDir: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<{ daemon: Daemon; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [...nodeFlags, BUNDLE, '--dir', dataDir, ...extra], {
+  const child = spawn(process.execPath, [...edgeNodeFlags, BUNDLE, '--dir', dataDir, ...extra], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...mallocEnv, CORRAL_INIT_NETWORK: 'none', ...env },
   });
@@ -140,7 +140,7 @@ test.serial('the bundle writes V8\'s code cache once a start without one serves,
 test.serial('the bundle boots without V8\'s optimizing compiler and has it back once it serves', async (t) => {
   const other = mkdtempSync(path.join(tmpdir(), 'corral-x1-bundle-opt-'));
   // V8 reports each function it optimizes on stdout, between the daemon's JSON log lines.
-  const child = spawn(process.execPath, [...nodeFlags, '--trace-opt', BUNDLE, '--dir', other], {
+  const child = spawn(process.execPath, [...edgeNodeFlags, '--trace-opt', BUNDLE, '--dir', other], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...mallocEnv, CORRAL_INIT_NETWORK: 'none', CORRAL_CODE_CACHE: 'none' },
   });
@@ -162,7 +162,7 @@ test.serial('the bundle boots without V8\'s optimizing compiler and has it back 
 test.serial('the edge bundle refuses a plugin it does not carry, before serving', async (t) => {
   const other = mkdtempSync(path.join(tmpdir(), 'corral-x1-bundle-full-'));
   try {
-    const child = spawn(process.execPath, [...nodeFlags, BUNDLE, '--dir', other, '--plugins', 'full'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...edgeNodeFlags, BUNDLE, '--dir', other, '--plugins', 'full'], { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (c) => (output += c));
     child.stderr.on('data', (c) => (output += c));
@@ -189,7 +189,7 @@ serial('scripts/edge-install.sh lays out an install that serves with only sqlite
     for (const part of ['package.json', 'lib', path.join('build', 'Release', 'node_sqlite3.node')]) {
       cpSync(path.join(projectRoot, 'node_modules', 'sqlite3', part), path.join(target, 'node_modules', 'sqlite3', part), { recursive: true, dereference: true });
     }
-    const child = spawn(process.execPath, [...nodeFlags, path.join(target, 'dist', 'bundle', 'corrald-edge.cjs'), '--dir', data, '--init', 'auto'], {
+    const child = spawn(process.execPath, [...edgeNodeFlags, path.join(target, 'dist', 'bundle', 'corrald-edge.cjs'), '--dir', data, '--init', 'auto'], {
       cwd: target, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...mallocEnv, CORRAL_INIT_NETWORK: 'none' },
     });
     ({ daemon } = await superviseDaemon(child, { dir: data, socket: path.join(data, 'unix.socket'), where: ' (edge install)', stopBoundMs: 60_000, samePid: true }));
