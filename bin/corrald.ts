@@ -4,6 +4,8 @@
  * Subcommands talk to a running daemon and need none of the kernel, so the kernel is loaded only for
  * the daemon (waitready and shutdown run in systemd's start and stop paths).
  */
+// First: V8's optimizer stays off while the rest loads and the daemon boots (the daemon turns it on as it serves).
+import '../kernel/boot-optimizer.js';
 import { SUBCOMMANDS } from './commands/index.js';
 
 const subcommand = SUBCOMMANDS[process.argv[2] ?? ''];

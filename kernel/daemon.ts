@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kernel } from './kernel.js';
 import { lockDataDir } from './lock.js';
+import { resumeOptimizer } from './boot-optimizer.js';
 import type { DaemonArgs } from './args.js';
 
 /** dist/kernel/daemon.js -> dist/ (compiled tree) and the project root (registry file). */
@@ -51,6 +52,8 @@ export async function runDaemon(args: DaemonArgs, afterStart?: (kernel: Kernel) 
   } catch (err) {
     unlock();
     throw err;
+  } finally {
+    resumeOptimizer();
   }
 
   let exiting = false;
@@ -81,7 +84,7 @@ export async function runDaemon(args: DaemonArgs, afterStart?: (kernel: Kernel) 
       },
     );
   };
-  // Whatever started the daemon may wait for the end of its boot (the bundle's loader: its code cache, V8's optimizer).
+  // Whatever started the daemon may wait for the end of its boot (the bundle's loader writes its code cache then).
   process.emit('corral:serving' as never);
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));

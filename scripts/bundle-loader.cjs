@@ -6,11 +6,7 @@
  * from the last start: the cache is written once a start that had none (or whose cache V8 refused: another
  * node, other flags, a rebuilt bundle) has booted, by then holding every function the boot ran, or at exit
  * if that comes first.
- * The boot runs without V8's optimizing compiler: its code runs once, and what the optimizer made of the
- * loops it found hot (schemas, route tables) was compiled on the main thread (`--single-threaded`) and
- * left ~3.5 MiB of the compiler's own machine code resident (decision 0002). The daemon says its boot is
- * over with a `corral:serving` event on `process`; the optimizer is back from then on. An operator who
- * names an optimizer flag to node keeps exactly what they asked for.
+ * The daemon says its boot is over with a `corral:serving` event on `process`.
  * CORRAL_CODE_CACHE names another file for it (a read-only install keeps it on a writable disk), or
  * `none` for no cache; where it cannot be written the daemon runs the same, only without it.
  * CommonJS, not an ES module: node then starts without its ES module loader, ~10 ms and ~2 MiB less.
@@ -19,13 +15,10 @@ const { readFileSync, renameSync, rmSync, statSync, writeFileSync } = require('n
 const { createRequire } = require('node:module');
 const { pathToFileURL } = require('node:url');
 const path = require('node:path');
-const v8 = require('node:v8');
 const vm = require('node:vm');
 
 const file = path.join(__dirname, '@BUNDLE@');
 const cacheFile = process.env.CORRAL_CODE_CACHE === 'none' ? undefined : process.env.CORRAL_CODE_CACHE || `${file}.v8-cache`;
-/** Node or V8 flags that choose how V8 optimizes: when an operator gives one, the loader leaves the optimizer alone. */
-const OPTIMIZER_FLAG = /(^|\s)--(no-)?(opt|turbofan|jitless|lite-mode|max-opt)(=|\s|$)/;
 
 /**
  * V8 checks a cache against the source's length only, and would run the old code of a rebuilt bundle of
@@ -54,28 +47,24 @@ function compile() {
 }
 
 const { script, writeCache } = compile();
-
-// Paused only now: V8 checks a code cache against the flags in force, so it is read, and later written,
-// with the command line's flags.
-const pauseOptimizer = ![...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((arg) => OPTIMIZER_FLAG.test(arg));
-if (pauseOptimizer) v8.setFlagsFromString('--no-opt');
-const temporary = `${cacheFile}.${process.pid}`;
-let booted = false;
-function bootOver() {
-  if (booted) return;
-  booted = true;
-  if (pauseOptimizer) v8.setFlagsFromString('--opt');
-  if (writeCache) {
+if (writeCache) {
+  const temporary = `${cacheFile}.${process.pid}`;
+  let written = false;
+  const write = () => {
+    if (written) return;
+    written = true;
     try {
       writeFileSync(temporary, Buffer.concat([header, script.createCachedData()]));
       renameSync(temporary, cacheFile);
     } catch {
       rmSync(temporary, { force: true });
     }
-  }
+  };
+  // By then the daemon has turned V8's optimizer on again (kernel/boot-optimizer.ts): V8 checks a cache against
+  // the flags it was made under. After the requests already waiting. A subcommand never serves: its cache is
+  // written at exit.
+  process.once('corral:serving', () => setImmediate(write));
+  process.once('exit', write);
 }
-// A subcommand never serves: it runs paused to its exit, which is when its cache is written.
-process.once('corral:serving', () => setImmediate(bootOver));
-process.once('exit', bootOver);
 const bundleModule = { exports: {} };
 script.runInThisContext()(bundleModule.exports, createRequire(file), bundleModule, file, path.dirname(file), pathToFileURL(file).href);

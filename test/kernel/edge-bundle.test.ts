@@ -4,12 +4,12 @@
  * info, lists, a busybox container through its whole life, and a proxy device, whose forwarder is a
  * separate script the bundle must still find where the compiled tree keeps it.
  */
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { edgeNodeFlags, killContainers, mallocEnv, projectRoot, startDaemon, superviseDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
+import { corrald, edgeNodeFlags, killContainers, mallocEnv, projectRoot, startDaemon, superviseDaemon, waitFor, type Daemon } from '../helpers/daemon.js';
 import { lxcOk } from '../helpers/clients.js';
 import { buildBusyboxImage, type BusyboxImage } from '../helpers/busybox-image.js';
 import { withLxcClient } from '../helpers/needs.js';
@@ -137,27 +137,31 @@ test.serial('the bundle writes V8\'s code cache once a start without one serves,
   }
 });
 
-test.serial('the bundle boots without V8\'s optimizing compiler and has it back once it serves', async (t) => {
+/** A daemon from `entry` boots with V8's optimizer off and has it on again once it serves (kernel/boot-optimizer.ts). */
+async function optimizerPausedWhileBooting(t: ExecutionContext, entry: string[]): Promise<void> {
   const other = mkdtempSync(path.join(tmpdir(), 'corral-x1-bundle-opt-'));
   // V8 reports each function it optimizes on stdout, between the daemon's JSON log lines.
-  const child = spawn(process.execPath, [...edgeNodeFlags, '--trace-opt', BUNDLE, '--dir', other], {
+  const child = spawn(process.execPath, [...edgeNodeFlags, '--trace-opt', entry[0]!, '--dir', other, ...entry.slice(1)], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...mallocEnv, CORRAL_INIT_NETWORK: 'none', CORRAL_CODE_CACHE: 'none' },
   });
   let out = '';
   child.stdout!.on('data', (chunk: Buffer) => { out += chunk.toString('latin1'); });
-  const { daemon } = await superviseDaemon(child, { dir: other, socket: path.join(other, 'unix.socket'), where: ' (edge bundle)', stopBoundMs: 60_000, samePid: true });
+  const { daemon } = await superviseDaemon(child, { dir: other, socket: path.join(other, 'unix.socket'), where: ' (optimizer check)', stopBoundMs: 60_000, samePid: true });
   const optimized = () => out.split('\n').filter((line) => line.startsWith('[compiling method')).length;
   try {
     await waitFor(() => out.includes('corral is ready'), 10_000, 'the ready line');
-    t.is(optimized(), 0, 'nothing was optimized while booting');
+    t.is(optimized(), 0, 'nothing was optimized while the modules loaded and the daemon booted');
     for (let i = 0; i < 400 && optimized() === 0; i++) t.is((await daemon.request('GET', '/1.0/instances?recursion=1')).status, 200);
     t.true(optimized() > 0, 'functions made hot by requests are optimized again');
   } finally {
     await daemon.stop();
     rmSync(other, { recursive: true, force: true });
   }
-});
+}
+
+test.serial('the bundle boots without V8\'s optimizing compiler and has it back once it serves', optimizerPausedWhileBooting, [BUNDLE]);
+test.serial('the compiled tree boots without V8\'s optimizing compiler too', optimizerPausedWhileBooting, [corrald, '--plugins', 'edge']);
 
 test.serial('the edge bundle refuses a plugin it does not carry, before serving', async (t) => {
   const other = mkdtempSync(path.join(tmpdir(), 'corral-x1-bundle-full-'));
