@@ -5,9 +5,13 @@
  * the daemon (waitready and shutdown run in systemd's start and stop paths).
  */
 // First: V8's optimizer stays off while the rest loads and the daemon boots (the daemon turns it on as it serves).
-import '../kernel/boot-optimizer.js';
+import { resumeOptimizer } from '../kernel/boot-optimizer.js';
 import { SUBCOMMANDS } from './commands/index.js';
 
 const subcommand = SUBCOMMANDS[process.argv[2] ?? ''];
-if (subcommand) process.exit(await (await subcommand()).run(process.argv.slice(3)));
+if (subcommand) {
+  // Not a boot: a subcommand's work (an image built, say) may well be worth optimizing.
+  resumeOptimizer();
+  process.exit(await (await subcommand()).run(process.argv.slice(3)));
+}
 await (await import('./run-daemon.js')).runDaemonCommand(process.argv.slice(2));

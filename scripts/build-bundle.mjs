@@ -37,14 +37,14 @@ const entries = ids.map((id) => {
 });
 // What bin/corrald.js does, with the set's modules handed to the kernel instead of imported by path.
 const entrySource = `
-import './kernel/boot-optimizer.js';
+import { resumeOptimizer } from './kernel/boot-optimizer.js';
 import { SUBCOMMANDS } from './bin/commands/index.js';
 import { runDaemonCommand } from './bin/run-daemon.js';
 ${entries.map((e, i) => `import * as plugin${i} from ${JSON.stringify(e.file)};`).join('\n')}
 const modules = { ${entries.map((e, i) => `${JSON.stringify(e.id)}: plugin${i}`).join(', ')} };
 const subcommand = SUBCOMMANDS[process.argv[2] ?? ''];
 const main = subcommand
-  ? (async () => process.exit(await (await subcommand()).run(process.argv.slice(3))))()
+  ? (async () => { resumeOptimizer(); process.exit(await (await subcommand()).run(process.argv.slice(3))); })()
   : runDaemonCommand(process.argv.slice(2), { set: ${JSON.stringify(setName)}, modules });
 // As a module's top-level await did: what fails at start is printed and ends the process.
 main.catch((error) => { console.error(error); process.exit(1); });
