@@ -42,6 +42,7 @@ import { openApiRoute } from './openapi/route.js';
 import { addUnixOnlyRoutes } from './server/unix-only-routes.js';
 import { ensureServerCertificate, writeServerCertificate, type ServerCertificate } from './tls/server-certificate.js';
 import { ChangeActivity } from './change-activity.js';
+import { resumeOptimizerSoon } from './boot-optimizer.js';
 
 export interface KernelOptions {
   dataDir: string;
@@ -244,6 +245,9 @@ export class Kernel {
     }
     // What families know (drivers, device types) is settled before anything boots.
     this.extensionPoints.close();
+    // The code is loaded; what the boots do grows with the daemon's instances (adopting a thousand running ones).
+    resumeOptimizerSoon();
+    this.log.debug('plugins registered, booting them');
     await this.serverConfig.load();
     for (const { manifest, plugin, ctx } of this.plugins) {
       try {

@@ -37,6 +37,7 @@ const entries = ids.map((id) => {
 });
 // What bin/corrald.js does, with the set's modules handed to the kernel instead of imported by path.
 const entrySource = `
+import './bin/boot-without-optimizer.js';
 import { resumeOptimizer } from './kernel/boot-optimizer.js';
 import { SUBCOMMANDS } from './bin/commands/index.js';
 import { runDaemonCommand } from './bin/run-daemon.js';
