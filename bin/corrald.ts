@@ -4,7 +4,7 @@
  * Subcommands talk to a running daemon and need none of the kernel, so the kernel is loaded only for
  * the daemon (waitready and shutdown run in systemd's start and stop paths).
  */
-// First: V8's optimizer stays off while the rest loads (the kernel turns it on before the plugins boot).
+// First: V8's optimizer stays off while the rest loads (kernel/boot-optimizer.ts says until when, and why).
 import './boot-without-optimizer.js';
 import { resumeOptimizer } from '../kernel/boot-optimizer.js';
 import { SUBCOMMANDS } from './commands/index.js';

@@ -245,7 +245,7 @@ export class Kernel {
     }
     // What families know (drivers, device types) is settled before anything boots.
     this.extensionPoints.close();
-    // The code is loaded; what the boots do grows with the daemon's instances (adopting a thousand running ones).
+    // The code is loaded. What the boots do grows with the daemon's instances: they get the optimizer back soon.
     resumeOptimizerSoon();
     this.log.debug('plugins registered, booting them');
     await this.serverConfig.load();
