@@ -12,11 +12,12 @@ export const projectRoot = path.resolve(distRoot, '..');
 export const corrald = path.join(distRoot, 'bin', 'corrald.js');
 /** The V8 flags `npm start` runs the daemon with (package.json config.nodeFlags), so tests and the bench measure the same process. */
 const launch = JSON.parse(readFileSync(path.join(projectRoot, 'package.json'), 'utf8')).config ?? {};
-export const nodeFlags: string[] = (launch.nodeFlags ?? '').split(/\s+/).filter(Boolean);
+const words = (key: string): string[] => (launch[key] ?? '').split(/\s+/).filter(Boolean);
+export const nodeFlags: string[] = words('nodeFlags');
 /** The edge bundle's (config.edgeNodeFlags, `npm run start:edge`): a smaller young generation (decision 0002). */
-export const edgeNodeFlags: string[] = (launch.edgeNodeFlags ?? '').split(/\s+/).filter(Boolean);
+export const edgeNodeFlags: string[] = words('edgeNodeFlags');
 /** glibc's settings `npm start` and the systemd unit give the daemon (config.mallocEnv; decision 0002). */
-export const mallocEnv: Record<string, string> = Object.fromEntries((launch.mallocEnv ?? '').split(/\s+/).filter(Boolean).map((kv: string) => kv.split('=', 2)));
+export const mallocEnv: Record<string, string> = Object.fromEntries(words('mallocEnv').map((kv) => kv.split('=', 2)));
 
 export interface Daemon {
   dir: string;

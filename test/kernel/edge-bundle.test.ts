@@ -22,9 +22,14 @@ let d: Daemon | undefined;
 let dir: string;
 let image: BusyboxImage | undefined;
 
-/** The bundle as `npm run start:edge` runs it: the daemon's node flags, `--init auto`, no `--plugins`. */
-async function startBundle(dataDir: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<{ daemon: Daemon; exited: Promise<number | null> }> {
-  const child = spawn(process.execPath, [...edgeNodeFlags, BUNDLE, '--dir', dataDir, ...extra], {
+/**
+ * The bundle as `npm run start:edge` runs it: the daemon's node flags, `--init auto`, no `--plugins`.
+ * `launch` starts another entry the same way, or adds node flags.
+ */
+async function startBundle(
+  dataDir: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}, launch: { entry?: string; nodeArgs?: string[] } = {},
+): Promise<{ daemon: Daemon; exited: Promise<number | null> }> {
+  const child = spawn(process.execPath, [...edgeNodeFlags, ...(launch.nodeArgs ?? []), launch.entry ?? BUNDLE, '--dir', dataDir, ...extra], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...mallocEnv, CORRAL_INIT_NETWORK: 'none', ...env },
   });
@@ -141,22 +146,17 @@ test.serial('the bundle writes V8\'s code cache once a start without one serves,
 async function optimizerPausedWhileBooting(t: ExecutionContext, entry: string[]): Promise<void> {
   const other = mkdtempSync(path.join(tmpdir(), 'corral-x1-bundle-opt-'));
   // V8 reports each function it optimizes on stdout, between the daemon's JSON log lines.
-  const child = spawn(process.execPath, [...edgeNodeFlags, '--trace-opt', entry[0]!, '--dir', other, '--log-level', 'debug', ...entry.slice(1)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ...mallocEnv, CORRAL_INIT_NETWORK: 'none', CORRAL_CODE_CACHE: 'none' },
-  });
-  let out = '';
-  child.stdout!.on('data', (chunk: Buffer) => { out += chunk.toString('latin1'); });
-  const { daemon } = await superviseDaemon(child, { dir: other, socket: path.join(other, 'unix.socket'), where: ' (optimizer check)', stopBoundMs: 60_000, samePid: true });
+  const { daemon } = await startBundle(other, ['--log-level', 'debug', ...entry.slice(1)], { CORRAL_CODE_CACHE: 'none' }, { entry: entry[0], nodeArgs: ['--trace-opt'] });
+  const out = () => daemon.output();
   const optimized = (text: string) => text.split('\n').filter((line) => line.startsWith('[compiling method')).length;
   const BOOTING = 'plugins registered, booting them';
   try {
-    await waitFor(() => out.includes('corral is ready'), 10_000, 'the ready line');
-    t.true(out.includes(BOOTING));
-    t.is(optimized(out.slice(0, out.indexOf(BOOTING))), 0, 'nothing was optimized while the modules loaded and the plugins registered');
-    const afterBoot = out.length;
-    for (let i = 0; i < 400 && optimized(out.slice(afterBoot)) === 0; i++) t.is((await daemon.request('GET', '/1.0/instances?recursion=1')).status, 200);
-    t.true(optimized(out.slice(afterBoot)) > 0, 'functions made hot by requests are optimized');
+    await waitFor(() => out().includes('corral is ready'), 10_000, 'the ready line');
+    t.true(out().includes(BOOTING));
+    t.is(optimized(out().slice(0, out().indexOf(BOOTING))), 0, 'nothing was optimized while the modules loaded and the plugins registered');
+    const afterBoot = out().length;
+    for (let i = 0; i < 400 && optimized(out().slice(afterBoot)) === 0; i++) t.is((await daemon.request('GET', '/1.0/instances?recursion=1')).status, 200);
+    t.true(optimized(out().slice(afterBoot)) > 0, 'functions made hot by requests are optimized');
   } finally {
     await daemon.stop();
     rmSync(other, { recursive: true, force: true });
