@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { Kernel } from './kernel.js';
 import { lockDataDir } from './lock.js';
 import { resumeOptimizer } from './boot-optimizer.js';
+import { collectBootGarbage } from './boot-garbage.js';
 import type { DaemonArgs } from './args.js';
 
 /** dist/kernel/daemon.js -> dist/ (compiled tree) and the project root (registry file). */
@@ -86,6 +87,8 @@ export async function runDaemon(args: DaemonArgs, afterStart?: (kernel: Kernel) 
   };
   // Whatever started the daemon may wait for the end of its boot (the bundle's loader writes its code cache then).
   process.emit('corral:serving' as never);
+  // After what waits for the boot's end (the code cache is made from the heap as the boot left it).
+  setImmediate(collectBootGarbage);
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGPWR', () => shutdown('SIGPWR'));

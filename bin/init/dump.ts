@@ -4,7 +4,7 @@
  * recreates them. Beyond the reference's dump: projects, and networks of projects with their own
  * networks (`features.networks`), each with its `project`.
  */
-import { stringify } from 'yaml';
+import { yaml } from '../../sdk/lib/yaml/index.js';
 import { inProject, must, type ApiCall } from './api.js';
 import type { Preseed } from './preseed.js';
 
@@ -39,4 +39,4 @@ export async function dumpPreseed(api: ApiCall): Promise<Preseed> {
  * YAML 1.1 rules for quoting, so text such as `yes`, `on` or `0755` stays text for readers of
  * either YAML version (the reference's decoder follows 1.1).
  */
-export const preseedYaml = (preseed: Preseed): string => stringify(preseed, { version: '1.1' });
+export const preseedYaml = (preseed: Preseed): string => yaml().stringify(preseed, { version: '1.1' });

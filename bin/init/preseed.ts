@@ -3,7 +3,7 @@
  * anything is applied, so a typo fails with a clear message and leaves the server untouched.
  */
 import { readFile } from 'node:fs/promises';
-import { isScalar, parseDocument, visit } from 'yaml';
+import { yaml } from '../../sdk/lib/yaml/index.js';
 import { InitError } from './api.js';
 
 export type Config = Record<string, string>;
@@ -153,6 +153,7 @@ export function checkPreseed(doc: unknown): Preseed {
  * "0755", "yes"): the API takes text, and the reference's decoder reads item config this way.
  */
 export function parsePreseed(text: string): Preseed {
+  const { isScalar, parseDocument, visit } = yaml();
   const doc = parseDocument(text);
   if (doc.errors.length) throw new InitError(`the preseed is not valid YAML: ${doc.errors[0]!.message.split('\n')[0]}`);
   visit(doc, {

@@ -1,5 +1,5 @@
 /** metadata.yaml: the part of an image that says what it is. */
-import { parse } from 'yaml';
+import { yaml } from '../../sdk/lib/yaml/index.js';
 import { badRequest, isPlainObject, type ImageMetadata, type ImageTemplate } from '../../sdk/index.js';
 import { canonicalArchitecture } from './architectures.js';
 
@@ -68,7 +68,7 @@ function templates(value: unknown): Record<string, ImageTemplate> {
 export function parseMetadata(text: string): ImageMetadata {
   let doc: unknown;
   try {
-    doc = parse(text);
+    doc = yaml().parse(text);
   } catch (err) {
     throw badRequest(`Invalid image metadata: metadata.yaml is not valid YAML (${(err as Error).message.split('\n')[0]})`);
   }

@@ -6,7 +6,7 @@
  */
 import { lstat, readFile, utimes, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseDocument, stringify } from 'yaml';
+import { yaml } from '../../sdk/lib/yaml/index.js';
 import { badRequest, isPlainObject, type ImageSourceContent } from '../../sdk/index.js';
 
 export interface MetadataRequest {
@@ -53,7 +53,7 @@ export async function publishedMetadata(content: ImageSourceContent, wanted: Met
   const own = await sourceFile(content.dir);
   if (own === undefined) {
     const properties = wanted.properties ?? content.properties;
-    await writeFile(path.join(scratch, 'metadata.yaml'), stringify({
+    await writeFile(path.join(scratch, 'metadata.yaml'), yaml().stringify({
       architecture: content.architecture,
       creation_date: Math.floor(now.getTime() / 1000),
       expiry_date: expiry ?? 0,
@@ -63,7 +63,7 @@ export async function publishedMetadata(content: ImageSourceContent, wanted: Met
     return { dir: scratch, properties, expiryDate: expiry ?? 0 };
   }
 
-  const doc = parseDocument(own.text);
+  const doc = yaml().parseDocument(own.text);
   if (doc.errors.length) throw badRequest(`The metadata.yaml of the source is not valid YAML: ${doc.errors[0]!.message.split('\n')[0]}`);
   const parsed: unknown = doc.toJS();
   if (!isPlainObject(parsed)) throw badRequest('The metadata.yaml of the source is not a map');

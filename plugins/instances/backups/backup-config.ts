@@ -4,7 +4,7 @@
  * `backup.yaml` in the instance directory and in each snapshot directory. The reference
  * recreates its records from these on import, so they are complete, not a summary.
  */
-import { stringify } from 'yaml';
+import { yaml } from '../../../sdk/lib/yaml/index.js';
 import type { PoolInfo, Profile, StoredDoc, VolumeState } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
 import { expandConfig, expandDevices } from '../expand.js';
@@ -102,4 +102,4 @@ export function indexDocument(name: string, pool: PoolInfo, type: string, config
 }
 
 /** YAML as the reference's encoder writes it: block style, strings quoted only when they must be. */
-export const toYaml = (doc: unknown) => stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false, indentSeq: false });
+export const toYaml = (doc: unknown) => yaml().stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false, indentSeq: false });

@@ -6,7 +6,7 @@
 import { constants as C } from 'node:fs';
 import { open } from 'node:fs/promises';
 import path from 'node:path';
-import { parse, stringify } from 'yaml';
+import { yaml } from '../../../sdk/lib/yaml/index.js';
 import { badRequest, internalError, isPlainObject } from '../../../sdk/index.js';
 import { checkTemplateName } from './template-files.js';
 import { replaceFile } from './replace-file.js';
@@ -108,7 +108,7 @@ export async function readMetadata(volumePath: string): Promise<InstanceMetadata
 function parseMetadata(text: string): InstanceMetadata {
   let doc: unknown;
   try {
-    doc = parse(text);
+    doc = yaml().parse(text);
   } catch (err) {
     throw internalError(`metadata.yaml is not valid YAML: ${(err as Error).message.split('\n')[0]}`);
   }
@@ -215,7 +215,7 @@ function toYaml(md: InstanceMetadata): string {
       ...(t.uid !== undefined ? { uid: t.uid } : {}), ...(t.gid !== undefined ? { gid: t.gid } : {}), ...(t.mode !== undefined ? { mode: t.mode } : {}),
     };
   }
-  return stringify({
+  return yaml().stringify({
     architecture: md.architecture,
     creation_date: md.creation_date,
     expiry_date: md.expiry_date,

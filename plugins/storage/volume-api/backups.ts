@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import { link, mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { stringify } from 'yaml';
+import { yaml } from '../../../sdk/lib/yaml/index.js';
 import {
   daemonStorageDir, badRequest, conflict, KeyedLock, notFound, resourceUrl, type OperationControl,
   type PluginContext, type Requestor, type StoredDoc,
@@ -66,7 +66,7 @@ export const volumeBackupUrl = (owner: VolumeOwner, backup: string) =>
   resourceUrl(`/1.0/storage-pools/${encodeURIComponent(owner.pool)}/volumes/custom/${encodeURIComponent(owner.name)}/backups/${encodeURIComponent(backup)}`, owner.project);
 
 /** YAML as the reference's encoder writes it: block style, strings quoted only when they must be. */
-const toYaml = (doc: unknown) => stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false, indentSeq: false });
+const toYaml = (doc: unknown) => yaml().stringify(doc, { lineWidth: 0, aliasDuplicateObjects: false, indentSeq: false });
 
 export class VolumeBackups {
   private readonly reserved = new Set<string>();

@@ -3,12 +3,12 @@
  * YAML, its string fields, and whether the archive's parts match what it says (directories for a
  * plain backup, the pool driver's `.bin` streams for an optimized one). Any problem is a 400.
  */
-import { parse } from 'yaml';
+import { yaml } from '../yaml/index.js';
 import { invalidBackup as invalid } from './import.js';
 
 export function parseBackupYaml(content: Buffer, file: string): unknown {
   try {
-    return parse(content.toString('utf8'));
+    return yaml().parse(content.toString('utf8'));
   } catch (err) {
     throw invalid(`${file} is not valid YAML (${(err as Error).message.split('\n')[0]})`);
   }

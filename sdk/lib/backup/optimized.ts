@@ -10,7 +10,7 @@ import { copyFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { stringify } from 'yaml';
+import { yaml } from '../yaml/index.js';
 import type { BackupTarballPart } from './tarball.js';
 import { badRequest } from '../../errors.js';
 import type { OptimizedPart, StorageService, VolumeRef } from '../../storage.js';
@@ -51,7 +51,7 @@ export async function sendOptimizedParts(
   });
   if (header === undefined) return { parts };
   const file = path.join(work, 'optimized_header.yaml');
-  await writeFile(file, stringify(header, { lineWidth: 0, indentSeq: false }), { mode: 0o600 });
+  await writeFile(file, yaml().stringify(header, { lineWidth: 0, indentSeq: false }), { mode: 0o600 });
   return { parts, header: file };
 }
 
