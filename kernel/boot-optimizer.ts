@@ -10,9 +10,10 @@
  * loader writes one (V8 checks a cache against the flags it was made under): when the daemon serves, or at exit.
  */
 import v8 from 'node:v8';
+import { operatorNamedFlag } from './operator-node-flags.js';
 
 /** Node or V8 flags that choose how V8 optimizes: an operator who names one keeps exactly what they asked for. */
-const OPTIMIZER_FLAG = /(^|\s)--(no-)?(opt|turbofan|jitless|lite-mode|max-opt)(=|\s|$)/;
+const OPTIMIZER_FLAGS = ['opt', 'turbofan', 'jitless', 'lite-mode', 'max-opt'];
 
 /** Longer than the plugins of a daemon with few instances take to boot here (~100 ms). */
 const BOOT_GRACE_MS = 200;
@@ -21,7 +22,7 @@ let paused = false;
 
 /** Turns the optimizer off, unless an operator chose how V8 optimizes. */
 export function pauseOptimizer(): void {
-  if (paused || [...process.execArgv, process.env.NODE_OPTIONS ?? ''].some((arg) => OPTIMIZER_FLAG.test(arg))) return;
+  if (paused || operatorNamedFlag(OPTIMIZER_FLAGS)) return;
   paused = true;
   v8.setFlagsFromString('--no-opt');
   // Before the bundle loader's own exit listener, which writes the code cache.

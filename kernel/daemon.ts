@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { Kernel } from './kernel.js';
 import { lockDataDir } from './lock.js';
 import { resumeOptimizer } from './boot-optimizer.js';
-import { collectBootGarbage } from './boot-garbage.js';
+import { collectBootGarbageWhenIdle } from './boot-garbage.js';
 import type { DaemonArgs } from './args.js';
 
 /** dist/kernel/daemon.js -> dist/ (compiled tree) and the project root (registry file). */
@@ -87,8 +87,8 @@ export async function runDaemon(args: DaemonArgs, afterStart?: (kernel: Kernel) 
   };
   // Whatever started the daemon may wait for the end of its boot (the bundle's loader writes its code cache then).
   process.emit('corral:serving' as never);
-  // After what waits for the boot's end (the code cache is made from the heap as the boot left it).
-  setImmediate(collectBootGarbage);
+  collectBootGarbageWhenIdle(({ ms, heapBeforeMiB, heapAfterMiB }) =>
+    kernel.log.debug({ ms: Math.round(ms), heap_before_mib: +heapBeforeMiB.toFixed(1), heap_after_mib: +heapAfterMiB.toFixed(1) }, "collected the boot's garbage"));
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
   process.on('SIGPWR', () => shutdown('SIGPWR'));

@@ -166,6 +166,34 @@ async function optimizerPausedWhileBooting(t: ExecutionContext, entry: string[])
 test.serial('the bundle loads without V8\'s optimizing compiler and has it back once it serves', optimizerPausedWhileBooting, [BUNDLE]);
 test.serial('the compiled tree loads without V8\'s optimizing compiler too', optimizerPausedWhileBooting, [corrald, '--plugins', 'edge']);
 
+/** kernel/boot-garbage.ts: one collection after the boot, once the loop is idle, never while clients keep it busy. */
+test.serial('a daemon collects what its boot left once its loop goes idle, after the requests keeping it busy, and only once', async (t) => {
+  const other = mkdtempSync(path.join(tmpdir(), 'corral-x1-bundle-gc-'));
+  const { daemon } = await startBundle(other, ['--log-level', 'debug']);
+  const collections = () => daemon.output().split('\n').filter((line) => line.includes('"collected the boot\'s garbage"')).map((line) => JSON.parse(line) as { time: string; heap_before_mib: number; heap_after_mib: number; ms: number });
+  try {
+    // Back-to-back requests from the moment it serves: its loop is never idle for a whole window meanwhile.
+    const busyUntil = Date.now() + 1500;
+    let answered = 0;
+    while (Date.now() < busyUntil) {
+      t.is((await daemon.request('GET', '/1.0/instances?recursion=1')).status, 200);
+      answered++;
+    }
+    const loadEnded = Date.now();
+    await waitFor(() => collections().length > 0, 10_000, 'the collection once the load stopped');
+    const [collection] = collections();
+    t.true(Date.parse(collection!.time) >= loadEnded - 5, `collected at ${collection!.time}, while ${answered} requests kept the loop busy until ${new Date(loadEnded).toISOString()}`);
+    t.true(collection!.heap_after_mib < collection!.heap_before_mib, `V8's heap in use went from ${collection!.heap_before_mib} to ${collection!.heap_after_mib} MiB`);
+    // Idle again later: no second one.
+    t.is((await daemon.request('GET', '/1.0')).status, 200);
+    await new Promise((resolve) => setTimeout(resolve, 800));
+    t.is(collections().length, 1);
+  } finally {
+    await daemon.stop();
+    rmSync(other, { recursive: true, force: true });
+  }
+});
+
 test.serial('the edge bundle refuses a plugin it does not carry, before serving', async (t) => {
   const other = mkdtempSync(path.join(tmpdir(), 'corral-x1-bundle-full-'));
   try {
