@@ -6,6 +6,8 @@ import { lxc } from './clients.js';
 
 /** Packages the bundle leaves outside on purpose, required when used (scripts/build-bundle.mjs). */
 const OUTSIDE = new Set(['sqlite3', 'node-pty', 'etcd3', 'cockatiel']);
+/** Packages the daemon's own modules require on first use (createRequire): in node_modules, not in the bundle's text. */
+const FIRST_USE = ['yaml', 're2js', 'protobufjs'];
 
 /**
  * `npm run build` made `loader` and the one file of code it runs beside it (`<name>.bundle.cjs`):
@@ -26,6 +28,9 @@ export function checkOneFile(t: { true(v: boolean, m?: string): unknown; notRege
   t.notRegex(text, /[^\x00-\x7f]/);
   const required = [...text.matchAll(/\brequire\("([^"]+)"\)/g)].map((m) => m[1]!).filter((name) => !isBuiltin(name) && !OUTSIDE.has(name));
   t.deepEqual([...new Set(required)], [], 'packages the bundle would look for at run time');
+  // The build's record of what went in (scripts/build-bundle.mjs writes it beside the loader).
+  const inputs = Object.keys((JSON.parse(readFileSync(loader.replace(/\.cjs$/, '.meta.json'), 'utf8')) as { inputs: Record<string, unknown> }).inputs);
+  t.deepEqual(FIRST_USE.filter((name) => inputs.some((file) => file.startsWith(`node_modules/${name}/`))), [], 'packages loaded on first use that went into the bundle');
 }
 
 /** Delete what the daemon holds, stop it, and throw its data directory and the test image away. */
