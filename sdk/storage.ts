@@ -310,6 +310,8 @@ export interface StorageService {
   snapshotPath(pool: string, vol: VolumeRef, snapshot: string): Promise<string>;
   /** Snapshot names present on the host ([] when the driver keeps none). */
   listSnapshots(pool: string, vol: VolumeRef): Promise<string[]>;
+  /** The same for many volumes of one type on a pool, in their order: one read of the pool where its driver can. */
+  listSnapshotsOfMany(pool: string, type: VolumeType, vols: readonly VolumeRef[]): Promise<string[][]>;
   snapshotUsage(pool: string, vol: VolumeRef, snapshot: string): Promise<number | undefined>;
   /**
    * Make the existing volume `vol` on `pool` hold what the source holds, adding the source's

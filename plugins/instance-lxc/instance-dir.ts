@@ -5,7 +5,8 @@
  * idmapped, never chowned), and no other host user may reach them. Only the container's root may
  * pass through, which it needs to set up its mounts; the host's root passes anyway.
  */
-import { chmod, chown, stat } from 'node:fs/promises';
+import { statSync } from 'node:fs';
+import { chmod, chown } from 'node:fs/promises';
 import type { IdmapEntry, IdmapPlan } from './idmap.js';
 
 export const INSTANCE_DIR_MODE = 0o100;
@@ -22,7 +23,15 @@ export function rootOwner(plan: IdmapPlan): { uid: number; gid: number } {
 
 /** Give the directory the owner and mode; false when it does not exist (a volume still being made). */
 export async function lockInstanceDir(dir: string, owner: { uid: number; gid: number }): Promise<boolean> {
-  const st = await stat(dir).catch(() => undefined);
+  // Read in place: a boot checks every instance's directory, and 10,000 stats through the promise API took
+  // ~4× as long as synchronous ones (decision 0076). Changes, which are rare, stay off the loop.
+  const st = (() => {
+    try {
+      return statSync(dir, { throwIfNoEntry: false });
+    } catch {
+      return undefined;
+    }
+  })();
   if (!st?.isDirectory()) return false;
   // The reference keeps the directory's group as root's.
   if (st.uid !== owner.uid || st.gid !== 0) await chown(dir, owner.uid, 0);

@@ -42,10 +42,23 @@ export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceMana
   const snapshotRecords = new Set((await ctx.store.collection('snapshots').list()).map((s) => `${s.project}/${s.name}`));
   // In a cluster, only the instances held here have their storage and directories here.
   const held = ctx.cluster.enabled ? records.filter((s) => isHere(ctx.cluster, s.doc)) : records;
-  await eachBounded(held, async (s) => {
+  // One read of each pool's snapshot directory for all its instances of a type (where the driver can), not one per instance.
+  const groups = new Map<string, typeof held>();
+  for (const s of held) {
+    const key = `${s.doc.pool}\0${s.doc.type}`;
+    const group = groups.get(key);
+    if (group) group.push(s);
+    else groups.set(key, [s]);
+  }
+  const snapshotsOnHost = new Map<(typeof held)[number], string[]>();
+  for (const group of groups.values()) {
+    const { pool, type } = group[0]!.doc;
+    const lists = await storage.listSnapshotsOfMany(pool, type, group.map((s) => ({ type, project: s.project, name: s.name }))).catch(() => group.map(() => [] as string[]));
+    group.forEach((s, i) => snapshotsOnHost.set(s, lists[i] ?? []));
+  }
+  await eachBounded(held.filter((s) => snapshotsOnHost.get(s)!.length > 0), async (s) => {
     const vol = { type: s.doc.type, project: s.project, name: s.name };
-    const names = await storage.listSnapshots(s.doc.pool, vol).catch(() => [] as string[]);
-    for (const snap of names) {
+    for (const snap of snapshotsOnHost.get(s)!) {
       if (snapshotRecords.has(`${s.project}/${s.name}/${snap}`)) {
         // Made by an older version with the volume mode (read-only btrfs snapshots keep theirs).
         if (s.doc.type === 'container') await chmod(await storage.snapshotPath(s.doc.pool, vol, snap), CONTAINER_SNAPSHOT_MODE).catch(() => undefined);

@@ -52,6 +52,7 @@ export default definePlugin({
       snapshotPath: (pool, vol, snapshot) => volumes.snapshotPath(pool, vol, snapshot),
       snapshotUsage: (pool, vol, snapshot) => volumes.snapshotUsage(pool, vol, snapshot),
       listSnapshots: (pool, vol) => volumes.listSnapshots(pool, vol),
+      listSnapshotsOfMany: (pool, type, vols) => volumes.listSnapshotsOfMany(pool, type, vols),
       refreshVolume: (pool, vol, source) => volumes.refreshVolume(pool, vol, source),
       poolUsedBy,
       setVolumeQuota: (pool, vol, bytes) => volumes.setVolumeQuota(pool, vol, bytes),
