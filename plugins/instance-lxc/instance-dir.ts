@@ -5,7 +5,7 @@
  * idmapped, never chowned), and no other host user may reach them. Only the container's root may
  * pass through, which it needs to set up its mounts; the host's root passes anyway.
  */
-import { statSync } from 'node:fs';
+import { statSync, type Stats } from 'node:fs';
 import { chmod, chown } from 'node:fs/promises';
 import type { IdmapEntry, IdmapPlan } from './idmap.js';
 
@@ -25,14 +25,13 @@ export function rootOwner(plan: IdmapPlan): { uid: number; gid: number } {
 export async function lockInstanceDir(dir: string, owner: { uid: number; gid: number }): Promise<boolean> {
   // Read in place: a boot checks every instance's directory, and 10,000 stats through the promise API took
   // ~4× as long as synchronous ones (decision 0076). Changes, which are rare, stay off the loop.
-  const st = (() => {
-    try {
-      return statSync(dir, { throwIfNoEntry: false });
-    } catch {
-      return undefined;
-    }
-  })();
-  if (!st?.isDirectory()) return false;
+  let st: Stats;
+  try {
+    st = statSync(dir);
+  } catch {
+    return false;
+  }
+  if (!st.isDirectory()) return false;
   // The reference keeps the directory's group as root's.
   if (st.uid !== owner.uid || st.gid !== 0) await chown(dir, owner.uid, 0);
   if ((st.mode & 0o7777) !== INSTANCE_DIR_MODE) await chmod(dir, INSTANCE_DIR_MODE);

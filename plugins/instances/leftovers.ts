@@ -46,19 +46,21 @@ export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceMana
   const groups = new Map<string, typeof held>();
   for (const s of held) {
     const key = `${s.doc.pool}\0${s.doc.type}`;
-    const group = groups.get(key);
-    if (group) group.push(s);
-    else groups.set(key, [s]);
+    let group = groups.get(key);
+    if (!group) groups.set(key, (group = []));
+    group.push(s);
   }
-  const snapshotsOnHost = new Map<(typeof held)[number], string[]>();
+  const withSnapshots: { s: (typeof held)[number]; names: string[] }[] = [];
   for (const group of groups.values()) {
     const { pool, type } = group[0]!.doc;
-    const lists = await storage.listSnapshotsOfMany(pool, type, group.map((s) => ({ type, project: s.project, name: s.name }))).catch(() => group.map(() => [] as string[]));
-    group.forEach((s, i) => snapshotsOnHost.set(s, lists[i] ?? []));
+    const lists = await storage.listSnapshotsOfMany(pool, type, group.map((s) => ({ type, project: s.project, name: s.name }))).catch(() => []);
+    group.forEach((s, i) => {
+      if (lists[i]?.length) withSnapshots.push({ s, names: lists[i]! });
+    });
   }
-  await eachBounded(held.filter((s) => snapshotsOnHost.get(s)!.length > 0), async (s) => {
+  await eachBounded(withSnapshots, async ({ s, names }) => {
     const vol = { type: s.doc.type, project: s.project, name: s.name };
-    for (const snap of snapshotsOnHost.get(s)!) {
+    for (const snap of names) {
       if (snapshotRecords.has(`${s.project}/${s.name}/${snap}`)) {
         // Made by an older version with the volume mode (read-only btrfs snapshots keep theirs).
         if (s.doc.type === 'container') await chmod(await storage.snapshotPath(s.doc.pool, vol, snap), CONTAINER_SNAPSHOT_MODE).catch(() => undefined);
