@@ -1,5 +1,5 @@
 /** The kernel's tapable hooks: created once, frozen, and handed to plugins as tap-only facades. */
-import { AsyncSeriesBailHook, AsyncSeriesHook, AsyncSeriesWaterfallHook, SyncWaterfallHook } from 'tapable';
+import { AsyncSeriesBailHook, AsyncSeriesHook, AsyncSeriesWaterfallHook, SyncHook, SyncWaterfallHook } from 'tapable';
 import type { ApiRequest, AuthDecision, ClusterJoinInfo, KernelHooks, MemberConfigEntry, ShutdownInfo, TlsClient } from '../sdk/index.js';
 
 export class KernelHookSet {
@@ -8,6 +8,7 @@ export class KernelHookSet {
   readonly authenticate = new AsyncSeriesBailHook<[TlsClient], AuthDecision | undefined>(['client']);
   readonly checkProject = new AsyncSeriesHook<[ApiRequest]>(['request']);
   readonly ready = new AsyncSeriesHook<[]>([]);
+  readonly serving = new SyncHook<[]>([]);
   readonly shutdown = new AsyncSeriesHook<[ShutdownInfo]>(['info']);
   readonly memberConfigKeys = new AsyncSeriesWaterfallHook<[MemberConfigEntry[]]>(['entries']);
   readonly clusterJoined = new AsyncSeriesHook<[ClusterJoinInfo]>(['info']);
@@ -25,6 +26,7 @@ export class KernelHookSet {
       authenticate: { tap: (fn, o) => this.authenticate.tapPromise(tapOptions(o?.stage), fn) },
       checkProject: { tap: (fn, o) => this.checkProject.tapPromise(tapOptions(o?.stage), fn) },
       ready: { tap: (fn, o) => this.ready.tapPromise(tapOptions(o?.stage), fn) },
+      serving: { tap: (fn, o) => this.serving.tap(tapOptions(o?.stage), fn) },
       shutdown: { tap: (fn, o) => this.shutdown.tapPromise(tapOptions(o?.stage), fn) },
       memberConfigKeys: { tap: (fn, o) => this.memberConfigKeys.tapPromise(tapOptions(o?.stage), fn) },
       clusterJoined: { tap: (fn, o) => this.clusterJoined.tapPromise(tapOptions(o?.stage), fn) },

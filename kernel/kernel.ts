@@ -275,6 +275,11 @@ export class Kernel {
 
     if (this.opts.socketPath) await this.listenUnix(this.opts.socketPath);
     this.clusterTraffic.start();
+    try {
+      this.hooks.serving.call();
+    } catch (err) {
+      this.log.error({ err }, 'a plugin failed to start its work as the API opened');
+    }
     this.log.info({ plugins: this.plugins.map((p) => p.manifest.id), ms: Date.now() - started }, 'corral is ready');
   }
 

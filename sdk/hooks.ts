@@ -68,6 +68,12 @@ export interface KernelHooks {
   checkProject: Tappable<[ApiRequest], Promise<void>>;
   /** Runs once every plugin has booted, before the API gate opens. */
   ready: Tappable<[], Promise<void>>;
+  /**
+   * Runs once, as the API opens (after `ready`, once the unix socket listens): where work that goes on
+   * in the background starts without holding the opening (walks over every instance, autostart). Taps
+   * only start their work; they must not throw.
+   */
+  serving: Tappable<[], void>;
   /** Runs on clean shutdown, before listeners close; later stages run later. */
   shutdown: Tappable<[ShutdownInfo], Promise<void>>;
   /** In a cluster: add the member-specific keys a joining server must give (GET /1.0/cluster `member_config`). */

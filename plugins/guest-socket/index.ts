@@ -43,9 +43,7 @@ export default definePlugin({
   },
   async boot(ctx) {
     // The API does not wait for it: guests of running containers get their sockets back shortly after (sockets.ts).
-    ctx.hooks.ready.tap(async () => {
-      void sockets.get(ctx)?.resume().catch((err) => ctx.log.warn({ err }, 'guest sockets could not listen again'));
-    });
+    ctx.hooks.serving.tap(() => void sockets.get(ctx)?.resume().catch((err) => ctx.log.warn({ err }, 'guest sockets could not listen again')));
   },
   async shutdown(ctx) {
     await sockets.get(ctx)?.closeAll();

@@ -5,7 +5,7 @@
  * it that the running container reaches at once.
  */
 import { chmodSync, existsSync, mkdirSync } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { truthy, type DeviceMount, type InstancesService, type InstanceSubject, type InstanceSummary, type PluginContext } from '../../sdk/index.js';
 import type { GuestView } from './changes.js';
@@ -159,13 +159,14 @@ export class GuestSockets {
    * a start already opened it.
    */
   async resume(): Promise<void> {
-    // A daemon stopped while it boots closes the store under this read: nothing to listen for then.
-    const list = (await this.instances()?.list().catch((err) => {
-      this.log.warn({ err }, 'listing instances for their guest sockets failed');
-      return [];
-    })) ?? [];
-    const wanted = list.filter((inst) => inst.type === 'container' && isRunning(inst) && devlxdEnabled(inst.expandedConfig)
-      && existsSync(this.dirOf(inst.project, inst.name)));
+    // The directories left by the last daemon name the containers that had a socket: only those are
+    // read (a listing would summarise every instance, thousands of stopped ones among them). Neither
+    // project nor instance names may hold a `_`: the one in a directory's name parts them.
+    const entries = await readdir(this.root).catch(() => [] as string[]);
+    const wanted = entries.flatMap((entry) => {
+      const at = entry.indexOf('_');
+      return at > 0 ? [{ project: entry.slice(0, at), name: entry.slice(at + 1) }] : [];
+    });
     this.resumeSkip = new Set();
     let next = 0;
     await Promise.all(Array.from({ length: Math.min(RESUME_IN_FLIGHT, wanted.length) }, async () => {
@@ -175,7 +176,7 @@ export class GuestSockets {
           const key = keyOf(project, name);
           if (this.closed || this.resumeSkip?.has(key) || this.endpoints.has(key)) return;
           const now = await this.readOne(project, name);
-          if (!now || !isRunning(now) || !devlxdEnabled(now.expandedConfig)) return;
+          if (!now || now.type !== 'container' || !isRunning(now) || !devlxdEnabled(now.expandedConfig)) return;
           const endpoint = await this.openNow(project, name, { config: now.expandedConfig, devices: now.expandedDevices });
           // The daemon began to stop while this one was opening: closeAll() did not see it.
           if (this.closed) {

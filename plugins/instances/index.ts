@@ -173,9 +173,10 @@ export default definePlugin({
       await cleanupLeftovers(ctx, manager);
       logExpiry = scheduleLogExpiry(ctx, manager.logsRoot);
       scheduler.start();
-      // Autostart in the background: the API opens at once, as the reference's does.
-      void power.boot().catch((err) => ctx.log.error({ err }, 'instance autostart failed'));
     });
+    // Adoption and autostart in the background, once the API is open (as the reference's): with
+    // thousands of instances the walk would otherwise share the opening's turns of the loop.
+    ctx.hooks.serving.tap(() => void power.boot().catch((err) => ctx.log.error({ err }, 'instance autostart failed')));
     ctx.hooks.shutdown.tap(async (info) => {
       unfollow();
       power.stopWatching();

@@ -22,7 +22,8 @@ async function eachBounded<T>(items: T[], fn: (item: T) => Promise<void>): Promi
 }
 
 export async function cleanupLeftovers(ctx: PluginContext, manager: InstanceManager): Promise<void> {
-  const records = await manager.records.list();
+  // The index: parsed once for this and the boot's other walks, and kept for the first listings.
+  const records = await manager.index.list();
   // Keyed by pool too: a move between pools interrupted by a crash leaves a copy the record does not name.
   const known = new Set(records.map((s) => `${s.doc.pool}/${s.doc.type}/${s.project}/${s.name}`));
   const storage = manager.deps.storage;

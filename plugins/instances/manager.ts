@@ -207,9 +207,12 @@ export class InstanceManager implements InstanceAccess {
     });
   }
 
-  /** The records of the instances this server holds (all of them on a standalone server). */
+  /**
+   * The records of the instances this server holds (all of them on a standalone server), from the
+   * index: shared documents, not to be changed (a write goes through `touch`).
+   */
   async localRecords(project?: string): Promise<StoredDoc<InstanceRecord>[]> {
-    const all = await this.records.list(project);
+    const all = await this.index.list(project);
     return this.ctx.cluster.enabled ? all.filter((s) => isHere(this.ctx.cluster, s.doc)) : all;
   }
 

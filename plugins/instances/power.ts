@@ -8,6 +8,7 @@ import type { InstanceHandle } from './access.js';
 import type { InstanceManager } from './manager.js';
 import { applyVolatile } from './device-runtime.js';
 import { mayShareImage } from './shared-rootfs.js';
+import { LoopSlices } from '../../sdk/lib/loop-slices/index.js';
 
 export type PowerAction = 'start' | 'stop' | 'restart' | 'freeze' | 'unfreeze';
 export const POWER_ACTIONS: PowerAction[] = ['start', 'stop', 'restart', 'freeze', 'unfreeze'];
@@ -183,7 +184,11 @@ export class PowerControl {
   /** At daemon start: adopt running instances, start those marked autostart (or running at the last host shutdown). */
   async boot(): Promise<void> {
     const toStart: { handle: InstanceHandle; priority: number; delay: number }[] = [];
+    // It runs beside the opening of the API and its first clients: with thousands of instances whose
+    // handles are cached it would otherwise hold the loop for its whole walk.
+    const slices = new LoopSlices();
     for (const stored of await this.manager.localRecords()) {
+      await slices.between();
       const handle = await this.manager.handleFor(stored).catch(() => undefined);
       if (!handle) continue;
       const status = await this.status(handle).catch(() => 'Error' as const);
@@ -207,7 +212,8 @@ export class PowerControl {
     toStart.sort((a, b) => b.priority - a.priority);
     for (const { handle, delay } of toStart) {
       const key = `${handle.project}/${handle.name}`;
-      await this.manager.lock.run(key, () => this.start(handle)).catch((err) => {
+      // A start edits its record's document (deferred templates): its own copy, read as it starts.
+      await this.manager.lock.run(key, async () => this.start(await this.manager.load(handle.project, handle.name))).catch((err) => {
         this.ctx.log.error({ err, instance: handle.name }, 'autostart failed');
         void this.ctx.warnings.raise({ type: 'Instance autostart failure', message: `${handle.name}: ${(err as Error).message}`, project: handle.project, entityUrl: instanceUrl(handle.project, handle.name) });
       });

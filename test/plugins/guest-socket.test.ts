@@ -207,6 +207,16 @@ serial('a stopped container\'s socket is gone; a daemon killed and started again
     await importImage(d2, image.unified, 'bb');
     await launch(d2.socket, 'u3rs', { 'user.k': 'v' });
     t.is((await ask(d2.socket, 'u3rs', '/1.0/config/user.k')).status, 200);
+    // One in another project too: the sockets found again are named by project and instance.
+    const inProject = (...args: string[]) => lxc(d2!.socket, '--project', 'u3p', ...args);
+    t.is((await lxc(d2.socket, 'project', 'create', 'u3p', '-c', 'features.images=false', '-c', 'features.profiles=false')).status, 0);
+    t.is((await inProject('launch', 'bb', 'u3rs', '-c', 'user.k=p')).status, 0);
+    t.is((await inProject('file', 'push', client, 'u3rs/devlxd-client', '--mode', '0755')).status, 0);
+    const askInProject = async () => {
+      const r = await inProject('exec', 'u3rs', '--', '/devlxd-client', 'get', '/1.0/config/user.k');
+      return r.status === 0 ? parseGet(r.stdout) : { status: -1, body: r.stderr };
+    };
+    t.deepEqual(await askInProject(), { status: 200, body: 'p' });
     const killed = d2;
     const exited = new Promise((resolve) => killed.child.once('exit', resolve));
     killed.child.kill('SIGKILL');
@@ -216,6 +226,9 @@ serial('a stopped container\'s socket is gone; a daemon killed and started again
     const restarted = d2;
     await waitFor(async () => (await ask(restarted.socket, 'u3rs', '/1.0/config/user.k').catch(() => undefined))?.status === 200, 10_000, 'the guest socket back');
     t.deepEqual(await ask(d2.socket, 'u3rs', '/1.0/config/user.k'), { status: 200, body: 'v' }, 'the new daemon listens in the directory the container has mounted');
+    await waitFor(async () => (await askInProject()).status === 200, 10_000, 'the guest socket in the other project back');
+    t.deepEqual(await askInProject(), { status: 200, body: 'p' }, 'the container of the other project is answered as itself');
+    t.is((await inProject('delete', '--force', 'u3rs')).status, 0);
     t.is((await lxc(d2.socket, 'delete', '--force', 'u3rs')).status, 0);
   } finally {
     await d2?.stop();

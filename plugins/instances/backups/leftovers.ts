@@ -16,7 +16,7 @@ export async function cleanupBackupLeftovers(ctx: PluginContext, instances: Inst
   const scratch = await files.removeScratch();
   if (scratch.length) ctx.log.warn({ scratch }, 'removed backup work areas left by a crash');
 
-  const owners = new Set((await instances.records.list()).map((s) => `${s.project}/${s.name}`));
+  const owners = new Set((await instances.index.list()).map((s) => `${s.project}/${s.name}`));
   const expected = new Set<string>();
   for (const stored of await backups.records.list()) {
     const instance = stored.name.slice(0, stored.name.indexOf('/'));
