@@ -90,6 +90,13 @@ test('events: lifecycle with requestor and location, type and project filters, l
   await d.stop();
 });
 
+test('the serving hook runs once, after ready, with the unix socket already accepting', async (t) => {
+  const d = await startDaemon(fixtureArgs);
+  await waitFor(async () => (await d.request('GET', '/1.0/probe-start')).json.metadata.length >= 3, 5000, 'the probe to connect');
+  t.deepEqual((await d.request('GET', '/1.0/probe-start')).json.metadata, ['ready', 'serving', 'socket accepted']);
+  await d.stop();
+});
+
 test('websocket routes hand handlers the parameters their paths fix', async (t) => {
   const d = await startDaemon(fixtureArgs);
   const first = async (url: string) => {
