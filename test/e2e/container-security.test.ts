@@ -6,7 +6,7 @@
  */
 import test from 'ava';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, readFileSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { startWithPool, type Daemon } from '../helpers/daemon.js';
 import { lxc, lxcOk } from '../helpers/clients.js';
@@ -186,10 +186,14 @@ test.serial('instance directories: only the container root may pass (0100), on c
   t.is(mode(path.join(dir, 'logs')), 0o700);
   t.is(mode(path.join(pool(), 'containers')), 0o711);
 
-  // Directories left open (an older version) are closed at boot.
+  // Directories left open by an older version (which did not record the rules it kept) are closed at boot.
+  const rules = path.join(dir, 'instance-directory-rules');
+  t.is(readFileSync(rules, 'utf8'), '1\n', 'the rules the directories were brought to are recorded');
   for (const p of [volume('up'), path.join(pool(), 'containers-snapshots', 'up', 's1'), path.join(dir, 'logs'), path.join(dir, 'containers', 'pv')]) chmodSync(p, 0o755);
+  rmSync(rules);
   await d.stop();
   d = await startWithPool({ dir });
+  t.is(readFileSync(rules, 'utf8'), '1\n');
   t.is(mode(volume('up')), 0o100);
   t.is(owner(volume('up')), root);
   t.is(mode(path.join(pool(), 'containers-snapshots', 'up', 's1')), 0o100);
@@ -197,7 +201,10 @@ test.serial('instance directories: only the container root may pass (0100), on c
   t.is(mode(path.join(dir, 'containers', 'pv')), 0o700);
   // The privileged container kept running through the restart.
   t.regex(await ok(t, 'info', 'pv'), /Status: RUNNING/);
+  // Opened by hand later (boots no longer walk every directory): its start closes it again.
+  chmodSync(volume('up'), 0o755);
   await ok(t, 'start', 'up');
+  t.is(mode(volume('up')), 0o100);
 
   // An instance imported from a backup, snapshots and all, is closed the same way.
   const tarball = path.join(dir, 'up.tar.gz');

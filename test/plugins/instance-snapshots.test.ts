@@ -283,9 +283,10 @@ test.serial('at boot, snapshot storage without a record is removed, recorded sna
     await mustSucceed(d2, 'POST', '/1.0/instances/sw1/snapshots', { name: 'kept' });
     await d2.stop();
     // A crash between a snapshot's storage and its record, for an instance with snapshots and one without;
-    // a recorded snapshot left open by an older version.
+    // a recorded snapshot left open by an older version (which recorded no directory rules).
     for (const ghost of [path.join(snaps('sw1'), 'ghost'), path.join(snaps('sw2'), 'ghost')]) mkdirSync(path.join(ghost, 'rootfs'), { recursive: true });
     chmodSync(path.join(snaps('sw1'), 'kept'), 0o755);
+    rmSync(path.join(dir, 'instance-directory-rules'));
     const d3 = await startDaemon({ plugins: 'edge', dir });
     try {
       t.deepEqual(readdirSync(snaps('sw1')), ['kept']);
