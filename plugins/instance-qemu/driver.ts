@@ -546,8 +546,9 @@ export class QemuDriver implements InstanceDriver {
    */
   async cleanup(known: { project: string; name: string }[]): Promise<void> {
     const root = runRoot(this.opts.dataDir);
-    const owned = new Map(known.map((k) => [this.runDir(k).dir, k]));
     const entries = await readdir(root, { withFileTypes: true }).catch(() => []);
+    // Only when there is something to look at: `known` holds every instance, containers among them.
+    const owned = new Set(entries.length ? known.map((k) => this.runDir(k).dir) : []);
     for (const entry of entries.filter((e) => e.isDirectory()).map((e) => e.name)) {
       const dir = path.join(root, entry);
       const run = RunDir.found(dir);
