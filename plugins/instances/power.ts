@@ -181,44 +181,59 @@ export class PowerControl {
     this.timer = undefined;
   }
 
-  /** At daemon start: adopt running instances, start those marked autostart (or running at the last host shutdown). */
+  /**
+   * At daemon start, once the API is open: adopt running instances, release the devices of those that
+   * stopped while no daemon watched, start those marked autostart (or running at the last host
+   * shutdown). Clients may act on the same instances meanwhile, so each decision is taken again under
+   * the instance's lock on its record as it is then; a first look without the lock passes over the
+   * many that need nothing.
+   */
   async boot(): Promise<void> {
-    const toStart: { handle: InstanceHandle; priority: number; delay: number }[] = [];
-    // It runs beside the opening of the API and its first clients: with thousands of instances whose
-    // handles are cached it would otherwise hold the loop for its whole walk.
+    const toStart: { project: string; name: string; priority: number; delay: number }[] = [];
+    // With thousands of instances whose handles are cached, the walk would otherwise hold the loop throughout.
     const slices = new LoopSlices();
     for (const stored of await this.manager.localRecords()) {
       await slices.between();
-      const handle = await this.manager.handleFor(stored).catch(() => undefined);
-      if (!handle) continue;
-      const status = await this.status(handle).catch(() => 'Error' as const);
-      if (status === 'Running' || status === 'Frozen') {
-        this.watch(handle);
-        await this.manager.deviceRuntime.adopt(handle).catch((err) => this.ctx.log.warn({ err, instance: handle.name }, 'adopting the host devices of a running instance failed'));
-        continue;
-      }
-      // Stopped while no daemon watched: its devices' host-side state is released now.
-      if (Object.keys(handle.record.config).some((k) => /^volatile\.[^.]+\.host_name$/.test(k))) await this.devicesStopped(handle);
-      // Stopped by an evacuation of this member: it starts again when the member is restored.
-      if (handle.record.config['volatile.evacuate.origin']) continue;
-      const autostart = handle.inst.config['boot.autostart'];
-      const wanted = autostart !== undefined && autostart !== '' ? truthy(autostart) : handle.record.config['volatile.last_state.power'] === 'RUNNING';
-      if (wanted) {
-        toStart.push({ handle, priority: Number(handle.inst.config['boot.autostart.priority'] ?? 0), delay: Number(handle.inst.config['boot.autostart.delay'] ?? 0) });
-      } else if (handle.record.ephemeral) {
-        await this.manager.remove(handle).catch((err) => this.ctx.log.warn({ err }, 'ephemeral cleanup failed'));
-      }
+      const seen = await this.manager.handleFor(stored).catch(() => undefined);
+      if (!seen || !(await this.needsBootAction(seen))) continue;
+      const { project, name } = seen;
+      await this.manager.lock.run(`${project}/${name}`, async () => {
+        const handle = await this.manager.load(project, name).catch(() => undefined);
+        if (!handle) return;
+        const status = await this.status(handle).catch(() => 'Error' as const);
+        if (status === 'Running' || status === 'Frozen') {
+          this.watch(handle);
+          await this.manager.deviceRuntime.adopt(handle).catch((err) => this.ctx.log.warn({ err, instance: name }, 'adopting the host devices of a running instance failed'));
+          return;
+        }
+        if (hostSideDevices(handle)) await this.devicesStopped(handle);
+        if (wantedAtBoot(handle)) {
+          toStart.push({ project, name, priority: Number(handle.inst.config['boot.autostart.priority'] ?? 0), delay: Number(handle.inst.config['boot.autostart.delay'] ?? 0) });
+        } else if (handle.record.ephemeral && !handle.record.config['volatile.evacuate.origin']) {
+          await this.manager.remove(handle).catch((err) => this.ctx.log.warn({ err }, 'ephemeral cleanup failed'));
+        }
+      }).catch((err) => this.ctx.log.warn({ err, instance: name }, 'checking an instance at boot failed'));
     }
     toStart.sort((a, b) => b.priority - a.priority);
-    for (const { handle, delay } of toStart) {
-      const key = `${handle.project}/${handle.name}`;
-      // A start edits its record's document (deferred templates): its own copy, read as it starts.
-      await this.manager.lock.run(key, async () => this.start(await this.manager.load(handle.project, handle.name))).catch((err) => {
-        this.ctx.log.error({ err, instance: handle.name }, 'autostart failed');
-        void this.ctx.warnings.raise({ type: 'Instance autostart failure', message: `${handle.name}: ${(err as Error).message}`, project: handle.project, entityUrl: instanceUrl(handle.project, handle.name) });
+    for (const { project, name, delay } of toStart) {
+      await this.manager.lock.run(`${project}/${name}`, async () => {
+        // Started, stopped or changed by a client since the walk: only what is still wanted and stopped.
+        const handle = await this.manager.load(project, name).catch(() => undefined);
+        if (!handle || !wantedAtBoot(handle) || (await this.status(handle)) !== 'Stopped') return;
+        await this.start(handle);
+      }).catch((err) => {
+        this.ctx.log.error({ err, instance: name }, 'autostart failed');
+        void this.ctx.warnings.raise({ type: 'Instance autostart failure', message: `${name}: ${(err as Error).message}`, project, entityUrl: instanceUrl(project, name) });
       });
       if (delay > 0) await new Promise((r) => setTimeout(r, delay * 1000));
     }
+  }
+
+  /** Whether boot() has anything to do for this instance as first seen: most stopped ones need nothing. */
+  private async needsBootAction(handle: InstanceHandle): Promise<boolean> {
+    if (hostSideDevices(handle) || wantedAtBoot(handle) || handle.record.ephemeral) return true;
+    const status = await this.status(handle).catch(() => 'Error' as const);
+    return status === 'Running' || status === 'Frozen';
   }
 
   /**
@@ -242,4 +257,19 @@ export class PowerControl {
       }));
     }
   }
+}
+
+/** Device state on the host side (a NIC's host name): released when the instance is found stopped. */
+function hostSideDevices(handle: InstanceHandle): boolean {
+  return Object.keys(handle.record.config).some((k) => /^volatile\.[^.]+\.host_name$/.test(k));
+}
+
+/**
+ * Started at boot: `boot.autostart` when set, else whether it ran at the last host shutdown. Not one an
+ * evacuation of this member stopped: it starts again when the member is restored.
+ */
+function wantedAtBoot(handle: InstanceHandle): boolean {
+  if (handle.record.config['volatile.evacuate.origin']) return false;
+  const autostart = handle.inst.config['boot.autostart'];
+  return autostart !== undefined && autostart !== '' ? truthy(autostart) : handle.record.config['volatile.last_state.power'] === 'RUNNING';
 }

@@ -74,3 +74,32 @@ test.serial('host shutdown stops by boot.stop.priority (container_stop_priority,
   for (const name of ['first', 'second', 'was-running', 'late']) await call(d, 'PUT', `/1.0/instances/${name}/state`, { action: 'stop', force: true });
   await d.stop();
 });
+
+test.serial('autostart runs beside the open API: what a client changes during an earlier start\'s delay is left as the client left it', async (t) => {
+  const own = mkdtempSync(path.join(tmpdir(), 'corral-boot-race-'));
+  let d = await startWithPool({ dir: own });
+  try {
+    const fingerprint = await importImage(d, image.unified, 'bb');
+    const create = (name: string, config: Record<string, string>) => call(d, 'POST', '/1.0/instances', { name, config, source: { type: 'image', fingerprint } });
+    await create('lead', { 'boot.autostart': 'true', 'boot.autostart.priority': '10', 'boot.autostart.delay': '4' });
+    await create('opted', { 'boot.autostart': 'true' });
+    await create('manual', { 'boot.autostart': 'true' });
+    await d.stop();
+    d = await startDaemon({ plugins: 'edge', dir: own });
+    await waitFor(async () => (await status(d, 'lead')) === 'Running', 20000, 'the first autostart');
+    // Within lead's delay: one opted out, the other started by hand.
+    await call(d, 'PATCH', '/1.0/instances/opted', { config: { 'boot.autostart': 'false' } });
+    await call(d, 'PUT', '/1.0/instances/manual/state', { action: 'start' });
+    const pid = (await call(d, 'GET', '/1.0/instances/manual/state')).pid;
+    await new Promise((r) => setTimeout(r, 5000));
+    t.is(await status(d, 'opted'), 'Stopped', 'opted out before its turn: not started');
+    t.is((await call(d, 'GET', '/1.0/instances/manual/state')).pid, pid, 'started by hand before its turn: left running, not started again');
+    const warnings = (await call(d, 'GET', '/1.0/warnings?recursion=1')) as { type: string }[];
+    t.false(warnings.some((w) => w.type === 'Instance autostart failure'), 'no autostart failed');
+    for (const name of ['lead', 'manual']) await call(d, 'PUT', `/1.0/instances/${name}/state`, { action: 'stop', force: true });
+  } finally {
+    await d.stop();
+    killContainers(own);
+    rmSync(own, { recursive: true, force: true });
+  }
+});
