@@ -31,6 +31,11 @@ const RUNNING = Number(process.env.BENCH_SCALE_RUNNING ?? 1000);
 const REPS = Number(process.env.BENCH_SCALE_REPS ?? 5);
 /** When the daemon's RSS is read again once idle. */
 const SETTLED_AFTER_MS = 15_000;
+/**
+ * Then a poll of `GET /1.0` every 5 ms for this long at the largest size (0: none): past a minute, so
+ * that the daemon's once-a-minute work over every instance (the snapshot schedule) falls inside it.
+ */
+const IDLE_POLL_MS = Number(process.env.BENCH_SCALE_IDLE_POLL_SECONDS ?? 65) * 1000;
 const CONCURRENCY = 16;
 const PROJECT = 'x3run';
 const run = promisify(execFile);
@@ -54,6 +59,20 @@ export function fetchRaw(agent: http.Agent, socketPath: string, url: string, met
     req.on('error', reject);
     req.end(payload);
   });
+}
+
+/** `GET /1.0` in a loop with 5 ms between answers: what an operator's poll waits while the daemon has nothing else to do. */
+async function pollWhileIdle(agent: http.Agent, socketPath: string, forMs: number): Promise<{ p50: number; p99: number; max: number; count: number }> {
+  const times: number[] = [];
+  const until = performance.now() + forMs;
+  while (performance.now() < until) {
+    const t0 = performance.now();
+    await fetchRaw(agent, socketPath, '/1.0');
+    times.push(performance.now() - t0);
+    await sleep(5);
+  }
+  times.sort((a, b) => a - b);
+  return { p50: median(times), p99: times[Math.floor(times.length * 0.99)]!, max: times.at(-1)!, count: times.length };
 }
 
 /** The floor for a GET: a bare node server on a unix socket that answers `body` to anything. */
@@ -184,6 +203,11 @@ export async function scaleScenarios(rows: Row[], results: Record<string, unknow
         await sleep(SETTLED_AFTER_MS);
         figures.rss_settled_mib = rssMiB(d.child.pid!);
         rows.push({ scenario: `scale ${size}: daemon RSS ${SETTLED_AFTER_MS / 1000} s after the last request`, value: `${figures.rss_settled_mib.toFixed(1)} MiB` });
+        if (IDLE_POLL_MS > 0) {
+          const polled = await pollWhileIdle(agent, d.socket, IDLE_POLL_MS);
+          Object.assign(figures, { idle_get_p99: polled.p99, idle_get_max: polled.max });
+          rows.push({ scenario: `scale ${size}: GET /1.0 every 5 ms for ${IDLE_POLL_MS / 1000} s idle (a stall shows as the max)`, value: `p50 ${polled.p50.toFixed(2)} ms, p99 ${polled.p99.toFixed(2)} ms, max ${polled.max.toFixed(0)} ms (${polled.count})` });
+        }
       }
       perSize[size] = figures;
     }

@@ -191,6 +191,15 @@ export class InstanceManager implements InstanceAccess {
   }
 
   /**
+   * A handle to read only, kept with its record's document while that document lives (see
+   * ListingViews): for walks over every instance (listings, the snapshot schedule, the boot), which
+   * would otherwise build thousands of handles each time. In a cluster every read is a new document.
+   */
+  readHandle(stored: StoredDoc<InstanceRecord>): Promise<InstanceHandle> {
+    return this.ctx.cluster.enabled ? this.handleFor(stored) : this.views.handle(stored, () => this.handleFor(stored));
+  }
+
+  /**
    * Where an instance's volume lives: fixed by its pool, type, project and name (a rename or move is
    * another key), so asked of the storage family once. Each answer there reads and parses the pool's
    * record: 10,000 times at a boot or at the first listing of 10,000 instances. Pool changes empty it.

@@ -194,7 +194,7 @@ export class PowerControl {
     const slices = new LoopSlices();
     for (const stored of await this.manager.localRecords()) {
       await slices.between();
-      const seen = await this.manager.handleFor(stored).catch(() => undefined);
+      const seen = await this.manager.readHandle(stored).catch(() => undefined);
       if (!seen || !(await this.needsBootAction(seen))) continue;
       const { project, name } = seen;
       await this.manager.lock.run(`${project}/${name}`, async () => {

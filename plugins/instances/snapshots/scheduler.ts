@@ -10,6 +10,7 @@ import type { FamilyHooks } from '../hooks.js';
 import type { SnapshotManager } from './manager.js';
 import { hasExpiry } from './record.js';
 import { parseSchedule } from '../../../sdk/lib/snapshots/schedule.js';
+import { LoopSlices } from '../../../sdk/lib/loop-slices/index.js';
 
 const MINUTE_MS = 60_000;
 
@@ -70,8 +71,11 @@ export class SnapshotScheduler {
 
   private async takeDue(now: Date): Promise<void> {
     const due: InstanceHandle[] = [];
+    // Every minute, over every instance: kept handles, and the loop given a turn now and then.
+    const slices = new LoopSlices();
     for (const stored of await this.manager.localRecords()) {
-      const handle = await this.manager.handleFor(stored);
+      await slices.between();
+      const handle = await this.manager.readHandle(stored);
       const schedule = this.schedule(handle);
       if (!schedule || !schedule.matches(now)) continue;
       if (!truthy(handle.inst.config['snapshots.schedule.stopped']) && (await handle.driver.status(handle.inst)) === 'Stopped') continue;
