@@ -200,13 +200,14 @@ export class PowerControl {
       const seen = await this.manager.readHandle(stored).catch(() => undefined);
       if (!seen || !(await this.needsBootAction(seen))) continue;
       const { project, name } = seen;
+      let running: InstanceHandle | undefined;
       await this.manager.lock.run(`${project}/${name}`, async () => {
         const handle = await this.manager.load(project, name).catch(() => undefined);
         if (!handle) return;
         const status = await this.status(handle).catch(() => 'Error' as const);
         if (status === 'Running' || status === 'Frozen') {
           this.watch(handle);
-          await this.manager.deviceRuntime.adopt(handle).catch((err) => this.ctx.log.warn({ err, instance: name }, 'adopting the host devices of a running instance failed'));
+          running = handle;
           return;
         }
         if (hostSideDevices(handle)) await this.devicesStopped(handle);
@@ -216,6 +217,8 @@ export class PowerControl {
           await this.manager.remove(handle).catch((err) => this.ctx.log.warn({ err }, 'ephemeral cleanup failed'));
         }
       }).catch((err) => this.ctx.log.warn({ err, instance: name }, 'checking an instance at boot failed'));
+      // Outside the lock: following a host device plugs it under the instance's lock.
+      if (running) await this.manager.deviceRuntime.adopt(running).catch((err) => this.ctx.log.warn({ err, instance: name }, 'adopting the host devices of a running instance failed'));
     }
     toStart.sort((a, b) => b.priority - a.priority);
     for (const { project, name, delay } of toStart) {
