@@ -4,7 +4,7 @@
  * The directory (not the socket) is mounted so that a restarted daemon can make a new socket in
  * it that the running container reaches at once.
  */
-import { chmodSync, existsSync, mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import { readdir, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { truthy, type DeviceMount, type InstancesService, type InstanceSubject, type InstanceSummary, type PluginContext } from '../../sdk/index.js';

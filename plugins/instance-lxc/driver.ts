@@ -3,7 +3,7 @@
  * tools, daemonized (`lxc-start -d`) so that they outlive the daemon. Nothing here depends on
  * memory a restart loses: what runs is read back from the monitor pid files and /proc.
  */
-import { existsSync, readdirSync, readFileSync, statSync, type Stats } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { chmod, mkdir, open, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { totalmem } from 'node:os';
 import path from 'node:path';
@@ -37,7 +37,7 @@ import { runTool } from './tool.js';
 import { refuseShift } from './shift-protection.js';
 import { checkHugepages, HUGEPAGE_KEYS, HUGEPAGE_PREFIX, hugepageLimit, hugepagesUnsupported, setHugepages } from './hugepages.js';
 import { checkKernelLimit, KERNEL_LIMIT_PREFIX } from './kernel-limits.js';
-import { lockInstanceDir, rootOwner } from './instance-dir.js';
+import { lockInstanceDir, rootOwner, statInPlace } from './instance-dir.js';
 import { checkSyscallConfig, interceptionPolicy, intercepts, seccompProfile } from './seccomp-profile.js';
 import { SyscallInterceptor } from './syscall-intercept.js';
 import { realtimeBudget } from './realtime-budget.js';
@@ -845,15 +845,9 @@ export class LxcDriver implements InstanceDriver {
 const LXCPATH_MODE = 0o711;
 const CONTAINER_DIR_MODE = 0o700;
 
-/** Read in place, as `lockInstanceDir` reads: a boot checks every container's directory (one await each took ~0.2 ms). */
 async function setMode(dir: string, mode: number): Promise<void> {
-  let st: Stats;
-  try {
-    st = statSync(dir);
-  } catch {
-    return;
-  }
-  if (st.isDirectory() && (st.mode & 0o7777) !== mode) await chmod(dir, mode);
+  const st = statInPlace(dir);
+  if (st?.isDirectory() && (st.mode & 0o7777) !== mode) await chmod(dir, mode);
 }
 
 function fileSize(file: string): number {

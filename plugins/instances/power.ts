@@ -211,9 +211,10 @@ export class PowerControl {
           return;
         }
         if (hostSideDevices(handle)) await this.devicesStopped(handle);
+        if (evacuatedHere(handle)) return;
         if (wantedAtBoot(handle)) {
           toStart.push({ project, name, priority: Number(handle.inst.config['boot.autostart.priority'] ?? 0), delay: Number(handle.inst.config['boot.autostart.delay'] ?? 0) });
-        } else if (handle.record.ephemeral && !handle.record.config['volatile.evacuate.origin']) {
+        } else if (handle.record.ephemeral) {
           await this.manager.remove(handle).catch((err) => this.ctx.log.warn({ err }, 'ephemeral cleanup failed'));
         }
       }).catch((err) => this.ctx.log.warn({ err, instance: name }, 'checking an instance at boot failed'));
@@ -270,12 +271,14 @@ function hostSideDevices(handle: InstanceHandle): boolean {
   return Object.keys(handle.record.config).some((k) => /^volatile\.[^.]+\.host_name$/.test(k));
 }
 
-/**
- * Started at boot: `boot.autostart` when set, else whether it ran at the last host shutdown. Not one an
- * evacuation of this member stopped: it starts again when the member is restored.
- */
+/** Stopped by an evacuation of this member: it starts again when the member is restored, and is kept until then. */
+function evacuatedHere(handle: InstanceHandle): boolean {
+  return !!handle.record.config['volatile.evacuate.origin'];
+}
+
+/** Started at boot: `boot.autostart` when set, else whether it ran at the last host shutdown (not one evacuated). */
 function wantedAtBoot(handle: InstanceHandle): boolean {
-  if (handle.record.config['volatile.evacuate.origin']) return false;
+  if (evacuatedHere(handle)) return false;
   const autostart = handle.inst.config['boot.autostart'];
   return autostart !== undefined && autostart !== '' ? truthy(autostart) : handle.record.config['volatile.last_state.power'] === 'RUNNING';
 }

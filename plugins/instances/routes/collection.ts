@@ -59,7 +59,7 @@ export function collectionRoutes(ctx: PluginContext, manager: InstanceManager, p
           || (children && manager.views.fullNow(s, children)) || render(s, recursion));
         async function render(s: (typeof stored)[number], recursion: 1 | 2) {
           const elsewhere = remote !== undefined && remoteLocation(ctx.cluster, s.doc) !== undefined;
-          const handle = ctx.cluster.enabled ? await manager.handleFor(s, { elsewhere }) : await manager.views.handle(s, () => manager.handleFor(s));
+          const handle = ctx.cluster.enabled ? await manager.handleFor(s, { elsewhere }) : await manager.readHandle(s);
           const told = elsewhere ? (await remote).get(runtimeKey(s.project, s.name)) : undefined;
           if (recursion === 2) {
             const state = elsewhere ? (told?.state as Awaited<ReturnType<typeof stateView>> | undefined) ?? UNREACHABLE_STATE : undefined;
