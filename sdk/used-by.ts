@@ -33,11 +33,39 @@ export function createUsedByRegistry(): UsedByRegistry {
       providers.push(provider);
     },
     async collect(project, name, memo = new UsedByMemo()) {
-      const lists = await Promise.all(providers.map((p) => p(project, name, memo)));
+      const lists = (await Promise.all(providers.map((p) => p(project, name, memo)))).filter((list) => list.length > 0);
+      // Answers already in order and without repeats (the instances, in their records' order) are merged as they
+      // are: a set and a sort of every URL cost ~1 MB a request at 10,000 instances.
+      if (lists.every(strictlyAscending)) return lists.reduce(mergeAscending, []);
       return [...new Set(lists.flat())].sort();
     },
   };
 }
+/** Whether each string sorts after the one before it, as `Array.prototype.sort` orders them. */
+function strictlyAscending(list: readonly string[]): boolean {
+  for (let i = 1; i < list.length; i++) if (!(list[i - 1]! < list[i]!)) return false;
+  return true;
+}
+
+/** Two strictly ascending lists as one, each string once. */
+function mergeAscending(a: readonly string[], b: readonly string[]): string[] {
+  if (a.length === 0) return b as string[];
+  const out: string[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length && j < b.length) {
+    if (a[i]! < b[j]!) out.push(a[i++]!);
+    else if (b[j]! < a[i]!) out.push(b[j++]!);
+    else {
+      out.push(a[i++]!);
+      j++;
+    }
+  }
+  while (i < a.length) out.push(a[i++]!);
+  while (j < b.length) out.push(b[j++]!);
+  return out;
+}
+
 /** A resource URL as used_by lists carry it: `?project=` only outside the default project. */
 export function resourceUrl(path: string, project: string): string {
   return project === 'default' ? path : `${path}?project=${encodeURIComponent(project)}`;

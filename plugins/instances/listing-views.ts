@@ -46,9 +46,15 @@ export class ListingViews {
     return handle;
   }
 
-  async summary(stored: StoredDoc<InstanceRecord>, make: () => Promise<InstanceSummary>): Promise<Readonly<InstanceSummary>> {
+  /** The kept summary of `stored`, if it still holds: a listing of thousands then waits only for the missing ones. */
+  summaryNow(stored: StoredDoc<InstanceRecord>): Readonly<InstanceSummary> | undefined {
     const kept = this.summaries.get(stored);
-    if (kept && kept.generation === this.generation) return kept.summary;
+    return kept && kept.generation === this.generation ? kept.summary : undefined;
+  }
+
+  async summary(stored: StoredDoc<InstanceRecord>, make: () => Promise<InstanceSummary>): Promise<Readonly<InstanceSummary>> {
+    const kept = this.summaryNow(stored);
+    if (kept) return kept;
     const generation = this.generation;
     const summary = Object.freeze(await make());
     if (generation === this.generation) this.summaries.set(stored, { generation, summary });

@@ -24,6 +24,8 @@ export class RecordIndex {
   private docs = new Map<string, StoredDoc<InstanceRecord>>();
   /** `docs` in the store's order (project, name), rebuilt after a change. */
   private sorted?: StoredDoc<InstanceRecord>[];
+  /** `sorted` split by project, made when a project is first asked for after a change. */
+  private byProject = new Map<string, StoredDoc<InstanceRecord>[]>();
   private filled = false;
   /** Keys changed since they were last read. */
   private readonly marked = new Map<string, { project: string; name: string }>();
@@ -54,8 +56,18 @@ export class RecordIndex {
       return this.records.list(project);
     }
     await this.current();
-    const all = (this.sorted ??= [...this.docs.values()].sort(byProjectAndName));
-    return project === undefined ? [...all] : all.filter((doc) => doc.project === project);
+    if (!this.sorted) {
+      this.sorted = [...this.docs.values()].sort(byProjectAndName);
+      this.byProject = new Map();
+    }
+    if (project === undefined) return [...this.sorted];
+    let mine = this.byProject.get(project);
+    if (!mine) {
+      mine = this.sorted.filter((doc) => doc.project === project);
+      this.byProject.set(project, mine);
+    }
+    // A copy of the kept one: a filter of 10,000 documents at every request grew its array step by step.
+    return [...mine];
   }
 
   /**
