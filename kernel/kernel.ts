@@ -138,7 +138,7 @@ export class Kernel {
       level: opts.logLevel,
       sink: (record) => this.forwardLog(record),
     }));
-    this.hostTools = opts.hostTools ?? createHostTools(this.log.child({ component: 'host-tools' }));
+    this.hostTools = opts.hostTools ?? createHostTools(this.log.child({ component: 'host-tools' }), { answersFile: path.join(opts.dataDir, 'host-tool-answers.json') });
     for (const { ref, impl } of opts.serviceOverrides ?? []) this.services.override(ref, impl);
     this.operations = new OperationManager(this.events, () => this.cluster.serverName, this.changes);
     this.clusterTraffic = new ClusterTraffic(this.cluster, this.events, () => this.certificate, this.log);

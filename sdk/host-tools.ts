@@ -23,6 +23,11 @@ export interface RunResult {
   exitCode: number;
 }
 
+export interface RememberedRunOptions extends RunOptions {
+  /** Files besides the binary the answer depends on (a shared library the tool reports the version of). */
+  dependsOn?: string[];
+}
+
 export interface SpawnOptions {
   cwd?: string;
   /** The whole environment of the child (default: the daemon's). */
@@ -60,6 +65,19 @@ export interface HostTools {
   launch?(command: string, args: string[], opts?: SpawnOptions): Promise<HostProcess>;
   /** Full path of a binary on PATH, or undefined. */
   which(command: string): Promise<string | undefined>;
+  /**
+   * As run, for a command whose answer depends only on files (its binary, `dependsOn`), such as a
+   * `--version` probe at boot: a successful answer is kept in the data directory and given again, without
+   * running the tool, while none of those files changed (since SDK 2.17). Use runRemembered() below.
+   */
+  runRemembered?(command: string, args: string[], opts?: RememberedRunOptions): Promise<RunResult>;
+}
+
+/** `tools.runRemembered` where the host tools have it, else a plain run. */
+export function runRemembered(tools: HostTools, command: string, args: string[], opts: RememberedRunOptions = {}): Promise<RunResult> {
+  if (tools.runRemembered) return tools.runRemembered(command, args, opts);
+  const { dependsOn: _files, ...runOpts } = opts;
+  return tools.run(command, args, runOpts);
 }
 
 export class HostToolError extends ApiError {

@@ -5,13 +5,16 @@ import type Logger from 'bunyan';
 import { HostToolError, type HostTools, type RunOptions, type RunResult } from '../../sdk/index.js';
 import { launchHostProcess, spawnHostProcess, withDeathSignal } from './spawn.js';
 import { runCommand } from './run-command.js';
+import { RememberedAnswers } from './remembered-answers.js';
 
 const DEFAULT_TIMEOUT_MS = 60_000;
 
 /** `setpriv` (util-linux) sets the parent-death signal and then becomes the command. */
 
-export function createHostTools(log: Logger): HostTools {
-  return {
+/** `answersFile`: where runRemembered keeps its answers (in memory only without one). */
+export function createHostTools(log: Logger, options: { answersFile?: string } = {}): HostTools {
+  const answers = new RememberedAnswers(options.answersFile);
+  const tools: HostTools = {
     async run(command: string, args: string[], opts: RunOptions = {}): Promise<RunResult> {
       const started = Date.now();
       const [file, argv] = withDeathSignal(command, args, opts.endWithDaemon);
@@ -35,7 +38,22 @@ export function createHostTools(log: Logger): HostTools {
       return launchHostProcess(command, args, opts);
     },
     which: findOnPath,
+    async runRemembered(command, args, opts = {}) {
+      const { dependsOn = [], ...runOpts } = opts;
+      const binary = command.includes('/') ? command : await findOnPath(command);
+      const files = binary === undefined ? undefined : answers.identities([binary, ...dependsOn]);
+      const key = [command, ...args].join('\0');
+      const kept = files && answers.get(key, files);
+      if (kept) {
+        log.debug({ command, args }, 'host tool answer remembered');
+        return kept;
+      }
+      const result = await tools.run(command, args, runOpts);
+      if (files && result.exitCode === 0) answers.set(key, files, result);
+      return result;
+    },
   };
+  return tools;
 }
 
 /**

@@ -3,9 +3,10 @@
  * the liblxc API extensions the reference reports as `lxc_features` (looked up in the installed
  * library's own list of extension names), and whether containers can run here at all.
  */
+import { existsSync } from 'node:fs';
 import { access, readFile } from 'node:fs/promises';
 import { arch } from 'node:os';
-import type { HostTools } from '../../sdk/index.js';
+import { runRemembered, type HostTools } from '../../sdk/index.js';
 import type { CgroupHost } from './cgroups.js';
 
 /** The liblxc extensions the reference lists under environment.lxc_features. */
@@ -51,21 +52,15 @@ export function featuresOf(library: Buffer): Record<string, string> {
   return out;
 }
 
-async function readLiblxc(): Promise<Buffer | undefined> {
-  for (const candidate of liblxcCandidates()) {
-    const data = await readFile(candidate).catch(() => undefined);
-    if (data) return data;
-  }
-  return undefined;
-}
-
 export async function probeLxc(hostTools: HostTools, cgroups: CgroupHost): Promise<LxcProbe> {
   const notOperational = (reason: string, version = ''): LxcProbe => ({ operational: false, reason, version, features: {} });
+  const libraryFile = liblxcCandidates().find((candidate) => existsSync(candidate));
   // The library is read while lxc-start runs: both are on every boot's way to a serving socket.
-  const reading = readLiblxc();
+  const reading = libraryFile === undefined ? Promise.resolve(undefined) : readFile(libraryFile).catch(() => undefined);
   let version = '';
   try {
-    version = (await hostTools.run('lxc-start', ['--version'], { timeoutMs: 10_000 })).stdout.trim();
+    // The version is liblxc's: the answer holds while neither the tool nor the library changed.
+    version = (await runRemembered(hostTools, 'lxc-start', ['--version'], { timeoutMs: 10_000, dependsOn: libraryFile === undefined ? [] : [libraryFile] })).stdout.trim();
   } catch (err) {
     return notOperational(`lxc-start does not run: ${(err as Error).message}`);
   }

@@ -8,7 +8,7 @@ import { constants } from 'node:fs';
 import { access, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { release } from 'node:os';
 import path from 'node:path';
-import type { HostTools } from '../../sdk/index.js';
+import { runRemembered, type HostTools } from '../../sdk/index.js';
 
 export const QEMU = 'qemu-system-x86_64';
 export type Accelerator = 'kvm' | 'tcg';
@@ -24,7 +24,7 @@ const PROBE_DEADLINE_MS = 8_000;
 
 export async function probeQemu(hostTools: HostTools): Promise<QemuProbe> {
   try {
-    const out = (await hostTools.run(QEMU, ['--version'], { timeoutMs: 10_000 })).stdout;
+    const out = (await runRemembered(hostTools, QEMU, ['--version'], { timeoutMs: 10_000 })).stdout;
     const version = /version (\S+)/.exec(out)?.[1] ?? out.split('\n')[0]!.trim();
     return { operational: true, version };
   } catch (err) {

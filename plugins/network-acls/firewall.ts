@@ -123,7 +123,8 @@ export class AclFirewall extends NftTable {
   /** Write the table from what `state` answers when the write's turn comes (writes never interleave). */
   apply(state: () => Promise<BridgeAcls[]>): Promise<void> {
     return this.serial(async () => {
-      const r = await this.batch(aclScript(this.name, await state()));
+      const bridges = await state();
+      const r = await this.replace(aclScript(this.name, bridges), bridges.length === 0);
       if (!r.ok) throw new Error(`nftables refused the ACL rules: ${r.stderr}`);
     });
   }

@@ -67,7 +67,8 @@ export class ForwardFirewall extends NftTable {
   /** Write the table for these forwards; writes never interleave. */
   apply(forwards: () => Promise<ForwardRecord[]>): Promise<void> {
     return this.serial(async () => {
-      const r = await this.batch(forwardScript(this.name, await forwards()));
+      const records = await forwards();
+      const r = await this.replace(forwardScript(this.name, records), records.length === 0);
       if (!r.ok) throw new Error(`nftables refused the forward rules: ${r.stderr}`);
     });
   }

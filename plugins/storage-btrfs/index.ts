@@ -1,5 +1,5 @@
 /** The btrfs storage driver plugin: registers BtrfsDriver with the storage family. */
-import { definePlugin, StorageExtensionPointRef, StorageServiceRef } from '../../sdk/index.js';
+import { definePlugin, runRemembered, StorageExtensionPointRef, StorageServiceRef } from '../../sdk/index.js';
 import { BtrfsDriver } from './driver.js';
 
 export default definePlugin({
@@ -14,7 +14,7 @@ export default definePlugin({
     // `btrfs version` says "btrfs-progs v6.2": the reference shows the bare version.
     const storage = ctx.services.get(StorageServiceRef)!;
     const driver = storage.driver('btrfs') as BtrfsDriver | undefined;
-    const res = await ctx.hostTools.run('btrfs', ['version'], { allowFailure: true });
+    const res = await runRemembered(ctx.hostTools, 'btrfs', ['version'], { allowFailure: true });
     const match = /v?(\d+(\.\d+)+)/.exec(res.stdout);
     if (driver && match) driver.version = match[1]!;
   },

@@ -1,3 +1,6 @@
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import test from 'ava';
 import bunyan from 'bunyan';
 import { createHostTools } from '../../kernel/host-tools/host-tools.js';
@@ -74,4 +77,53 @@ test('endWithDaemon children die with the daemon, others outlive it', async (t) 
   } finally {
     try { process.kill(pids.free, 'SIGKILL'); } catch { /* gone */ }
   }
+});
+
+test('runRemembered gives a kept answer across restarts while the binary and its dependencies are unchanged', async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'corral-remembered-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const tool = path.join(dir, 'probe-tool');
+  const library = path.join(dir, 'libprobe.so');
+  const runs = path.join(dir, 'runs');
+  const answersFile = path.join(dir, 'answers.json');
+  writeFileSync(library, 'one');
+  writeFileSync(tool, `#!/bin/sh\necho run >> ${runs}\ncat ${library}\n[ "$1" = fail ] && exit 3\nexit 0\n`, { mode: 0o755 });
+  const count = () => (existsSync(runs) ? readFileSync(runs, 'utf8').split('\n').filter(Boolean).length : 0);
+  // A new HostTools on the same file stands for a restarted daemon.
+  const boot = () => createHostTools(log, { answersFile });
+
+  t.is((await boot().runRemembered!(tool, ['--version'], { dependsOn: [library] })).stdout, 'one');
+  t.is(count(), 1);
+  t.is((await boot().runRemembered!(tool, ['--version'], { dependsOn: [library] })).stdout, 'one');
+  t.is(count(), 1, 'the kept answer was given without running the tool');
+  // Other arguments are another answer.
+  await boot().runRemembered!(tool, ['-v'], { dependsOn: [library] });
+  t.is(count(), 2);
+
+  // The library is replaced (a package upgrade writes a new file): the tool runs again.
+  writeFileSync(`${library}.new`, 'two');
+  renameSync(`${library}.new`, library);
+  t.is((await boot().runRemembered!(tool, ['--version'], { dependsOn: [library] })).stdout, 'two');
+  t.is(count(), 3);
+  // The binary rewritten in place (same size): its change time moved.
+  await new Promise((r) => setTimeout(r, 20));
+  writeFileSync(tool, readFileSync(tool));
+  await boot().runRemembered!(tool, ['--version'], { dependsOn: [library] });
+  t.is(count(), 4);
+  await boot().runRemembered!(tool, ['--version'], { dependsOn: [library] });
+  t.is(count(), 4);
+
+  // A failure is not kept, nor an answer whose dependency is missing.
+  t.is((await boot().runRemembered!(tool, ['fail'], { allowFailure: true })).exitCode, 3);
+  await boot().runRemembered!(tool, ['fail'], { allowFailure: true });
+  t.is(count(), 6);
+  await boot().runRemembered!(tool, ['--version'], { dependsOn: [path.join(dir, 'absent')] });
+  await boot().runRemembered!(tool, ['--version'], { dependsOn: [path.join(dir, 'absent')] });
+  t.is(count(), 8);
+
+  // A damaged answers file is read as none.
+  writeFileSync(answersFile, '{"broken');
+  t.is((await boot().runRemembered!(tool, ['--version'], { dependsOn: [library] })).stdout, 'two');
+  t.is(count(), 9);
+  t.truthy(JSON.parse(readFileSync(answersFile, 'utf8')));
 });

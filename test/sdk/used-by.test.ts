@@ -9,6 +9,21 @@ test('answers are merged, sorted and without duplicates', async (t) => {
   t.deepEqual(await usedBy.collect('default', 'x'), ['/1.0/a/x', '/1.0/b/x']);
 });
 
+test('answers already in order are merged as they are; a repeat or an unordered answer is sorted as before', async (t) => {
+  const usedBy = createUsedByRegistry();
+  usedBy.add(() => ['/1.0/instances/a', '/1.0/instances/c', '/1.0/instances/e']);
+  usedBy.add(() => []);
+  usedBy.add(() => ['/1.0/instances/b', '/1.0/instances/c', '/1.0/profiles/default']);
+  t.deepEqual(await usedBy.collect('default', 'x'), ['/1.0/instances/a', '/1.0/instances/b', '/1.0/instances/c', '/1.0/instances/e', '/1.0/profiles/default']);
+  const unordered = createUsedByRegistry();
+  unordered.add(() => ['/1.0/instances/b', '/1.0/instances/a']);
+  unordered.add(() => ['/1.0/instances/a', '/1.0/instances/a']);
+  t.deepEqual(await unordered.collect('default', 'x'), ['/1.0/instances/a', '/1.0/instances/b']);
+  const single = createUsedByRegistry();
+  single.add(() => ['/1.0/instances/a', '/1.0/instances/a']);
+  t.deepEqual(await single.collect('default', 'x'), ['/1.0/instances/a']);
+});
+
 test('a memo passed to every collect of a listing runs the shared work once; without one each collect runs it', async (t) => {
   const usedBy = createUsedByRegistry();
   let listings = 0;
