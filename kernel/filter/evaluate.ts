@@ -4,26 +4,49 @@ import { valueMatcher } from './pattern.js';
 
 const snake = (name: string) => name.replace(/([a-z0-9])([A-Z])/g, '$1_$2').toLowerCase();
 
-function findKey(obj: Record<string, unknown>, wanted: string): string | undefined {
-  if (Object.prototype.hasOwnProperty.call(obj, wanted)) return wanted;
-  const lower = wanted.toLowerCase();
-  const snaked = snake(wanted);
-  return Object.keys(obj).find((k) => k.toLowerCase() === lower || k === snaked);
+/** A key a field path may name at one level, with the spellings it also answers to. */
+interface KeyStep {
+  exact: string;
+  lower: string;
+  snaked: string;
+  /** Where the rest of the path starts. */
+  next: number;
 }
 
-/** Resolve a dotted path; map keys may themselves contain dots (`config.image.os`), so the longest key wins. */
-function resolve(value: unknown, segments: string[]): unknown {
-  if (segments.length === 0) return value;
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
-  const obj = value as Record<string, unknown>;
-  for (let n = segments.length; n >= 1; n--) {
-    const key = findKey(obj, segments.slice(0, n).join('.'));
-    if (key !== undefined) {
-      const found = resolve(obj[key], segments.slice(n));
-      if (found !== undefined || n === segments.length) return found;
+function findKey(obj: Record<string, unknown>, step: KeyStep): string | undefined {
+  if (Object.prototype.hasOwnProperty.call(obj, step.exact)) return step.exact;
+  return Object.keys(obj).find((k) => k.toLowerCase() === step.lower || k === step.snaked);
+}
+
+/**
+ * A dotted path compiled once per filter: map keys may themselves contain dots (`config.image.os`), so at
+ * each level the longest key wins. Every key each level may try is joined here, not once per object (that
+ * was quadratic in the path's length for every object listed).
+ */
+function pathResolver(segments: string[]): (value: unknown) => unknown {
+  // steps[i]: the keys to try when the rest of the path starts at segment i, longest first.
+  const steps: KeyStep[][] = segments.map((_, i) => {
+    const out: KeyStep[] = [];
+    for (let next = segments.length; next > i; next--) {
+      const exact = segments.slice(i, next).join('.');
+      out.push({ exact, lower: exact.toLowerCase(), snaked: snake(exact), next });
     }
-  }
-  return undefined;
+    return out;
+  });
+  const resolveFrom = (value: unknown, i: number): unknown => {
+    if (i === segments.length) return value;
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
+    const obj = value as Record<string, unknown>;
+    for (const step of steps[i]!) {
+      const key = findKey(obj, step);
+      if (key !== undefined) {
+        const found = resolveFrom(obj[key], step.next);
+        if (found !== undefined || step.next === segments.length) return found;
+      }
+    }
+    return undefined;
+  };
+  return (value) => resolveFrom(value, 0);
 }
 
 function asText(value: unknown): string | undefined {
@@ -41,9 +64,9 @@ export function compileFilter(expr: FilterExpr): CompiledFilter {
   switch (expr.kind) {
     case 'clause': {
       const match = valueMatcher(expr.value);
-      const path = expr.field.split('.');
+      const resolve = pathResolver(expr.field.split('.'));
       const eq = (obj: unknown) => {
-        const text = asText(resolve(obj, path));
+        const text = asText(resolve(obj));
         return text !== undefined && match(text);
       };
       return expr.op === 'eq' ? eq : (obj) => !eq(obj);

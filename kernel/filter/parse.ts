@@ -71,6 +71,16 @@ function unquotedValue(input: string, start: number, tokens: Token[]): number {
   return end;
 }
 
+/**
+ * Bounds a client's filter is held to. A field of thousands of segments cost seconds per object listed, and
+ * thousands of nested groups overflowed the parser's stack; real fields have a handful of segments, real
+ * filters a few levels and comparisons.
+ */
+export const MAX_FIELD_SEGMENTS = 32;
+export const MAX_NESTING = 64;
+/** Each clause is tested against every object listed: 128 of them over 10,000 instances is already ~1 s. */
+export const MAX_CLAUSES = 128;
+
 const keyword = (t: Token | undefined, ...words: string[]) => t !== undefined && !t.quoted && words.includes(t.text.toLowerCase());
 
 export function parseFilter(input: string): FilterExpr {
@@ -91,23 +101,37 @@ export function parseFilter(input: string): FilterExpr {
   };
 
   // term := 'not' term | '(' sequence ')' | field ('eq' | 'ne') value
+  let depth = 0;
+  const nested = <T>(t: Token, inner: () => T): T => {
+    if (++depth > MAX_NESTING) throw new FilterSyntaxError(`Nested too deeply at position ${t.pos} (at most ${MAX_NESTING} levels of "not" and parentheses)`);
+    const out = inner();
+    depth--;
+    return out;
+  };
   const term = (): FilterExpr => {
     const t = tokens[i];
     if (t === undefined) throw new FilterSyntaxError('Missing expression at the end');
     if (keyword(t, 'not')) {
       i++;
-      return { kind: 'not', expr: term() };
+      return nested(t, () => ({ kind: 'not', expr: term() }));
     }
-    if (!t.quoted && t.text === '(') {
-      i++;
-      if (!t.quoted && tokens[i]?.text === ')' && !tokens[i]!.quoted) throw new FilterSyntaxError(`Empty group at position ${t.pos}`);
-      const inner = sequence();
-      if (tokens[i]?.text !== ')' || tokens[i]!.quoted) throw new FilterSyntaxError(`Missing ")" for "(" at position ${t.pos}`);
-      i++;
-      return inner;
-    }
+    if (!t.quoted && t.text === '(') return nested(t, () => group(t));
     if (!t.quoted && t.text === ')') throw new FilterSyntaxError(`Unexpected ")" at position ${t.pos}`);
     if (keyword(t, 'and', 'or', 'eq', 'ne')) throw new FilterSyntaxError(`Expected a field name but found "${t.text}" at position ${t.pos}`);
+    if (t.text.split('.').length > MAX_FIELD_SEGMENTS) throw new FilterSyntaxError(`The field at position ${t.pos} has more than ${MAX_FIELD_SEGMENTS} dot-separated parts`);
+    return clause(t);
+  };
+  const group = (t: Token): FilterExpr => {
+    i++;
+    if (tokens[i]?.text === ')' && !tokens[i]!.quoted) throw new FilterSyntaxError(`Empty group at position ${t.pos}`);
+    const inner = sequence();
+    if (tokens[i]?.text !== ')' || tokens[i]!.quoted) throw new FilterSyntaxError(`Missing ")" for "(" at position ${t.pos}`);
+    i++;
+    return inner;
+  };
+  let clauses = 0;
+  const clause = (t: Token): FilterExpr => {
+    if (++clauses > MAX_CLAUSES) throw new FilterSyntaxError(`More than ${MAX_CLAUSES} comparisons (the one at position ${t.pos} is past the limit)`);
     i++;
     const op = tokens[i];
     if (op === undefined) throw new FilterSyntaxError(`Missing operator after "${t.text}" at the end`);

@@ -67,6 +67,33 @@ test('filter values are RE2 patterns: linear in time, anchored as the reference,
   await k.stop();
 });
 
+test('a filter past its bounds (field parts, nesting, comparisons) is a 400 naming the bound, at once', async (t) => {
+  const k = await start();
+  await seed(k);
+  const list = (filter: string) => k.inject({ url: `/1.0/probes?filter=${encodeURIComponent(filter)}` });
+  // Each of these took seconds per object or overflowed the parser's stack (a 500) before the bounds.
+  const cases: [string, RegExp][] = [
+    [`${Array(2000).fill('config').join('.')} eq x`, /more than 32 dot-separated parts/],
+    [`${'('.repeat(7000)}name eq x${')'.repeat(7000)}`, /Nested too deeply/],
+    [`${'not '.repeat(500)}name eq x`, /Nested too deeply/],
+    [Array(500).fill('name eq x').join(' or '), /More than 128 comparisons/],
+  ];
+  for (const [filter, message] of cases) {
+    const started = Date.now();
+    const res = await list(filter);
+    t.is(res.statusCode, 400, filter.slice(0, 40));
+    t.is(res.json.type, 'error');
+    t.regex(res.json.error, /^Invalid filter: /);
+    t.regex(res.json.error, message);
+    t.true(Date.now() - started < 2000, `${filter.slice(0, 40)} answered in ${Date.now() - started} ms`);
+  }
+  // At the bounds, filters still work: 32 parts (a config key with dots), 64 levels, 128 comparisons.
+  t.is((await list(`${Array(32).fill('config').join('.')} eq x`)).statusCode, 200);
+  t.deepEqual((await list(`${'('.repeat(64)}name eq alpha${')'.repeat(64)}`)).json.metadata, ['/1.0/probes/alpha']);
+  t.deepEqual((await list([...Array(127).fill('name eq nothing'), 'name eq beta'].join(' or '))).json.metadata, ['/1.0/probes/beta']);
+  await k.stop();
+});
+
 test('ETag on GET, If-Match on PUT and PATCH, PATCH merges maps', async (t) => {
   const k = await start();
   await seed(k);
