@@ -96,7 +96,7 @@ test.serial('lxc network forward create/list/show/port add/port remove/edit/dele
   t.deepEqual(shown.config, { target_address: `${subnet}.10` });
   t.deepEqual(shown.ports, [{ description: '', protocol: 'tcp', listen_port: '80,81', target_port: '8080,8081', target_address: target }]);
   t.regex(await lxcOk(t, d.socket, 'network', 'forward', 'list', br, '--format', 'csv'), new RegExp(`^${listen.replace(/\./g, '\\.')},`, 'm'));
-  t.regex(sh(NFT, ['list', 'table', 'inet', forwardTableName(dir)]).stdout, /tcp dport 81 dnat ip to [\d.]+:8081/);
+  t.regex(sh(NFT, ['list', 'table', 'inet', forwardTableName(dir)]).stdout, /tcp dport \{ 80, 81 \} dnat ip to tcp dport map \{ 80 : [\d.]+ \. 8080, 81 : [\d.]+ \. 8081 \}/);
 
   const edited = await lxcWithInput(d.socket, YAML.stringify({ ...shown, description: 'edited' }), 'network', 'forward', 'edit', br, listen);
   t.is(edited.status, 0, edited.stderr);

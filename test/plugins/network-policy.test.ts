@@ -228,9 +228,23 @@ test.serial('network_forward: a listen address and port reach a namespace host (
   t.is(shown.ports.length, 1);
   t.regex(tableRules('inet', forwardTableName(k.dataDir)), new RegExp(`ip daddr ${listen.replace(/\./g, '\\.')} dnat ip to ${net.replace(/\./g, '\\.')}\\.10`));
 
+  // Paired ranges: each listen port reaches its own target port (one rule and a map, not a rule per port).
+  const ranged = `${net}.202`;
+  const rangeServer = spawn('ip', ['netns', 'exec', b.name, 'busybox', 'nc', '-l', '-p', '8082'], { stdio: ['pipe', 'pipe', 'pipe'] });
+  cleanups.push(() => rangeServer.kill());
+  rangeServer.stdin.end('through the second port of the range\n');
+  await new Promise((r) => setTimeout(r, 300));
+  t.is((await inject('POST', `/1.0/networks/${bridge}/forwards`, {
+    listen_address: ranged, ports: [{ protocol: 'tcp', listen_port: '81-82', target_port: '8081-8082', target_address: `${net}.20` }],
+  })).statusCode, 200);
+  t.regex(tableRules('inet', forwardTableName(k.dataDir)), /tcp dport 81-82 dnat ip to tcp dport map \{ 81 : [\d.]+ \. 8081, 82 : [\d.]+ \. 8082 \}/);
+  const rangeClient = sh('busybox', ['nc', '-w', '3', ranged, '82'], '');
+  t.is(rangeClient.stdout, 'through the second port of the range\n', rangeClient.stderr);
+  t.is((await inject('DELETE', `/1.0/networks/${bridge}/forwards/${ranged}`)).statusCode, 200);
+
   // Deleting the network takes its forwards (and their rules) with it: here the forward goes first.
   t.is((await inject('DELETE', `/1.0/networks/${bridge}/forwards/${listen}`)).statusCode, 200);
   t.is(tableRules('inet', forwardTableName(k.dataDir)), '');
   t.deepEqual(events.filter((e) => (e.metadata as any).action?.startsWith('network-forward')).map((e) => (e.metadata as any).action),
-    ['network-forward-created', 'network-forward-updated', 'network-forward-deleted']);
+    ['network-forward-created', 'network-forward-updated', 'network-forward-created', 'network-forward-deleted', 'network-forward-deleted']);
 });
