@@ -23,6 +23,7 @@ export * from './events.js';
 export * from './config-keys.js';
 export * from './validate.js';
 export * from './size.js';
+export * from './cpu-set.js';
 export * from './body.js';
 export * from './body-shape.js';
 export * from './json-request.js';

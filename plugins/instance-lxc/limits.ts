@@ -3,6 +3,7 @@
  * each one sets, so that the generated config and a live update write the same thing.
  */
 import { createHash } from 'node:crypto';
+import { parseCpuSet } from '../../sdk/index.js';
 
 export type Controller = 'memory' | 'pids' | 'cpuset' | 'hugetlb' | 'cpu';
 
@@ -55,17 +56,14 @@ export function checkMemory(value: string): void {
   parseMemory(value, 1);
 }
 
-/** `limits.cpu`: a count of CPUs, or a list of ids and ranges (`0-1,3`). */
+/** `limits.cpu`: a count of CPUs (undefined here), or a list of ids and ranges (`0-1,3`). */
 export function parseCpuList(value: string): number[] | undefined {
   if (/^\d+$/.test(value)) return undefined;
-  if (!/^\d+(-\d+)?(,\d+(-\d+)?)*,?$/.test(value)) throw new Error('Invalid CPU limit syntax');
-  const ids = new Set<number>();
-  for (const part of value.split(',').filter(Boolean)) {
-    const [a, b = a] = part.split('-').map(Number) as [number, number?];
-    if (b! < a) throw new Error('Invalid CPU limit syntax');
-    for (let i = a; i <= b!; i++) ids.add(i);
+  try {
+    return parseCpuSet(value);
+  } catch (err) {
+    throw new Error(`Invalid CPU limit: ${(err as Error).message}`);
   }
-  return [...ids].sort((x, y) => x - y);
 }
 
 export function checkCpu(value: string): void {

@@ -4,7 +4,7 @@
  * of the host's memory then. The defaults are the reference's: 1 vCPU and 1 GiB.
  */
 import { totalmem } from 'node:os';
-import { isBool, parseSize, type ConfigKeyDescriptor } from '../../sdk/index.js';
+import { isBool, parseCpuSet, parseSize, type ConfigKeyDescriptor } from '../../sdk/index.js';
 
 export const DEFAULT_MEMORY = 1024 * 1024 * 1024;
 
@@ -15,13 +15,9 @@ export function vcpus(value: string | undefined): number {
     if (n < 1 || n > 288) throw new Error(`a VM takes 1 to 288 vCPUs, got ${n}`);
     return n;
   }
-  if (!/^\d+(-\d+)?(,\d+(-\d+)?)*$/.test(value)) throw new Error(`invalid CPU limit "${value}"`);
-  let count = 0;
-  for (const part of value.split(',')) {
-    const [a, b = a] = part.split('-').map(Number) as [number, number?];
-    if (b! < a) throw new Error(`invalid CPU range "${part}"`);
-    count += b! - a + 1;
-  }
+  // A set of host CPUs gives one vCPU each.
+  const count = parseCpuSet(value).length;
+  if (count > 288) throw new Error(`a VM takes 1 to 288 vCPUs, the CPU set "${value}" names ${count}`);
   return count;
 }
 

@@ -72,6 +72,10 @@ test.serial('bad limits.kernel values and names (kernel_limits) are 400 at set t
   t.regex(await refused(t, 'config', 'set', 'u5k2', 'limits.kernel.nofile=300:100'), /soft limit of "300:100" is above its hard limit/);
   t.regex(await refused(t, 'config', 'set', 'u5k2', 'limits.kernel.nofile=1:2:3'), /not a limit/);
   t.regex(await refused(t, 'config', 'set', 'u5k2', 'limits.kernel.nofiles=5'), /Unknown configuration key: limits\.kernel\.nofiles/);
+  // A pinned CPU set past any CPU Linux counts: refused at once (it held the daemon for minutes, then ran it out of memory).
+  const started = Date.now();
+  t.regex(await refused(t, 'config', 'set', 'u5k2', 'limits.cpu=0-4000000000'), /CPU id 4000000000 is out of range \(0 to 8191\)/);
+  t.true(Date.now() - started < 10_000);
   // Two keys in one edit, the second bad: neither is stored.
   t.regex(await refused(t, 'config', 'set', 'u5k2', 'limits.kernel.nproc=50', 'limits.kernel.core=lots'), /limits\.kernel\.core/);
   const res = await unixRequest(d.socket, 'PATCH', '/1.0/instances/u5k2', { config: { 'limits.kernel.stack': '-5' } });

@@ -78,7 +78,10 @@ test('vCPUs and memory as a VM takes them', (t) => {
   t.is(vcpus('2'), 2);
   t.is(vcpus('0-1,4'), 3);
   t.throws(() => vcpus('0'), { message: /1 to 288/ });
-  t.throws(() => vcpus('a-b'), { message: /invalid CPU limit/ });
+  t.throws(() => vcpus('a-b'), { message: /Invalid CPU set/ });
+  t.is(vcpus('0-3,2-5,1'), 6, 'each host CPU once');
+  t.throws(() => vcpus('0-300'), { message: /1 to 288 vCPUs, the CPU set "0-300" names 301/ });
+  t.throws(() => vcpus('0-4000000000'), { message: /out of range/ });
   t.is(memoryMiB(undefined), 1024);
   t.is(memoryMiB('256MiB'), 256);
   t.is(memoryMiB('1GB'), 953);
