@@ -49,7 +49,8 @@ function strictlyAscending(list: readonly string[]): boolean {
 
 /** Two strictly ascending lists as one, each string once. */
 function mergeAscending(a: readonly string[], b: readonly string[]): string[] {
-  if (a.length === 0) return b as string[];
+  // A copy even then: the answer is the caller's to change, the provider's list may be kept by a memo.
+  if (a.length === 0) return b.slice();
   const out: string[] = [];
   let i = 0;
   let j = 0;
