@@ -4,7 +4,7 @@
  * refused), a symlink in the volume's place is unlinked, not followed, and `rm` itself neither
  * follows symlinks nor crosses into other mounted file systems.
  */
-import { lstat, realpath, unlink } from 'node:fs/promises';
+import { lstat, realpath, rmdir, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { internalError, type HostTools } from '../../sdk/index.js';
 
@@ -46,7 +46,10 @@ export async function removeAllInside(tools: HostTools, root: string, targets: {
       });
       continue;
     }
-    dirs.push(target);
+    // An empty directory (a volume made with no source, a snapshot directory never used) goes without a child
+    // process: starting `rm` was most of such a delete. Anything else, a mount point included, is rm's.
+    const removed = await rmdir(target).then(() => true, (err: NodeJS.ErrnoException) => err.code === 'ENOENT');
+    if (!removed) dirs.push(target);
   }
   if (dirs.length) await tools.run('rm', ['-rf', '--one-file-system', '--', ...dirs], { timeoutMs: LONG_MS, endWithDaemon: true });
 }
