@@ -4,7 +4,7 @@
  * refused), a symlink in the volume's place is unlinked, not followed, and `rm` itself neither
  * follows symlinks nor crosses into other mounted file systems.
  */
-import { lstat, realpath, rmdir, unlink } from 'node:fs/promises';
+import { lstat, readdir, realpath, rmdir, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { internalError, type HostTools } from '../../sdk/index.js';
 
@@ -46,10 +46,27 @@ export async function removeAllInside(tools: HostTools, root: string, targets: {
       });
       continue;
     }
-    // An empty directory (a volume made with no source, a snapshot directory never used) goes without a child
-    // process: starting `rm` was most of such a delete. Anything else, a mount point included, is rm's.
-    const removed = await rmdir(target).then(() => true, (err: NodeJS.ErrnoException) => err.code === 'ENOENT');
-    if (!removed) dirs.push(target);
+    if (!(await removedIfHollow(target))) dirs.push(target);
   }
   if (dirs.length) await tools.run('rm', ['-rf', '--one-file-system', '--', ...dirs], { timeoutMs: LONG_MS, endWithDaemon: true });
+}
+
+/**
+ * Removes `dir` when it holds nothing but empty directories (a volume made with no source is one empty
+ * `rootfs`), without a child process: starting `rm` was most of such a delete. Anything else, a mount point
+ * included (rmdir refuses it), is left for rm; false then, with some empty children maybe gone already.
+ */
+async function removedIfHollow(dir: string): Promise<boolean> {
+  const gone = (err: NodeJS.ErrnoException) => err.code === 'ENOENT';
+  let entries;
+  try {
+    entries = await readdir(dir, { withFileTypes: true });
+  } catch (err) {
+    return gone(err as NodeJS.ErrnoException);
+  }
+  if (entries.length > 8 || entries.some((e) => !e.isDirectory())) return false;
+  for (const entry of entries) {
+    if (!(await rmdir(path.join(dir, entry.name)).then(() => true, gone))) return false;
+  }
+  return rmdir(dir).then(() => true, gone);
 }
