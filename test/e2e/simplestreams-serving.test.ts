@@ -74,8 +74,9 @@ test.before(async () => {
   const port = await freePort();
   url = `https://${HOST}:${port}`;
   await lxcOk({ is: (a: unknown, b: unknown, m?: string) => { if (a !== b) throw new Error(m); } }, d.socket, 'config', 'set', 'core.https_address', `${HOST}:${port}`);
+  // Aliases that are no hex: `bb` also named, as a fingerprint prefix, every image whose fingerprint began with it (one run in 256).
   for (const [args, key] of [
-    [[unified.unified, '--alias', 'bb', '--public'], 'unified'],
+    [[unified.unified, '--alias', 'bbox', '--public'], 'unified'],
     [[unified.metadata, unified.rootfs, '--alias', 'bbsplit', '--alias', 'bbsplit-too', '--public'], 'split'],
     [[other.unified, '--alias', 'secret'], 'secret'],
   ] as const) {
@@ -112,7 +113,7 @@ test.serial('the index and products list the public images of default only, to a
   t.false(products.body.toString().includes(fp.secret), 'a private image is not listed');
 
   const one = doc.products[fp.unified];
-  t.is(one.aliases, 'bb');
+  t.is(one.aliases, 'bbox');
   t.is(one.arch, 'x86_64');
   const [version] = Object.keys(one.versions);
   t.regex(version!, /^\d{8}_\d{2}:\d{2}$/);
@@ -209,15 +210,15 @@ interop('lxc remote add --protocol simplestreams, then lxc image list shows the 
   const byFp = Object.fromEntries(rows.map((row) => [row.split(',')[1], row]));
   t.truthy(byFp[fp.unified.slice(0, 12)], rows.join('\n'));
   t.truthy(byFp[fp.split.slice(0, 12)], rows.join('\n'));
-  t.regex(byFp[fp.unified.slice(0, 12)]!, /\bbb\b/);
+  t.regex(byFp[fp.unified.slice(0, 12)]!, /\bbbox\b/);
   t.regex(byFp[fp.split.slice(0, 12)]!, /bbsplit/);
   t.false(rows.join('\n').includes(fp.secret.slice(0, 12)));
   const info = await ok(t, 'image', 'info', 'c:bbsplit');
   t.regex(info, new RegExp(`Fingerprint: ${fp.split}`));
 });
 
-interop('lxc image copy c:bb local: puts the unified image into the reference with the same fingerprint', async (t) => {
-  await ok(t, 'image', 'copy', 'c:bb', 'local:', '--alias', `h17ss-bb-${suffix}`);
+interop('lxc image copy c:bbox local: puts the unified image into the reference with the same fingerprint', async (t) => {
+  await ok(t, 'image', 'copy', 'c:bbox', 'local:', '--alias', `h17ss-bb-${suffix}`);
   const image = (await ref!.request('GET', `/1.0/images/${fp.unified}`)).json;
   t.is(image.status_code, 200, JSON.stringify(image));
   t.is(image.metadata.fingerprint, fp.unified);
@@ -254,7 +255,7 @@ interop('lxc image copy c2:<fingerprint> r: --mode push: corral uploads to the r
 
   // The 5.0.2 client posts the export to /1.0/images/<name as typed>/export: an alias is not found there,
   // by the reference as by corral, so push mode is given the fingerprint.
-  const byAlias = await homeLxc('image', 'copy', 'c2:bb', 'r:', '--mode', 'push');
+  const byAlias = await homeLxc('image', 'copy', 'c2:bbox', 'r:', '--mode', 'push');
   t.not(byAlias.status, 0);
   t.regex(byAlias.stderr, /not found/i);
   const refByAlias = await ref!.request('POST', `/1.0/images/h17ss-bb-${suffix}/export`, { target: 'https://127.0.0.1:1', secret: 'x' });
@@ -320,7 +321,7 @@ interop('a push with a wrong secret, certificate or target fails with a clear er
 interop('the reference pulls from corral over the LXD protocol: a public image as is, a private one with a secret from POST /1.0/images/<fp>/secret (images_push_relay)', async (t) => {
   await ref!.request('DELETE', `/1.0/images/${fp.unified}`);
   await waitGone(fp.unified);
-  const first = await homeLxc('image', 'copy', 'c2:bb', 'local:', '--alias', `h17ss-pulled-${suffix}`);
+  const first = await homeLxc('image', 'copy', 'c2:bbox', 'local:', '--alias', `h17ss-pulled-${suffix}`);
   t.is(first.status, 0, `${first.stderr}\n${ref!.log().split('\n').filter((l) => /images|image/i.test(l)).slice(-30).join('\n')}`);
   const pulled = (await ref!.request('GET', `/1.0/images/${fp.unified}`)).json.metadata;
   t.is(pulled?.fingerprint, fp.unified);
@@ -356,7 +357,7 @@ test.serial('an untrusted client sees a private image only with a download secre
   const listed = JSON.parse((await fetch('/1.0/images')).body.toString()).metadata as string[];
   t.deepEqual(listed.map((u) => u.split('/').pop()).sort(), [fp.unified, fp.split].sort());
   // Aliases: an untrusted caller resolves one naming a public image; a private one answers as a missing one.
-  t.is(JSON.parse((await fetch('/1.0/images/aliases/bb')).body.toString()).metadata?.target, fp.unified);
+  t.is(JSON.parse((await fetch('/1.0/images/aliases/bbox')).body.toString()).metadata?.target, fp.unified);
   const privateAlias = await fetch('/1.0/images/aliases/secret');
   const missingAlias = await fetch('/1.0/images/aliases/no-such-alias');
   t.is(privateAlias.status, 404);
@@ -377,7 +378,7 @@ interop('lxc remote add --public: an untrusted client lists the public images an
     const rows = out.trim().split('\n').map((r) => r.split(',')[0]).sort();
     t.deepEqual(rows, [fp.unified.slice(0, 12), fp.split.slice(0, 12)].sort(), out);
     const name = `h17ss-pub-${suffix}`;
-    await run('launch', 'pub:bb', name);
+    await run('launch', 'pub:bbox', name);
     t.is((await ref!.request('GET', `/1.0/instances/${name}/state`)).json.metadata.status, 'Running');
     await run('delete', '--force', name);
   } finally {
