@@ -41,6 +41,7 @@ export function createUsedByRegistry(): UsedByRegistry {
     },
   };
 }
+
 /** Whether each string sorts after the one before it, as `Array.prototype.sort` orders them. */
 function strictlyAscending(list: readonly string[]): boolean {
   for (let i = 1; i < list.length; i++) if (!(list[i - 1]! < list[i]!)) return false;

@@ -9,8 +9,6 @@ import { RememberedAnswers } from './remembered-answers.js';
 
 const DEFAULT_TIMEOUT_MS = 60_000;
 
-/** `setpriv` (util-linux) sets the parent-death signal and then becomes the command. */
-
 /** `answersFile`: where runRemembered keeps its answers (in memory only without one). */
 export function createHostTools(log: Logger, options: { answersFile?: string } = {}): HostTools {
   const answers = new RememberedAnswers(options.answersFile);
