@@ -156,6 +156,13 @@ export interface ClusterControl {
   holdLease(key: string, value: string | (() => string), ttlSeconds: number, opts?: { beatMs?: number }): Promise<() => Promise<void>>;
   // With `beatMs` the key is written again that often (a fresh `value()` each time): watchers then see a
   // heartbeat, and can judge a member gone before its lease lapses (decision 0062).
+  /**
+   * Run `fn` holding the cluster-wide lock `name` (since SDK 2.18): one holder at a time across every
+   * member, for changes that must not interleave (etcd membership). `holder` says what the holder does;
+   * a caller that waits past `waitMs` (default 30 s) gets a 503 naming it. The lock rides a lease, so a
+   * member that dies holding it frees it within seconds.
+   */
+  exclusively<T>(name: string, holder: string, fn: () => Promise<T>, opts?: { waitMs?: number }): Promise<T>;
   /** Watch keys written with `holdLease` under `prefix`: called with the current set at once and on every change. */
   watchLeases(prefix: string, listener: (held: ReadonlyMap<string, string>) => void): Promise<() => void>;
 }

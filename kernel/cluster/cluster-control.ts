@@ -22,6 +22,11 @@ import { hostOf, issueEtcdMember, newEtcdAuthority, sameKeyPair } from './etcd-p
 import { etcdDir, readClusterState, removeClusterState, writeClusterState } from './cluster-state.js';
 
 const LEASE_PREFIX = '/corral/lease/';
+const LOCK_PREFIX = '/corral/lock/';
+/** A lock's lease: kept alive while held, so only a holder that died lets it lapse (after this long). */
+const LOCK_TTL_SECONDS = 10;
+/** How long a caller waits for a held lock by default. */
+const LOCK_WAIT_MS = 30_000;
 /** Heartbeat writes outstanding at once (each is bounded by the call bound). */
 const MAX_BEATS_IN_FLIGHT = 8;
 /** etcd refuses some membership changes for a while (a learner catching up, members connected too recently). */
@@ -400,6 +405,41 @@ export class KernelClusterControl implements ClusterControl {
       this.leases.delete(entry);
       await lease?.revoke().catch(() => undefined);
     };
+  }
+
+  /**
+   * The lock is a key created only when absent (create revision 0), bound to a lease of this member's;
+   * whoever finds it present reads its holder and tries again. etcd3's own Lock does the same but keeps
+   * no value, and the holder's description is what a caller that gave up is told.
+   */
+  async exclusively<T>(name: string, holder: string, fn: () => Promise<T>, opts: { waitMs?: number } = {}): Promise<T> {
+    const conn = this.conn();
+    const key = LOCK_PREFIX + name;
+    const giveUp = Date.now() + (opts.waitMs ?? LOCK_WAIT_MS);
+    const lease = conn.client.lease(LOCK_TTL_SECONDS, { autoKeepAlive: true });
+    // A lease whose keep-alive fails is let go, or etcd3 would try to keep it alive forever (a ref'd timer).
+    lease.on('lost', () => lease.release());
+    const letGo = () => conn.call(() => lease.revoke()).catch(() => lease.release());
+    try {
+      const id = await conn.call(() => lease.grant());
+      let pause = 50;
+      for (;;) {
+        const res = await conn.call((c) => c.if(key, 'Create', '==', 0).then(c.put(key).value(holder).lease(id)).else(c.get(key)).commit());
+        if (res.succeeded) break;
+        const current = res.responses[0]?.response_range?.kvs?.[0]?.value?.toString() || 'another change';
+        if (Date.now() + pause > giveUp) throw unavailable(`The cluster is busy with another change (${current}); try again`);
+        await new Promise((r) => setTimeout(r, pause));
+        pause = Math.min(500, pause * 2);
+      }
+    } catch (err) {
+      await letGo();
+      throw err;
+    }
+    try {
+      return await fn();
+    } finally {
+      await letGo();
+    }
   }
 
   async watchLeases(prefix: string, listener: (held: ReadonlyMap<string, string>) => void): Promise<() => void> {

@@ -227,5 +227,7 @@ export function isUnreachable(err: unknown): boolean {
   if (err instanceof EtcdError || /etcdserver:/.test(message)) {
     return /no leader|request timed out|leader changed|timed out|too many requests/.test(message);
   }
-  return /deadline exceeded|unavailable|ECONNREFUSED|connection/i.test(message);
+  // A member that is starting (a standby being demoted, a restart) answers plain HTTP before its gRPC
+  // service is up: grpc-js calls that UNKNOWN, "Received HTTP status code 200".
+  return /deadline exceeded|unavailable|ECONNREFUSED|connection|Received HTTP status code/i.test(message);
 }

@@ -99,6 +99,10 @@ export class LazyClusterControl implements ClusterControl {
     this.deps.view.setMembers(members);
   }
 
+  async exclusively<T>(name: string, holder: string, fn: () => Promise<T>, opts?: { waitMs?: number }): Promise<T> {
+    return (await this.impl()).exclusively(name, holder, fn, opts);
+  }
+
   async holdLease(key: string, value: string | (() => string), ttlSeconds: number, opts?: { beatMs?: number }): Promise<() => Promise<void>> {
     return (await this.impl()).holdLease(key, value, ttlSeconds, opts);
   }

@@ -15,6 +15,7 @@ import { MEMBERS_COLLECTION } from './membership.js';
 import type { MemberRecord } from './member.js';
 import { etcdMemberOf } from './roles.js';
 import { clusterSizing } from './keys.js';
+import { oneMembershipChange } from './membership-lock.js';
 
 export async function acceptMember(c: Clustering, body: AcceptRequest): Promise<AcceptAnswer> {
   requireClustered(c);
@@ -29,39 +30,40 @@ export async function acceptMember(c: Clustering, body: AcceptRequest): Promise<
   const host = splitAddress(address)!.host;
   if (members.some((m) => m.address === address || splitAddress(m.address)?.host === host)) throw conflict(`The cluster already has a member with address: ${address}`);
 
-  await makeRoomForLearner(c, control);
-  // Read before anything is recorded: a member that cannot hand it out refuses with nothing to undo.
-  const authority = await control.etcdAuthority();
+  const { authority, ...added } = await oneMembershipChange(control, `adding member ${name}`, async () => {
+    await makeRoomForLearner(c, control);
+    // Read before anything is recorded: a member that cannot hand it out refuses with nothing to undo.
+    const authority = await control.etcdAuthority();
 
-  const record: MemberRecord = {
-    name,
-    address,
-    description: '',
-    failure_domain: 'default',
-    architecture: typeof body.architecture === 'string' && body.architecture ? body.architecture : 'unknown',
-    config: {},
-    roles: [],
-    state: 'normal',
-    joined_at: new Date().toISOString(),
-  };
-  // The token is used up and the member recorded in one step: two joiners with one token cannot both pass.
-  await c.store.transaction(async (tx) => {
-    await tx.collection<TokenRecord>(TOKENS_COLLECTION).delete('', name, found.rev);
-    await tx.collection<MemberRecord>(MEMBERS_COLLECTION).put('', name, record, 0);
-  }).catch((err: ApiError) => {
-    if (err.status === 412 || err.status === 409) throw forbidden(`The join token for member "${name}" was used or replaced meanwhile`);
-    throw err;
-  });
-  let added: { initialCluster: string; memberId: string };
-  try {
-    added = await withinBound(() => control.addEtcdMember(control.etcdUrlsFor(name, address), true));
-  } catch (err) {
+    const record: MemberRecord = {
+      name,
+      address,
+      description: '',
+      failure_domain: 'default',
+      architecture: typeof body.architecture === 'string' && body.architecture ? body.architecture : 'unknown',
+      config: {},
+      roles: [],
+      state: 'normal',
+      joined_at: new Date().toISOString(),
+    };
+    // The token is used up and the member recorded in one step: two joiners with one token cannot both pass.
     await c.store.transaction(async (tx) => {
-      await tx.collection<MemberRecord>(MEMBERS_COLLECTION).delete('', name);
-      await tx.collection<TokenRecord>(TOKENS_COLLECTION).put('', name, found.record, 0);
-    }).catch((e: Error) => c.log.error({ err: e, member: name }, 'could not undo the record of a member whose etcd member was not added'));
-    throw new ApiError(503, `Could not add the etcd member of "${name}": ${(err as Error).message}`);
-  }
+      await tx.collection<TokenRecord>(TOKENS_COLLECTION).delete('', name, found.rev);
+      await tx.collection<MemberRecord>(MEMBERS_COLLECTION).put('', name, record, 0);
+    }).catch((err: ApiError) => {
+      if (err.status === 412 || err.status === 409) throw forbidden(`The join token for member "${name}" was used or replaced meanwhile`);
+      throw err;
+    });
+    try {
+      return { ...await withinBound(() => control.addEtcdMember(control.etcdUrlsFor(name, address), true)), authority };
+    } catch (err) {
+      await c.store.transaction(async (tx) => {
+        await tx.collection<MemberRecord>(MEMBERS_COLLECTION).delete('', name);
+        await tx.collection<TokenRecord>(TOKENS_COLLECTION).put('', name, found.record, 0);
+      }).catch((e: Error) => c.log.error({ err: e, member: name }, 'could not undo the record of a member whose etcd member was not added'));
+      throw new ApiError(503, `Could not add the etcd member of "${name}": ${(err as Error).message}`);
+    }
+  });
   const pair = currentCertificate(control);
   return {
     cluster_certificate: pair.cert, cluster_key: pair.key, etcd_ca_certificate: authority.cert, etcd_ca_key: authority.key,
@@ -69,12 +71,17 @@ export async function acceptMember(c: Clustering, body: AcceptRequest): Promise<
   };
 }
 
-/** Take a member out: its record, then its etcd member (the record comes back when etcd refuses). */
-export async function dropMember(c: Clustering, control: ClusterControl, records: Collection<MemberRecord>, name: string): Promise<void> {
+/**
+ * Take a member out: its record, then its etcd member (the record comes back when etcd refuses). With
+ * `leave`, the member is first told to leave, and takes its etcd member out itself while that still
+ * works; it is taken out here only if it did not.
+ */
+export async function dropMember(c: Clustering, control: ClusterControl, records: Collection<MemberRecord>, name: string, leave?: (record: MemberRecord) => Promise<void>): Promise<void> {
   const stored = await records.get('', name);
   if (!stored) return;
-  const etcd = etcdMemberOf([stored.doc], await control.etcdMembers()).get(name);
   await records.delete('', name, stored.rev);
+  if (leave) await leave(stored.doc).catch((err: Error) => c.log.warn({ err, member: name }, 'the removed member did not leave by itself'));
+  const etcd = etcdMemberOf([stored.doc], await control.etcdMembers()).get(name);
   if (!etcd) return;
   try {
     await control.removeEtcdMember(etcd.id);

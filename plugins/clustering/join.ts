@@ -12,6 +12,7 @@ import { currentCertificate, requireControl, type Clustering } from './context.j
 import { nameOrRefusal } from './enable.js';
 import { decodeToken } from './join-token.js';
 import { hostArchitecture, memberUrl } from './member.js';
+import { MEMBERSHIP_WAIT_MS } from './membership-lock.js';
 import { fingerprintOf, peerRequest } from './peer.js';
 
 export interface JoinRequest {
@@ -130,13 +131,16 @@ export async function joinCluster(c: Clustering, req: ApiRequest, body: JoinRequ
   return async(op);
 }
 
+/** The member may wait for another membership change before it accepts (MEMBERSHIP_WAIT_MS), then add a learner. */
+const ACCEPT_ANSWER_MS = MEMBERSHIP_WAIT_MS + 25_000;
+
 /** Try the token's addresses in turn; a refusal (bad token, name taken) ends the tries at once. */
 async function askToBeAccepted(targets: string[], fingerprint: string, request: AcceptRequest): Promise<{ answer: AcceptAnswer; member: string }> {
   const failures: string[] = [];
   for (const target of targets) {
     let res;
     try {
-      res = await peerRequest({ address: target, fingerprint, method: 'POST', path: '/internal/cluster/accept', body: request });
+      res = await peerRequest({ address: target, fingerprint, method: 'POST', path: '/internal/cluster/accept', body: request, timeoutMs: ACCEPT_ANSWER_MS });
     } catch (err) {
       failures.push(`${target}: ${(err as Error).message}`);
       continue;

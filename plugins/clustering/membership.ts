@@ -9,6 +9,7 @@ import { AbandonedJoins } from './abandoned.js';
 import { Health } from './health.js';
 import { clusterSizing } from './keys.js';
 import { DatabaseRole, groupsOf, type MemberRecord, type MemberView } from './member.js';
+import { oneMembershipChange } from './membership-lock.js';
 import { databaseRoles, promoteLearners, voterToDemote } from './roles.js';
 
 export const MEMBERS_COLLECTION = 'members';
@@ -168,9 +169,14 @@ export class Membership {
       else this.surplusSince ??= Date.now();
       if (demote && this.demote && Date.now() - this.surplusSince! >= DEMOTE_AFTER_MS) {
         this.surplusSince = undefined;
-        this.log.info({ member: demote }, 'more database voters than wanted: demoting one to standby');
-        await this.demote(records.find((r) => r.name === demote)!)
-          .catch((err: Error) => this.log.warn({ err, member: demote }, 'demotion failed; the next rounds try again'));
+        const ask = this.demote;
+        // Not while a join or a removal is under way (no wait: a later round decides again).
+        await oneMembershipChange(control, `demoting member ${demote}`, async () => {
+          // A join may have added its learner since this round read etcd: decided again under the lock.
+          if (voterToDemote(await this.list(), await control.etcdMembers(), clusterSizing(this.config).maxVoters, me.name, isOnline) !== demote) return;
+          this.log.info({ member: demote }, 'more database voters than wanted: demoting one to standby');
+          await ask(records.find((r) => r.name === demote)!);
+        }, 0).catch((err: Error) => this.log.warn({ err, member: demote }, 'demotion failed; the next rounds try again'));
       }
     } catch (err) {
       this.log.debug({ err }, 'promotion round failed');

@@ -14,6 +14,7 @@ import { joinCluster } from './join.js';
 import { Keys } from './keys.js';
 import { parseExpiry } from './expiry.js';
 import { demoteSelf } from './demotion.js';
+import { oneMembershipChange } from './membership-lock.js';
 import { changeState, renameMember, updateMember } from './member-edit.js';
 import { memberConfigKeys } from './member-config.js';
 import { editable, memberUrl, type MemberView } from './member.js';
@@ -248,7 +249,8 @@ export function clusterRoutes(c: Clustering, certificate: ClusterCertificate): R
           requireClusterPeer(c, req);
           const name = nameOrRefusal(req.body.server_name ?? '');
           if (c.membership.health.isOnline(name)) throw badRequest(`Member "${name}" is online: it is not a failed join`);
-          await dropMember(c, requireControl(c), c.membership.records, name);
+          const control = requireControl(c);
+          await oneMembershipChange(control, `taking out the failed join of ${name}`, () => dropMember(c, control, c.membership.records, name));
           return empty();
         },
       },
