@@ -3,7 +3,7 @@ import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
 import type Logger from 'bunyan';
 import { HostToolError, type HostTools, type RunOptions, type RunResult } from '../../sdk/index.js';
-import { launchHostProcess, spawnHostProcess, withDeathSignal } from './spawn.js';
+import { launchHostProcess, spawnHostProcess } from './spawn.js';
 import { runCommand } from './run-command.js';
 import { RememberedAnswers } from './remembered-answers.js';
 
@@ -15,9 +15,8 @@ export function createHostTools(log: Logger, options: { answersFile?: string } =
   const tools: HostTools = {
     async run(command: string, args: string[], opts: RunOptions = {}): Promise<RunResult> {
       const started = Date.now();
-      const [file, argv] = withDeathSignal(command, args, opts.endWithDaemon);
       const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-      const result = await runCommand(file, argv, { timeoutMs, input: opts.input, cwd: opts.cwd, env: opts.env });
+      const result = await runCommand(command, args, { timeoutMs, input: opts.input, cwd: opts.cwd, env: opts.env, endWithDaemon: opts.endWithDaemon });
       const exitCode = result.exitCode ?? -1;
       log.debug({ command, args, exitCode, ms: Date.now() - started }, 'host tool');
       if (result.timedOut) throw new HostToolError(command, `${command} timed out after ${timeoutMs} ms`);

@@ -1,18 +1,22 @@
 /**
- * One command run to its end, its output collected: what HostTools.run needs of a child process, on
- * node's own child_process. It replaced execa, whose hundred modules cost a daemon ~1 MiB and ~120 ms
+ * One command run to its end, its output collected: what HostTools.run needs of a child process,
+ * started as spawn.ts starts children with pipes (the helper, else node's child_process). It replaced execa, whose hundred modules cost a daemon ~1 MiB and ~120 ms
  * of CPU at the first host tool, which every boot runs (decision 0002, issue 21). It keeps what run()
  * relied on: the environment extends the daemon's, a timeout sends SIGTERM then SIGKILL 5 s later, a
  * final newline is stripped, output is capped at 100 MiB, and children still running when the daemon
  * exits are killed with it.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { startPiped } from './spawn.js';
+import type { SpawnedChild } from './spawner.js';
 
 export interface CommandOptions {
   timeoutMs: number;
   input?: string | Buffer;
   cwd?: string;
   env?: Record<string, string>;
+  /** The child dies with the daemon (its parent death signal). */
+  endWithDaemon?: boolean;
 }
 
 export interface CommandResult {
@@ -29,9 +33,9 @@ const MAX_OUTPUT_BYTES = 100 * 1024 * 1024;
 const FORCE_KILL_AFTER_MS = 5_000;
 
 /** Children of run() still running: a daemon that exits takes them along (a bounded command is its own work). */
-const running = new Set<ChildProcess>();
+const running = new Set<ChildProcess | SpawnedChild>();
 let exitHooked = false;
-function track(child: ChildProcess): void {
+function track(child: ChildProcess | SpawnedChild): void {
   if (!exitHooked) {
     exitHooked = true;
     process.once('exit', () => { for (const c of running) c.kill('SIGTERM'); });
@@ -43,7 +47,7 @@ const stripFinalNewline = (text: string) => (text.endsWith('\r\n') ? text.slice(
 
 export function runCommand(file: string, args: string[], opts: CommandOptions): Promise<CommandResult> {
   return new Promise((resolve) => {
-    const child = spawn(file, args, { cwd: opts.cwd, env: opts.env ? { ...process.env, ...opts.env } : process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = startPiped(file, args, { cwd: opts.cwd, env: opts.env ? { ...process.env, ...opts.env } : undefined, endWithDaemon: opts.endWithDaemon });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     let bytes = 0;
@@ -92,10 +96,11 @@ export function runCommand(file: string, args: string[], opts: CommandOptions): 
       // A child that never started sends no 'close'.
       if (child.pid === undefined) finish(undefined);
     });
-    child.once('close', (code, signal) => {
+    child.once('close', (code: number | null, signal: NodeJS.Signals | null) => {
       if (signal) failure ??= `killed by ${signal}`;
       finish(code ?? undefined);
     });
-    if (child.pid !== undefined) track(child);
+    // Through the helper the pid comes later: a kill before it is delivered once it does.
+    track(child);
   });
 }

@@ -15,6 +15,17 @@ function signalNumber(signal: string | null): number {
 /** Children launched with pipes start through the helper when it runs (spawner.ts): one for the daemon. */
 const spawner = new Spawner();
 
+/**
+ * A child with three pipes: started by the helper when it runs (no fork on the event loop's thread, and
+ * the death signal set without a setpriv in front), else by node's child_process.
+ */
+export function startPiped(command: string, args: string[], opts: { cwd?: string; env?: NodeJS.ProcessEnv; endWithDaemon?: boolean }): ChildProcess | SpawnedChild {
+  const viaHelper = spawner.start(command, args, opts);
+  if (viaHelper) return viaHelper;
+  const [file, argv] = withDeathSignal(command, args, opts.endWithDaemon);
+  return spawnChild(file, argv, { cwd: opts.cwd, env: opts.env, stdio: ['pipe', 'pipe', 'pipe'] });
+}
+
 /** `endWithDaemon`: the child is killed when the daemon dies (liblxc tools otherwise outlive it). */
 export function spawnHostProcess(command: string, args: string[], opts: SpawnOptions): HostProcess {
   const [file, argv] = withDeathSignal(command, args, opts.endWithDaemon);

@@ -24,6 +24,8 @@ const HELPER_BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), 'corr
 const INTRO_BOUND_MS = 5_000;
 /** A helper with no child for this long is let go (an idle daemon keeps no extra process). */
 const IDLE_MS = 10_000;
+/** What spawner.c reads of one request, in fields. */
+const MAX_REQUEST_FIELDS = 4096;
 /** A helper that keeps dying is not started again: child_process it is, from then on. */
 const MAX_DEATHS = 5;
 
@@ -180,6 +182,8 @@ export class Spawner {
 
   /** A child started by the helper, or undefined when the helper cannot be used. */
   start(file: string, args: readonly string[], opts: SpawnerOptions = {}): SpawnedChild | undefined {
+    // The helper reads at most 4,096 fields a request (spawner.c): a longer one is node's to start.
+    if (8 + args.length + (opts.env ? Object.keys(opts.env).length + 1 : 1) > MAX_REQUEST_FIELDS) return undefined;
     const helper = this.running();
     if (!helper?.stdin?.writable) return undefined;
     const id = this.nextId++;
