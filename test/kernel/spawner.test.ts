@@ -195,3 +195,16 @@ async function socketPair(): Promise<[Socket, Socket]> {
   server.close();
   return pair;
 }
+
+test('run() starts its commands through the helper too, with no setpriv in front when they end with the daemon', async (t) => {
+  // The command reports its own parent: the helper, where node's child_process would have been this process.
+  const r = await tools.run('sh', ['-c', 'cat /proc/$PPID/comm; cat /proc/$$/comm'], { endWithDaemon: true });
+  t.deepEqual(r.stdout.split('\n'), ['corral-spawner', 'sh']);
+});
+
+test('a request longer than the helper reads (4,096 fields) is started by node instead, and still runs', async (t) => {
+  const many = Array.from({ length: 5000 }, (_, i) => `a${i}`);
+  t.is(new Spawner().start('true', many), undefined);
+  const r = await tools.run('sh', ['-c', 'echo $#; cat /proc/$PPID/comm', 'sh', ...many]);
+  t.deepEqual(r.stdout.split('\n'), ['5000', 'node']);
+});
