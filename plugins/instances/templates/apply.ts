@@ -7,7 +7,7 @@ import path from 'node:path';
 import { ApiError, isApiError, truthy, type ErrorStatus } from '../../../sdk/index.js';
 import type { InstanceHandle } from '../access.js';
 import { mkdirInRoot, statInRoot, writeFileInRoot, RootFsError } from '../files/root-fs.js';
-import { ownerOf, readMetadata, type TemplateSpec } from './metadata-file.js';
+import { ownerOf, readMetadata, type InstanceMetadata, type TemplateSpec } from './metadata-file.js';
 import { readTemplate } from './template-files.js';
 import { renderTemplate, TemplateError, type TemplateContext } from './render.js';
 
@@ -56,11 +56,14 @@ async function applyOne(handle: InstanceHandle, trigger: TemplateTrigger, target
   await writeCreatingParents(handle.rootfs, target, Buffer.from(output), owner);
 }
 
-/** The implementation of InstanceManager.applyTemplates. */
-export async function applyTemplates(handle: InstanceHandle, trigger: TemplateTrigger): Promise<void> {
+/**
+ * Render the templates of `trigger`. `metadata`, when given, is the instance's metadata.yaml as the
+ * caller read it already (a first start renders two triggers from one read).
+ */
+export async function applyTemplates(handle: InstanceHandle, trigger: TemplateTrigger, metadata?: InstanceMetadata): Promise<void> {
   // A virtual machine's root is a disk image, not a directory the host can write into.
   if (handle.record.type !== 'container') return;
-  const metadata = await readMetadata(handle.inst.volumePath);
+  metadata ??= await readMetadata(handle.inst.volumePath);
   const due = Object.entries(metadata.templates ?? {})
     .filter(([, spec]) => spec.when?.includes(trigger))
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));

@@ -7,6 +7,7 @@
 import type { InstanceHandle } from '../access.js';
 import type { FamilyHooks } from '../hooks.js';
 import type { TemplateTrigger } from './apply.js';
+import { readMetadata, type InstanceMetadata } from './metadata-file.js';
 
 export const APPLY_TEMPLATE_KEY = 'volatile.apply_template';
 
@@ -23,23 +24,26 @@ export function restoreDeferred(config: Record<string, string>, snapshotConfig: 
 }
 
 export interface TemplateHost {
-  applyTemplates(handle: InstanceHandle, trigger: TemplateTrigger): Promise<void>;
+  applyTemplates(handle: InstanceHandle, trigger: TemplateTrigger, metadata?: InstanceMetadata): Promise<void>;
   touch(project: string, name: string, change: (record: InstanceHandle['record']) => void): Promise<void>;
 }
 
 /** What a start renders before the instance runs: the deferred trigger's templates, then the start ones. */
 export async function applyStartTemplates(host: TemplateHost, handle: InstanceHandle): Promise<void> {
   const pending = handle.record.config[APPLY_TEMPLATE_KEY];
+  // One read for both triggers: rendering templates writes into the root, never metadata.yaml.
+  // A virtual machine's root is a disk image: no metadata.yaml, no templates.
+  const metadata = handle.record.type === 'container' ? await readMetadata(handle.inst.volumePath) : undefined;
   if (pending) {
     // Any value is a trigger name; one no template names renders nothing and is cleared all the same.
-    await host.applyTemplates(handle, pending as TemplateTrigger);
+    await host.applyTemplates(handle, pending as TemplateTrigger, metadata);
     await host.touch(handle.project, handle.name, (r) => {
       delete r.config[APPLY_TEMPLATE_KEY];
     });
     delete handle.record.config[APPLY_TEMPLATE_KEY];
     delete handle.inst.config[APPLY_TEMPLATE_KEY];
   }
-  await host.applyTemplates(handle, 'start');
+  await host.applyTemplates(handle, 'start', metadata);
 }
 
 /** Templates follow the instances: triggers recorded on create, copy, rename and restore, rendered as a start launches. */
