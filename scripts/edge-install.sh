@@ -2,7 +2,7 @@
 # Lays out an edge install of corral in <target> from a built tree (npm run build): the bundle of the
 # edge set and the few files it loads or runs beside itself (the registry, the host helpers, the proxy
 # forwarder), with the package files for `npm ci --omit=dev`. Then, on the device:
-#   cd <target> && npm ci --omit=dev && MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=1 --single-threaded --max-old-space-size=1024 dist/bundle/corrald-edge.cjs --dir /var/lib/corral
+#   cd <target> && npm ci --omit=dev && MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072 node --max-semi-space-size=1 --single-threaded --max-old-space-size=1024 --heap-growing-percent=30 dist/bundle/corrald-edge.cjs --dir /var/lib/corral
 set -eu
 cd "$(dirname "$0")/.."
 target=${1:?usage: scripts/edge-install.sh <target directory>}
