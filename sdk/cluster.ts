@@ -131,6 +131,8 @@ export interface ClusterControl {
   join(opts: { serverName: string; address: string; authority: EtcdAuthority; initialCluster: string; memberConfig: MemberConfigEntry[] }): Promise<void>;
   promoteEtcdMember(memberId: string): Promise<void>;
   removeEtcdMember(memberId: string): Promise<void>;
+  /** Refuse (the 503 removeEtcdMember would give) when taking this member out would cost the quorum; changes nothing (since SDK 2.18). */
+  checkRemoval(memberId: string): Promise<void>;
   /** Demote this member's etcd voter to a learner (remove, wipe, add back as a learner), bounded. */
   rejoinAsLearner(): Promise<void>;
   etcdMembers(): Promise<EtcdMemberStatus[]>;

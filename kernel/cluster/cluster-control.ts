@@ -173,6 +173,10 @@ export class KernelClusterControl implements ClusterControl {
     await this.membershipChange('promote', /not in sync|learner/i, (c) => c.cluster.memberPromote({ ID: memberId }));
   }
 
+  async checkRemoval(memberId: string): Promise<void> {
+    await this.checkQuorumWithout(memberId);
+  }
+
   async removeEtcdMember(memberId: string): Promise<void> {
     await this.checkQuorumWithout(memberId);
     await this.membershipChange('remove', /unhealthy cluster/i, (c) => c.cluster.memberRemove({ ID: memberId }));

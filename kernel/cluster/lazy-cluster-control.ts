@@ -103,6 +103,10 @@ export class LazyClusterControl implements ClusterControl {
     return (await this.impl()).exclusively(name, holder, fn, opts);
   }
 
+  async checkRemoval(memberId: string): Promise<void> {
+    return (await this.impl()).checkRemoval(memberId);
+  }
+
   async holdLease(key: string, value: string | (() => string), ttlSeconds: number, opts?: { beatMs?: number }): Promise<() => Promise<void>> {
     return (await this.impl()).holdLease(key, value, ttlSeconds, opts);
   }

@@ -79,6 +79,11 @@ export async function acceptMember(c: Clustering, body: AcceptRequest): Promise<
 export async function dropMember(c: Clustering, control: ClusterControl, records: Collection<MemberRecord>, name: string, leave?: (record: MemberRecord) => Promise<void>): Promise<void> {
   const stored = await records.get('', name);
   if (!stored) return;
+  if (leave) {
+    // A member told to leave goes whatever follows: the quorum is checked before anything changes.
+    const before = etcdMemberOf([stored.doc], await control.etcdMembers()).get(name);
+    if (before) await control.checkRemoval(before.id);
+  }
   await records.delete('', name, stored.rev);
   if (leave) await leave(stored.doc).catch((err: Error) => c.log.warn({ err, member: name }, 'the removed member did not leave by itself'));
   const etcd = etcdMemberOf([stored.doc], await control.etcdMembers()).get(name);

@@ -11,7 +11,7 @@ import test from 'ava';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { clusterNetUnavailable, makeClusterNet, type ClusterNet, type NetDaemon } from '../helpers/cluster-net.js';
-import { lxcOk } from '../helpers/clients.js';
+import { lxc, lxcOk } from '../helpers/clients.js';
 import { waitFor } from '../helpers/daemon.js';
 
 const skip = clusterNetUnavailable();
@@ -98,4 +98,16 @@ serial('a join sent while a voter is being demoted waits for the demotion and su
   t.is((await d3.request('GET', '/1.0')).json?.metadata?.environment?.server_clustered, false);
   const inNamespace = spawnSync('ip', ['netns', 'pids', d3.member.ns], { encoding: 'utf8' }).stdout.split(/\s+/).filter(Boolean);
   t.deepEqual(inNamespace.filter((pid) => readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'etcd'), [], 'no etcd left in m3\'s namespace');
+});
+
+serial('a removal that would cost the quorum is refused before the member is told to leave: it stays a member, clustered', async (t) => {
+  const [d1, d2, , d4] = started as [NetDaemon, NetDaemon, NetDaemon, NetDaemon];
+  // Three vote (m1, m2, m4); with m4 dead, taking m2 out would leave m1 alone of two voters.
+  await d4.kill9();
+  const refused = await lxc(d1.socket, 'cluster', 'remove', 'm2');
+  t.not(refused.status, 0);
+  t.regex(refused.stderr, /would lose its quorum/);
+  t.true((await members(d1)).some((m) => m.server_name === 'm2'), 'm2 is still recorded');
+  t.is((await d2.request('GET', '/1.0/cluster')).json?.metadata?.enabled, true, 'm2 was not told to leave');
+  t.true((await members(d2)).find((m) => m.server_name === 'm2')?.database, 'm2 still votes');
 });
