@@ -7,12 +7,18 @@ import { LxcDriver } from './driver.js';
 import { lxcEnvironment, probeLxc, type LxcProbe } from './probe.js';
 
 /** Per kernel: several test kernels may load this module in one process. */
-const drivers = new WeakMap<PluginContext, { driver: LxcDriver; probe?: LxcProbe }>();
+const drivers = new WeakMap<PluginContext, { driver: LxcDriver; probe?: LxcProbe; probing: Promise<LxcProbe> }>();
 
 export default definePlugin({
   register(ctx) {
     const driver = new LxcDriver({ hostTools: ctx.hostTools, log: ctx.log, dataDir: ctx.dataDir });
-    const state: { driver: LxcDriver; probe?: LxcProbe } = { driver };
+    // The probe only reads (a version, the library's feature names) and runs a tool of ~15 ms: started
+    // here, it runs while the plugins before this one boot, instead of holding the boots after it.
+    const state: { driver: LxcDriver; probe?: LxcProbe; probing: Promise<LxcProbe> } = {
+      driver,
+      // Nothing may reject unheard before boot awaits it.
+      probing: probeLxc(ctx.hostTools, driver.cgroups).catch((err: Error) => ({ operational: false, reason: `the probe failed: ${err.message}`, version: '', features: {} })),
+    };
     drivers.set(ctx, state);
     const instances = ctx.extensionPoints.get(InstancesExtensionPointRef);
     if (!instances) throw new Error('the instance-lxc plugin needs the "instances" extension point');
@@ -23,7 +29,7 @@ export default definePlugin({
 
   async boot(ctx) {
     const state = drivers.get(ctx)!;
-    state.probe = await probeLxc(ctx.hostTools, state.driver.cgroups);
+    state.probe = await state.probing;
     if (!state.probe.operational) ctx.log.warn({ reason: state.probe.reason }, 'liblxc is not operational: containers cannot start');
     else ctx.log.info({ version: state.probe.version, lxcpath: state.driver.paths.lxcpath }, 'liblxc driver ready');
     ctx.refreshServerInfo();
