@@ -26,7 +26,8 @@ export default definePlugin({
   async boot(ctx) {
     const { nic, types } = devices.get(ctx)!;
     types.seal();
-    // Filters of interfaces that went away while no daemon ran.
-    await nic.filters.leftovers(hostInterfaceExists).catch((err) => ctx.log.warn({ err }, 'removing leftover NIC filters failed'));
+    // Filters of interfaces that went away while no daemon ran, once the API is open: one nft listing on
+    // every boot's way to a serving socket otherwise, and the filters' own queue puts any new filter after it.
+    ctx.hooks.serving.tap(() => void nic.filters.leftovers(hostInterfaceExists).catch((err) => ctx.log.warn({ err }, 'removing leftover NIC filters failed')));
   },
 });
