@@ -5,7 +5,8 @@
  */
 import test from 'ava';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
@@ -13,7 +14,7 @@ import { ApiError, type DeviceMount, type DeviceRunConfig, type DriverInstance, 
 import { LxcDriver } from '../../plugins/instance-lxc/driver.js';
 import { lxcName } from '../../plugins/instance-lxc/paths.js';
 import { readSubidRange, readSubidRanges } from '../../plugins/instance-lxc/idmap.js';
-import { featuresOf, LXC_FEATURES, lxcEnvironment, probeLxc } from '../../plugins/instance-lxc/probe.js';
+import { featuresOf, libraryFeatures, LXC_FEATURES, lxcEnvironment, probeLxc } from '../../plugins/instance-lxc/probe.js';
 import { CONTAINER_PATH as PATH, lxcDriverFixture, runIn } from '../helpers/lxc-driver.js';
 import { cpusetFile, memoryLimitFile, pidsMaxFile } from '../helpers/cgroup.js';
 import { startDaemon, stopDaemons, waitFor } from '../helpers/daemon.js';
@@ -652,6 +653,11 @@ test.serial('lxc_features and the driver environment come from the installed lib
   // Every name here is there: a name counts only as a whole string, also next to another one.
   const made = featuresOf(Buffer.from('\0pidfd\0cgroup2\0xdevpts_fd\0network_ipvlan_more\0seccomp_notify'));
   t.like(made, { pidfd: 'true', cgroup2: 'true', devpts_fd: 'false', network_ipvlan: 'false', seccomp_notify: 'false', core_scheduling: 'false' });
+  // The same through grep, as the probe looks first: whole NUL-terminated strings only.
+  const fake = path.join(mkdtempSync(path.join(tmpdir(), 'corral-liblxc-')), 'liblxc.so.1');
+  writeFileSync(fake, '\0pidfd\0cgroup2\0xdevpts_fd\0network_ipvlan_more\0seccomp_notifyx\0');
+  t.like(await libraryFeatures(tools, fake), { pidfd: 'true', cgroup2: 'true', devpts_fd: 'false', network_ipvlan: 'false', seccomp_notify: 'false', core_scheduling: 'false' });
+  rmSync(path.dirname(fake), { recursive: true, force: true });
 
   const env = lxcEnvironment(() => probe);
   t.like(env({ driver: '', driver_version: '' }), { driver: 'lxc', driver_version: probe.version });
