@@ -1,10 +1,10 @@
 /**
  * One command run to its end, its output collected: what HostTools.run needs of a child process,
- * started as spawn.ts starts children with pipes (the helper, else node's child_process). It replaced execa, whose hundred modules cost a daemon ~1 MiB and ~120 ms
- * of CPU at the first host tool, which every boot runs (decision 0002, issue 21). It keeps what run()
- * relied on: the environment extends the daemon's, a timeout sends SIGTERM then SIGKILL 5 s later, a
- * final newline is stripped, output is capped at 100 MiB, and children still running when the daemon
- * exits are killed with it.
+ * started as spawn.ts starts children with pipes (the helper, else node's child_process). It replaced
+ * execa, whose hundred modules cost a daemon ~1 MiB and ~120 ms of CPU at the first host tool, which
+ * every boot runs (decision 0002, issue 21). It keeps what run() relied on: the environment extends the
+ * daemon's, a timeout sends SIGTERM then SIGKILL 5 s later, a final newline is stripped, output is
+ * capped at 100 MiB, and children still running when the daemon exits are killed with it.
  */
 import type { ChildProcess } from 'node:child_process';
 import { startPiped } from './spawn.js';

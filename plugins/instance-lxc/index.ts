@@ -12,8 +12,8 @@ const drivers = new WeakMap<PluginContext, { driver: LxcDriver; probe?: LxcProbe
 export default definePlugin({
   register(ctx) {
     const driver = new LxcDriver({ hostTools: ctx.hostTools, log: ctx.log, dataDir: ctx.dataDir });
-    // The probe only reads (a version, the library's feature names) and runs a tool of ~15 ms: started
-    // here, it runs while the plugins before this one boot, instead of holding the boots after it.
+    // The probe only reads (liblxc's version and feature names, ~15 ms of two tools on a first start):
+    // started here, it runs while the plugins before this one boot, instead of holding the boots after it.
     const state: { driver: LxcDriver; probe?: LxcProbe; probing: Promise<LxcProbe> } = {
       driver,
       // Nothing may reject unheard before boot awaits it.
