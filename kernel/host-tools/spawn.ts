@@ -34,8 +34,8 @@ export function spawnHostProcess(command: string, args: string[], opts: SpawnOpt
 
 /** As spawnHostProcess, resolved once the child runs; with pipes, started by the helper beside the event loop. */
 export async function launchHostProcess(command: string, args: string[], opts: SpawnOptions): Promise<HostProcess> {
-  const child = opts.pty ? undefined : spawner.start(command, args, { cwd: opts.cwd, env: opts.env, endWithDaemon: opts.endWithDaemon });
-  if (!child) return spawnHostProcess(command, args, opts);
+  if (opts.pty) return spawnHostProcess(command, args, opts);
+  const child = startPiped(command, args, { cwd: opts.cwd, env: opts.env, endWithDaemon: opts.endWithDaemon });
   const proc = hostProcessOf(child);
   await new Promise<void>((resolve) => {
     child.once('spawn', resolve);

@@ -74,19 +74,23 @@ export async function acceptMember(c: Clustering, body: AcceptRequest): Promise<
 /**
  * Take a member out: its record, then its etcd member (the record comes back when etcd refuses). With
  * `leave`, the member is first told to leave, and takes its etcd member out itself while that still
- * works; it is taken out here only if it did not.
+ * works (`leave` answers whether it was seen gone); it is taken out here only if it did not.
  */
-export async function dropMember(c: Clustering, control: ClusterControl, records: Collection<MemberRecord>, name: string, leave?: (record: MemberRecord) => Promise<void>): Promise<void> {
+export async function dropMember(c: Clustering, control: ClusterControl, records: Collection<MemberRecord>, name: string, leave?: (record: MemberRecord) => Promise<boolean>): Promise<void> {
   const stored = await records.get('', name);
   if (!stored) return;
-  if (leave) {
-    // A member told to leave goes whatever follows: the quorum is checked before anything changes.
-    const before = etcdMemberOf([stored.doc], await control.etcdMembers()).get(name);
-    if (before) await control.checkRemoval(before.id);
-  }
+  let etcd = etcdMemberOf([stored.doc], await control.etcdMembers()).get(name);
+  // A member told to leave goes whatever follows: the quorum is checked before anything changes.
+  if (leave && etcd) await control.checkRemoval(etcd.id);
   await records.delete('', name, stored.rev);
-  if (leave) await leave(stored.doc).catch((err: Error) => c.log.warn({ err, member: name }, 'the removed member did not leave by itself'));
-  const etcd = etcdMemberOf([stored.doc], await control.etcdMembers()).get(name);
+  if (leave) {
+    const left = await leave(stored.doc).catch((err: Error) => {
+      c.log.warn({ err, member: name }, 'the removed member did not leave by itself');
+      return false;
+    });
+    if (left) return;
+    etcd = etcdMemberOf([stored.doc], await control.etcdMembers()).get(name);
+  }
   if (!etcd) return;
   try {
     await control.removeEtcdMember(etcd.id);

@@ -41,11 +41,11 @@ export async function removeMember(c: Clustering, req: ApiRequest, name: string,
 }
 
 /**
- * Tell a removed member to leave, and wait (bounded) until its etcd member is gone. Told before its etcd
- * member is taken out, it can still read the cluster database to check it was removed, and it takes
- * itself out of etcd; taken out first, its etcd stops and nothing it asks is answered any more.
+ * Tell a removed member to leave, and wait (bounded) until its etcd member is gone (true then). Told
+ * before its etcd member is taken out, it can still read the cluster database to check it was removed,
+ * and it takes itself out of etcd; taken out first, its etcd stops and nothing it asks is answered any more.
  */
-async function toldToLeave(c: Clustering, control: ClusterControl, record: MemberRecord): Promise<void> {
+async function toldToLeave(c: Clustering, control: ClusterControl, record: MemberRecord): Promise<boolean> {
   const pair = currentCertificate(control);
   const res = await peerRequest({ address: record.address, fingerprint: fingerprintOf(pair.cert), method: 'POST', path: '/internal/cluster/leave', body: {}, client: pair });
   if (res.status !== 200) throw new Error(`it answered ${res.status}: ${res.body?.error ?? ''}`);
@@ -54,6 +54,7 @@ async function toldToLeave(c: Clustering, control: ClusterControl, record: Membe
     if (Date.now() > giveUp) throw new Error(`its database member was still there after ${LEAVE_BOUND_MS / 1000} s`);
     await new Promise((r) => setTimeout(r, 200));
   }
+  return true;
 }
 
 /** This member was removed: stop its lease and etcd, back to standalone. */
