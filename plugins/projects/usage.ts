@@ -6,7 +6,7 @@
  */
 import { totalmem } from 'node:os';
 import {
-  CustomVolumesServiceRef, featureProjectOf, InstancesServiceRef, parseSize, ProjectsServiceRef,
+  CustomVolumesServiceRef, featureProjectOf, InstancesServiceRef, parseCpuSet, parseSize, ProjectsServiceRef,
   type DeviceConfig, type InstanceType, type ServiceRegistry,
 } from '../../sdk/index.js';
 import { rootDisk } from './policy/contents.js';
@@ -39,17 +39,15 @@ export const emptyAllocations = (): Allocations => ({
   containers: 0, 'virtual-machines': 0, instances: 0, cpu: 0, memory: 0, processes: 0, disk: 0, networks: 0,
 });
 
-/** CPUs named by `limits.cpu`: a count (`2`) or a set of host CPUs (`0-3,6`). */
+/** CPUs named by `limits.cpu`: a count (`2`) or a set of host CPUs (`0-3,6`, each CPU once however the ranges overlap). */
 export function cpuCount(value: string | undefined): number {
   if (!value) return 0;
   if (/^\d+$/.test(value)) return Number(value);
-  let count = 0;
-  for (const part of value.split(',')) {
-    const range = /^(\d+)-(\d+)$/.exec(part.trim());
-    if (range) count += Math.max(0, Number(range[2]) - Number(range[1]) + 1);
-    else if (/^\d+$/.test(part.trim())) count += 1;
+  try {
+    return parseCpuSet(value).length;
+  } catch {
+    return 0;
   }
-  return count;
 }
 
 /** Bytes of `limits.memory` (a size or a percentage of the host's memory); 0 when unset or unreadable. */

@@ -186,7 +186,7 @@ test.serial('features are fixed, rename and delete refused while the project hol
 
   ok(t, await call('PATCH', '/1.0/instances/s1?project=shared', { config: { 'limits.cpu': '2', 'limits.memory': '256MiB', 'limits.processes': '100' } }), 'limits on s1');
   ok(t, await call('POST', '/1.0/instances?project=shared', {
-    name: 's2', source: { type: 'image', alias: 'bb' }, config: { 'limits.cpu': '0-2', 'limits.memory': '128MiB' }, devices: { root: { type: 'disk', path: '/', pool: 'default', size: '1GiB' } },
+    name: 's2', source: { type: 'image', alias: 'bb' }, config: { 'limits.cpu': '0-2,1-2', 'limits.memory': '128MiB' }, devices: { root: { type: 'disk', path: '/', pool: 'default', size: '1GiB' } },
   }), 's2');
   ok(t, await d.request('PATCH', '/1.0/projects/shared', { config: { 'limits.instances': '5', 'limits.memory': '1GiB' } }), 'limits on the project');
   const state = await get('/1.0/projects/shared/state');
@@ -194,7 +194,7 @@ test.serial('features are fixed, rename and delete refused while the project hol
   t.deepEqual(state.resources.instances, { Limit: 5, Usage: 2 });
   t.deepEqual(state.resources.containers, { Limit: -1, Usage: 2 });
   t.deepEqual(state.resources['virtual-machines'], { Limit: -1, Usage: 0 });
-  t.deepEqual(state.resources.cpu, { Limit: -1, Usage: 5 }, '2 CPUs plus the set 0-2');
+  t.deepEqual(state.resources.cpu, { Limit: -1, Usage: 5 }, '2 CPUs plus the set 0-2,1-2 (its overlap counted once)');
   t.deepEqual(state.resources.memory, { Limit: 2 ** 30, Usage: 384 * 2 ** 20 });
   t.deepEqual(state.resources.processes, { Limit: -1, Usage: 100 });
   t.deepEqual(state.resources.disk, { Limit: -1, Usage: 2 ** 30 });
