@@ -18,7 +18,9 @@ export async function interceptDiagnosis(d: Daemon, name: string): Promise<strin
     } catch { /* gone */ }
   }
   return [
-    `lxc.log of ${name} (${log.status}):`, String(log.body).split('\n').slice(-30).join('\n'),
+    // The monitor's own account of its proxy connection (a failed reconnect leaves it without one for good), however far back.
+    `lxc.log of ${name} (${log.status}), its proxy connection:`, ...String(log.body).split('\n').filter((line) => /reconnect|forward|connect to seccomp proxy|receive message from seccomp proxy|No seccomp proxy registered/.test(line)).slice(0, 20),
+    'and its last lines:', String(log.body).split('\n').slice(-30).join('\n'),
     'the daemon about the proxy:', ...daemonLines,
     'proxy processes (pid: argv (state ppid)):', ...proxies,
   ].join('\n');

@@ -55,6 +55,7 @@
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_CLIENTS 1024
@@ -1140,8 +1141,13 @@ static int serve(int conn)
 	return answer < 0 ? -1 : 0;
 }
 
+/* The socket's path and what was bound there: an orphaned server ends once another proxy has bound it. */
+static const char *socket_path;
+static dev_t bound_dev;
+static ino_t bound_ino;
+
 static int hold(int lfd);
-static int serve_connections(int lfd);
+static int serve_connections(int lfd, int life_fd);
 
 int main(int argc, char **argv)
 {
@@ -1158,20 +1164,48 @@ int main(int argc, char **argv)
 	/* Ends when the daemon does, even if the daemon could not tell us. */
 	if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() == 1)
 		return 1;
+	/*
+	 * Bound beside the path and renamed over it: a monitor that reconnects while a previous proxy's
+	 * server still serves (see hold) reaches one of the two, never a missing file. A path with no
+	 * room for the suffix is replaced in place.
+	 */
 	int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
-	strcpy(addr.sun_path, argv[1]);
-	unlink(argv[1]);
+	int beside = strlen(argv[1]) + 1 < sizeof(addr.sun_path);
+	snprintf(addr.sun_path, sizeof(addr.sun_path), beside ? "%s~" : "%s", argv[1]);
+	unlink(addr.sun_path);
 	mode_t old = umask(077);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(lfd, 64) < 0) {
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(lfd, 64) < 0 ||
+	    (beside && rename(addr.sun_path, argv[1]) < 0)) {
 		say("cannot listen on %s: %s", argv[1], strerror(errno));
+		if (beside)
+			unlink(addr.sun_path);
 		return 1;
 	}
 	umask(old);
+	struct stat bound;
+	if (stat(argv[1], &bound) < 0) {
+		say("cannot stat %s: %s", argv[1], strerror(errno));
+		return 1;
+	}
+	socket_path = argv[1];
+	bound_dev = bound.st_dev;
+	bound_ino = bound.st_ino;
 	/* The daemon waits for this line before it starts a container that needs us. */
 	printf("ready\n");
 	fflush(stdout);
 	return hold(lfd);
+}
+
+/* The holder's running server, ended with it when the holder is told to stop. */
+static volatile pid_t serving = -1;
+
+static void stop_holder(int sig)
+{
+	(void)sig;
+	if (serving > 0)
+		kill(serving, SIGKILL);
+	_exit(0);
 }
 
 /*
@@ -1180,25 +1214,46 @@ int main(int argc, char **argv)
  * backlog instead of being refused, which matters: once a monitor's reconnect is refused,
  * liblxc gives no listener to the container's new exec sessions (their intercepted calls fail
  * with ENOSYS) until the container's own processes make an intercepted call.
+ *
+ * Told to stop (SIGTERM: the daemon stops, or it died), the holder ends its server with it. A holder
+ * that dies otherwise leaves its server serving, on the same socket, until the daemon's next proxy
+ * has bound the path (see serve_connections): the gap between the two is never a refusal either.
  */
 static int hold(int lfd)
 {
+	/* The server sees the holder gone when the write end, held here only, closes. */
+	int life[2];
+	if (pipe2(life, O_CLOEXEC) < 0) {
+		say("pipe: %s", strerror(errno));
+		return 1;
+	}
+	struct sigaction stop = { .sa_handler = stop_holder };
+	sigemptyset(&stop.sa_mask);
+	sigaction(SIGTERM, &stop, NULL);
+	/* A stop between the fork and the note of the server's pid would leave the server behind. */
+	sigset_t term, unblocked;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
 	for (;;) {
+		sigprocmask(SIG_BLOCK, &term, &unblocked);
 		pid_t server = fork();
 		if (server < 0) {
 			say("fork: %s", strerror(errno));
 			return 1;
 		}
 		if (server == 0) {
-			/* Ends with the holder (which ends with the daemon). */
-			if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1)
-				_exit(1);
-			_exit(serve_connections(lfd));
+			signal(SIGTERM, SIG_DFL);
+			sigprocmask(SIG_SETMASK, &unblocked, NULL);
+			close(life[1]);
+			_exit(serve_connections(lfd, life[0]));
 		}
+		serving = server;
+		sigprocmask(SIG_SETMASK, &unblocked, NULL);
 		int status;
 		while (waitpid(server, &status, 0) < 0)
 			if (errno != EINTR)
 				return 1;
+		serving = -1;
 		say("the server exited (%s %d): starting another", WIFSIGNALED(status) ? "signal" : "code",
 		    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 		/* Never a tight loop. */
@@ -1206,21 +1261,55 @@ static int hold(int lfd)
 	}
 }
 
-/* Accepts monitors and answers their packets, one at a time. */
-static int serve_connections(int lfd)
+/* How long a server outlives its holder when no other proxy binds the path (the daemon is gone too). */
+#define ORPHAN_MAX_MS 30000
+#define ORPHAN_LOOK_MS 50
+
+static long long now_ms(void)
 {
-	struct pollfd pfds[MAX_CLIENTS + 1];
-	int count = 1;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether another proxy has bound the socket's path since this one did. */
+static int path_taken_over(void)
+{
+	struct stat st;
+	return stat(socket_path, &st) == 0 && (st.st_dev != bound_dev || st.st_ino != bound_ino);
+}
+
+/*
+ * Accepts monitors and answers their packets, one at a time. Orphaned (the holder gone), it goes on
+ * until another proxy has bound the path, then ends: the monitors it served find their connection
+ * closed at their next packet and reconnect, to a proxy that listens.
+ */
+static int serve_connections(int lfd, int life_fd)
+{
+	struct pollfd pfds[MAX_CLIENTS + 2];
+	int count = 2;
+	/* Past this (monotonic ms), an orphaned server ends; 0 while the holder lives. */
+	long long orphan_deadline = 0;
 	pfds[0].fd = lfd;
 	pfds[0].events = POLLIN;
+	pfds[1].fd = life_fd;
+	pfds[1].events = POLLIN;
 	for (;;) {
-		if (poll(pfds, (nfds_t)count, -1) < 0) {
+		int ready = poll(pfds, (nfds_t)count, orphan_deadline ? ORPHAN_LOOK_MS : -1);
+		if (ready < 0) {
 			if (errno == EINTR)
 				continue;
 			say("poll: %s", strerror(errno));
 			return 1;
 		}
-		for (int i = count - 1; i >= 1; i--) {
+		if (pfds[1].fd >= 0 && pfds[1].revents) {
+			/* Only the holder writes nothing and holds the other end: it is gone. */
+			pfds[1].fd = -1;
+			orphan_deadline = now_ms() + ORPHAN_MAX_MS;
+		}
+		if (orphan_deadline && (path_taken_over() || now_ms() >= orphan_deadline))
+			return 0;
+		for (int i = count - 1; i >= 2; i--) {
 			if (!pfds[i].revents)
 				continue;
 			if ((pfds[i].revents & POLLIN) && serve(pfds[i].fd) == 0)
@@ -1230,7 +1319,7 @@ static int serve_connections(int lfd)
 		}
 		if (pfds[0].revents & POLLIN) {
 			int conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-			if (conn >= 0 && count <= MAX_CLIENTS) {
+			if (conn >= 0 && count <= MAX_CLIENTS + 1) {
 				pfds[count].fd = conn;
 				pfds[count].events = POLLIN;
 				pfds[count].revents = 0;
