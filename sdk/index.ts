@@ -11,7 +11,7 @@
  * custom volumes, daemon storage, network, images, profiles, projects, used_by. The ordered
  * extension catalog.
  */
-export const SDK_VERSION = '2.18.0';
+export const SDK_VERSION = '2.19.0';
 
 export * from './errors.js';
 export * from './responses.js';

@@ -10,7 +10,6 @@
  * missing or keeps failing, start() returns undefined and the caller uses child_process.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
@@ -18,6 +17,7 @@ import { constants as osConstants } from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { randomHex } from '../../sdk/index.js';
 
 const HELPER_BIN = path.join(path.dirname(fileURLToPath(import.meta.url)), 'corral-spawner');
 /** A stream connection that has not said which child it is within this time is dropped. */
@@ -168,7 +168,7 @@ export class SpawnedChild extends EventEmitter {
 export class Spawner {
   private helper: ChildProcess | undefined;
   private server: Server | undefined;
-  private readonly name = `corral-spawner-${process.pid}-${randomBytes(6).toString('hex')}`;
+  private readonly name = `corral-spawner-${process.pid}-${randomHex(6)}`;
   /** Helpers that died under the daemon (one let go when idle does not count). */
   private deaths = 0;
   private nextId = 1;
@@ -187,7 +187,7 @@ export class Spawner {
     const helper = this.running();
     if (!helper?.stdin?.writable) return undefined;
     const id = this.nextId++;
-    const token = randomBytes(16).toString('hex');
+    const token = randomHex(16);
     const child = new SpawnedChild();
     this.children.set(id, { child, token, file });
     this.byToken.set(token, child);

@@ -1,8 +1,8 @@
 /** One background operation: its state machine (part 3) and its wire view. */
-import { randomUUID, randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import {
-  ApiError, OperationStatus, requestedProjectOf, HeldSecrets,
+  ApiError, OperationStatus, requestedProjectOf, HeldSecrets, randomHex,
   type Operation, type OperationControl, type OperationSpec, type OperationStatusName, type OperationView,
 } from '../../sdk/index.js';
 import { clientMessage } from '../http/client-message.js';
@@ -48,7 +48,7 @@ export class OperationRecord implements Operation {
     if (spec.class === 'websocket') {
       const fds: Record<string, string> = {};
       for (const name of spec.secrets ?? []) {
-        const secret = randomBytes(32).toString('hex');
+        const secret = randomHex(32);
         this.secrets.add(secret, name);
         fds[name] = secret;
       }

@@ -5,8 +5,7 @@
  * `nsenter`). What each container has is recorded next to its config, so that a later detach, a
  * stop or a restarted daemon knows the host-side names.
  */
-import { randomBytes } from 'node:crypto';
-import { badRequest, type HostTools, type NicRunConfig } from '../../sdk/index.js';
+import { badRequest, randomHex, type HostTools, type NicRunConfig } from '../../sdk/index.js';
 
 export interface RecordedNic {
   device: string;
@@ -67,7 +66,7 @@ export class NicPlumber {
 
   /** Make the interface, move it in, name it and configure it inside; on failure nothing is left. */
   async attach(pid: number, nic: NicRunConfig): Promise<void> {
-    const temp = `cr${randomBytes(5).toString('hex')}`;
+    const temp = `cr${randomHex(5)}`;
     const inside = [...(nic.mtu ? ['mtu', String(nic.mtu)] : []), ...(nic.hwaddr ? ['address', nic.hwaddr] : [])];
     let hostSide: string | undefined;
     let moved = false;
@@ -121,7 +120,7 @@ export class NicPlumber {
       await this.ip(['link', 'del', current], pid);
       return;
     }
-    const temp = `cr${randomBytes(5).toString('hex')}`;
+    const temp = `cr${randomHex(5)}`;
     await this.ipQuiet(['link', 'set', current, 'down'], pid);
     await this.ip(['link', 'set', current, 'name', temp], pid);
     // Pid 1 of the host: nsenter entered only the network namespace.

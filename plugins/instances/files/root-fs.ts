@@ -16,8 +16,8 @@
 import { constants as C } from 'node:fs';
 import { lstat, mkdir, open, readdir, readlink, realpath, rename, rmdir, symlink, unlink, lchown, type FileHandle } from 'node:fs/promises';
 import type { Stats } from 'node:fs';
-import { randomBytes } from 'node:crypto';
 import path from 'node:path';
+import { randomHex } from '../../../sdk/index.js';
 
 /** O_PATH is not in fs.constants; Node passes open flags through to open(2). */
 const O_PATH = process.arch === 'x64' || process.arch === 'arm64' || process.arch === 'arm' || process.arch === 'ia32'
@@ -507,7 +507,7 @@ export async function writeFileInRoot(
       return;
     }
 
-    const tmp = `.corral-upload-${randomBytes(6).toString('hex')}`;
+    const tmp = `.corral-upload-${randomHex(6)}`;
     const fh = await walk.track(open(fdPath(loc.dir, tmp), C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o600));
     try {
       await writeAll(fh, data);
