@@ -1,4 +1,7 @@
-/** Secrets compared in constant time (operation, token and image secrets alike): digests first, so neither content nor length shows in the timing. */
+/**
+ * Secrets (operation, token and image secrets alike): drawn from the CSPRNG in bulk (randomHex), and compared in
+ * constant time, digests first, so neither content nor length shows in the timing.
+ */
 import { createHash, randomFillSync, timingSafeEqual } from 'node:crypto';
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
