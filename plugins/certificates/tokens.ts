@@ -3,11 +3,11 @@
  * random secret; `lxc config trust add` turns its metadata into the base64 JSON token the other
  * client redeems with `POST /1.0/certificates {"password": <token>}`. Redeeming cancels it.
  */
-import { randomBytes, X509Certificate } from 'node:crypto';
+import { X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { networkInterfaces } from 'node:os';
 import path from 'node:path';
-import { sameSecret, type Operation, type OperationsService, type Requestor } from '../../sdk/index.js';
+import { randomHex, sameSecret, type Operation, type OperationsService, type Requestor } from '../../sdk/index.js';
 import type { CertificateType } from './certificate.js';
 
 /** What the token was asked for: the new certificate gets these. */
@@ -59,7 +59,7 @@ export class CertificateTokens {
   async issue(request: TokenRequest, requestor: Requestor): Promise<Operation> {
     const metadata: TokenMetadata = {
       request: { ...request, certificate: '', password: '', token: true },
-      secret: randomBytes(32).toString('hex'),
+      secret: randomHex(32),
       fingerprint: await serverFingerprint(this.dataDir),
       addresses: listenAddresses(this.httpsAddress()),
     };

@@ -5,8 +5,7 @@
  * name: a new one replaces the old, as in the reference. Revoking (cancelling the operation), expiry
  * and use each remove the record; a member seeing a record go ends its own operation.
  */
-import { randomBytes } from 'node:crypto';
-import { conflict, sameSecret, type Collection, type Operation, type OperationsService, type Requestor, type StoreChange } from '../../sdk/index.js';
+import { conflict, randomHex, sameSecret, type Collection, type Operation, type OperationsService, type Requestor, type StoreChange } from '../../sdk/index.js';
 
 export interface TokenRecord {
   server_name: string;
@@ -55,7 +54,7 @@ export class JoinTokens {
 
   async issue(opts: { name: string; fingerprint: string; addresses: string[]; lifetimeMs: number; requestor: Requestor }): Promise<Operation> {
     const previous = await this.records.get('', opts.name);
-    const secret = randomBytes(32).toString('hex');
+    const secret = randomHex(32);
     const expiresAt = new Date(Date.now() + opts.lifetimeMs).toISOString();
     const op = this.operations.create({
       class: 'token',

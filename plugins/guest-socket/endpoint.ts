@@ -4,14 +4,13 @@
  * answer never carries another instance's data. Answers come from a view of the instance kept
  * up to date by the plugin (no store read per request).
  */
-import { randomBytes } from 'node:crypto';
 import { chmodSync, createReadStream, rmSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import path from 'node:path';
 import type { WebSocketServer, WebSocket } from 'ws';
-import { truthy, type ImagesService, type StoredImageFile } from '../../sdk/index.js';
+import { randomHex, truthy, type ImagesService, type StoredImageFile } from '../../sdk/index.js';
 import { guestChanges, type GuestEvent, type GuestView } from './changes.js';
 
 /** A guest waiting longer than this for the HTTP head of its request is dropped. */
@@ -259,7 +258,7 @@ function streamFile(res: http.ServerResponse, file: StoredImageFile, filename: s
 
 /** A split image: its two files as parts of one multipart body, as the main API's export sends them. */
 async function streamMultipart(res: http.ServerResponse, fp: string, metadata: StoredImageFile, rootfs: StoredImageFile): Promise<void> {
-  const boundary = randomBytes(30).toString('hex');
+  const boundary = randomHex(30);
   const part = (field: string, name: string, first: boolean) =>
     `${first ? '' : '\r\n'}--${boundary}\r\nContent-Disposition: form-data; name="${field}"; filename="${name}"\r\nContent-Type: application/octet-stream\r\n\r\n`;
   const heads = [part('metadata', `meta-${fp}${metadata.extension}`, true), part(rootfs.kind === 'qcow2' ? 'rootfs.img' : 'rootfs', `${fp}${rootfs.extension}`, false)];

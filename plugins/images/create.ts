@@ -4,10 +4,9 @@
  * writes the record and aliases in one transaction, undoing the files if that fails (install.ts).
  * JSON bodies describe other sources (json-request.ts, publish.ts).
  */
-import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import {
-  async, badRequest, forbidden, isApiError, requestedProjectOf, truthy,
+  async, badRequest, forbidden, isApiError, randomHex, requestedProjectOf, truthy,
   type ApiRequest, type ApiResponse, type Operation, type PluginContext,
 } from '../../sdk/index.js';
 import { checkShape } from '../../sdk/index.js';
@@ -153,7 +152,7 @@ export class ImageCreator {
       (op) => this.installer.install(req, op, upload, image, aliases, 'Image with same fingerprint already exists'),
       () => rm(area, { recursive: true, force: true }),
       // The pushing daemon waits for the import with this (GET /1.0/operations/<id>/wait?secret=).
-      req.trusted ? undefined : { secret: randomBytes(32).toString('hex') },
+      req.trusted ? undefined : { secret: randomHex(32) },
     );
   }
 

@@ -2,10 +2,9 @@
  * GET /1.0/images/<fingerprint>/export: the unified tarball as is, or both files of a split
  * image as a multipart/form-data body (parts `metadata` and `rootfs`), as the reference sends them.
  */
-import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { Readable } from 'node:stream';
-import { raw, type RawResponse } from '../../sdk/index.js';
+import { randomHex, raw, type RawResponse } from '../../sdk/index.js';
 import { formatExtension } from '../../sdk/lib/archive/index.js';
 import type { ImageFiles } from './files.js';
 import type { StoredImage } from './image.js';
@@ -20,7 +19,7 @@ export function exportResponse(image: StoredImage, files: ImageFiles): RawRespon
     });
   }
   const rootfs = image.files.rootfs;
-  const boundary = randomBytes(30).toString('hex');
+  const boundary = randomHex(30);
   const partHead = (name: string, filename: string, first: boolean) => Buffer.from(
     `${first ? '' : '\r\n'}--${boundary}\r\nContent-Disposition: form-data; name="${name}"; filename="${filename}"\r\nContent-Type: application/octet-stream\r\n\r\n`,
   );

@@ -4,8 +4,7 @@
  * download it, though it is private. The download spends the secret (the reference ends the token
  * operation there too); cancelling the operation withdraws it.
  */
-import { randomBytes } from 'node:crypto';
-import { sameSecret, type ApiRequest, type Operation, type OperationsService } from '../../sdk/index.js';
+import { randomHex, sameSecret, type ApiRequest, type Operation, type OperationsService } from '../../sdk/index.js';
 import { imageUrl } from './image.js';
 
 interface Grant {
@@ -20,7 +19,7 @@ export class ImageSecrets {
   constructor(private readonly operations: OperationsService) {}
 
   create(req: ApiRequest, project: string, fingerprint: string): Operation {
-    const secret = randomBytes(32).toString('hex');
+    const secret = randomHex(32);
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
     const finish = () => {

@@ -3,8 +3,7 @@
  * token operation with a secret; the upload that follows with `X-LXD-secret` gets the aliases,
  * properties, expiry and visibility given up front. A secret is good for one upload.
  */
-import { randomBytes } from 'node:crypto';
-import type { ApiRequest, Operation, OperationsService } from '../../sdk/index.js';
+import { randomHex, type ApiRequest, type Operation, type OperationsService } from '../../sdk/index.js';
 import { imageUrl } from './image.js';
 import { NEVER_USED } from './times.js';
 
@@ -26,7 +25,7 @@ export class PushTokens {
   constructor(private readonly operations: OperationsService) {}
 
   create(req: ApiRequest, grant: PushGrant): Operation {
-    const secret = randomBytes(32).toString('hex');
+    const secret = randomHex(32);
     // Registered before the operation runs, so an upload right after the answer finds it.
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));

@@ -7,11 +7,10 @@
  * the descriptor the helper opened (SCM_RIGHTS). The helper is a few lines of python3 (a host
  * tool the daemon already needs), written to the VM's run directory. See decision 0053.
  */
-import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { badRequest } from '../../sdk/index.js';
+import { badRequest, randomHex } from '../../sdk/index.js';
 
 /** QEMU appends `--use-vnet --fd=N --br=B`: the helper opens the device and sends it on fd N. */
 const HELPER = `import os, socket, sys
@@ -25,7 +24,7 @@ export const HELPER_FILE = 'tap-fd.py';
 const MODES = new Set(['bridge', 'vepa', 'private', 'passthru']);
 
 /** A fresh host name for a macvtap (at most 15 characters). */
-export const macvtapName = () => `mvt${randomBytes(4).toString('hex')}`;
+export const macvtapName = () => `mvt${randomHex(4)}`;
 
 export function checkMode(device: string, mode: string | undefined): string {
   const m = mode || 'bridge';

@@ -1,15 +1,14 @@
 /** Generated names and addresses of NICs: MAC addresses, host-side interface names, `ethN`. */
-import { randomBytes } from 'node:crypto';
+import { randomHex } from '../../sdk/index.js';
 
 /** A MAC address in the range the reference uses for its instances (Xensource's OUI, locally held). */
 export function generateHwaddr(): string {
-  const b = randomBytes(3);
-  return `00:16:3e:${[...b].map((x) => x.toString(16).padStart(2, '0')).join(':')}`;
+  return `00:16:3e:${randomHex(3).match(/../g)!.join(':')}`;
 }
 
 /** A host-side veth name: a prefix and 8 random hex digits (fits the 15-character limit). */
 export function generateHostName(prefix = 'veth'): string {
-  return `${prefix}${randomBytes(4).toString('hex')}`;
+  return `${prefix}${randomHex(4)}`;
 }
 
 /** The first `ethN` not taken by another NIC of the instance. */

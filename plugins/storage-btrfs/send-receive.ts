@@ -13,10 +13,9 @@
  */
 import { chmod, mkdir, readdir, rename } from 'node:fs/promises';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import {
-  badRequest, conflict, notFound, type HostTools, type OptimizedPart, type PoolInfo, type VolumeRef,
+  badRequest, conflict, notFound, randomHex, type HostTools, type OptimizedPart, type PoolInfo, type VolumeRef,
   type VolumeSendReceive,
 } from '../../sdk/index.js';
 import { VOLUME_MODE } from '../../sdk/lib/storage/index.js';
@@ -49,7 +48,7 @@ export class BtrfsSendReceive implements VolumeSendReceive {
   ) {}
 
   private async scratch(pool: PoolInfo, kind: string): Promise<string> {
-    const dir = path.join(this.root(pool), SCRATCH_DIR, `${kind}-${randomBytes(6).toString('hex')}`);
+    const dir = path.join(this.root(pool), SCRATCH_DIR, `${kind}-${randomHex(6)}`);
     await mkdir(dir, { recursive: true, mode: 0o700 });
     return dir;
   }

@@ -1,13 +1,12 @@
 /** Replacing a file whole in a host directory of the instance volume (metadata.yaml, templates). */
 import { constants as C } from 'node:fs';
 import { open, rename, unlink } from 'node:fs/promises';
-import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import { badRequest } from '../../../sdk/index.js';
+import { badRequest, randomHex } from '../../../sdk/index.js';
 
 /** Replace a file in `dir` by write-to-temp and rename, so readers see the old or the new file whole. */
 export async function replaceFile(dir: string, name: string, data: Buffer | string | AsyncIterable<Buffer>, maxBytes = Infinity): Promise<void> {
-  const tmp = path.join(dir, `.${name}.${randomBytes(6).toString('hex')}.tmp`);
+  const tmp = path.join(dir, `.${name}.${randomHex(6)}.tmp`);
   const fh = await open(tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL | C.O_NOFOLLOW, 0o644);
   try {
     try {
